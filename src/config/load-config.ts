@@ -1,0 +1,134 @@
+import { AppConfig, JwtAlgorithm } from './app-config';
+
+export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
+
+const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512'];
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Reads and validates every setting the broker understands. This is the only
+ * place in the code base that looks at the environment; all problems are
+ * collected so an operator sees the full list at once instead of one per boot.
+ */
+export function loadConfig(env: Env = process.env): AppConfig {
+  const problems: string[] = [];
+  const reader = new EnvReader(env, problems);
+
+  const jwtEnabled = reader.bool('JWT_ENABLED', false);
+  const algorithm = reader.oneOf('JWT_ALGORITHM', JWT_ALGORITHMS, 'HS256');
+  const secret = reader.string('JWT_SECRET');
+  const publicKey = reader.string('JWT_PUBLIC_KEY')?.replace(/\\n/g, '\n');
+  if (jwtEnabled) {
+    if (algorithm.startsWith('HS') && !secret) {
+      problems.push(`JWT_SECRET is required when JWT_ENABLED=true and JWT_ALGORITHM=${algorithm}`);
+    }
+    if (algorithm.startsWith('RS') && !publicKey) {
+      problems.push(`JWT_PUBLIC_KEY (PEM) is required when JWT_ENABLED=true and JWT_ALGORITHM=${algorithm}`);
+    }
+  }
+
+  const tenantHeader = reader.string('TENANT_HEADER')?.toLowerCase();
+  if (tenantHeader !== undefined && !/^[a-z0-9-]+$/.test(tenantHeader)) {
+    problems.push(`TENANT_HEADER must be an HTTP header name, got "${tenantHeader}"`);
+  }
+
+  const config: AppConfig = {
+    port: reader.int('PORT', 6632, 0, 65535),
+    host: reader.string('HOST') ?? '0.0.0.0',
+    bodyLimitBytes: reader.size('BODY_LIMIT', 16 * 1024 ** 2),
+    shutdownTimeoutMs: reader.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    workers: reader.int('WORKERS', 1, 1, 64),
+    database: {
+      url: reader.string('DATABASE_URL'),
+      dataDir: reader.string('DATA_DIR') ?? './data/pglite',
+      poolSize: reader.int('DB_POOL_SIZE', 10, 1, 1000),
+      acquireTimeoutMs: reader.int('DB_ACQUIRE_TIMEOUT_MS', 2_000, 1, 600_000),
+      statementTimeoutMs: reader.int('DB_STATEMENT_TIMEOUT_MS', 5_000, 1, 600_000),
+    },
+    jwt: {
+      enabled: jwtEnabled,
+      algorithm,
+      secret,
+      publicKey,
+      issuer: reader.string('JWT_ISSUER'),
+      audience: reader.string('JWT_AUDIENCE'),
+      clockToleranceSeconds: reader.int('JWT_CLOCK_SKEW_SECONDS', 30, 0, 3600),
+      tenantClaim: reader.string('JWT_TENANT_CLAIM') ?? 'tenant',
+    },
+    tenantHeader,
+    leaseMaxExtendSeconds: reader.optionalInt('LEASE_MAX_EXTEND_SECONDS', 1, 2_147_483_647),
+    defaultTenantId: DEFAULT_TENANT_ID,
+  };
+
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
+  }
+  return config;
+}
+
+class EnvReader {
+  constructor(
+    private readonly env: Env,
+    private readonly problems: string[],
+  ) {}
+
+  string(name: string): string | undefined {
+    const value = this.env[name]?.trim();
+    return value === undefined || value === '' ? undefined : value;
+  }
+
+  bool(name: string, fallback: boolean): boolean {
+    const value = this.string(name)?.toLowerCase();
+    if (value === undefined) return fallback;
+    if (['true', '1', 'yes', 'on'].includes(value)) return true;
+    if (['false', '0', 'no', 'off'].includes(value)) return false;
+    this.problems.push(`${name} must be true or false, got "${value}"`);
+    return fallback;
+  }
+
+  int(name: string, fallback: number, min: number, max: number): number {
+    return this.optionalInt(name, min, max) ?? fallback;
+  }
+
+  optionalInt(name: string, min: number, max: number): number | undefined {
+    const value = this.string(name);
+    if (value === undefined) return undefined;
+    const parsed = /^-?\d+$/.test(value) ? Number(value) : NaN;
+    if (!Number.isSafeInteger(parsed) || parsed < min || parsed > max) {
+      this.problems.push(`${name} must be an integer between ${min} and ${max}, got "${value}"`);
+      return undefined;
+    }
+    return parsed;
+  }
+
+  size(name: string, fallback: number): number {
+    const value = this.string(name);
+    if (value === undefined) return fallback;
+    const match = /^(\d+)\s*(b|kb|mb|gb)?$/i.exec(value);
+    if (!match || Number(match[1]) < 1) {
+      this.problems.push(`${name} must be a size such as 16mb, 512kb or a byte count, got "${value}"`);
+      return fallback;
+    }
+    return Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const value = this.string(name);
+    if (value === undefined) return fallback;
+    const found = allowed.find((candidate) => candidate === value.toUpperCase());
+    if (!found) {
+      this.problems.push(`${name} must be one of ${allowed.join(', ')}, got "${value}"`);
+      return fallback;
+    }
+    return found;
+  }
+}

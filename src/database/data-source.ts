@@ -1,0 +1,14 @@
+import { DataSource } from 'typeorm';
+import { loadConfig } from '../config/load-config';
+import { buildDataSourceOptions } from './data-source-options';
+
+/**
+ * For the TypeORM CLI (`npm run migration:run`). Needs DATABASE_URL: the
+ * embedded database migrates itself when the broker starts.
+ */
+const config = loadConfig();
+if (!config.database.url) {
+  throw new Error('DATABASE_URL must be set to run migrations from the CLI');
+}
+
+export default new DataSource(buildDataSourceOptions(config.database, config.database.url));

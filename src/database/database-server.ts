@@ -1,0 +1,35 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { EmbeddedPostgres } from './embedded-postgres';
+
+/**
+ * Decides which PostgreSQL the broker talks to: DATABASE_URL when set,
+ * otherwise an embedded one started on first use and stopped on shutdown.
+ */
+@Injectable()
+export class DatabaseServer {
+  private readonly logger = new Logger(DatabaseServer.name);
+  private embedded: EmbeddedPostgres | undefined;
+
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+
+  async url(): Promise<string> {
+    const { database } = this.config;
+    if (database.url) {
+      return database.url;
+    }
+    if (!this.embedded) {
+      this.embedded = await EmbeddedPostgres.start({
+        dataDir: database.dataDir,
+        maxConnections: database.poolSize + 10,
+      });
+      this.logger.log(`Embedded PostgreSQL (PGlite) serving ${database.dataDir}`);
+    }
+    return this.embedded.url;
+  }
+
+  async stop(): Promise<void> {
+    await this.embedded?.stop();
+    this.embedded = undefined;
+  }
+}

@@ -1,0 +1,50 @@
+import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { buildDataSourceOptions } from './data-source-options';
+import { DatabaseServer } from './database-server';
+import { runMigrations } from './run-migrations';
+
+@Global()
+@Module({ providers: [DatabaseServer], exports: [DatabaseServer] })
+class DatabaseServerModule {}
+
+/**
+ * Closes the pool before the embedded server it talks to, whatever order
+ * Nest runs module shutdown hooks in.
+ */
+@Injectable()
+class DatabaseShutdown implements OnApplicationShutdown {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly server: DatabaseServer,
+  ) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.dataSource.isInitialized) {
+      await this.dataSource.destroy();
+    }
+    await this.server.stop();
+  }
+}
+
+@Global()
+@Module({
+  imports: [
+    DatabaseServerModule,
+    TypeOrmModule.forRootAsync({
+      imports: [DatabaseServerModule],
+      inject: [APP_CONFIG, DatabaseServer],
+      useFactory: async (config: AppConfig, server: DatabaseServer) =>
+        buildDataSourceOptions(config.database, await server.url()),
+      dataSourceFactory: async (options?: DataSourceOptions) => {
+        const dataSource = await new DataSource(options!).initialize();
+        await runMigrations(dataSource, (options as { url: string }).url);
+        return dataSource;
+      },
+    }),
+  ],
+  providers: [DatabaseShutdown],
+})
+export class DatabaseModule {}

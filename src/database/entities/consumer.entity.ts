@@ -1,0 +1,38 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+/** A consumer group's cursor in one partition and the one lease that may be live on it. */
+@Entity({ name: 'consumers' })
+export class ConsumerEntity {
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  tenantId: string;
+
+  @PrimaryColumn({ name: 'partition_id', type: 'uuid' })
+  partitionId: string;
+
+  @PrimaryColumn({ name: 'consumer_group', type: 'text' })
+  consumerGroup: string;
+
+  @Column({ name: 'committed_offset', type: 'bigint' })
+  committedOffset: string;
+
+  @Column({ name: 'lease_end_offset', type: 'bigint', nullable: true })
+  leaseEndOffset: string | null;
+
+  @Column({ name: 'lease_id', type: 'uuid', nullable: true })
+  leaseId: string | null;
+
+  @Column({ name: 'lease_expires_at', type: 'timestamptz', nullable: true })
+  leaseExpiresAt: Date | null;
+
+  @Column({ name: 'retry_count', type: 'integer' })
+  retryCount: number;
+
+  @Column({ name: 'delivery_attempt', type: 'integer' })
+  deliveryAttempt: number;
+
+  @Column({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @Column({ name: 'updated_at', type: 'timestamptz' })
+  updatedAt: Date;
+}

@@ -1,0 +1,49 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+@Entity({ name: 'dead_letters' })
+export class DeadLetterEntity {
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  tenantId: string;
+
+  @PrimaryColumn({ name: 'id', type: 'uuid' })
+  id: string;
+
+  @Column({ name: 'queue_id', type: 'uuid' })
+  queueId: string;
+
+  @Column({ name: 'partition_id', type: 'uuid' })
+  partitionId: string;
+
+  @Column({ name: 'consumer_group', type: 'text' })
+  consumerGroup: string;
+
+  @Column({ name: 'message_id', type: 'uuid' })
+  messageId: string;
+
+  @Column({ name: 'seq', type: 'bigint' })
+  seq: string;
+
+  @Column({ name: 'transaction_id', type: 'text' })
+  transactionId: string;
+
+  @Column({ name: 'trace_id', type: 'text', nullable: true })
+  traceId: string | null;
+
+  @Column({ name: 'payload', type: 'jsonb', nullable: true })
+  payload: unknown;
+
+  @Column({ name: 'producer_sub', type: 'text', nullable: true })
+  producerSub: string | null;
+
+  @Column({ name: 'message_created_at', type: 'timestamptz' })
+  messageCreatedAt: Date;
+
+  @Column({ name: 'error_message', type: 'text', nullable: true })
+  errorMessage: string | null;
+
+  @Column({ name: 'retry_count', type: 'integer' })
+  retryCount: number;
+
+  @Column({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+}

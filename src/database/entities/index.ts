@@ -1,0 +1,15 @@
+import { ConsumerGroupEntity } from './consumer-group.entity';
+import { ConsumerEntity } from './consumer.entity';
+import { DeadLetterEntity } from './dead-letter.entity';
+import { MessageEntity } from './message.entity';
+import { PartitionEntity } from './partition.entity';
+import { QueueEntity } from './queue.entity';
+
+export const ENTITIES = [
+  QueueEntity,
+  PartitionEntity,
+  MessageEntity,
+  ConsumerGroupEntity,
+  ConsumerEntity,
+  DeadLetterEntity,
+];

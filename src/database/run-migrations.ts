@@ -1,0 +1,28 @@
+import { Logger } from '@nestjs/common';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+
+/** Arbitrary but fixed: every broker process contends for the same key. */
+const MIGRATION_LOCK_KEY = 7_346_291_044;
+
+/**
+ * TypeORM's runner takes no lock, so two brokers starting together on one
+ * database would both try to apply the same migration. A session advisory
+ * lock, held on a connection outside the pool (a pool of one would otherwise
+ * deadlock), serialises them: the second one finds nothing left to do.
+ */
+export async function runMigrations(dataSource: DataSource, url: string): Promise<void> {
+  const logger = new Logger('Migrations');
+  const lockClient = new Client({ connectionString: url, application_name: 'leasehold-migrations' });
+  await lockClient.connect();
+  try {
+    await lockClient.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const applied = await dataSource.runMigrations({ transaction: 'each' });
+    if (applied.length > 0) {
+      logger.log(`Applied ${applied.map((migration) => migration.name).join(', ')}`);
+    }
+  } finally {
+    await lockClient.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
+    await lockClient.end();
+  }
+}
