@@ -1,0 +1,11 @@
+import { Module } from '@nestjs/common';
+import { AuthModule } from './auth/auth.module';
+import { ConfigModule } from './config/config.module';
+import { DatabaseModule } from './database/database.module';
+import { HealthModule } from './health/health.module';
+import { LeaseModule } from './lease/lease.module';
+
+@Module({
+  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule],
+})
+export class AppModule {}

@@ -1,0 +1,23 @@
+import { createParamDecorator, ExecutionContext, InternalServerErrorException } from '@nestjs/common';
+import { Principal } from './principal';
+
+export const PRINCIPAL_KEY = 'leaseholdPrincipal';
+
+export function principalOf(request: object): Principal | undefined {
+  return (request as Record<string, Principal | undefined>)[PRINCIPAL_KEY];
+}
+
+/** The caller's tenant, as resolved by the access guard from the token or the trusted header. */
+export const TenantId = createParamDecorator((_data: unknown, context: ExecutionContext): string => {
+  const principal = principalOf(context.switchToHttp().getRequest());
+  if (!principal) {
+    // A route reached without the guard is a wiring bug, not a caller error.
+    throw new InternalServerErrorException({ error: 'no principal' });
+  }
+  return principal.tenantId;
+});
+
+export const CurrentPrincipal = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): Principal | undefined =>
+    principalOf(context.switchToHttp().getRequest()),
+);

@@ -1,0 +1,56 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { isConnectionFailure } from './database-errors';
+import { requestIdOf } from './request-id.middleware';
+
+/**
+ * Keeps every error the broker produces in the contract's flat shape,
+ * `{"error": "..."}`. Unexpected errors are logged with the request id and
+ * answered without internals.
+ */
+@Catch()
+export class HttpExceptionFilter implements ExceptionFilter {
+  private readonly logger = new Logger(HttpExceptionFilter.name);
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const http = host.switchToHttp();
+    const response = http.getResponse<Response>();
+    const request = http.getRequest<Request>();
+    const [status, message] = this.describe(exception, request);
+    if (response.headersSent) {
+      return;
+    }
+    response.status(status).json({ error: message });
+  }
+
+  private describe(exception: unknown, request: Request): [number, string] {
+    if (exception instanceof HttpException) {
+      return [exception.getStatus(), errorText(exception)];
+    }
+    if (isConnectionFailure(exception)) {
+      this.logger.warn(`[${requestIdOf(request)}] database unavailable: ${messageOf(exception)}`);
+      return [HttpStatus.INTERNAL_SERVER_ERROR, 'pool'];
+    }
+    this.logger.error(
+      `[${requestIdOf(request)}] ${request.method} ${request.originalUrl}: ${messageOf(exception)}`,
+      exception instanceof Error ? exception.stack : undefined,
+    );
+    return [HttpStatus.INTERNAL_SERVER_ERROR, 'internal error'];
+  }
+}
+
+function errorText(exception: HttpException): string {
+  const body = exception.getResponse();
+  if (typeof body === 'string') return body;
+  const { error, message } = body as { error?: unknown; message?: unknown };
+  // Our own exceptions carry { error }; Nest's built-ins carry { message }
+  // (an array of messages for validation failures).
+  if (typeof error === 'string' && message === undefined) return error;
+  if (Array.isArray(message)) return message.join('; ');
+  if (typeof message === 'string') return message;
+  return exception.message;
+}
+
+function messageOf(exception: unknown): string {
+  return exception instanceof Error ? exception.message : String(exception);
+}

@@ -1,0 +1,70 @@
+import { NestApplicationOptions } from '@nestjs/common';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import express, { ErrorRequestHandler } from 'express';
+import { HttpExceptionFilter } from './common/http-exception.filter';
+import { requestIdMiddleware } from './common/request-id.middleware';
+import { APP_CONFIG, AppConfig } from './config/app-config';
+
+/** Nest's own body parser is off: setupApp installs parsers per route family. */
+export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
+
+const LEASE_EXTEND_PATH = '/api/v1/lease/:leaseId/extend';
+
+/** Everything main.ts and the e2e tests share: parsers, the error filter, Swagger. */
+export function setupApp(app: NestExpressApplication): void {
+  const config = app.get<AppConfig>(APP_CONFIG);
+  const limit = config.bodyLimitBytes;
+
+  app.disable('x-powered-by');
+  app.use(requestIdMiddleware);
+  // The lease route must see the raw bytes: its lenient pipe, not Express,
+  // decides what a malformed body means (60 seconds, never a 400).
+  app.use(LEASE_EXTEND_PATH, express.raw({ type: () => true, limit }), lenientBodyErrors);
+  app.use(express.json({ limit, type: ['application/json', 'application/*+json'] }), bodyParserErrors);
+  app.useGlobalFilters(new HttpExceptionFilter());
+  setupSwagger(app);
+}
+
+/** On the lease route only an oversized body is an error; any other decoding failure means "no body". */
+const lenientBodyErrors: ErrorRequestHandler = (error, request, response, next) => {
+  if ((error as { type?: string }).type === 'entity.too.large') {
+    next(error);
+    return;
+  }
+  request.body = undefined;
+  next();
+};
+
+const bodyParserErrors: ErrorRequestHandler = (error, _request, response, next) => {
+  const { type, status } = error as { type?: string; status?: number };
+  if (type === 'entity.too.large') {
+    response.status(413).json({ error: 'payload too large' });
+  } else if (type === 'entity.parse.failed') {
+    response.status(400).json({ error: 'invalid JSON body' });
+  } else if (typeof status === 'number' && status >= 400 && status < 500) {
+    response.status(status).json({ error: (error as Error).message });
+  } else {
+    next(error);
+  }
+};
+
+function setupSwagger(app: NestExpressApplication): void {
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('Leasehold')
+      .setDescription(
+        'Multi-tenant message-queue broker on PostgreSQL whose consumers hold leases on what they pop and ' +
+          'extend them while a slow handler is still working. HTTP surface of the Queen MQ v1 reference. ' +
+          'Every error the broker produces is {"error": "..."}.',
+      )
+      .setVersion('1')
+      .addBearerAuth({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' })
+      .build(),
+  );
+  SwaggerModule.setup('docs', app, document, {
+    jsonDocumentUrl: 'docs-json',
+    swaggerOptions: { persistAuthorization: true },
+  });
+}
