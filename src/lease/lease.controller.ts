@@ -1,0 +1,59 @@
+import { Body, Controller, HttpCode, HttpStatus, Param, Post } from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiBody,
+  ApiForbiddenResponse,
+  ApiInternalServerErrorResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiParam,
+  ApiTags,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import { Access } from '../auth/access.decorator';
+import { TenantId } from '../auth/principal.decorator';
+import { ErrorResponseDto } from '../common/error-response.dto';
+import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
+import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
+import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
+import { LeaseService } from './lease.service';
+
+@ApiTags('lease')
+@ApiBearerAuth()
+@Controller('api/v1/lease')
+export class LeaseController {
+  constructor(private readonly leaseService: LeaseService) {}
+
+  @Post(':leaseId/extend')
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({
+    summary: 'Extend a lease while the handler is still working',
+    description:
+      'Pushes out the deadline of every live (partition, consumer group) lease held by this id, in the ' +
+      "caller's tenant: new expiry = max(current expiry, now + seconds), by the database clock. Never " +
+      'shortens a lease and never resurrects an expired one. The body is parsed leniently and this route ' +
+      'never answers 400. HTTP 200 does not mean the lease was extended: read `renewed`. An unknown, ' +
+      "expired, released or other tenant's id, or one that is not a UUID, answers 200 with success false, " +
+      'renewed 0 and null timestamps, indistinguishably.',
+  })
+  @ApiParam({ name: 'leaseId', description: 'The leaseId returned by the pop', example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' })
+  @ApiBody({ type: ExtendLeaseRequestDto, required: false })
+  @ApiOkResponse({
+    type: ExtendLeaseResponseDto,
+    description: 'The renewal ran, whether or not it renewed anything.',
+  })
+  @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
+  @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'Auth is on and the token has no read-write role' })
+  @ApiInternalServerErrorResponse({
+    type: ErrorResponseDto,
+    description: 'No database connection within the acquire timeout (`pool`), or the renewal failed (`renew failed: …`)',
+  })
+  extend(
+    @TenantId() tenantId: string,
+    @Param('leaseId') leaseId: string,
+    @Body(LenientSecondsPipe) seconds: number,
+  ): Promise<ExtendLeaseResponseDto> {
+    return this.leaseService.extend(tenantId, leaseId, seconds);
+  }
+}

@@ -1,0 +1,52 @@
+import { Inject, Injectable, InternalServerErrorException } from '@nestjs/common';
+import { isUuid } from '../common/uuid';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
+import { LeaseRenewal, LeaseRepository, RenewalFailedError } from './lease.repository';
+
+const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null };
+
+@Injectable()
+export class LeaseService {
+  constructor(
+    private readonly leases: LeaseRepository,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /**
+   * Renews every live lease row held by `leaseId` in the caller's tenant.
+   * Unknown, expired, released, foreign and malformed ids all produce the
+   * same answer, so a leaked id cannot be used to probe for existence.
+   */
+  async extend(tenantId: string, leaseId: string, seconds: number): Promise<ExtendLeaseResponseDto> {
+    // A non-UUID cannot hold a lease; asking PostgreSQL would only fail the cast.
+    const renewal = isUuid(leaseId)
+      ? await this.renew(tenantId, leaseId.toLowerCase(), this.capped(seconds))
+      : NOTHING_RENEWED;
+    const expiry = renewal.earliestExpiresAt;
+    return {
+      leaseId,
+      success: renewal.renewed > 0,
+      renewed: renewal.renewed,
+      newExpiresAt: expiry,
+      expiresAt: expiry,
+      lease_expires_at: expiry,
+    };
+  }
+
+  private async renew(tenantId: string, leaseId: string, seconds: number): Promise<LeaseRenewal> {
+    try {
+      return await this.leases.renew(tenantId, leaseId, seconds);
+    } catch (error) {
+      if (error instanceof RenewalFailedError) {
+        throw new InternalServerErrorException({ error: error.message });
+      }
+      throw error;
+    }
+  }
+
+  private capped(seconds: number): number {
+    const cap = this.config.leaseMaxExtendSeconds;
+    return cap === undefined ? seconds : Math.min(seconds, cap);
+  }
+}
