@@ -30,6 +30,10 @@ export interface AppConfig {
   jwt: JwtConfig;
   tenantHeader: string | undefined;
   leaseMaxExtendSeconds: number | undefined;
+  /** Renewal statements allowed in flight at once; further renewals are grouped behind them. */
+  leaseRenewalConcurrency: number;
+  /** Most renewals one statement may carry. */
+  leaseRenewalBatchSize: number;
   defaultTenantId: string;
 }
 

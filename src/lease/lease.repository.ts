@@ -4,6 +4,12 @@ import { DataSource, QueryRunner } from 'typeorm';
 import { PoolUnavailableError } from '../common/database-errors';
 import { isoTimestamp } from '../common/sql-timestamp';
 
+export interface RenewalRequest {
+  tenantId: string;
+  leaseId: string;
+  seconds: number;
+}
+
 export interface LeaseRenewal {
   renewed: number;
   /** Earliest expiry among the renewed rows, already in the contract's format. */
@@ -12,54 +18,91 @@ export interface LeaseRenewal {
 
 /** The renewal statement failed after a connection was obtained. */
 export class RenewalFailedError extends Error {
-  constructor(readonly reason: string, cause: unknown) {
+  constructor(
+    readonly reason: string,
+    cause: unknown,
+  ) {
     super(`renew failed: ${reason}`, { cause });
     this.name = 'RenewalFailedError';
   }
 }
 
 /*
- * One statement. The CTE locks the lease's rows in primary-key order before
- * updating them: two concurrent extends of one multi-partition lease then
- * queue behind each other instead of deadlocking, which is what an UPDATE
- * that locks rows in scan order does. The UPDATE repeats the liveness test
- * because a row may have been released or re-leased while we waited.
+ * Renews a whole group of requests in one statement, each keeping its own
+ * tenant scope and getting its own answer.
+ *
+ * - `locked` takes the row locks in primary-key order. An UPDATE alone locks
+ *   rows in whatever order it meets them, and two concurrent renewals of one
+ *   multi-partition lease then deadlock; in one global order they queue.
+ * - A lease asked for twice in one group is renewed once, with the largest
+ *   `seconds`: the stored expiry is what a serial execution ending with that
+ *   request would leave, and every requester of that lease is told it.
+ * - The UPDATE repeats the liveness test: a row may have been released or
+ *   re-leased while we waited for its lock.
+ * - `lease_id IS NOT NULL` lets the planner use the partial lease index.
  */
 const RENEW_SQL = `
-  WITH locked AS (
-    SELECT partition_id, consumer_group
-      FROM consumers
-     WHERE tenant_id = $1 AND lease_id = $2 AND lease_expires_at > now()
-     ORDER BY partition_id, consumer_group
-       FOR UPDATE
+  WITH requested AS (
+    SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::int[]) AS r(idx, tenant_id, lease_id, seconds)
+  ), wanted AS (
+    SELECT tenant_id, lease_id, max(seconds) AS seconds FROM requested GROUP BY tenant_id, lease_id
+  ), locked AS (
+    SELECT c.tenant_id, c.partition_id, c.consumer_group, c.lease_id, w.seconds
+      FROM consumers AS c
+      JOIN wanted AS w ON c.tenant_id = w.tenant_id AND c.lease_id = w.lease_id
+     WHERE c.lease_id IS NOT NULL AND c.lease_expires_at > now()
+     ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+       FOR UPDATE OF c
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, now() + make_interval(secs => $3))
+       SET lease_expires_at = GREATEST(c.lease_expires_at, now() + make_interval(secs => l.seconds))
       FROM locked AS l
-     WHERE c.tenant_id = $1
+     WHERE c.tenant_id = l.tenant_id
        AND c.partition_id = l.partition_id
        AND c.consumer_group = l.consumer_group
-       AND c.lease_id = $2
+       AND c.lease_id = l.lease_id
        AND c.lease_expires_at > now()
-    RETURNING c.lease_expires_at
+    RETURNING c.tenant_id, c.lease_id, c.lease_expires_at
+  ), per_lease AS (
+    SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest
+      FROM renewed GROUP BY tenant_id, lease_id
   )
-  SELECT count(*)::int AS renewed, ${isoTimestamp('min(lease_expires_at)')} AS earliest_expires_at
-    FROM renewed`;
+  SELECT r.idx, coalesce(p.renewed, 0) AS renewed, ${isoTimestamp('p.earliest')} AS earliest_expires_at
+    FROM requested AS r
+    LEFT JOIN per_lease AS p ON p.tenant_id = r.tenant_id AND p.lease_id = r.lease_id`;
+
+interface RenewalRow {
+  idx: number;
+  renewed: number;
+  earliest_expires_at: string | null;
+}
 
 @Injectable()
 export class LeaseRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** Extends every live consumer row of this tenant held by `leaseId`; never shortens, never resurrects. */
-  async renew(tenantId: string, leaseId: string, seconds: number): Promise<LeaseRenewal> {
+  /**
+   * Extends every live consumer row held by each request's lease id in that
+   * request's tenant; never shortens, never resurrects. Answers in request order.
+   */
+  async renew(requests: readonly RenewalRequest[]): Promise<LeaseRenewal[]> {
     const runner = await this.acquire();
     try {
-      const rows: Array<{ renewed: number; earliest_expires_at: string | null }> = await runner
-        .query(RENEW_SQL, [tenantId, leaseId, seconds])
+      const rows: RenewalRow[] = await runner
+        .query(RENEW_SQL, [
+          requests.map((_request, index) => index),
+          requests.map((request) => request.tenantId),
+          requests.map((request) => request.leaseId),
+          requests.map((request) => request.seconds),
+        ])
         .catch((error: unknown) => {
-          throw new RenewalFailedError(reasonOf(error), error);
+          throw new RenewalFailedError(error instanceof Error ? error.message : String(error), error);
         });
-      return { renewed: rows[0].renewed, earliestExpiresAt: rows[0].earliest_expires_at };
+      const answers: LeaseRenewal[] = new Array(requests.length);
+      for (const row of rows) {
+        answers[row.idx] = { renewed: row.renewed, earliestExpiresAt: row.earliest_expires_at };
+      }
+      return answers;
     } finally {
       await runner.release();
     }
@@ -75,8 +118,4 @@ export class LeaseRepository {
       throw new PoolUnavailableError(error);
     }
   }
-}
-
-function reasonOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -2,14 +2,15 @@ import { Inject, Injectable, InternalServerErrorException } from '@nestjs/common
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
-import { LeaseRenewal, LeaseRepository, RenewalFailedError } from './lease.repository';
+import { LeaseRenewal, RenewalFailedError } from './lease.repository';
+import { RenewalBatcher } from './renewal-batcher';
 
 const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null };
 
 @Injectable()
 export class LeaseService {
   constructor(
-    private readonly leases: LeaseRepository,
+    private readonly renewals: RenewalBatcher,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -36,7 +37,7 @@ export class LeaseService {
 
   private async renew(tenantId: string, leaseId: string, seconds: number): Promise<LeaseRenewal> {
     try {
-      return await this.leases.renew(tenantId, leaseId, seconds);
+      return await this.renewals.renew({ tenantId, leaseId, seconds });
     } catch (error) {
       if (error instanceof RenewalFailedError) {
         throw new InternalServerErrorException({ error: error.message });

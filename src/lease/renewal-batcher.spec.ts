@@ -1,0 +1,108 @@
+import { AppConfig } from '../config/app-config';
+import { loadConfig } from '../config/load-config';
+import { LeaseRenewal, LeaseRepository, RenewalRequest } from './lease.repository';
+import { RenewalBatcher } from './renewal-batcher';
+
+/** A repository whose statements finish only when the test says so. */
+class ControlledRepository {
+  readonly calls: Array<{ requests: readonly RenewalRequest[]; finish: (error?: Error) => void }> = [];
+
+  renew(requests: readonly RenewalRequest[]): Promise<LeaseRenewal[]> {
+    return new Promise((resolve, reject) => {
+      this.calls.push({
+        requests,
+        finish: (error) =>
+          error
+            ? reject(error)
+            : resolve(requests.map((request) => ({ renewed: request.seconds, earliestExpiresAt: request.leaseId }))),
+      });
+    });
+  }
+}
+
+const request = (leaseId: string, seconds = 60): RenewalRequest => ({ tenantId: 't', leaseId, seconds });
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+function batcher(env: Record<string, string>): { batcher: RenewalBatcher; repository: ControlledRepository } {
+  const repository = new ControlledRepository();
+  const config: AppConfig = loadConfig(env);
+  return { batcher: new RenewalBatcher(repository as unknown as LeaseRepository, config), repository };
+}
+
+describe('RenewalBatcher', () => {
+  it('runs a lone renewal at once, as a statement of its own', async () => {
+    const { batcher: subject, repository } = batcher({});
+
+    const answer = subject.renew(request('a', 30));
+    await flush();
+
+    expect(repository.calls).toHaveLength(1);
+    expect(repository.calls[0].requests).toEqual([request('a', 30)]);
+    repository.calls[0].finish();
+    await expect(answer).resolves.toEqual({ renewed: 30, earliestExpiresAt: 'a' });
+  });
+
+  it('groups renewals that arrive while every slot is busy into one statement, each with its own answer', async () => {
+    const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1' });
+
+    const first = subject.renew(request('a', 1));
+    const queued = [subject.renew(request('b', 2)), subject.renew(request('c', 3)), subject.renew(request('d', 4))];
+    await flush();
+    expect(repository.calls).toHaveLength(1);
+
+    repository.calls[0].finish();
+    await expect(first).resolves.toEqual({ renewed: 1, earliestExpiresAt: 'a' });
+    await flush();
+    expect(repository.calls).toHaveLength(2);
+    expect(repository.calls[1].requests.map((pending) => pending.leaseId)).toEqual(['b', 'c', 'd']);
+
+    repository.calls[1].finish();
+    await expect(Promise.all(queued)).resolves.toEqual([
+      { renewed: 2, earliestExpiresAt: 'b' },
+      { renewed: 3, earliestExpiresAt: 'c' },
+      { renewed: 4, earliestExpiresAt: 'd' },
+    ]);
+  });
+
+  it('never puts more than LEASE_RENEWAL_BATCH_SIZE renewals in one statement', async () => {
+    const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_SIZE: '2' });
+
+    const answers = ['a', 'b', 'c', 'd', 'e'].map((id) => subject.renew(request(id)));
+    await flush();
+    repository.calls[0].finish();
+    await flush();
+    repository.calls[1].finish();
+    await flush();
+    repository.calls[2].finish();
+    await Promise.all(answers);
+
+    expect(repository.calls.map((call) => call.requests.length)).toEqual([1, 2, 2]);
+  });
+
+  it('keeps no more statements in flight than the pool has connections', async () => {
+    const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '8', DB_POOL_SIZE: '2' });
+
+    const answers = ['a', 'b', 'c'].map((id) => subject.renew(request(id)));
+    await flush();
+
+    expect(repository.calls).toHaveLength(2);
+    repository.calls.forEach((call) => call.finish());
+    await flush();
+    repository.calls[2].finish();
+    await Promise.all(answers);
+  });
+
+  it('fails only the renewals of the statement that failed, and keeps serving', async () => {
+    const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1' });
+
+    const doomed = subject.renew(request('a'));
+    const later = subject.renew(request('b', 7));
+    await flush();
+    repository.calls[0].finish(new Error('boom'));
+
+    await expect(doomed).rejects.toThrow('boom');
+    await flush();
+    repository.calls[1].finish();
+    await expect(later).resolves.toEqual({ renewed: 7, earliestExpiresAt: 'b' });
+  });
+});
