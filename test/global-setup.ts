@@ -1,11 +1,9 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DataSource } from 'typeorm';
 import { loadConfig } from '../src/config/load-config';
-import { buildDataSourceOptions } from '../src/database/data-source-options';
 import { EmbeddedPostgres } from '../src/database/embedded-postgres';
-import { runMigrations } from '../src/database/run-migrations';
+import { migrateDatabase } from '../src/database/run-migrations';
 
 declare global {
   var __LEASEHOLD_EMBEDDED__: EmbeddedPostgres | undefined;
@@ -28,10 +26,5 @@ export default async function globalSetup(): Promise<void> {
     process.env.LEASEHOLD_TEST_EMBEDDED = '1';
   }
   const config = loadConfig();
-  const dataSource = await new DataSource(buildDataSourceOptions(config.database, config.database.url!)).initialize();
-  try {
-    await runMigrations(dataSource, config.database.url!);
-  } finally {
-    await dataSource.destroy();
-  }
+  await migrateDatabase(config.database, config.database.url!);
 }

@@ -1,6 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
+import { DatabaseConfig } from '../config/app-config';
+import { buildDataSourceOptions } from './data-source-options';
 
 /** Arbitrary but fixed: every broker process contends for the same key. */
 const MIGRATION_LOCK_KEY = 7_346_291_044;
@@ -24,5 +26,15 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   } finally {
     await lockClient.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
     await lockClient.end();
+  }
+}
+
+/** Migrates a database without booting the application (test setup, cluster primary). */
+export async function migrateDatabase(database: DatabaseConfig, url: string): Promise<void> {
+  const dataSource = await new DataSource(buildDataSourceOptions(database, url)).initialize();
+  try {
+    await runMigrations(dataSource, url);
+  } finally {
+    await dataSource.destroy();
   }
 }
