@@ -1,0 +1,320 @@
+import { ChildProcess, execSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import autocannon, { Result } from 'autocannon';
+import { Client } from 'pg';
+
+/*
+ * `npm run bench`: starts the broker (real PostgreSQL, fresh database) and a
+ * bare NestJS app as the framework's ceiling, measures both in the same run
+ * with autocannon, and writes bench/RESULTS.md. Not part of CI.
+ */
+
+const ROOT = join(__dirname, '..', '..');
+const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const LEASES = Number(process.env.BENCH_LEASES ?? 2000);
+const BROKER_PORT = 6700;
+const CEILING_PORT = 6701;
+const BROKER = `http://127.0.0.1:${BROKER_PORT}`;
+
+interface Row {
+  scenario: string;
+  connections: number;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  extra?: string;
+  rssMb?: number;
+}
+
+async function main(): Promise<void> {
+  await recreateDatabase();
+  const broker = start('broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
+    PORT: String(BROKER_PORT),
+    HOST: '127.0.0.1',
+    DATABASE_URL: databaseUrl(),
+    DB_POOL_SIZE: process.env.BENCH_POOL_SIZE ?? '10',
+    JWT_ENABLED: 'false',
+  });
+  const ceiling = start('ceiling', join(ROOT, 'dist-bench', 'bench', 'ceiling-app.js'), [String(CEILING_PORT)], {});
+  const rows: Row[] = [];
+  try {
+    await waitFor(`${BROKER}/health`);
+    await waitFor(`http://127.0.0.1:${CEILING_PORT}/api/v1/lease/x/extend`, 'POST');
+
+    log(`creating ${LEASES} live leases through pop`);
+    const leases = await createLeases(LEASES);
+    const hotLease = await createHotLease(10);
+    log(`created ${leases.length} leases and one 10-partition hot lease`);
+
+    for (const connections of [1, 10, 50]) {
+      rows.push(await measure('ceiling: bare NestJS, fixed JSON', `http://127.0.0.1:${CEILING_PORT}`, connections, () => leases[0]));
+    }
+    for (const connections of [1, 10, 50]) {
+      const row = await measure('extend, random leases', BROKER, connections, () => leases[Math.floor(Math.random() * leases.length)]);
+      rows.push({ ...row, rssMb: rss(broker) });
+    }
+    const hot = await measure('extend, one hot 10-partition lease', BROKER, 50, () => hotLease);
+    rows.push({ ...hot, rssMb: rss(broker) });
+
+    rows.push({ ...(await measurePush()), rssMb: rss(broker) });
+    rows.push({ ...(await measurePopAck()), rssMb: rss(broker) });
+  } finally {
+    broker.kill('SIGTERM');
+    ceiling.kill('SIGTERM');
+  }
+  writeResults(rows);
+}
+
+function databaseUrl(): string {
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${DATABASE}`;
+  return url.toString();
+}
+
+async function recreateDatabase(): Promise<void> {
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${DATABASE}`);
+  await admin.end();
+}
+
+function start(name: string, script: string, args: string[], env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  child.on('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGTERM') log(`${name} exited with ${code ?? signal}`);
+  });
+  return child;
+}
+
+async function waitFor(url: string, method = 'GET'): Promise<void> {
+  for (let attempt = 0; attempt < 150; attempt += 1) {
+    try {
+      const response = await fetch(url, { method });
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${BROKER}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+async function push(queue: string, items: Array<{ partition: string; payload: unknown }>): Promise<void> {
+  const response = await call('POST', '/api/v1/push', { items: items.map((item) => ({ queue, ...item })) });
+  if (response.status !== 201) throw new Error(`push answered ${response.status}`);
+}
+
+/** One message in each of `count / 2` partitions, popped by two consumer groups: `count` single-partition leases. */
+async function createLeases(count: number): Promise<string[]> {
+  const partitions = Math.ceil(count / 2);
+  for (let start = 0; start < partitions; start += 500) {
+    const items = [];
+    for (let index = start; index < Math.min(partitions, start + 500); index += 1) {
+      items.push({ partition: `p${index}`, payload: { index } });
+    }
+    await push('bench-leases', items);
+  }
+  const leases: string[] = [];
+  for (const group of ['bench-a', 'bench-b']) {
+    const workers = Array.from({ length: 8 }, async () => {
+      for (;;) {
+        const response = await call<{ leaseId: string }>(
+          'GET',
+          `/api/v1/pop/queue/bench-leases?batch=1&leaseSeconds=3600&consumerGroup=${group}`,
+        );
+        if (response.status === 204) return;
+        if (response.status !== 200) throw new Error(`pop answered ${response.status}`);
+        leases.push(response.body.leaseId);
+      }
+    });
+    await Promise.all(workers);
+  }
+  return leases.slice(0, count);
+}
+
+async function createHotLease(partitions: number): Promise<string> {
+  await push(
+    'bench-hot',
+    Array.from({ length: partitions }, (_unused, index) => ({ partition: `h${index}`, payload: { index } })),
+  );
+  const response = await call<{ leaseId: string; partitionsClaimed: unknown }>(
+    'GET',
+    `/api/v1/pop/queue/bench-hot?batch=${partitions}&partitions=${partitions}&leaseSeconds=3600`,
+  );
+  if (response.status !== 200) throw new Error(`hot pop answered ${response.status}`);
+  return response.body.leaseId;
+}
+
+async function measure(scenario: string, base: string, connections: number, lease: () => string): Promise<Row> {
+  const result = await autocannon({
+    url: base,
+    connections,
+    duration: SECONDS,
+    requests: [
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"seconds":3600}',
+        setupRequest: (request) => ({ ...request, path: `/api/v1/lease/${lease()}/extend` }),
+      },
+    ],
+  });
+  return summarise(scenario, connections, result);
+}
+
+async function measurePush(): Promise<Row> {
+  const connections = 10;
+  let sequence = 0;
+  const result = await autocannon({
+    url: BROKER,
+    connections,
+    duration: SECONDS,
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/v1/push',
+        headers: { 'content-type': 'application/json' },
+        setupRequest: (request) => {
+          const partition = `p${sequence++ % 10}`;
+          const items = Array.from({ length: 100 }, (_unused, index) => ({
+            queue: 'bench-push',
+            partition,
+            payload: { index, body: 'x'.repeat(100) },
+          }));
+          return { ...request, body: JSON.stringify({ items }) };
+        },
+      },
+    ],
+  });
+  const row = summarise('push, batches of 100', connections, result);
+  return { ...row, extra: `${Math.round(row.requestsPerSecond * 100)} messages/s` };
+}
+
+async function measurePopAck(): Promise<Row> {
+  const consumers = 4;
+  const queue = 'bench-push';
+  const deadline = Date.now() + SECONDS * 1000;
+  const latencies: number[] = [];
+  let messages = 0;
+  let errors = 0;
+  await Promise.all(
+    Array.from({ length: consumers }, async () => {
+      while (Date.now() < deadline) {
+        const started = performance.now();
+        const popped = await call<{ leaseId: string; messages: Array<{ transactionId: string; partitionId: string }> }>(
+          'GET',
+          `/api/v1/pop/queue/${queue}?batch=100&leaseSeconds=60`,
+        );
+        if (popped.status === 204) break;
+        if (popped.status !== 200) {
+          errors += 1;
+          continue;
+        }
+        const acked = await call<Array<{ success: boolean }>>('POST', '/api/v1/ack/batch', {
+          acknowledgments: popped.body.messages.map((message) => ({
+            transactionId: message.transactionId,
+            partitionId: message.partitionId,
+            leaseId: popped.body.leaseId,
+            status: 'completed',
+          })),
+        });
+        if (acked.status !== 200 || acked.body.some((answer) => !answer.success)) errors += 1;
+        messages += popped.body.messages.length;
+        latencies.push(performance.now() - started);
+      }
+    }),
+  );
+  latencies.sort((a, b) => a - b);
+  const percentile = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+  const elapsed = SECONDS;
+  return {
+    scenario: 'pop + ack, batch 100, 10 partitions, 4 consumers',
+    connections: consumers,
+    requestsPerSecond: Math.round(latencies.length / elapsed),
+    p50: Math.round(percentile(0.5) * 10) / 10,
+    p99: Math.round(percentile(0.99) * 10) / 10,
+    errors,
+    extra: `${Math.round(messages / elapsed)} messages/s (pop+ack round trips in the req/s column)`,
+  };
+}
+
+function summarise(scenario: string, connections: number, result: Result): Row {
+  return {
+    scenario,
+    connections,
+    requestsPerSecond: Math.round(result.requests.average),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts + result.non2xx,
+  };
+}
+
+function rss(child: ChildProcess): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return Math.round(kb / 1024);
+}
+
+function writeResults(rows: Row[]): void {
+  const find = (scenario: string, connections: number) =>
+    rows.find((row) => row.scenario.startsWith(scenario) && row.connections === connections);
+  const ceiling50 = find('ceiling', 50)!;
+  const extend50 = find('extend, random', 50)!;
+  const hot50 = find('extend, one hot', 50)!;
+  const maxRss = Math.max(...rows.map((row) => row.rssMb ?? 0));
+  const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
+  const postgres = execSync(`psql "${ADMIN_URL}" -tAc 'SHOW server_version'`).toString().trim();
+
+  const lines = [
+    '# Benchmark results',
+    '',
+    `Run ${new Date().toISOString()} by \`npm run bench\` (${SECONDS} s per scenario).`,
+    '',
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM; ` +
+      `Node ${process.version}; PostgreSQL ${postgres}; broker, PostgreSQL and load generator (autocannon) on the same machine. ` +
+      `Broker: one process, pool ${process.env.BENCH_POOL_SIZE ?? '10'}, auth off. ${LEASES} live leases created through pop.`,
+    '',
+    '| scenario | connections | req/s | p50 ms | p99 ms | errors | broker RSS MB | notes |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    ...rows.map(
+      (row) =>
+        `| ${row.scenario} | ${row.connections} | ${row.requestsPerSecond} | ${row.p50} | ${row.p99} | ${row.errors} | ${row.rssMb ?? ''} | ${row.extra ?? ''} |`,
+    ),
+    '',
+    '## Targets at 50 connections',
+    '',
+    `- extend / ceiling = ${(extend50.requestsPerSecond / ceiling50.requestsPerSecond).toFixed(2)} (target ≥ 0.8): ${verdict(extend50.requestsPerSecond >= 0.8 * ceiling50.requestsPerSecond)}`,
+    `- extend p99 = ${extend50.p99} ms (target ≤ 30 ms): ${verdict(extend50.p99 <= 30)}`,
+    `- extend errors = ${extend50.errors} (target 0): ${verdict(extend50.errors === 0)}`,
+    `- hot lease / random leases = ${(hot50.requestsPerSecond / extend50.requestsPerSecond).toFixed(2)} (target ≥ 0.5), errors ${hot50.errors}: ${verdict(hot50.requestsPerSecond >= 0.5 * extend50.requestsPerSecond && hot50.errors === 0)}`,
+    `- broker RSS max = ${maxRss} MB (target ≤ 200 MB): ${verdict(maxRss <= 200)}`,
+    '',
+  ];
+  writeFileSync(join(ROOT, 'bench', 'RESULTS.md'), lines.join('\n'));
+  log(lines.join('\n'));
+}
+
+function log(message: string): void {
+  process.stdout.write(`${message}\n`);
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});
