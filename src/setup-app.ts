@@ -1,6 +1,6 @@
 import { NestApplicationOptions } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import express, { ErrorRequestHandler } from 'express';
 import { HttpExceptionFilter } from './common/http-exception.filter';
 import { requestIdMiddleware } from './common/request-id.middleware';
@@ -63,8 +63,25 @@ function setupSwagger(app: NestExpressApplication): void {
       .addBearerAuth({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' })
       .build(),
   );
+  dropDuplicateSecurity(document);
   SwaggerModule.setup('docs', app, document, {
     jsonDocumentUrl: 'docs-json',
     swaggerOptions: { persistAuthorization: true },
   });
+}
+
+/**
+ * @Access adds the bearer requirement to every protected handler, and a
+ * controller may carry @ApiBearerAuth() as well; Swagger concatenates the
+ * two, so each operation keeps one copy of each requirement.
+ */
+function dropDuplicateSecurity(document: OpenAPIObject): void {
+  for (const pathItem of Object.values(document.paths)) {
+    for (const operation of Object.values(pathItem)) {
+      const security = (operation as { security?: unknown[] } | undefined)?.security;
+      if (!Array.isArray(security)) continue;
+      const unique = new Map(security.map((requirement) => [JSON.stringify(requirement), requirement]));
+      (operation as { security: unknown[] }).security = [...unique.values()];
+    }
+  }
 }

@@ -20,6 +20,13 @@ describe('OpenAPI documentation', () => {
     expect(response.text).toContain('swagger-ui');
   });
 
+  it('keeps a pasted bearer token across page reloads (persistAuthorization)', async () => {
+    const response = await request(app.getHttpServer()).get('/docs/swagger-ui-init.js');
+
+    expect(response.status).toBe(200);
+    expect(response.text).toMatch(/"persistAuthorization":\s*true/);
+  });
+
   it('describes the lease route with its body, six response keys, every status and bearer auth', async () => {
     const response = await request(app.getHttpServer()).get('/docs-json');
     expect(response.status).toBe(200);

@@ -15,7 +15,11 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     const tenant = newTenant();
     const lease = await createLease(dataSource, tenant, [30]);
     const blocker = new Client({ connectionString: process.env.DATABASE_URL });
+    // pg_stat_activity is a snapshot per transaction: watch from outside the blocker's.
+    const observer = new Client({ connectionString: process.env.DATABASE_URL });
     await blocker.connect();
+    await observer.connect();
+    let closing: Promise<void> | undefined;
     try {
       await blocker.query('BEGIN');
       await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
@@ -24,9 +28,9 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
         .set(TENANT_HEADER, tenant)
         .send({ seconds: 120 })
         .then((response) => response);
-      await waitForLockWaiter(blocker, tenant);
+      await waitForLockWaiter(observer, tenant);
 
-      const closing = app.close();
+      closing = app.close();
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(dataSource.isInitialized).toBe(true);
       await blocker.query('ROLLBACK');
@@ -39,6 +43,8 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
       expect(server.listening).toBe(false);
     } finally {
       await blocker.end();
+      await observer.end();
+      await (closing ?? app.close());
     }
   });
 });

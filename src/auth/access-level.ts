@@ -12,3 +12,10 @@ export const ROLES_FOR_LEVEL: Record<Exclude<AccessLevel, 'public'>, readonly Ro
   'read-write': ['read-write', 'admin'],
   admin: ['admin'],
 };
+
+/** Whether any of the caller's roles opens a route of this level. An unknown level opens nothing. */
+export function levelAllows(level: AccessLevel, roles: readonly Role[]): boolean {
+  if (level === 'public') return true;
+  const allowed: readonly Role[] = ROLES_FOR_LEVEL[level] ?? [];
+  return roles.some((role) => allowed.includes(role));
+}

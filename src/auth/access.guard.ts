@@ -1,26 +1,34 @@
 import {
-  BadRequestException,
   ExecutionContext,
   ForbiddenException,
+  HttpException,
   Inject,
   Injectable,
   UnauthorizedException,
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { AuthGuard } from '@nestjs/passport';
-import type { Request } from 'express';
-import { isUuid } from '../common/uuid';
+import type { Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { AccessLevel, ROLES_FOR_LEVEL } from './access-level';
+import { AccessLevel, levelAllows } from './access-level';
 import { ACCESS_LEVEL_KEY } from './access.decorator';
-import { Principal, Role, ROLES } from './principal';
+import { Principal, ROLES } from './principal';
 import { PRINCIPAL_KEY } from './principal.decorator';
-import { TokenClaims } from './jwt.strategy';
+import { resolveTenant } from './tenant-resolution';
+import { rolesOf, subjectOf, TokenClaims } from './token-claims';
+import { AUTHENTICATION_REQUIRED, describeTokenProblem } from './token-problem';
+
+export const INSUFFICIENT_PERMISSIONS = 'Insufficient permissions';
 
 /**
  * The one global guard: authenticates through passport-jwt when auth is on,
- * checks the route's access level (class and handler metadata), and resolves
- * the caller's tenant. Routes without an @Access level are admin-only.
+ * checks the route's access level (handler metadata over class metadata), and
+ * resolves the caller's tenant. Routes without an @Access level are
+ * admin-only, so a forgotten decorator fails closed.
+ *
+ * Order of refusals: 401 (no or bad token), then 403 (no role for the level),
+ * then 400/403 for the tenant, so a caller without the role learns nothing
+ * about how its tenant would have been treated.
  */
 @Injectable()
 export class AccessGuard extends AuthGuard('jwt') {
@@ -48,79 +56,57 @@ export class AccessGuard extends AuthGuard('jwt') {
     return true;
   }
 
-  override handleRequest<TUser = TokenClaims>(error: unknown, user: TUser | false, info: unknown): TUser {
-    if (error || !user) {
-      throw new UnauthorizedException({ error: describeTokenProblem(error ?? info) });
+  override handleRequest<TUser = TokenClaims>(
+    error: unknown,
+    user: TUser | false,
+    info: unknown,
+    context: ExecutionContext,
+  ): TUser {
+    if (!error && user) {
+      return user;
     }
-    return user;
+    // RFC 6750: a 401 for a bearer-protected resource names the scheme, and
+    // says invalid_token when a token was sent but not accepted.
+    const response = context.switchToHttp().getResponse<Response>();
+    if (error instanceof HttpException) {
+      response.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
+      throw error;
+    }
+    const text = describeTokenProblem(error ?? info);
+    response.setHeader('WWW-Authenticate', text === AUTHENTICATION_REQUIRED ? 'Bearer' : 'Bearer error="invalid_token"');
+    throw new UnauthorizedException({ error: text });
   }
 
   private async authenticate(context: ExecutionContext, request: Request, level: AccessLevel): Promise<Principal> {
     await super.canActivate(context);
     const claims = request.user as TokenClaims;
     const roles = rolesOf(claims);
-    const allowed = ROLES_FOR_LEVEL[level as Exclude<AccessLevel, 'public'>];
-    if (!roles.some((role) => allowed.includes(role))) {
-      throw new ForbiddenException({ error: 'Insufficient permissions' });
+    if (!levelAllows(level, roles)) {
+      throw new ForbiddenException({ error: INSUFFICIENT_PERMISSIONS });
     }
-    const tokenTenant = claims[this.config.jwt.tenantClaim];
-    const headerTenant = this.headerTenant(request);
-    if (tokenTenant !== undefined && tokenTenant !== null) {
-      const tenantId = validTenant(tokenTenant);
-      // A gateway header may narrow nothing: the signed claim always wins.
-      if (headerTenant !== undefined && validTenant(headerTenant) !== tenantId) {
-        throw new ForbiddenException({ error: 'Tenant header does not match token' });
-      }
-      return { subject: subjectOf(claims), roles, tenantId };
-    }
-    return {
-      subject: subjectOf(claims),
-      roles,
-      tenantId: headerTenant !== undefined ? validTenant(headerTenant) : this.config.defaultTenantId,
-    };
+    const claimName = this.config.jwt.tenantClaim;
+    const tenantId = resolveTenant({
+      claim: Object.hasOwn(claims, claimName) ? { value: claims[claimName] } : undefined,
+      header: this.headerTenant(request),
+      defaultTenantId: this.config.defaultTenantId,
+    });
+    return { subject: subjectOf(claims), roles, tenantId };
   }
 
+  /** Auth off: every route is open, and the tenant comes from the trusted header or the default. */
   private anonymous(request: Request): Principal {
-    const headerTenant = this.headerTenant(request);
-    return {
-      subject: undefined,
-      roles: [...ROLES],
-      tenantId: headerTenant !== undefined ? validTenant(headerTenant) : this.config.defaultTenantId,
-    };
+    const tenantId = resolveTenant({
+      header: this.headerTenant(request),
+      defaultTenantId: this.config.defaultTenantId,
+    });
+    return { subject: undefined, roles: [...ROLES], tenantId };
   }
 
+  /** Only a header named by TENANT_HEADER counts; any other header is ignored. */
   private headerTenant(request: Request): string | undefined {
     const name = this.config.tenantHeader;
     if (!name) return undefined;
     const value = request.headers[name];
     return Array.isArray(value) ? value.join(',') : value;
   }
-}
-
-function validTenant(value: unknown): string {
-  if (!isUuid(value)) {
-    throw new BadRequestException({ error: 'invalid tenant' });
-  }
-  return value.toLowerCase();
-}
-
-function rolesOf(claims: TokenClaims): Role[] {
-  const raw: unknown[] = [];
-  if (typeof claims.role === 'string') raw.push(claims.role);
-  if (Array.isArray(claims.roles)) raw.push(...claims.roles);
-  return raw.filter((role): role is Role => ROLES.includes(role as Role));
-}
-
-function subjectOf(claims: TokenClaims): string | undefined {
-  return typeof claims.sub === 'string' ? claims.sub : undefined;
-}
-
-function describeTokenProblem(problem: unknown): string {
-  const name = (problem as { name?: string } | undefined)?.name;
-  const message = (problem as { message?: string } | undefined)?.message ?? '';
-  if (name === 'TokenExpiredError') return 'Token expired';
-  if (name === 'NotBeforeError') return 'Token not yet valid';
-  if (!message || /no auth token/i.test(message)) return 'Authentication required';
-  // Drop "expected: ..." suffixes so a 401 does not disclose the configured issuer or audience.
-  return `Invalid token: ${message.replace(/\.?\s*expected:.*$/i, '')}`;
 }

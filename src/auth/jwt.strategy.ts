@@ -1,9 +1,11 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger, UnauthorizedException } from '@nestjs/common';
 import { PassportStrategy } from '@nestjs/passport';
 import { ExtractJwt, Strategy } from 'passport-jwt';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { TokenClaims } from './token-claims';
 
-export type TokenClaims = Record<string, unknown>;
+/** RFC 7518 asks for an HMAC key at least as long as the hash output (32 bytes for HS256). */
+const MIN_SECRET_BYTES = 32;
 
 /**
  * Verifies bearer tokens. The accepted algorithm is pinned to JWT_ALGORITHM,
@@ -26,9 +28,25 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
       ignoreExpiration: false,
       jsonWebTokenOptions: { clockTolerance: jwt.clockToleranceSeconds },
     });
+    if (jwt.enabled && jwt.algorithm.startsWith('HS') && Buffer.byteLength(jwt.secret ?? '') < MIN_SECRET_BYTES) {
+      new Logger(JwtStrategy.name).warn(
+        `JWT_SECRET is shorter than ${MIN_SECRET_BYTES} bytes; use a long random secret for ${jwt.algorithm}`,
+      );
+    }
   }
 
-  validate(claims: TokenClaims): TokenClaims {
-    return claims;
+  /**
+   * jsonwebtoken accepts a token without `exp` as valid forever; a leaked one
+   * could then only be revoked by rotating the key for everybody, so the
+   * broker insists on an expiry.
+   */
+  validate(claims: unknown): TokenClaims {
+    if (claims === null || typeof claims !== 'object' || Array.isArray(claims)) {
+      throw new UnauthorizedException({ error: 'Invalid token: malformed' });
+    }
+    if (typeof (claims as TokenClaims).exp !== 'number') {
+      throw new UnauthorizedException({ error: 'Invalid token: no expiry (exp)' });
+    }
+    return claims as TokenClaims;
   }
 }

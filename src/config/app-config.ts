@@ -14,6 +14,8 @@ export interface JwtConfig {
   algorithm: JwtAlgorithm;
   secret: string | undefined;
   publicKey: string | undefined;
+  /** Only `npm run token` reads it (JWT_PRIVATE_KEY), to sign RS* tokens. */
+  privateKey?: string;
   issuer: string | undefined;
   audience: string | undefined;
   clockToleranceSeconds: number;

@@ -1,4 +1,12 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { ConfigError, DEFAULT_TENANT_ID, loadConfig } from './load-config';
+
+const rsaPem = (modulusLength: number) =>
+  generateKeyPairSync('rsa', {
+    modulusLength,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  });
 
 describe('loadConfig', () => {
   it('applies the documented defaults to an empty environment', () => {
@@ -54,5 +62,46 @@ describe('loadConfig', () => {
 
   it('rejects an unknown algorithm, including none', () => {
     expect(() => loadConfig({ JWT_ALGORITHM: 'none' })).toThrow(/JWT_ALGORITHM must be one of/);
+  });
+
+  describe('JWT_PUBLIC_KEY for RS256', () => {
+    const rsa = rsaPem(2048);
+    const rs256 = (publicKey: string) => ({ JWT_ENABLED: 'true', JWT_ALGORITHM: 'RS256', JWT_PUBLIC_KEY: publicKey });
+
+    it('accepts a 2048-bit RSA public key, also with its newlines written as \\n', () => {
+      const config = loadConfig(rs256(rsa.publicKey.replace(/\n/g, '\\n')));
+
+      expect(config.jwt.publicKey).toBe(rsa.publicKey);
+    });
+
+    it('stops the boot when it holds a private key, without echoing the key', () => {
+      expect(() => loadConfig(rs256(rsa.privateKey))).toThrow(/JWT_PUBLIC_KEY holds a private key/);
+      expect(() => loadConfig(rs256(rsa.privateKey))).not.toThrow(/MII/);
+    });
+
+    it('stops the boot when it is not PEM', () => {
+      expect(() => loadConfig(rs256('not a key'))).toThrow(/JWT_PUBLIC_KEY is not a PEM public key/);
+    });
+
+    it('stops the boot for a key that is not RSA', () => {
+      const ec = generateKeyPairSync('ec', {
+        namedCurve: 'P-256',
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+        privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      });
+
+      expect(() => loadConfig(rs256(ec.publicKey))).toThrow(/JWT_PUBLIC_KEY must be an RSA key, got ec/);
+    });
+
+    it('stops the boot for an RSA key below 2048 bits, which jsonwebtoken would refuse on every request', () => {
+      const small = rsaPem(1024);
+
+      expect(() => loadConfig(rs256(small.publicKey))).toThrow(/JWT_PUBLIC_KEY must be at least 2048 bits, got 1024/);
+    });
+  });
+
+  it('reads JWT_PRIVATE_KEY for the token command without requiring it', () => {
+    expect(loadConfig({ JWT_PRIVATE_KEY: 'line1\\nline2' }).jwt.privateKey).toBe('line1\nline2');
+    expect(loadConfig({}).jwt.privateKey).toBeUndefined();
   });
 });

@@ -1,3 +1,4 @@
+import { createPublicKey } from 'node:crypto';
 import { AppConfig, JwtAlgorithm } from './app-config';
 
 export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
@@ -27,12 +28,18 @@ export function loadConfig(env: Env = process.env): AppConfig {
   const algorithm = reader.oneOf('JWT_ALGORITHM', JWT_ALGORITHMS, 'HS256');
   const secret = reader.string('JWT_SECRET');
   const publicKey = reader.string('JWT_PUBLIC_KEY')?.replace(/\\n/g, '\n');
+  // Read for `npm run token` only: the broker itself never needs a private key.
+  const privateKey = reader.string('JWT_PRIVATE_KEY')?.replace(/\\n/g, '\n');
   if (jwtEnabled) {
     if (algorithm.startsWith('HS') && !secret) {
       problems.push(`JWT_SECRET is required when JWT_ENABLED=true and JWT_ALGORITHM=${algorithm}`);
     }
     if (algorithm.startsWith('RS') && !publicKey) {
       problems.push(`JWT_PUBLIC_KEY (PEM) is required when JWT_ENABLED=true and JWT_ALGORITHM=${algorithm}`);
+    }
+    if (algorithm.startsWith('RS') && publicKey) {
+      const keyProblem = rsaPublicKeyProblem(publicKey);
+      if (keyProblem) problems.push(`JWT_PUBLIC_KEY ${keyProblem}`);
     }
   }
 
@@ -59,6 +66,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       algorithm,
       secret,
       publicKey,
+      privateKey,
       issuer: reader.string('JWT_ISSUER'),
       audience: reader.string('JWT_AUDIENCE'),
       clockToleranceSeconds: reader.int('JWT_CLOCK_SKEW_SECONDS', 30, 0, 3600),
@@ -75,6 +83,33 @@ export function loadConfig(env: Env = process.env): AppConfig {
     throw new ConfigError(problems);
   }
   return config;
+}
+
+const MIN_RSA_BITS = 2048;
+
+/**
+ * Checked at boot because jsonwebtoken would otherwise refuse every token at
+ * request time (key too small, not RSA), or the broker would be holding a
+ * signing key it has no use for. Never echoes the key.
+ */
+function rsaPublicKeyProblem(pem: string): string | undefined {
+  if (/-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/.test(pem)) {
+    return 'holds a private key; give the broker only the public key';
+  }
+  let key;
+  try {
+    key = createPublicKey(pem);
+  } catch {
+    return 'is not a PEM public key';
+  }
+  if (key.asymmetricKeyType !== 'rsa') {
+    return `must be an RSA key, got ${key.asymmetricKeyType ?? 'an unknown key type'}`;
+  }
+  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+  if (bits < MIN_RSA_BITS) {
+    return `must be at least ${MIN_RSA_BITS} bits, got ${bits}`;
+  }
+  return undefined;
 }
 
 class EnvReader {

@@ -5,6 +5,8 @@ export interface RawResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
+  /** The body exactly as sent, for byte-for-byte comparisons. */
+  text: string;
 }
 
 /**
@@ -34,7 +36,7 @@ export async function rawRequest(
         } catch {
           // keep the text: the caller asserts on it
         }
-        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: parsed });
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: parsed, text });
       });
     });
     call.on('error', reject);
