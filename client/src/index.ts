@@ -1,4 +1,8 @@
 /// <reference types="node" preserve="true" />
+export { LeaseKeeper } from './lease-keeper';
+export type { LeaseExtender, LeaseKeeperOptions } from './lease-keeper';
+export { LeaseLostError } from './lease-lost-error';
+export type { LeaseLossKind } from './lease-lost-error';
 export { LeaseholdClient } from './leasehold-client';
 export { LeaseholdError } from './leasehold-error';
 export * from './types';

@@ -1,0 +1,14 @@
+// The wall clock can jump (NTP, a user); deadlines need a clock that cannot.
+export function monotonicNow(): number {
+  return performance.now();
+}
+
+// Drawn from the upper half of each step, so workers failing together do not retry together.
+export function backoffDelay(
+  attempt: number,
+  initialMs: number,
+  maxMs: number,
+): number {
+  const step = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
+  return step / 2 + (Math.random() * step) / 2;
+}
