@@ -1,4 +1,12 @@
 /// <reference types="node" preserve="true" />
+export { consume } from './consume';
+export type {
+  ConsumeContext,
+  ConsumeHandler,
+  ConsumeOptions,
+  ConsumeStage,
+  ConsumerClient,
+} from './consume';
 export { LeaseKeeper } from './lease-keeper';
 export type { LeaseExtender, LeaseKeeperOptions } from './lease-keeper';
 export { LeaseLostError } from './lease-lost-error';

@@ -1,3 +1,4 @@
+import { consume, type ConsumeHandler, type ConsumeOptions } from './consume';
 import { LeaseholdError } from './leasehold-error';
 import { linkSignals } from './signals';
 import type {
@@ -181,6 +182,14 @@ export class LeaseholdClient {
       body,
       requestOptions,
     );
+  }
+
+  async consume<T = unknown>(
+    queue: string,
+    handler: ConsumeHandler<T>,
+    options: Omit<ConsumeOptions<T>, 'client'> = {},
+  ): Promise<void> {
+    return consume<T>(queue, handler, { ...options, client: this });
   }
 
   private async request<T>(

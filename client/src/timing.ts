@@ -3,6 +3,22 @@ export function monotonicNow(): number {
   return performance.now();
 }
 
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
 // Drawn from the upper half of each step, so workers failing together do not retry together.
 export function backoffDelay(
   attempt: number,
