@@ -1,4 +1,4 @@
-import { LeaseKeeper } from './lease-keeper';
+import { checkKeeperOptions, LeaseKeeper } from './lease-keeper';
 import { LeaseLostError } from './lease-lost-error';
 import type { LeaseholdClient } from './leasehold-client';
 import { linkSignals } from './signals';
@@ -73,11 +73,11 @@ export async function consume<T = unknown>(
       `concurrency must be a positive integer, got ${concurrency}`,
     );
   }
-  if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) {
-    throw new RangeError(
-      `leaseSeconds must be a positive integer, got ${leaseSeconds}`,
-    );
-  }
+  checkKeeperOptions({
+    leaseSeconds,
+    renewFraction: options.renewFraction,
+    jitter: options.jitter,
+  });
   const consumer = new Consumer(queue, handler, options, leaseSeconds);
   await Promise.all(Array.from({ length: concurrency }, () => consumer.work()));
 }

@@ -27,6 +27,37 @@ const RETRY_INITIAL_MS = 250;
 // Node fires any longer setTimeout at once, which would lose the lease on the spot.
 const MAX_TIMER_SECONDS = 2_147_483;
 
+// Shared with consume, so a bad option fails before the first pop rather than in a worker.
+export function checkKeeperOptions(
+  options: Pick<
+    LeaseKeeperOptions,
+    'leaseSeconds' | 'renewFraction' | 'jitter'
+  >,
+): void {
+  const { leaseSeconds } = options;
+  const renewFraction = options.renewFraction ?? DEFAULT_RENEW_FRACTION;
+  const jitter = options.jitter ?? DEFAULT_JITTER;
+  if (
+    !Number.isInteger(leaseSeconds) ||
+    leaseSeconds < 1 ||
+    leaseSeconds > MAX_TIMER_SECONDS
+  ) {
+    throw new RangeError(
+      `leaseSeconds must be an integer from 1 to ${MAX_TIMER_SECONDS}, got ${leaseSeconds}`,
+    );
+  }
+  if (!(renewFraction > 0 && renewFraction < 1)) {
+    throw new RangeError(
+      `renewFraction must be between 0 and 1, got ${renewFraction}`,
+    );
+  }
+  if (!(jitter >= 0 && jitter < 1)) {
+    throw new RangeError(
+      `jitter must be at least 0 and below 1, got ${jitter}`,
+    );
+  }
+}
+
 export class LeaseKeeper {
   readonly leaseId: string;
   readonly leaseSeconds: number;
@@ -46,30 +77,11 @@ export class LeaseKeeper {
     private readonly client: LeaseExtender,
     options: LeaseKeeperOptions,
   ) {
-    const { leaseId, leaseSeconds } = options;
+    checkKeeperOptions(options);
+    this.leaseId = options.leaseId;
+    this.leaseSeconds = options.leaseSeconds;
     this.renewFraction = options.renewFraction ?? DEFAULT_RENEW_FRACTION;
     this.jitter = options.jitter ?? DEFAULT_JITTER;
-    if (
-      !Number.isInteger(leaseSeconds) ||
-      leaseSeconds < 1 ||
-      leaseSeconds > MAX_TIMER_SECONDS
-    ) {
-      throw new RangeError(
-        `leaseSeconds must be an integer from 1 to ${MAX_TIMER_SECONDS}, got ${leaseSeconds}`,
-      );
-    }
-    if (!(this.renewFraction > 0 && this.renewFraction < 1)) {
-      throw new RangeError(
-        `renewFraction must be between 0 and 1, got ${this.renewFraction}`,
-      );
-    }
-    if (!(this.jitter >= 0 && this.jitter < 1)) {
-      throw new RangeError(
-        `jitter must be at least 0 and below 1, got ${this.jitter}`,
-      );
-    }
-    this.leaseId = leaseId;
-    this.leaseSeconds = leaseSeconds;
     const acquiredAt = options.acquiredAt ?? monotonicNow();
     this.deadline = acquiredAt + this.leaseMs;
     this.armDeadline();

@@ -343,13 +343,15 @@ describe('consume', () => {
     expect(Math.max(...gaps)).toBeLessThan(300 + 250);
   });
 
-  it.each([[{ concurrency: 0 }], [{ leaseSeconds: 2.5 }]])(
-    'rejects %p before popping',
-    async (options) => {
-      await expect(start(() => undefined, options)).rejects.toBeInstanceOf(
-        RangeError,
-      );
-      expect(broker.requestsTo('pop')).toHaveLength(0);
-    },
-  );
+  it.each([
+    [{ concurrency: 0 }],
+    [{ leaseSeconds: 2.5 }],
+    [{ leaseSeconds: 3_000_000 }],
+    [{ jitter: 1 }],
+  ])('rejects %p before popping', async (options) => {
+    await expect(start(() => undefined, options)).rejects.toBeInstanceOf(
+      RangeError,
+    );
+    expect(broker.requestsTo('pop')).toHaveLength(0);
+  });
 });
