@@ -111,7 +111,7 @@ class Consumer<T> {
   async work(): Promise<void> {
     let failures = 0;
     while (!this.stopSignal.aborted) {
-      const acquiredAt = monotonicNow();
+      const sentAt = monotonicNow();
       let pop: PopResponse<T> | null;
       try {
         pop = await this.client.pop<T>(this.queue, {
@@ -136,7 +136,10 @@ class Consumer<T> {
       }
       failures = 0;
       if (pop !== null && pop.messages.length > 0) {
-        await this.process(pop, acquiredAt);
+        await this.process(
+          pop,
+          leaseStart(sentAt, monotonicNow(), this.leaseSeconds),
+        );
       }
     }
   }
@@ -277,6 +280,17 @@ function notify(callback: () => void): void {
   } catch {
     return;
   }
+}
+
+// A parked long poll claims its batch only when it answers, so counting from the send would
+// be early by the whole wait: count from the answer, less a tenth of the lease (a second at
+// most) for its way back. A quick pop still counts from the send.
+function leaseStart(
+  sentAt: number,
+  answeredAt: number,
+  leaseSeconds: number,
+): number {
+  return Math.max(sentAt, answeredAt - Math.min(1_000, leaseSeconds * 100));
 }
 
 function errorMessage(failure: unknown): string {

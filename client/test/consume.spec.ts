@@ -118,6 +118,28 @@ describe('consume', () => {
     expect(errors).toEqual([]);
   });
 
+  it('keeps a batch that arrived after the long poll waited longer than the lease', async () => {
+    let handlerSignal: AbortSignal | undefined;
+    start(
+      async (_messages, { signal }) => {
+        handlerSignal = signal;
+        await delay(1_200);
+      },
+      { leaseSeconds: 1, waitTimeoutMs: 5_000 },
+    );
+    await waitFor(() => broker.requestsTo('pop').length === 1);
+    await delay(1_500);
+
+    await client.push([{ queue: 'jobs', payload: 'worth the wait' }]);
+    await waitFor(() => broker.requestsTo('ack-batch').length === 1);
+
+    expect(handlerSignal?.aborted).toBe(false);
+    expect(lost).toEqual([]);
+    expect(
+      acknowledgments(broker.requestsTo('ack-batch')[0] as RecordedRequest),
+    ).toEqual([expect.objectContaining({ status: 'completed' })]);
+  });
+
   it('nacks with status failed and the error text when the handler throws, and the batch comes back', async () => {
     await client.push([{ queue: 'jobs', payload: 'flaky' }]);
     const attempts: number[] = [];
