@@ -1,6 +1,6 @@
 import { LeaseLostError, type LeaseLossKind } from './lease-lost-error';
 import { linkSignals } from './signals';
-import { backoffDelay, monotonicNow } from './timing';
+import { backoffDelay, MAX_TIMER_MS, monotonicNow } from './timing';
 import type { ExtendResult, RequestOptions } from './types';
 
 export interface LeaseExtender {
@@ -24,8 +24,7 @@ export interface LeaseKeeperOptions {
 const DEFAULT_RENEW_FRACTION = 1 / 3;
 const DEFAULT_JITTER = 0.2;
 const RETRY_INITIAL_MS = 250;
-// Node fires any longer setTimeout at once, which would lose the lease on the spot.
-const MAX_TIMER_SECONDS = 2_147_483;
+const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 
 // Shared with consume, so a bad option fails before the first pop rather than in a worker.
 export function checkKeeperOptions(

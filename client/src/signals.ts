@@ -1,3 +1,5 @@
+import { MAX_TIMER_MS } from './timing';
+
 export interface LinkedSignal {
   signal: AbortSignal;
   unlink(): void;
@@ -32,7 +34,12 @@ export function linkSignals(
     source.addEventListener('abort', follow, { once: true });
     cleanups.push(() => source.removeEventListener('abort', follow));
   }
-  if (timeoutMs !== undefined && !controller.signal.aborted) {
+  // Past the timer limit means no timeout at all.
+  if (
+    timeoutMs !== undefined &&
+    timeoutMs <= MAX_TIMER_MS &&
+    !controller.signal.aborted
+  ) {
     const timer = setTimeout(
       () => abort(new DOMException('The operation timed out', 'TimeoutError')),
       timeoutMs,

@@ -1,3 +1,6 @@
+// Node fires any longer setTimeout at once instead of never.
+export const MAX_TIMER_MS = 2_147_483_647;
+
 // The wall clock can jump (NTP, a user); deadlines need a clock that cannot.
 export function monotonicNow(): number {
   return performance.now();

@@ -320,6 +320,18 @@ describe('LeaseholdClient', () => {
       });
     });
 
+    it('waits as long as it takes when timeoutMs is Infinity', async () => {
+      const patient = new LeaseholdClient({
+        baseUrl: broker.baseUrl,
+        timeoutMs: Infinity,
+      });
+      broker.delay('configure', 50);
+
+      await expect(patient.configure('jobs', {})).resolves.toMatchObject({
+        configured: true,
+      });
+    });
+
     it("does not count a long poll's wait against timeoutMs", async () => {
       const impatient = new LeaseholdClient({
         baseUrl: broker.baseUrl,
