@@ -1,0 +1,205 @@
+import { LeaseLostError, type LeaseLossKind } from './lease-lost-error';
+import { linkSignals } from './signals';
+import { backoffDelay, MAX_TIMER_MS, monotonicNow } from './timing';
+import type { ExtendResult, RequestOptions } from './types';
+
+export interface LeaseExtender {
+  extend(
+    leaseId: string,
+    seconds: number,
+    options?: RequestOptions,
+  ): Promise<ExtendResult>;
+}
+
+export interface LeaseKeeperOptions {
+  leaseId: string;
+  leaseSeconds: number;
+  // performance.now() just before the pop was sent: the lease began after it, so a deadline
+  // counted from it is early, never late.
+  acquiredAt?: number | undefined;
+  renewFraction?: number | undefined;
+  jitter?: number | undefined;
+}
+
+const DEFAULT_RENEW_FRACTION = 1 / 3;
+const DEFAULT_JITTER = 0.2;
+const RETRY_INITIAL_MS = 250;
+const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
+
+// Shared with consume, so a bad option fails before the first pop rather than in a worker.
+export function checkKeeperOptions(
+  options: Pick<
+    LeaseKeeperOptions,
+    'leaseSeconds' | 'renewFraction' | 'jitter'
+  >,
+): void {
+  const { leaseSeconds } = options;
+  const renewFraction = options.renewFraction ?? DEFAULT_RENEW_FRACTION;
+  const jitter = options.jitter ?? DEFAULT_JITTER;
+  if (
+    !Number.isInteger(leaseSeconds) ||
+    leaseSeconds < 1 ||
+    leaseSeconds > MAX_TIMER_SECONDS
+  ) {
+    throw new RangeError(
+      `leaseSeconds must be an integer from 1 to ${MAX_TIMER_SECONDS}, got ${leaseSeconds}`,
+    );
+  }
+  if (!(renewFraction > 0 && renewFraction < 1)) {
+    throw new RangeError(
+      `renewFraction must be between 0 and 1, got ${renewFraction}`,
+    );
+  }
+  if (!(jitter >= 0 && jitter < 1)) {
+    throw new RangeError(
+      `jitter must be at least 0 and below 1, got ${jitter}`,
+    );
+  }
+}
+
+export class LeaseKeeper {
+  readonly leaseId: string;
+  readonly leaseSeconds: number;
+
+  private readonly renewFraction: number;
+  private readonly jitter: number;
+  private readonly lease = new AbortController();
+  private readonly requests = new AbortController();
+  private deadline: number;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private failures = 0;
+  private lastFailure: unknown;
+  private stopped = false;
+
+  constructor(
+    private readonly client: LeaseExtender,
+    options: LeaseKeeperOptions,
+  ) {
+    checkKeeperOptions(options);
+    this.leaseId = options.leaseId;
+    this.leaseSeconds = options.leaseSeconds;
+    this.renewFraction = options.renewFraction ?? DEFAULT_RENEW_FRACTION;
+    this.jitter = options.jitter ?? DEFAULT_JITTER;
+    const acquiredAt = options.acquiredAt ?? monotonicNow();
+    this.deadline = acquiredAt + this.leaseMs;
+    this.armDeadline();
+    this.scheduleRenewal(
+      Math.max(0, acquiredAt + this.renewInterval() - monotonicNow()),
+    );
+  }
+
+  get signal(): AbortSignal {
+    return this.lease.signal;
+  }
+
+  get lost(): LeaseLostError | null {
+    return this.lease.signal.aborted
+      ? (this.lease.signal.reason as LeaseLostError)
+      : null;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.clearTimers();
+    this.requests.abort();
+  }
+
+  private get leaseMs(): number {
+    return this.leaseSeconds * 1000;
+  }
+
+  private get finished(): boolean {
+    return this.stopped || this.lease.signal.aborted;
+  }
+
+  private renewInterval(): number {
+    return (
+      this.leaseMs * this.renewFraction * (1 - this.jitter * Math.random())
+    );
+  }
+
+  private scheduleRenewal(delayMs: number): void {
+    this.renewTimer = setTimeout(() => void this.renew(), delayMs);
+    this.renewTimer.unref();
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = setTimeout(
+      () => this.lose('deadline-passed', this.lastFailure),
+      Math.max(0, this.deadline - monotonicNow()),
+    );
+    this.deadlineTimer.unref();
+  }
+
+  private async renew(): Promise<void> {
+    this.renewTimer = undefined;
+    const sentAt = monotonicNow();
+    // A renewal that hangs must not hold up the next attempt, and one answering after the
+    // deadline is worthless: give each attempt until whichever comes first.
+    const attempt = linkSignals(
+      [this.requests.signal],
+      Math.max(
+        1,
+        Math.min(this.leaseMs * this.renewFraction, this.deadline - sentAt),
+      ),
+    );
+    let result: ExtendResult;
+    try {
+      result = await this.client.extend(this.leaseId, this.leaseSeconds, {
+        signal: attempt.signal,
+      });
+    } catch (error) {
+      if (this.finished) {
+        return;
+      }
+      this.failures += 1;
+      this.lastFailure = error;
+      const retryMs = Math.min(
+        this.renewInterval(),
+        backoffDelay(this.failures, RETRY_INITIAL_MS, this.leaseMs),
+      );
+      this.scheduleRenewal(retryMs);
+      return;
+    } finally {
+      attempt.unlink();
+    }
+    if (this.finished) {
+      return;
+    }
+    if (result.lost) {
+      this.lose('not-renewed');
+      return;
+    }
+    this.failures = 0;
+    this.lastFailure = undefined;
+    // The broker set the expiry to at least its now() + leaseSeconds, and its now() was no
+    // earlier than our send: counting from the send keeps the local deadline on the safe side.
+    this.deadline = Math.max(this.deadline, sentAt + this.leaseMs);
+    this.armDeadline();
+    this.scheduleRenewal(this.renewInterval());
+  }
+
+  private lose(kind: LeaseLossKind, cause?: unknown): void {
+    if (this.finished) {
+      return;
+    }
+    this.clearTimers();
+    this.requests.abort();
+    this.lease.abort(
+      new LeaseLostError(
+        this.leaseId,
+        kind,
+        cause === undefined ? undefined : { cause },
+      ),
+    );
+  }
+
+  private clearTimers(): void {
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.deadlineTimer);
+    this.renewTimer = undefined;
+    this.deadlineTimer = undefined;
+  }
+}

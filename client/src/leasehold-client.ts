@@ -1,0 +1,245 @@
+import { consume, type ConsumeHandler, type ConsumeOptions } from './consume';
+import { LeaseholdError } from './leasehold-error';
+import { linkSignals } from './signals';
+import type {
+  AckBatchOptions,
+  AckBatchRequest,
+  AckResult,
+  Acknowledgment,
+  ConfigureRequest,
+  ConfigureResponse,
+  ExtendResponse,
+  ExtendResult,
+  LeaseholdClientOptions,
+  PopOptions,
+  PopResponse,
+  PushItem,
+  PushRequest,
+  PushResult,
+  QueueOptions,
+  RequestOptions,
+} from './types';
+
+const DEFAULT_TENANT_HEADER = 'x-queen-tenant';
+const DEFAULT_TIMEOUT_MS = 30_000;
+const BROKER_LONG_POLL_DEFAULT_MS = 30_000;
+const DEFAULT_EXTEND_SECONDS = 60;
+const MAX_INT32 = 2_147_483_647;
+
+type HttpMethod = 'GET' | 'POST';
+
+export class LeaseholdClient {
+  private readonly baseUrl: string;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number;
+
+  constructor(options: LeaseholdClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.headers = { accept: 'application/json' };
+    if (options.token !== undefined) {
+      this.headers['authorization'] = `Bearer ${options.token}`;
+    }
+    if (options.tenant !== undefined) {
+      this.headers[
+        (options.tenantHeader ?? DEFAULT_TENANT_HEADER).toLowerCase()
+      ] = options.tenant;
+    }
+  }
+
+  async push<T>(
+    items: PushItem<T>[],
+    options?: RequestOptions,
+  ): Promise<PushResult[]> {
+    const body: PushRequest<T> = { items };
+    return this.request<PushResult[]>('POST', '/api/v1/push', body, options);
+  }
+
+  async pop<T = unknown>(
+    queue: string,
+    options: PopOptions = {},
+  ): Promise<PopResponse<T> | null> {
+    const { partition, signal, ...query } = options;
+    let path = `/api/v1/pop/queue/${encodeURIComponent(queue)}`;
+    if (partition !== undefined) {
+      path += `/partition/${encodeURIComponent(partition)}`;
+    }
+    const search = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined) {
+        search.set(key, String(value));
+      }
+    }
+    const queryString = search.toString();
+    if (queryString !== '') {
+      path += `?${queryString}`;
+    }
+    // A long poll is silent for its whole wait by design: that must not count as a timeout.
+    const longPollMs = query.wait
+      ? (query.timeout ?? BROKER_LONG_POLL_DEFAULT_MS)
+      : 0;
+    return this.request<PopResponse<T> | null>(
+      'GET',
+      path,
+      undefined,
+      { signal },
+      longPollMs,
+    );
+  }
+
+  // HTTP 200 is not success: an unknown, expired, released or foreign lease answers 200 with
+  // renewed 0, which is reported as lost.
+  async extend(
+    leaseId: string,
+    seconds: number = DEFAULT_EXTEND_SECONDS,
+    options?: RequestOptions,
+  ): Promise<ExtendResult> {
+    // The route never answers 400: a fraction or an out-of-range value silently becomes 60.
+    if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_INT32) {
+      throw new RangeError(
+        `lease seconds must be an integer from 1 to ${MAX_INT32}, got ${seconds}`,
+      );
+    }
+    const answer = await this.request<ExtendResponse>(
+      'POST',
+      `/api/v1/lease/${encodeURIComponent(leaseId)}/extend`,
+      { seconds },
+      options,
+    );
+    const lost = answer.renewed === 0;
+    return {
+      ...answer,
+      lost,
+      expiry:
+        !lost && answer.expiresAt !== null ? new Date(answer.expiresAt) : null,
+    };
+  }
+
+  async ack(
+    acknowledgment: Acknowledgment,
+    options?: RequestOptions,
+  ): Promise<AckResult> {
+    const answer = await this.request<AckResult | AckResult[]>(
+      'POST',
+      '/api/v1/ack',
+      acknowledgment,
+      options,
+    );
+    // The contract describes both ack routes as answering an array; take the single entry.
+    const result = Array.isArray(answer) ? answer[0] : answer;
+    if (result === undefined) {
+      throw new Error('the broker answered an ack with no result');
+    }
+    return result;
+  }
+
+  async ackBatch(
+    acknowledgments: Acknowledgment[],
+    options: AckBatchOptions = {},
+  ): Promise<AckResult[]> {
+    const { consumerGroup, signal } = options;
+    const body: AckBatchRequest = { acknowledgments };
+    if (consumerGroup !== undefined) {
+      body.consumerGroup = consumerGroup;
+    }
+    return this.request<AckResult[]>('POST', '/api/v1/ack/batch', body, {
+      signal,
+    });
+  }
+
+  async nack(
+    acknowledgment: Omit<Acknowledgment, 'status' | 'error'>,
+    error: string,
+    options?: RequestOptions,
+  ): Promise<AckResult> {
+    return this.ack({ ...acknowledgment, status: 'failed', error }, options);
+  }
+
+  async nackBatch(
+    acknowledgments: Omit<Acknowledgment, 'status' | 'error'>[],
+    error: string,
+    options?: AckBatchOptions,
+  ): Promise<AckResult[]> {
+    return this.ackBatch(
+      acknowledgments.map((acknowledgment) => ({
+        ...acknowledgment,
+        status: 'failed',
+        error,
+      })),
+      options,
+    );
+  }
+
+  async configure(
+    queue: string,
+    options: QueueOptions,
+    requestOptions?: RequestOptions,
+  ): Promise<ConfigureResponse> {
+    const body: ConfigureRequest = { queue, options };
+    return this.request<ConfigureResponse>(
+      'POST',
+      '/api/v1/configure',
+      body,
+      requestOptions,
+    );
+  }
+
+  async consume<T = unknown>(
+    queue: string,
+    handler: ConsumeHandler<T>,
+    options: Omit<ConsumeOptions<T>, 'client'> = {},
+  ): Promise<void> {
+    return consume<T>(queue, handler, { ...options, client: this });
+  }
+
+  private async request<T>(
+    method: HttpMethod,
+    path: string,
+    body: unknown,
+    options: RequestOptions = {},
+    extraTimeoutMs = 0,
+  ): Promise<T> {
+    const headers = { ...this.headers };
+    if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+    }
+    const link = linkSignals([options.signal], this.timeoutMs + extraTimeoutMs);
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? null : JSON.stringify(body),
+        signal: link.signal,
+      });
+      text = await response.text();
+    } finally {
+      link.unlink();
+    }
+    if (!response.ok) {
+      throw new LeaseholdError(
+        response.status,
+        errorText(text, response.statusText),
+        method,
+        path,
+      );
+    }
+    return (text === '' ? null : JSON.parse(text)) as T;
+  }
+}
+
+function errorText(text: string, statusText: string): string {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
+      const { error } = parsed as { error: unknown };
+      if (typeof error === 'string') {
+        return error;
+      }
+    }
+  } catch {
+    // Not JSON: a proxy or load balancer answered instead of the broker.
+  }
+  return text.trim() || statusText;
+}

@@ -1,0 +1,154 @@
+export type BrokerTimestamp = string;
+
+export interface LeaseholdClientOptions {
+  baseUrl: string;
+  token?: string | undefined;
+  // The broker honours it only behind a trusted gateway (TENANT_HEADER); a token's tenant wins.
+  tenant?: string | undefined;
+  tenantHeader?: string | undefined;
+  timeoutMs?: number | undefined;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal | undefined;
+}
+
+export interface PushItem<T = unknown> {
+  queue: string;
+  partition?: string;
+  payload: T;
+  transactionId?: string;
+  traceId?: string;
+}
+
+export interface PushRequest<T = unknown> {
+  items: PushItem<T>[];
+}
+
+export type PushStatus = 'queued' | 'duplicate' | 'failed';
+
+export interface PushResult {
+  index: number;
+  message_id: string | null;
+  transaction_id: string;
+  queueName: string;
+  status: PushStatus;
+  error?: string;
+}
+
+export type SubscriptionMode =
+  'all' | 'new' | 'from_beginning' | 'new-only' | 'now';
+
+export interface PopOptions extends RequestOptions {
+  partition?: string | undefined;
+  batch?: number | undefined;
+  partitions?: number | undefined;
+  wait?: boolean | undefined;
+  timeout?: number | undefined;
+  leaseSeconds?: number | undefined;
+  consumerGroup?: string | undefined;
+  subscriptionMode?: SubscriptionMode | undefined;
+  subscriptionFrom?: string | undefined;
+  autoAck?: boolean | undefined;
+}
+
+export interface Message<T = unknown> {
+  id: string;
+  transactionId: string;
+  traceId: string | null;
+  data: T;
+  producerSub: string | null;
+  createdAt: BrokerTimestamp;
+  partitionId: string;
+  partition: string;
+  leaseId: string | null;
+  consumerGroup: string | null;
+  deliveryAttempt: number;
+}
+
+export interface PopResponse<T = unknown> {
+  success: boolean;
+  queue: string;
+  partition: string;
+  partitionId: string;
+  leaseId: string;
+  consumerGroup: string | null;
+  messages: Message<T>[];
+  partitionsClaimed: number;
+}
+
+export interface ExtendResponse {
+  leaseId: string;
+  success: boolean;
+  renewed: number;
+  newExpiresAt: BrokerTimestamp | null;
+  expiresAt: BrokerTimestamp | null;
+  lease_expires_at: BrokerTimestamp | null;
+}
+
+export interface ExtendResult extends ExtendResponse {
+  // renewed === 0: an HTTP 200 that renewed nothing is a lost lease, not a success.
+  lost: boolean;
+  // By the broker's database clock: compare it with nothing on this machine.
+  expiry: Date | null;
+}
+
+export type AckStatus =
+  | 'completed'
+  | 'success'
+  | 'acked'
+  | 'ok'
+  | 'retry'
+  | 'dlq'
+  | 'failed'
+  | 'nack';
+
+export interface Acknowledgment {
+  transactionId: string;
+  partitionId: string;
+  status?: AckStatus;
+  consumerGroup?: string | null;
+  // Without it the broker skips the lease check and can move the cursor under another worker.
+  leaseId?: string;
+  error?: string;
+}
+
+export interface AckBatchRequest {
+  consumerGroup?: string | null;
+  acknowledgments: Acknowledgment[];
+}
+
+export interface AckResult {
+  index: number;
+  transactionId: string;
+  success: boolean;
+  error: string | null;
+  leaseReleased: boolean;
+  dlq: boolean;
+}
+
+export interface AckBatchOptions extends RequestOptions {
+  consumerGroup?: string | null | undefined;
+}
+
+export interface QueueOptions {
+  leaseTime?: number;
+  retryLimit?: number;
+  deadLetterQueue?: boolean;
+  [option: string]: unknown;
+}
+
+export interface ConfigureRequest {
+  queue: string;
+  options: QueueOptions;
+}
+
+export interface ConfigureResponse {
+  configured: boolean;
+  queue: string;
+  options: QueueOptions;
+}
+
+export interface BrokerErrorBody {
+  error: string;
+}
