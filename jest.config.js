@@ -22,5 +22,14 @@ module.exports = {
       testEnvironment: 'node',
       testTimeout: 30000,
     },
+    {
+      // The same tests as client/jest.config.js, compiled like the rest of the
+      // repo so the shared global setup can be transformed by any project.
+      displayName: 'client',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/client/test/**/*.spec.ts'],
+      transform: { '^.+\\.ts$': tsJest },
+      testEnvironment: 'node',
+    },
   ],
 };
