@@ -4,8 +4,9 @@ import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
+import { PushModule } from './push/push.module';
 
 @Module({
-  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule],
+  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule, PushModule],
 })
 export class AppModule {}
