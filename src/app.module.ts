@@ -4,9 +4,10 @@ import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
+import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 
 @Module({
-  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule, PushModule],
+  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule, PushModule, PopModule],
 })
 export class AppModule {}
