@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AckModule } from './ack/ack.module';
 import { AuthModule } from './auth/auth.module';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
@@ -8,6 +9,6 @@ import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 
 @Module({
-  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule, PushModule, PopModule],
+  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule, PushModule, PopModule, AckModule],
 })
 export class AppModule {}
