@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { subscriptionStartOffset } from '../common/subscription-start';
 
 export interface ClaimRequest {
   queueId: string;
@@ -106,9 +107,7 @@ export class PopRepository {
 
   /**
    * Creates the group's missing cursor rows, in partition id order so two
-   * first pops cannot deadlock. A row starts past every message created before
-   * the group's starting point; push timestamps never decrease along a
-   * partition's offsets, so the last such offset is that boundary.
+   * first pops cannot deadlock, each starting at the group's starting point.
    */
   async ensureConsumers(
     tenantId: string,
@@ -122,12 +121,7 @@ export class PopRepository {
        SELECT p.tenant_id, p.id, g.name, s.start_offset, s.start_offset
          FROM partitions p
          JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
-        CROSS JOIN LATERAL (
-              SELECT CASE WHEN g.subscription_from IS NULL THEN 0
-                          ELSE COALESCE((SELECT max(m.seq) FROM messages m
-                                          WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id
-                                            AND m.created_at < g.subscription_from), 0)
-                     END AS start_offset) s
+        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
         WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($4::uuid IS NULL OR p.id = $4::uuid)
           AND NOT EXISTS (SELECT 1 FROM consumers c
                            WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = $3)
