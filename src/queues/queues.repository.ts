@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 
 export interface QueueRecord {
@@ -67,9 +67,7 @@ const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_
 /** SQL for queues and their partitions: lookup, creation on first use, options, statistics, deletion. */
 @Injectable()
 export class QueuesRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
-
-  async find(tenantId: string, name: string, manager: EntityManager = this.dataSource.manager): Promise<QueueRecord | undefined> {
+  async find(tenantId: string, name: string, manager: EntityManager): Promise<QueueRecord | undefined> {
     const rows: QueueRow[] = await manager.query(
       `SELECT ${QUEUE_COLUMNS} FROM queues q WHERE q.tenant_id = $1 AND q.name = $2`,
       [tenantId, name],
@@ -175,8 +173,8 @@ export class QueuesRepository {
   }
 
   /** Deletes the queue with everything in it (partitions, messages, cursors, leases, dead letters). */
-  async delete(tenantId: string, name: string): Promise<boolean> {
-    const rows: Array<{ deleted: number }> = await this.dataSource.query(
+  async delete(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
+    const rows: Array<{ deleted: number }> = await manager.query(
       `WITH gone AS (DELETE FROM queues WHERE tenant_id = $1 AND name = $2 RETURNING id)
        SELECT count(*)::int AS deleted FROM gone`,
       [tenantId, name],
@@ -185,9 +183,9 @@ export class QueuesRepository {
   }
 
   /** Every queue of the tenant with counts; message counts come from partition offsets, not a scan. */
-  async summaries(tenantId: string, name?: string): Promise<QueueSummary[]> {
+  async summaries(tenantId: string, name: string | undefined, manager: EntityManager): Promise<QueueSummary[]> {
     const rows: Array<QueueRow & { partitions: number; messages: string; dead_letters: number; consumer_groups: number }> =
-      await this.dataSource.query(
+      await manager.query(
         `SELECT ${QUEUE_COLUMNS},
                 (SELECT count(*)::int FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) AS partitions,
                 (SELECT COALESCE(sum(p.last_offset), 0) FROM partitions p
@@ -208,8 +206,8 @@ export class QueuesRepository {
     }));
   }
 
-  async partitionStats(tenantId: string, queueId: string): Promise<PartitionStats[]> {
-    const rows: Array<{ id: string; name: string; last_offset: string; created_at: string }> = await this.dataSource.query(
+  async partitionStats(tenantId: string, queueId: string, manager: EntityManager): Promise<PartitionStats[]> {
+    const rows: Array<{ id: string; name: string; last_offset: string; created_at: string }> = await manager.query(
       `SELECT id, name, last_offset, ${isoTimestamp('created_at')} AS created_at
          FROM partitions WHERE tenant_id = $1 AND queue_id = $2 ORDER BY name`,
       [tenantId, queueId],
@@ -217,8 +215,12 @@ export class QueuesRepository {
     return rows.map((row) => ({ id: row.id, name: row.name, messages: Number(row.last_offset), createdAt: row.created_at }));
   }
 
-  /** Each consumer group's cursor in each partition, and whether a lease is live there (never the lease id). */
-  async consumerStats(tenantId: string, queueId: string): Promise<ConsumerStats[]> {
+  /**
+   * Each consumer group's cursor in each partition, and whether a lease is
+   * live there (never the lease id). A partition the group has not popped
+   * from yet shows where the group would start.
+   */
+  async consumerStats(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerStats[]> {
     const rows: Array<{
       consumer_group: string;
       subscription_from: string | null;
@@ -230,17 +232,18 @@ export class QueuesRepository {
       lease_expires_at: string | null;
       retry_count: number;
       delivery_attempt: number;
-    }> = await this.dataSource.query(
-      `SELECT c.consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from,
-              c.partition_id, p.name AS partition, c.committed_offset, p.last_offset - c.committed_offset AS lag,
+    }> = await manager.query(
+      `SELECT g.name AS consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from,
+              p.id AS partition_id, p.name AS partition, s.committed_offset, p.last_offset - s.committed_offset AS lag,
               COALESCE(c.lease_expires_at > now(), false) AS leased,
               CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
-              c.retry_count, c.delivery_attempt
-         FROM consumers c
-         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-         LEFT JOIN consumer_groups g ON g.tenant_id = c.tenant_id AND g.queue_id = p.queue_id AND g.name = c.consumer_group
-        WHERE c.tenant_id = $1 AND p.queue_id = $2
-        ORDER BY c.consumer_group, p.name`,
+              COALESCE(c.retry_count, 0) AS retry_count, COALESCE(c.delivery_attempt, 0) AS delivery_attempt
+         FROM consumer_groups g
+         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+         LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
+        CROSS JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS committed_offset) s
+        WHERE g.tenant_id = $1 AND g.queue_id = $2
+        ORDER BY g.name, p.name`,
       [tenantId, queueId],
     );
     return rows.map((row) => ({
