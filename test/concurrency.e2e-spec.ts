@@ -197,7 +197,7 @@ class Ledger {
     const tenant = newTenant();
     const consumer = new BrokerClient(brokerB, tenant);
     const producer = new BrokerClient(brokerA, tenant);
-    await consumer.emptyQueue('events');
+    await consumer.configure({ queue: 'events' });
     const started = Date.now();
 
     const parked = consumer.pop('events', { wait: true, timeout: 10_000 }).then((response) => response);
@@ -230,7 +230,7 @@ class Ledger {
       const tenant = newTenant();
       const consumer = new BrokerClient(proxied, tenant);
       const producer = new BrokerClient(brokerA, tenant);
-      await producer.emptyQueue('events');
+      await producer.configure({ queue: 'events' });
       expect(wakeup.listening).toBe(true);
 
       await proxy.stop();

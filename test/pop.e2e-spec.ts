@@ -157,7 +157,7 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('nothing to deliver', () => {
     it('answers a bare 204 with no body and no content-type for an empty queue', async () => {
-      await client.emptyQueue('orders');
+      await client.configure({ queue: 'orders' });
 
       const response = await client.pop('orders');
 
@@ -288,7 +288,7 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('long poll (wait=true)', () => {
     it('parks and answers 200 as soon as a push arrives, long before the timeout', async () => {
-      await client.emptyQueue('orders');
+      await client.configure({ queue: 'orders' });
       const started = Date.now();
 
       const parked = client.pop('orders', { wait: true, timeout: 10_000 }).then((response) => response);
@@ -302,7 +302,7 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('answers a bare 204 at the timeout when nothing arrives, and a push to another queue does not end it early', async () => {
-      await client.emptyQueue('orders');
+      await client.configure({ queue: 'orders' });
       const started = Date.now();
 
       const parked = client.pop('orders', { wait: true, timeout: 600 }).then((response) => response);
@@ -342,7 +342,7 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('stops waiting when the caller hangs up, so a later push is not leased to nobody', async () => {
-      await client.emptyQueue('orders');
+      await client.configure({ queue: 'orders' });
 
       await expect(client.pop('orders', { wait: true, timeout: 10_000 }).timeout(300)).rejects.toThrow(/Timeout/);
       await sleep(50);
@@ -359,7 +359,7 @@ describe('long polls at application shutdown', () => {
   it('answer 204 promptly so a graceful shutdown does not wait for their timeouts', async () => {
     const app = await createTestApp();
     const client = new BrokerClient(app, newTenant());
-    await client.emptyQueue('orders');
+    await client.configure({ queue: 'orders' });
     const parked = Array.from({ length: 3 }, () => client.pop('orders', { wait: true, timeout: 20_000 }).then((response) => response));
     await sleep(300);
 

@@ -35,13 +35,6 @@ export class BrokerClient {
     return items.map((item) => item.transactionId);
   }
 
-  /** Leaves an existing queue with nothing to deliver to queue mode. */
-  async emptyQueue(queue: string): Promise<void> {
-    await this.pushMany(queue, 1, undefined, 'seed');
-    const pop = await this.pop(queue, { autoAck: true });
-    if (pop.status !== 200) throw new Error(`could not drain ${queue}: ${pop.status}`);
-  }
-
   pop(queue: string, query: Query = {}, partition?: string): request.Test {
     const path = `/api/v1/pop/queue/${encodeURIComponent(queue)}${
       partition === undefined ? '' : `/partition/${encodeURIComponent(partition)}`
