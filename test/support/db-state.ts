@@ -70,3 +70,19 @@ export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string,
   );
   return rows.map((row) => Number(row.left));
 }
+
+/** Every row the tenant has in every broker table, to prove a request changed nothing at all. */
+export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, unknown[]>> {
+  const snapshot: Record<string, unknown[]> = {};
+  for (const [table, order] of [
+    ['queues', 'id'],
+    ['partitions', 'id'],
+    ['messages', 'partition_id, seq'],
+    ['consumer_groups', 'queue_id, name'],
+    ['consumers', 'partition_id, consumer_group'],
+    ['dead_letters', 'id'],
+  ]) {
+    snapshot[table] = await dataSource.query(`SELECT * FROM ${table} WHERE tenant_id = $1 ORDER BY ${order}`, [tenantId]);
+  }
+  return snapshot;
+}
