@@ -1,4 +1,4 @@
-import { Controller, Get, HttpCode, HttpStatus, Param, Query, UseInterceptors } from '@nestjs/common';
+import { applyDecorators, Controller, Get, HttpCode, HttpStatus, Param, Query, UseInterceptors } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
   ApiBearerAuth,
@@ -21,6 +21,25 @@ import { PopResponseDto } from './dto/pop-response.dto';
 import { PopOptions, PopQueryPipe } from './pop-query.pipe';
 import { PopService } from './pop.service';
 
+/** The query parameters, documented in the order a reader wants them. */
+const PopQueryDocs = () =>
+  applyDecorators(
+    ApiQuery({ name: 'batch', required: false, type: 'integer', description: 'Most messages in total (1-10000)', example: 200 }),
+    ApiQuery({ name: 'partitions', required: false, type: 'integer', description: 'Most partitions one pop may claim (1-1000)', example: 1 }),
+    ApiQuery({ name: 'wait', required: false, type: 'boolean', description: 'Long poll until messages arrive or the timeout ends' }),
+    ApiQuery({ name: 'timeout', required: false, type: 'integer', description: 'Long-poll timeout in ms (0-600000)', example: 30000 }),
+    ApiQuery({ name: 'leaseSeconds', required: false, type: 'integer', description: "Lease length; default the queue's leaseTime" }),
+    ApiQuery({ name: 'consumerGroup', required: false, type: String, description: 'Default __QUEUE_MODE__' }),
+    ApiQuery({
+      name: 'subscriptionMode',
+      required: false,
+      enum: ['all', 'new', 'from_beginning', 'new-only', 'now'],
+      description: "A new group's starting point, fixed at its first pop: everything (all) or messages after that pop (new)",
+    }),
+    ApiQuery({ name: 'subscriptionFrom', required: false, type: String, description: 'ISO-8601 starting point for a new group; wins over subscriptionMode' }),
+    ApiQuery({ name: 'autoAck', required: false, type: 'boolean', description: 'Commit on delivery: no lease, leaseId null' }),
+  );
+
 const POP_DESCRIPTION =
   'Claims up to `batch` messages (in total) from up to `partitions` partitions that have messages past the ' +
   "group's cursor and no live lease, under ONE new lease id (UUIDv7) shared by every claimed partition. " +
@@ -31,26 +50,13 @@ const POP_DESCRIPTION =
 
 @ApiTags('messages')
 @ApiBearerAuth()
-@ApiQuery({ name: 'batch', required: false, type: 'integer', description: 'Most messages in total (1-10000)', example: 200 })
-@ApiQuery({ name: 'partitions', required: false, type: 'integer', description: 'Most partitions one pop may claim (1-1000)', example: 1 })
-@ApiQuery({ name: 'wait', required: false, type: 'boolean', description: 'Long poll until messages arrive or the timeout ends' })
-@ApiQuery({ name: 'timeout', required: false, type: 'integer', description: 'Long-poll timeout in ms (0-600000)', example: 30000 })
-@ApiQuery({ name: 'leaseSeconds', required: false, type: 'integer', description: "Lease length; default the queue's leaseTime" })
-@ApiQuery({ name: 'consumerGroup', required: false, type: String, description: 'Default __QUEUE_MODE__' })
-@ApiQuery({
-  name: 'subscriptionMode',
-  required: false,
-  enum: ['all', 'new', 'from_beginning', 'new-only', 'now'],
-  description: "A new group's starting point, fixed at its first pop: everything (all) or messages after that pop (new)",
-})
-@ApiQuery({ name: 'subscriptionFrom', required: false, type: String, description: "ISO-8601 starting point for a new group; wins over subscriptionMode" })
-@ApiQuery({ name: 'autoAck', required: false, type: 'boolean', description: 'Commit on delivery: no lease, leaseId null' })
 @ApiOkResponse({ type: PopResponseDto })
 @ApiNoContentResponse({ description: 'Nothing to deliver (empty body)' })
 @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'A query parameter or name is invalid' })
 @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue or partition in this tenant' })
 @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
 @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
+@PopQueryDocs()
 @UseInterceptors(NoContentWhenEmptyInterceptor)
 @Controller('api/v1/pop/queue')
 export class PopController {

@@ -64,6 +64,7 @@ export class QueuesController {
     description: 'Lease ids are never shown: a read-only caller could otherwise extend or ack with them.',
   })
   @ApiOkResponse({ type: QueueDetailDto })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
   @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue in this tenant' })
   detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
     return this.queuesService.detail(tenantId, queue);
@@ -77,6 +78,7 @@ export class QueuesController {
     description: 'Idempotent: a queue that does not exist answers 200 with deleted and existed false.',
   })
   @ApiOkResponse({ type: DeleteQueueResponseDto })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
   delete(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<DeleteQueueResponseDto> {
     return this.queuesService.delete(tenantId, queue);
   }
