@@ -3,10 +3,10 @@ import { DataSource } from 'typeorm';
 import { WakeupService } from '../src/wakeup/wakeup.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors } from './support/db-state';
+import { sleep } from './support/sleep';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const randomInt = (min: number, max: number) => min + Math.floor(Math.random() * (max - min + 1));
 
 async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {

@@ -2,9 +2,9 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors } from './support/db-state';
+import { sleep } from './support/sleep';
 import { createTestApp, newTenant } from './support/test-app';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Leases popped through the broker: minted by a pop, extended, ended by ack, nack or expiry. */
 describe('the life of a lease', () => {

@@ -2,6 +2,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors, leaseSecondsLeft } from './support/db-state';
+import { sleep } from './support/sleep';
 import { createTestApp, newTenant } from './support/test-app';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -22,7 +23,6 @@ const MESSAGE_KEYS = [
 ];
 
 const transactionIds = (body: PopBody): string[] => body.messages.map((message) => message.transactionId);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
   let app: NestExpressApplication;

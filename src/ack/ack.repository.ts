@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 
 export interface CursorKey {
@@ -87,7 +88,7 @@ export class AckRepository {
     return new Set(rows.map((row) => row.id));
   }
 
-  /** Offsets of the acknowledged messages, keyed "partitionId\ntransactionId". */
+  /** Offsets of the acknowledged messages, keyed by compositeKey(partitionId, transactionId). */
   async findOffsets(
     tenantId: string,
     keys: Array<{ partitionId: string; transactionId: string }>,
@@ -101,7 +102,7 @@ export class AckRepository {
         WHERE m.tenant_id = $1`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );
-    return new Map(rows.map((row) => [`${row.partition_id}\n${row.transaction_id}`, Number(row.seq)]));
+    return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)]));
   }
 
   /**

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repository';
@@ -34,14 +35,14 @@ export class AckService {
   }
 
   private async apply(tenantId: string, commands: AckCommand[], manager: EntityManager): Promise<AckResultDto[]> {
-    const keys = uniqueBy(commands, (command) => cursorKey(command.partitionId, command.consumerGroup));
+    const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
     const cursors = new Map<string, WorkingCursor>(
       (await this.acks.lockCursors(tenantId, keys, manager)).map((cursor) => [
-        cursorKey(cursor.partitionId, cursor.consumerGroup),
+        compositeKey(cursor.partitionId, cursor.consumerGroup),
         { ...cursor, stored: true, changed: false, releaseLease: false, failureCounted: false },
       ]),
     );
-    const missing = keys.filter((key) => !cursors.has(cursorKey(key.partitionId, key.consumerGroup)));
+    const missing = keys.filter((key) => !cursors.has(compositeKey(key.partitionId, key.consumerGroup)));
     const partitions =
       missing.length > 0
         ? await this.acks.existingPartitions(tenantId, [...new Set(missing.map((key) => key.partitionId))], manager)
@@ -50,8 +51,8 @@ export class AckService {
 
     const letters: DeadLetter[] = [];
     const results = commands.map((command, index) => {
-      const cursor = cursors.get(cursorKey(command.partitionId, command.consumerGroup));
-      const seq = offsets.get(`${command.partitionId}\n${command.transactionId}`);
+      const cursor = cursors.get(compositeKey(command.partitionId, command.consumerGroup));
+      const seq = offsets.get(compositeKey(command.partitionId, command.transactionId));
       const outcome = this.decide(command, cursor, partitions.has(command.partitionId), seq, letters);
       return { index, transactionId: command.transactionId, ...outcome };
     });
@@ -102,7 +103,13 @@ export class AckService {
     if (atCursor && (command.outcome === 'dlq' || cursor.retryCount >= cursor.retryLimit)) {
       const keep = command.outcome === 'dlq' || cursor.deadLetterQueue;
       if (keep) {
-        letters.push({ ...keyOf(cursor), seq, errorMessage: command.error, retryCount: cursor.retryCount });
+        letters.push({
+          partitionId: cursor.partitionId,
+          consumerGroup: cursor.consumerGroup,
+          seq,
+          errorMessage: command.error,
+          retryCount: cursor.retryCount,
+        });
       }
       cursor.committedOffset = seq;
       cursor.retryCount = 0;
@@ -129,14 +136,6 @@ export class AckService {
     }
     return wasLive;
   }
-}
-
-function cursorKey(partitionId: string, consumerGroup: string): string {
-  return `${partitionId}\n${consumerGroup}`;
-}
-
-function keyOf(cursor: Cursor): { partitionId: string; consumerGroup: string } {
-  return { partitionId: cursor.partitionId, consumerGroup: cursor.consumerGroup };
 }
 
 function uniqueBy<T>(items: T[], key: (item: T) => string): T[] {

@@ -1,5 +1,5 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { isPlainObject, queryInteger, queryName } from '../common/input';
+import { INT32_MAX, isPlainObject, queryInteger, queryName } from '../common/input';
 
 export interface DlqQuery {
   queue: string | undefined;
@@ -10,7 +10,7 @@ export interface DlqQuery {
 
 export const DLQ_LIMITS = {
   limit: { min: 1, max: 1_000, fallback: 100 },
-  offset: { min: 0, max: 2_147_483_647, fallback: 0 },
+  offset: { min: 0, max: INT32_MAX, fallback: 0 },
 } as const;
 
 @Injectable()

@@ -1,8 +1,7 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { invalid, isPlainObject, queryBoolean, queryInteger, queryName, queryTimestamp } from '../common/input';
+import { INT32_MAX, invalid, isPlainObject, queryBoolean, queryInteger, queryName, queryTimestamp } from '../common/input';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
 
-const INT32_MAX = 2_147_483_647;
 
 export type SubscriptionMode = 'all' | 'new';
 

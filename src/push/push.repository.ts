@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
 import { PUSH_CHANNEL } from '../wakeup/wakeup.service';
 
 export interface NewMessage {
@@ -14,7 +15,7 @@ export interface NewMessage {
 /** SQL for writing messages; queue and partition creation lives in QueuesRepository. */
 @Injectable()
 export class PushRepository {
-  /** Ids of messages already stored under these (partition, transactionId) pairs, keyed "partitionId\ntransactionId". */
+  /** Ids of messages already stored under these (partition, transactionId) pairs, keyed by compositeKey. */
   async findExisting(
     tenantId: string,
     keys: Array<{ partitionId: string; transactionId: string }>,
@@ -28,7 +29,7 @@ export class PushRepository {
         WHERE m.tenant_id = $1`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );
-    return new Map(rows.map((row) => [messageKey(row.partition_id, row.transaction_id), row.id]));
+    return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));
   }
 
   /**
@@ -73,8 +74,4 @@ export class PushRepository {
   async notify(payloads: string[], manager: EntityManager): Promise<void> {
     await manager.query(`SELECT pg_notify('${PUSH_CHANNEL}', t.payload) FROM unnest($1::text[]) AS t(payload)`, [payloads]);
   }
-}
-
-export function messageKey(partitionId: string, transactionId: string): string {
-  return `${partitionId}\n${transactionId}`;
 }

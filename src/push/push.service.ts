@@ -1,12 +1,13 @@
 import { ConflictException, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
-import { messageKey, NewMessage, PushRepository } from './push.repository';
+import { NewMessage, PushRepository } from './push.repository';
 
 interface PushOutcome {
   results: PushResultDto[];
@@ -53,15 +54,15 @@ export class PushService {
     const wanted = new Map(
       items.map((item) => {
         const queueId = queueIdOf(item.queue);
-        return [partitionKey(queueId, item.partition), { queueId, name: item.partition }];
+        return [compositeKey(queueId, item.partition), { queueId, name: item.partition }];
       }),
     );
     const partitions = await this.queues.lockPartitions(tenantId, [...wanted.values()], manager);
-    const partitionOf = new Map(partitions.map((partition) => [partitionKey(partition.queueId, partition.name), partition]));
+    const partitionOf = new Map(partitions.map((partition) => [compositeKey(partition.queueId, partition.name), partition]));
 
     const located = items.map((item) => ({
       item,
-      partition: partitionOf.get(partitionKey(queueIdOf(item.queue), item.partition))!,
+      partition: partitionOf.get(compositeKey(queueIdOf(item.queue), item.partition))!,
       transactionId: item.transactionId ?? uuidv7(),
     }));
     const known = await this.pushes.findExisting(
@@ -74,7 +75,7 @@ export class PushService {
     const fresh: NewMessage[] = [];
     const queuesWithNewMessages = new Set<string>();
     const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
-      const key = messageKey(partition.id, transactionId);
+      const key = compositeKey(partition.id, transactionId);
       const original = known.get(key);
       if (original) {
         return { index, message_id: original, transaction_id: transactionId, queueName: item.queue, status: 'duplicate' };
@@ -94,8 +95,4 @@ export class PushService {
     }
     return { results, queuesWithNewMessages };
   }
-}
-
-function partitionKey(queueId: string, name: string): string {
-  return `${queueId}\n${name}`;
 }

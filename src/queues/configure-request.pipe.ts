@@ -1,8 +1,7 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { assertStorableJson, optionalBoolean, optionalInteger, requireName, requireObject } from '../common/input';
+import { assertStorableJson, INT32_MAX, optionalBoolean, optionalInteger, requireName, requireObject } from '../common/input';
 import { ConfigureCommand } from './dto/configure-request.dto';
 
-const INT32_MAX = 2_147_483_647;
 const KNOWN_OPTIONS = new Set(['leaseTime', 'retryLimit', 'deadLetterQueue']);
 
 @Injectable()

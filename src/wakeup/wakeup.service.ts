@@ -7,6 +7,7 @@ import {
   OnApplicationBootstrap,
 } from '@nestjs/common';
 import { Client, Notification } from 'pg';
+import { compositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseServer } from '../database/database-server';
 
@@ -103,7 +104,7 @@ export class WakeupService implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   subscribe(tenantId: string, queue: string): WakeupSubscription {
-    const key = keyOf(tenantId, queue);
+    const key = compositeKey(tenantId, queue);
     const subscription = new WakeupSubscription((done) => this.detach(key, done));
     if (this.closing) {
       subscription.settle('closing');
@@ -120,12 +121,12 @@ export class WakeupService implements OnApplicationBootstrap, BeforeApplicationS
 
   /** Wakes this process's waiters on these queues; call after the push committed. */
   announce(tenantId: string, queues: Iterable<string>): void {
-    for (const queue of queues) this.wake(keyOf(tenantId, queue));
+    for (const queue of queues) this.wake(compositeKey(tenantId, queue));
   }
 
   /** NOTIFY payloads for a push, to be sent inside its transaction so they go out on commit. */
   notificationsFor(tenantId: string, queues: Iterable<string>): string[] {
-    return [...queues].map((queue) => `${this.origin}\n${keyOf(tenantId, queue)}`);
+    return [...queues].map((queue) => compositeKey(this.origin, tenantId, queue));
   }
 
   private wake(key: string): void {
@@ -209,11 +210,6 @@ export class WakeupService implements OnApplicationBootstrap, BeforeApplicationS
     this.reconnectDelayMs = Math.min(delay * 2, RECONNECT_MAX_MS);
     this.reconnectTimer = setTimeout(() => void this.connect(), delay).unref();
   }
-}
-
-/** Queue names cannot contain control characters, so a newline separates safely. */
-function keyOf(tenantId: string, queue: string): string {
-  return `${tenantId}\n${queue}`;
 }
 
 function messageOf(error: unknown): string {
