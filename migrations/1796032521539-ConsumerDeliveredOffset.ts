@@ -12,7 +12,9 @@ export class ConsumerDeliveredOffset1796032521539 implements MigrationInterface 
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query('ALTER TABLE consumers ADD COLUMN delivered_offset bigint NOT NULL DEFAULT 0');
-    await queryRunner.query('UPDATE consumers SET delivered_offset = GREATEST(committed_offset, COALESCE(lease_end_offset, 0))');
+    await queryRunner.query(
+      'UPDATE consumers SET delivered_offset = GREATEST(committed_offset, COALESCE(lease_end_offset, 0))',
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

@@ -20,7 +20,7 @@ import { DeadLetterPageDto } from './dto/dead-letter.dto';
 /** The query parameters, documented in the order a reader wants them. */
 const DlqQueryDocs = () =>
   applyDecorators(
-    ApiQuery({ name: 'queue', required: false, type: String, description: 'Only this queue (404 when it does not exist)' }),
+    ApiQuery({ name: 'queue', required: false, type: String, description: 'Only this queue (404 when unknown)' }),
     ApiQuery({ name: 'consumerGroup', required: false, type: String, description: 'Only this consumer group' }),
     ApiQuery({ name: 'limit', required: false, type: 'integer', description: 'Page size, 1-1000', example: 100 }),
     ApiQuery({ name: 'offset', required: false, type: 'integer', description: 'Rows to skip', example: 0 }),

@@ -8,7 +8,9 @@ export interface DeadLetterFilter {
   consumerGroup: string | undefined;
 }
 
-const FILTER = `d.tenant_id = $1 AND ($2::uuid IS NULL OR d.queue_id = $2::uuid) AND ($3::text IS NULL OR d.consumer_group = $3)`;
+const FILTER = `d.tenant_id = $1
+  AND ($2::uuid IS NULL OR d.queue_id = $2::uuid)
+  AND ($3::text IS NULL OR d.consumer_group = $3)`;
 
 /** SQL for reading the dead-letter queue. */
 @Injectable()

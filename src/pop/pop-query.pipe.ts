@@ -1,5 +1,13 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { INT32_MAX, invalid, isPlainObject, queryBoolean, queryInteger, queryName, queryTimestamp } from '../common/input';
+import {
+  INT32_MAX,
+  invalid,
+  isPlainObject,
+  queryBoolean,
+  queryInteger,
+  queryName,
+  queryTimestamp,
+} from '../common/input';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
 
 
@@ -39,7 +47,8 @@ const SUBSCRIPTION_MODES = new Map<string, SubscriptionMode>([
 export class PopQueryPipe implements PipeTransform<unknown, PopOptions> {
   transform(query: unknown): PopOptions {
     const raw = isPlainObject(query) ? query : {};
-    const int = (name: keyof typeof POP_LIMITS) => queryInteger(raw[name], name, POP_LIMITS[name].min, POP_LIMITS[name].max);
+    const int = (name: keyof typeof POP_LIMITS) =>
+      queryInteger(raw[name], name, POP_LIMITS[name].min, POP_LIMITS[name].max);
     return {
       batch: int('batch') ?? POP_LIMITS.batch.fallback,
       partitions: int('partitions') ?? POP_LIMITS.partitions.fallback,

@@ -24,20 +24,25 @@ import { PopService } from './pop.service';
 /** The query parameters, documented in the order a reader wants them. */
 const PopQueryDocs = () =>
   applyDecorators(
-    ApiQuery({ name: 'batch', required: false, type: 'integer', description: 'Most messages in total (1-10000)', example: 200 }),
-    ApiQuery({ name: 'partitions', required: false, type: 'integer', description: 'Most partitions one pop may claim (1-1000)', example: 1 }),
-    ApiQuery({ name: 'wait', required: false, type: 'boolean', description: 'Long poll until messages arrive or the timeout ends' }),
-    ApiQuery({ name: 'timeout', required: false, type: 'integer', description: 'Long-poll timeout in ms (0-600000)', example: 30000 }),
-    ApiQuery({ name: 'leaseSeconds', required: false, type: 'integer', description: "Lease length; default the queue's leaseTime" }),
+    ApiQuery({ name: 'batch', required: false, type: 'integer', description: 'Most messages in total (1-10000)' }),
+    ApiQuery({ name: 'partitions', required: false, type: 'integer', description: 'Most partitions claimed (1-1000)' }),
+    ApiQuery({ name: 'wait', required: false, type: 'boolean', description: 'Long poll for messages or timeout' }),
+    ApiQuery({ name: 'timeout', required: false, type: 'integer', description: 'Long-poll timeout in ms (0-600000)' }),
+    ApiQuery({ name: 'leaseSeconds', required: false, type: 'integer', description: "Default: the queue's leaseTime" }),
     ApiQuery({ name: 'consumerGroup', required: false, type: String, description: 'Default __QUEUE_MODE__' }),
     ApiQuery({
       name: 'subscriptionMode',
       required: false,
       enum: ['all', 'new', 'from_beginning', 'new-only', 'now'],
-      description: "A new group's starting point, fixed at its first pop: everything (all) or messages after that pop (new)",
+      description: "A new group's starting point, fixed at its first pop: everything (all) or after that pop (new)",
     }),
-    ApiQuery({ name: 'subscriptionFrom', required: false, type: String, description: 'ISO-8601 starting point for a new group; wins over subscriptionMode' }),
-    ApiQuery({ name: 'autoAck', required: false, type: 'boolean', description: 'Commit on delivery: no lease, leaseId null' }),
+    ApiQuery({
+      name: 'subscriptionFrom',
+      required: false,
+      type: String,
+      description: 'ISO-8601 starting point for a new group; wins over subscriptionMode',
+    }),
+    ApiQuery({ name: 'autoAck', required: false, type: 'boolean', description: 'Commit on delivery: leaseId null' }),
   );
 
 const POP_DESCRIPTION =

@@ -37,9 +37,9 @@ export class PushController {
   })
   @ApiBody({ type: PushRequestDto })
   @ApiCreatedResponse({ type: [PushResultDto], description: 'One result per item, in request order' })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'items is not an array, or an item is invalid (the error names it)' })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'items is not an array, or an item is invalid' })
   @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-  @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no write-only, read-write or admin role' })
+  @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'No write-only, read-write or admin role' })
   @ApiPayloadTooLargeResponse({ type: ErrorResponseDto, description: 'Body above BODY_LIMIT' })
   push(
     @TenantId() tenantId: string,

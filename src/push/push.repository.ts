@@ -46,7 +46,8 @@ export class PushRepository {
     manager: EntityManager,
   ): Promise<void> {
     await manager.query(
-      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, producer_sub, created_at)
+      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, producer_sub,
+                             created_at)
        SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, $8, clock_timestamp()
          FROM unnest($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::text[], $7::text[])
            AS t(partition_id, seq, id, transaction_id, trace_id, payload)
@@ -72,6 +73,8 @@ export class PushRepository {
 
   /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back push. */
   async notify(payloads: string[], manager: EntityManager): Promise<void> {
-    await manager.query(`SELECT pg_notify('${PUSH_CHANNEL}', t.payload) FROM unnest($1::text[]) AS t(payload)`, [payloads]);
+    await manager.query(`SELECT pg_notify('${PUSH_CHANNEL}', t.payload) FROM unnest($1::text[]) AS t(payload)`, [
+      payloads,
+    ]);
   }
 }

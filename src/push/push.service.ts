@@ -6,7 +6,7 @@ import { uuidv7 } from '../common/uuid';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PushItem } from './dto/push-request.dto';
-import { PushResultDto } from './dto/push-result.dto';
+import { PushResultDto, PushStatus } from './dto/push-result.dto';
 import { NewMessage, PushRepository } from './push.repository';
 
 interface PushOutcome {
@@ -48,7 +48,9 @@ export class PushService {
     const queueIds = await this.queues.ensureQueues(tenantId, [...new Set(items.map((item) => item.queue))], manager);
     const queueIdOf = (name: string): string => {
       const id = queueIds.get(name);
-      if (!id) throw new ConflictException({ error: `queue ${name} was deleted while this push was writing to it; retry` });
+      if (!id) {
+        throw new ConflictException({ error: `queue ${name} was deleted while this push was writing to it; retry` });
+      }
       return id;
     };
     const wanted = new Map(
@@ -58,7 +60,9 @@ export class PushService {
       }),
     );
     const partitions = await this.queues.lockPartitions(tenantId, [...wanted.values()], manager);
-    const partitionOf = new Map(partitions.map((partition) => [compositeKey(partition.queueId, partition.name), partition]));
+    const partitionOf = new Map(
+      partitions.map((partition) => [compositeKey(partition.queueId, partition.name), partition]),
+    );
 
     const located = items.map((item) => ({
       item,
@@ -76,17 +80,23 @@ export class PushService {
     const queuesWithNewMessages = new Set<string>();
     const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
       const key = compositeKey(partition.id, transactionId);
+      const result = (messageId: string, status: PushStatus): PushResultDto => ({
+        index,
+        message_id: messageId,
+        transaction_id: transactionId,
+        queueName: item.queue,
+        status,
+      });
       const original = known.get(key);
-      if (original) {
-        return { index, message_id: original, transaction_id: transactionId, queueName: item.queue, status: 'duplicate' };
-      }
+      if (original) return result(original, 'duplicate');
       const seq = (lastOffsets.get(partition.id) ?? partition.lastOffset) + 1;
       const id = uuidv7();
       lastOffsets.set(partition.id, seq);
       known.set(key, id);
       queuesWithNewMessages.add(item.queue);
-      fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId: item.traceId ?? null, payload: item.payload });
-      return { index, message_id: id, transaction_id: transactionId, queueName: item.queue, status: 'queued' };
+      const traceId = item.traceId ?? null;
+      fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payload: item.payload });
+      return result(id, 'queued');
     });
 
     if (fresh.length > 0) {

@@ -1,5 +1,12 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { assertStorableJson, INT32_MAX, optionalBoolean, optionalInteger, requireName, requireObject } from '../common/input';
+import {
+  assertStorableJson,
+  INT32_MAX,
+  optionalBoolean,
+  optionalInteger,
+  requireName,
+  requireObject,
+} from '../common/input';
 import { ConfigureCommand } from './dto/configure-request.dto';
 
 const KNOWN_OPTIONS = new Set(['leaseTime', 'retryLimit', 'deadLetterQueue']);
@@ -9,7 +16,8 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
   transform(body: unknown): ConfigureCommand {
     const request = requireObject(body, 'request body');
     const queue = requireName(request.queue, 'queue');
-    const options = request.options === undefined || request.options === null ? {} : requireObject(request.options, 'options');
+    const options =
+      request.options === undefined || request.options === null ? {} : requireObject(request.options, 'options');
     // fromEntries defines own properties, so even a key named __proto__ is kept as data.
     const extraOptions = Object.fromEntries(Object.entries(options).filter(([key]) => !KNOWN_OPTIONS.has(key)));
     assertStorableJson(extraOptions, 'options');

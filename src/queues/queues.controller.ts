@@ -45,7 +45,10 @@ export class QueuesController {
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })
   @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name or option value' })
-  configure(@TenantId() tenantId: string, @Body(ConfigureRequestPipe) command: ConfigureCommand): Promise<ConfigureResponseDto> {
+  configure(
+    @TenantId() tenantId: string,
+    @Body(ConfigureRequestPipe) command: ConfigureCommand,
+  ): Promise<ConfigureResponseDto> {
     return this.queuesService.configure(tenantId, command);
   }
 
@@ -79,7 +82,10 @@ export class QueuesController {
   })
   @ApiOkResponse({ type: DeleteQueueResponseDto })
   @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
-  delete(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<DeleteQueueResponseDto> {
+  delete(
+    @TenantId() tenantId: string,
+    @Param('queue', new NamePipe('queue')) queue: string,
+  ): Promise<DeleteQueueResponseDto> {
     return this.queuesService.delete(tenantId, queue);
   }
 }

@@ -61,6 +61,13 @@ interface QueueRow {
   updated_at: string;
 }
 
+interface QueueSummaryRow extends QueueRow {
+  partitions: number;
+  messages: string;
+  dead_letters: number;
+  consumer_groups: number;
+}
+
 const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.options,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
@@ -75,7 +82,12 @@ export class QueuesRepository {
     return rows.length > 0 ? toQueue(rows[0]) : undefined;
   }
 
-  async findPartitionId(tenantId: string, queueId: string, name: string, manager: EntityManager): Promise<string | undefined> {
+  async findPartitionId(
+    tenantId: string,
+    queueId: string,
+    name: string,
+    manager: EntityManager,
+  ): Promise<string | undefined> {
     const rows: Array<{ id: string }> = await manager.query(
       'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
       [tenantId, queueId, name],
@@ -137,11 +149,21 @@ export class QueuesRepository {
           FOR NO KEY UPDATE OF p`,
       [tenantId, queueIds, names],
     );
-    return rows.map((row) => ({ id: row.id, queueId: row.queue_id, name: row.name, lastOffset: Number(row.last_offset) }));
+    return rows.map((row) => ({
+      id: row.id,
+      queueId: row.queue_id,
+      name: row.name,
+      lastOffset: Number(row.last_offset),
+    }));
   }
 
   /** Creates the queue when missing and applies the given settings; unset ones keep their value. */
-  async configure(tenantId: string, name: string, settings: QueueSettings, manager: EntityManager): Promise<QueueRecord> {
+  async configure(
+    tenantId: string,
+    name: string,
+    settings: QueueSettings,
+    manager: EntityManager,
+  ): Promise<QueueRecord> {
     // The upsert takes the row lock, so the queue cannot vanish before the update.
     await manager.query(
       `INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)
@@ -184,19 +206,19 @@ export class QueuesRepository {
 
   /** Every queue of the tenant with counts; message counts come from partition offsets, not a scan. */
   async summaries(tenantId: string, name: string | undefined, manager: EntityManager): Promise<QueueSummary[]> {
-    const rows: Array<QueueRow & { partitions: number; messages: string; dead_letters: number; consumer_groups: number }> =
-      await manager.query(
-        `SELECT ${QUEUE_COLUMNS},
-                (SELECT count(*)::int FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) AS partitions,
-                (SELECT COALESCE(sum(p.last_offset), 0) FROM partitions p
-                  WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) AS messages,
-                (SELECT count(*)::int FROM dead_letters d WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
-                (SELECT count(*)::int FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS consumer_groups
-           FROM queues q
-          WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
-          ORDER BY q.name`,
-        [tenantId, name ?? null],
-      );
+    const rows: QueueSummaryRow[] = await manager.query(
+      `SELECT ${QUEUE_COLUMNS}, s.partitions, s.messages,
+              (SELECT count(*)::int FROM dead_letters d
+                WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
+              (SELECT count(*)::int FROM consumer_groups g
+                WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS consumer_groups
+         FROM queues q
+        CROSS JOIN LATERAL (SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages
+                              FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
+        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
+        ORDER BY q.name`,
+      [tenantId, name ?? null],
+    );
     return rows.map((row) => ({
       ...toQueue(row),
       partitions: row.partitions,
@@ -212,7 +234,12 @@ export class QueuesRepository {
          FROM partitions WHERE tenant_id = $1 AND queue_id = $2 ORDER BY name`,
       [tenantId, queueId],
     );
-    return rows.map((row) => ({ id: row.id, name: row.name, messages: Number(row.last_offset), createdAt: row.created_at }));
+    return rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      messages: Number(row.last_offset),
+      createdAt: row.created_at,
+    }));
   }
 
   /**
@@ -241,7 +268,8 @@ export class QueuesRepository {
          FROM consumer_groups g
          JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
          LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
-        CROSS JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS committed_offset) s
+        CROSS JOIN LATERAL (
+              SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS committed_offset) s
         WHERE g.tenant_id = $1 AND g.queue_id = $2
         ORDER BY g.name, p.name`,
       [tenantId, queueId],

@@ -33,7 +33,9 @@ export class QueuesService {
   }
 
   async list(tenantId: string): Promise<QueueListDto> {
-    const summaries = await this.dataSource.transaction((manager) => this.queues.summaries(tenantId, undefined, manager));
+    const summaries = await this.dataSource.transaction((manager) =>
+      this.queues.summaries(tenantId, undefined, manager),
+    );
     return { queues: summaries.map(toSummary) };
   }
 

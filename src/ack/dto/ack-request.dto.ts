@@ -21,9 +21,10 @@ export class AckRequestDto {
 
   @ApiPropertyOptional({
     description:
-      'completed (also absent, success, acked, ok) commits the cursor up to this message; retry hands the batch back ' +
-      'for redelivery without spending a retry; dlq dead-letters the message now; anything else (failed, nack, ...) ' +
-      'is a failure: the lease is released, the batch redelivers and one retry is spent (retryLimit, then the dead-letter queue).',
+      'completed (also absent, success, acked, ok) commits the cursor up to this message; retry hands the batch ' +
+      'back for redelivery without spending a retry; dlq dead-letters the message now; anything else (failed, ' +
+      'nack, ...) is a failure: the lease is released, the batch redelivers and one retry is spent (retryLimit, ' +
+      'then the dead-letter queue).',
     example: 'completed',
   })
   status?: string;
@@ -33,13 +34,17 @@ export class AckRequestDto {
 
   @ApiPropertyOptional({
     description:
-      'The leaseId from the pop. With it, only the live holder may ack; without it there is no lease check, which can ' +
-      "move the cursor under another worker's live lease.",
+      'The leaseId from the pop. With it, only the live holder may ack; without it there is no lease check, ' +
+      "which can move the cursor under another worker's live lease.",
     example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
   })
   leaseId?: string;
 
-  @ApiPropertyOptional({ type: String, nullable: true, description: 'Why it failed; kept with a dead letter (first 10000 characters)' })
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    description: 'Why it failed; kept with a dead letter (first 10000 characters)',
+  })
   error?: string | null;
 }
 
@@ -47,6 +52,9 @@ export class AckBatchRequestDto {
   @ApiPropertyOptional({ type: String, nullable: true, description: 'Default group for items that name none' })
   consumerGroup?: string | null;
 
-  @ApiProperty({ type: [AckRequestDto], description: 'Up to 10000 acknowledgments, applied in order in one transaction' })
+  @ApiProperty({
+    type: [AckRequestDto],
+    description: 'Up to 10000 acknowledgments, applied in order in one transaction',
+  })
   acknowledgments: AckRequestDto[];
 }

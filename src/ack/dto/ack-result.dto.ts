@@ -10,7 +10,11 @@ export class AckResultDto {
   @ApiProperty({ description: 'Whether the acknowledgment was applied' })
   success: boolean;
 
-  @ApiProperty({ type: String, nullable: true, description: 'Why not, e.g. "invalid or expired lease"; null on success' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'Why not, e.g. "invalid or expired lease"; null on success',
+  })
   error: string | null;
 
   @ApiProperty({ description: 'This acknowledgment ended a live lease (whole batch committed, or a failure)' })

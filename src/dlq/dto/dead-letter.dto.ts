@@ -22,7 +22,12 @@ export class DeadLetterDto {
   @ApiProperty({ type: String, nullable: true })
   producerSub: string | null;
 
-  @ApiProperty({ type: String, nullable: true, description: 'The error sent with the last failure', example: 'timeout calling billing' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'The error sent with the last failure',
+    example: 'timeout calling billing',
+  })
   errorMessage: string | null;
 
   @ApiProperty({ type: 'integer', description: 'Retries spent before it was dead-lettered' })

@@ -27,7 +27,12 @@ export class PopMessageDto {
   @ApiProperty({ example: 'Default' })
   partition: string;
 
-  @ApiProperty({ type: String, nullable: true, description: 'The lease of this pop; null with autoAck', example: EXAMPLE_ID })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'The lease of this pop; null with autoAck',
+    example: EXAMPLE_ID,
+  })
   leaseId: string | null;
 
   @ApiProperty({ example: '__QUEUE_MODE__' })
@@ -35,7 +40,9 @@ export class PopMessageDto {
 
   @ApiProperty({
     type: 'integer',
-    description: '1 on first delivery to this group; one more each time the batch is redelivered after an expired lease or a nack',
+    description:
+      '1 on first delivery to this group; one more each time the batch is redelivered after an expired lease ' +
+      'or a nack',
     example: 1,
   })
   deliveryAttempt: number;
@@ -68,6 +75,10 @@ export class PopResponseDto {
   @ApiProperty({ type: [PopMessageDto], description: 'In partition claim order, then offset order' })
   messages: PopMessageDto[];
 
-  @ApiProperty({ type: 'integer', description: 'How many partitions this pop claimed (at most the partitions parameter)', example: 1 })
+  @ApiProperty({
+    type: 'integer',
+    description: 'How many partitions this pop claimed (at most the partitions parameter)',
+    example: 1,
+  })
   partitionsClaimed: number;
 }

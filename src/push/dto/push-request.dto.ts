@@ -10,25 +10,27 @@ export interface PushItem {
 }
 
 export class PushItemDto {
-  @ApiProperty({ description: 'Queue name (1-255 characters, no control characters); created on first push', example: 'orders' })
+  @ApiProperty({ description: 'Queue name (1-255 characters, no control characters); created on first push' })
   queue: string;
 
-  @ApiPropertyOptional({ description: 'Partition name; created on first push', default: 'Default', example: 'customer-42' })
+  @ApiPropertyOptional({ description: 'Partition name; created on first push', default: 'Default' })
   partition?: string;
 
   @ApiProperty({
-    description: 'Any JSON value, null included (delivered as data: null). Required. At most 100 levels deep; no \\u0000.',
+    description: 'Any JSON value, null included (delivered as data: null). Required. Up to 100 levels deep; no \\u0000',
     example: { orderId: 42 },
   })
   payload: unknown;
 
   @ApiPropertyOptional({
-    description: 'Idempotency key per partition: a repeat is reported as duplicate and not stored again. Minted (UUIDv7) when absent.',
+    description:
+      'Idempotency key per partition: a repeat is reported as duplicate and not stored again. ' +
+      'Minted (UUIDv7) when absent.',
     example: 'order-42-created',
   })
   transactionId?: string;
 
-  @ApiPropertyOptional({ type: String, nullable: true, description: 'Carried to the consumer untouched', example: 'trace-7f3a' })
+  @ApiPropertyOptional({ type: String, nullable: true, description: 'Carried to the consumer untouched' })
   traceId?: string | null;
 }
 

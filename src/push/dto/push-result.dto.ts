@@ -6,7 +6,10 @@ export class PushResultDto {
   @ApiProperty({ type: 'integer', description: 'Position of the item in the request', example: 0 })
   index: number;
 
-  @ApiProperty({ description: 'Id of the stored message; for a duplicate, the id of the original', example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' })
+  @ApiProperty({
+    description: 'Id of the stored message; for a duplicate, the id of the original',
+    example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
+  })
   message_id: string;
 
   @ApiProperty({ example: 'order-42-created' })
@@ -17,7 +20,9 @@ export class PushResultDto {
 
   @ApiProperty({
     enum: ['queued', 'duplicate', 'failed'],
-    description: 'queued: stored now; duplicate: this transactionId was already in the partition. A push is validated whole and written in one transaction, so an item never fails alone.',
+    description:
+      'queued: stored now; duplicate: this transactionId was already in the partition. A push is validated ' +
+      'whole and written in one transaction, so an item never fails alone.',
   })
   status: PushStatus;
 }

@@ -10,7 +10,7 @@ export interface ConfigureCommand {
 }
 
 export class QueueOptionsDto {
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, default: 60, description: 'Default leaseSeconds of a pop, in seconds' })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, default: 60, description: 'Default leaseSeconds of a pop' })
   leaseTime?: number;
 
   @ApiPropertyOptional({

@@ -109,7 +109,11 @@ export class ConsumerGroupDto {
   @ApiProperty({ example: '__QUEUE_MODE__' })
   name: string;
 
-  @ApiPropertyOptional({ type: String, nullable: true, description: 'Starting point fixed at the first pop; null = from the beginning' })
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    description: 'Starting point fixed at the first pop; null = from the beginning',
+  })
   subscriptionFrom: string | null;
 
   @ApiProperty({ type: 'integer', description: 'Messages past the cursor, all partitions' })
