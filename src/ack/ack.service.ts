@@ -10,7 +10,6 @@ export const INVALID_LEASE = 'invalid or expired lease';
 
 /** A cursor as the acks of one request move it. */
 interface WorkingCursor extends Cursor {
-  stored: boolean;
   changed: boolean;
   releaseLease: boolean;
   /** A request's failures on one partition count as one retry: they are one nacked batch. */
@@ -39,7 +38,7 @@ export class AckService {
     const cursors = new Map<string, WorkingCursor>(
       (await this.acks.lockCursors(tenantId, keys, manager)).map((cursor) => [
         compositeKey(cursor.partitionId, cursor.consumerGroup),
-        { ...cursor, stored: true, changed: false, releaseLease: false, failureCounted: false },
+        { ...cursor, changed: false, releaseLease: false, failureCounted: false },
       ]),
     );
     const missing = keys.filter((key) => !cursors.has(compositeKey(key.partitionId, key.consumerGroup)));
