@@ -6,6 +6,8 @@ module.exports = {
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   maxWorkers: 2,
+  // Jest reads the timeout from the top level; the e2e project's own setting is not applied.
+  testTimeout: 30000,
   projects: [
     {
       displayName: 'unit',

@@ -1,11 +1,27 @@
 import { Module } from '@nestjs/common';
+import { AckModule } from './ack/ack.module';
 import { AuthModule } from './auth/auth.module';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
+import { DlqModule } from './dlq/dlq.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
+import { PopModule } from './pop/pop.module';
+import { PushModule } from './push/push.module';
+import { QueuesModule } from './queues/queues.module';
 
 @Module({
-  imports: [ConfigModule, DatabaseModule, AuthModule, HealthModule, LeaseModule],
+  imports: [
+    ConfigModule,
+    DatabaseModule,
+    AuthModule,
+    HealthModule,
+    LeaseModule,
+    PushModule,
+    PopModule,
+    AckModule,
+    QueuesModule,
+    DlqModule,
+  ],
 })
 export class AppModule {}

@@ -59,3 +59,51 @@ describe('OpenAPI documentation', () => {
     expect(response.body.paths['/health'].get.security).toBeUndefined();
   });
 });
+
+describe('OpenAPI documentation of the message routes', () => {
+  let app: NestExpressApplication;
+
+  beforeAll(async () => {
+    app = await createTestApp();
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it.each([
+    ['post', '/api/v1/push', ['201', '400', '401', '403', '413']],
+    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '404']],
+    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '404']],
+    ['post', '/api/v1/ack', ['200', '400', '401', '403']],
+    ['post', '/api/v1/ack/batch', ['200', '400', '401', '403']],
+    ['post', '/api/v1/configure', ['200', '400', '401', '403']],
+    ['get', '/api/v1/resources/queues', ['200', '401', '403']],
+    ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404']],
+    ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403']],
+    ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404']],
+  ])('documents %s %s with its statuses and bearer auth', async (method, path, statuses) => {
+    const response = await request(app.getHttpServer()).get('/docs-json');
+    const operation = response.body.paths[path][method];
+
+    expect(Object.keys(operation.responses).sort()).toEqual(statuses);
+    expect(operation.security).toEqual([{ bearer: [] }]);
+  });
+
+  it('lists the pop query parameters in reading order', async () => {
+    const response = await request(app.getHttpServer()).get('/docs-json');
+    const parameters = response.body.paths['/api/v1/pop/queue/{queue}'].get.parameters;
+
+    expect(parameters.filter((parameter: { in: string }) => parameter.in === 'query').map((parameter: { name: string }) => parameter.name)).toEqual([
+      'batch',
+      'partitions',
+      'wait',
+      'timeout',
+      'leaseSeconds',
+      'consumerGroup',
+      'subscriptionMode',
+      'subscriptionFrom',
+      'autoAck',
+    ]);
+  });
+});

@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { buildDataSourceOptions } from './data-source-options';
+import { DatabaseEngine } from './database-engine';
 import { DatabaseServer } from './database-server';
 import { runMigrations } from './run-migrations';
 
@@ -45,6 +46,7 @@ class DatabaseShutdown implements OnApplicationShutdown {
       },
     }),
   ],
-  providers: [DatabaseShutdown],
+  providers: [DatabaseShutdown, DatabaseEngine],
+  exports: [DatabaseEngine],
 })
 export class DatabaseModule {}

@@ -1,4 +1,5 @@
 import { InitialSchema1796031809241 } from '../../migrations/1796031809241-InitialSchema';
+import { ConsumerDeliveredOffset1796032521539 } from '../../migrations/1796032521539-ConsumerDeliveredOffset';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
-export const MIGRATIONS = [InitialSchema1796031809241];
+export const MIGRATIONS = [InitialSchema1796031809241, ConsumerDeliveredOffset1796032521539];

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, QueryRunner } from 'typeorm';
 import { PoolUnavailableError } from '../common/database-errors';
+import { DatabaseEngine } from '../database/database-engine';
 import { isoTimestamp } from '../common/sql-timestamp';
 
 export interface RenewalRequest {
@@ -79,7 +80,10 @@ interface RenewalRow {
 
 @Injectable()
 export class LeaseRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly engine: DatabaseEngine,
+  ) {}
 
   /**
    * Extends every live consumer row held by each request's lease id in that
@@ -88,24 +92,34 @@ export class LeaseRepository {
   async renew(requests: readonly RenewalRequest[]): Promise<LeaseRenewal[]> {
     const runner = await this.acquire();
     try {
-      const rows: RenewalRow[] = await runner
-        .query(RENEW_SQL, [
-          requests.map((_request, index) => index),
-          requests.map((request) => request.tenantId),
-          requests.map((request) => request.leaseId),
-          requests.map((request) => request.seconds),
-        ])
-        .catch((error: unknown) => {
-          throw new RenewalFailedError(error instanceof Error ? error.message : String(error), error);
-        });
+      const rows = await this.execute(runner, requests).catch((error: unknown) => {
+        throw new RenewalFailedError(error instanceof Error ? error.message : String(error), error);
+      });
       const answers: LeaseRenewal[] = new Array(requests.length);
       for (const row of rows) {
         answers[row.idx] = { renewed: row.renewed, earliestExpiresAt: row.earliest_expires_at };
       }
       return answers;
     } finally {
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       await runner.release();
     }
+  }
+
+  private async execute(runner: QueryRunner, requests: readonly RenewalRequest[]): Promise<RenewalRow[]> {
+    const parameters = [
+      requests.map((_request, index) => index),
+      requests.map((request) => request.tenantId),
+      requests.map((request) => request.leaseId),
+      requests.map((request) => request.seconds),
+    ];
+    if (!this.engine.needsExplicitTransactions) {
+      return runner.query(RENEW_SQL, parameters);
+    }
+    await runner.startTransaction();
+    const rows: RenewalRow[] = await runner.query(RENEW_SQL, parameters);
+    await runner.commitTransaction();
+    return rows;
   }
 
   private async acquire(): Promise<QueryRunner> {

@@ -15,6 +15,10 @@ export class ConsumerEntity {
   @Column({ name: 'committed_offset', type: 'bigint' })
   committedOffset: string;
 
+  /** Highest offset ever delivered to this group here; claims at or below it are redeliveries. */
+  @Column({ name: 'delivered_offset', type: 'bigint' })
+  deliveredOffset: string;
+
   @Column({ name: 'lease_end_offset', type: 'bigint', nullable: true })
   leaseEndOffset: string | null;
 

@@ -1,0 +1,55 @@
+import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
+import {
+  ApiBadRequestResponse,
+  ApiBearerAuth,
+  ApiBody,
+  ApiForbiddenResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import { Access } from '../auth/access.decorator';
+import { TenantId } from '../auth/principal.decorator';
+import { ErrorResponseDto } from '../common/error-response.dto';
+import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
+import { AckService } from './ack.service';
+import { AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
+import { AckResultDto } from './dto/ack-result.dto';
+
+const ACK_DESCRIPTION =
+  'completed commits the cursor up to the message (never backwards) and releases the lease once its whole batch ' +
+  'is committed. A failure releases the lease at once and the batch redelivers from the cursor; once retryLimit ' +
+  'retries are spent, the next failure of the next message in order sends it to the dead-letter queue and the ' +
+  'cursor moves past it. With leaseId only the live holder succeeds ("invalid or expired lease" otherwise, and ' +
+  "nothing moves); without it there is no lease check, which can move the cursor under another worker's lease. " +
+  'Unknown partitions, messages and leases, and those of other tenants, answer success false: never an error status.';
+
+@ApiTags('messages')
+@ApiBearerAuth()
+@ApiOkResponse({ type: [AckResultDto], description: 'One result per acknowledgment, in request order' })
+@ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Malformed request (the error names the field)' })
+@ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
+@ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
+@Controller('api/v1/ack')
+export class AckController {
+  constructor(private readonly ackService: AckService) {}
+
+  @Post()
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({ summary: 'Acknowledge one message', description: ACK_DESCRIPTION })
+  @ApiBody({ type: AckRequestDto })
+  ack(@TenantId() tenantId: string, @Body(AckRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
+    return this.ackService.acknowledge(tenantId, commands);
+  }
+
+  @Post('batch')
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({ summary: 'Acknowledge several messages in order, in one transaction', description: ACK_DESCRIPTION })
+  @ApiBody({ type: AckBatchRequestDto })
+  ackBatch(@TenantId() tenantId: string, @Body(AckBatchRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
+    return this.ackService.acknowledge(tenantId, commands);
+  }
+}

@@ -1,0 +1,158 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
+import { uuidv7 } from '../common/uuid';
+
+export interface CursorKey {
+  partitionId: string;
+  consumerGroup: string;
+}
+
+/** A consumer row as an ack sees it, locked for the rest of the transaction. */
+export interface Cursor extends CursorKey {
+  retryLimit: number;
+  deadLetterQueue: boolean;
+  committedOffset: number;
+  deliveredOffset: number;
+  leaseEndOffset: number | null;
+  leaseId: string | null;
+  /** lease_expires_at > now(), by the database clock. */
+  leaseLive: boolean;
+  retryCount: number;
+}
+
+export interface CursorUpdate extends CursorKey {
+  committedOffset: number;
+  retryCount: number;
+  releaseLease: boolean;
+}
+
+export interface DeadLetter extends CursorKey {
+  seq: number;
+  errorMessage: string | null;
+  retryCount: number;
+}
+
+/** SQL for acknowledgments: cursors, lease release and the dead-letter queue. */
+@Injectable()
+export class AckRepository {
+  /**
+   * Locks the consumer rows in primary-key order, the order lease renewal
+   * locks them in, so concurrent acks and extends queue instead of deadlocking.
+   */
+  async lockCursors(tenantId: string, keys: CursorKey[], manager: EntityManager): Promise<Cursor[]> {
+    const rows: Array<{
+      partition_id: string;
+      consumer_group: string;
+      retry_limit: number;
+      dead_letter_queue: boolean;
+      committed_offset: string;
+      delivered_offset: string;
+      lease_end_offset: string | null;
+      lease_id: string | null;
+      lease_live: boolean;
+      retry_count: number;
+    }> = await manager.query(
+      `SELECT c.partition_id, c.consumer_group, q.retry_limit, q.dead_letter_queue, c.committed_offset,
+              c.delivered_offset, c.lease_end_offset, c.lease_id,
+              COALESCE(c.lease_expires_at > now(), false) AS lease_live, c.retry_count
+         FROM consumers c
+         JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, consumer_group)
+           ON c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE c.tenant_id = $1
+        ORDER BY c.partition_id, c.consumer_group
+          FOR UPDATE OF c`,
+      [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
+    );
+    return rows.map((row) => ({
+      partitionId: row.partition_id,
+      consumerGroup: row.consumer_group,
+      retryLimit: row.retry_limit,
+      deadLetterQueue: row.dead_letter_queue,
+      committedOffset: Number(row.committed_offset),
+      deliveredOffset: Number(row.delivered_offset),
+      leaseEndOffset: row.lease_end_offset === null ? null : Number(row.lease_end_offset),
+      leaseId: row.lease_id,
+      leaseLive: row.lease_live,
+      retryCount: row.retry_count,
+    }));
+  }
+
+  async existingPartitions(tenantId: string, partitionIds: string[], manager: EntityManager): Promise<Set<string>> {
+    const rows: Array<{ id: string }> = await manager.query(
+      'SELECT id FROM partitions WHERE tenant_id = $1 AND id = ANY($2::uuid[])',
+      [tenantId, partitionIds],
+    );
+    return new Set(rows.map((row) => row.id));
+  }
+
+  /** Offsets of the acknowledged messages, keyed by compositeKey(partitionId, transactionId). */
+  async findOffsets(
+    tenantId: string,
+    keys: Array<{ partitionId: string; transactionId: string }>,
+    manager: EntityManager,
+  ): Promise<Map<string, number>> {
+    const rows: Array<{ partition_id: string; transaction_id: string; seq: string }> = await manager.query(
+      `SELECT m.partition_id, m.transaction_id, m.seq
+         FROM messages m
+         JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
+           ON m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+        WHERE m.tenant_id = $1`,
+      [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
+    );
+    return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)]));
+  }
+
+  /**
+   * Writes cursors back. Releasing clears all three lease columns: the
+   * renewal only matches a set lease_id, and the partial lease index only
+   * holds rows that have one.
+   */
+  async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
+    await manager.query(
+      `UPDATE consumers c
+          SET committed_offset = t.committed_offset,
+              retry_count = t.retry_count,
+              lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
+              lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
+              lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
+              updated_at = now()
+         FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[])
+           AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease)
+        WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group`,
+      [
+        tenantId,
+        updates.map((update) => update.partitionId),
+        updates.map((update) => update.consumerGroup),
+        updates.map((update) => update.committedOffset),
+        updates.map((update) => update.retryCount),
+        updates.map((update) => update.releaseLease),
+      ],
+    );
+  }
+
+  /** Copies messages into the dead-letter queue; the cursor moving past them is the caller's update. */
+  async deadLetter(tenantId: string, letters: DeadLetter[], manager: EntityManager): Promise<void> {
+    await manager.query(
+      `INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
+                                 trace_id, payload, producer_sub, message_created_at, error_message, retry_count)
+       SELECT $1, t.id, p.queue_id, m.partition_id, t.consumer_group, m.id, m.seq, m.transaction_id,
+              m.trace_id, m.payload, m.producer_sub, m.created_at, t.error_message, t.retry_count
+         FROM unnest($2::uuid[], $3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::int[])
+           AS t(id, partition_id, seq, consumer_group, error_message, retry_count)
+         JOIN messages m ON m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.seq = t.seq
+         JOIN partitions p ON p.tenant_id = $1 AND p.id = m.partition_id`,
+      [
+        tenantId,
+        letters.map(() => uuidv7()),
+        letters.map((letter) => letter.partitionId),
+        letters.map((letter) => letter.seq),
+        letters.map((letter) => letter.consumerGroup),
+        letters.map((letter) => letter.errorMessage),
+        letters.map((letter) => letter.retryCount),
+      ],
+    );
+  }
+}

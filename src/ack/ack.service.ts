@@ -1,0 +1,142 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
+import { AckCommand } from './dto/ack-request.dto';
+import { AckResultDto } from './dto/ack-result.dto';
+import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repository';
+
+export const INVALID_LEASE = 'invalid or expired lease';
+
+/** A cursor as the acks of one request move it. */
+interface WorkingCursor extends Cursor {
+  changed: boolean;
+  releaseLease: boolean;
+  /** A request's failures on one partition count as one retry: they are one nacked batch. */
+  failureCounted: boolean;
+}
+
+@Injectable()
+export class AckService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly acks: AckRepository,
+  ) {}
+
+  /**
+   * Applies acknowledgments in order, in one transaction with every touched
+   * consumer row locked. Each one succeeds or fails on its own; a failed one
+   * changes nothing.
+   */
+  async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
+    if (commands.length === 0) return [];
+    return this.dataSource.transaction((manager) => this.apply(tenantId, commands, manager));
+  }
+
+  private async apply(tenantId: string, commands: AckCommand[], manager: EntityManager): Promise<AckResultDto[]> {
+    const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
+    const cursors = new Map<string, WorkingCursor>(
+      (await this.acks.lockCursors(tenantId, keys, manager)).map((cursor) => [
+        compositeKey(cursor.partitionId, cursor.consumerGroup),
+        { ...cursor, changed: false, releaseLease: false, failureCounted: false },
+      ]),
+    );
+    const missing = keys.filter((key) => !cursors.has(compositeKey(key.partitionId, key.consumerGroup)));
+    const partitions =
+      missing.length > 0
+        ? await this.acks.existingPartitions(tenantId, [...new Set(missing.map((key) => key.partitionId))], manager)
+        : new Set<string>();
+    const offsets = await this.acks.findOffsets(tenantId, commands, manager);
+
+    const letters: DeadLetter[] = [];
+    const results = commands.map((command, index) => {
+      const cursor = cursors.get(compositeKey(command.partitionId, command.consumerGroup));
+      const seq = offsets.get(compositeKey(command.partitionId, command.transactionId));
+      const outcome = this.decide(command, cursor, partitions.has(command.partitionId), seq, letters);
+      return { index, transactionId: command.transactionId, ...outcome };
+    });
+
+    const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
+    if (updates.length > 0) await this.acks.saveCursors(tenantId, updates, manager);
+    if (letters.length > 0) await this.acks.deadLetter(tenantId, letters, manager);
+    return results;
+  }
+
+  private decide(
+    command: AckCommand,
+    cursor: WorkingCursor | undefined,
+    partitionExists: boolean,
+    seq: number | undefined,
+    letters: DeadLetter[],
+  ): Omit<AckResultDto, 'index' | 'transactionId'> {
+    const refused = (error: string) => ({ success: false, error, leaseReleased: false, dlq: false });
+    const done = (leaseReleased: boolean, dlq = false) => ({ success: true, error: null, leaseReleased, dlq });
+
+    if (!cursor && !partitionExists) return refused('partition not found');
+    if (seq === undefined) return refused('message not found in this partition');
+    if (command.leaseId !== undefined) {
+      if (!cursor?.leaseLive || cursor.leaseId !== command.leaseId) return refused(INVALID_LEASE);
+      if (seq > cursor.leaseEndOffset!) return refused('message is not in the batch of this lease');
+    } else if (!cursor || seq > cursor.deliveredOffset) {
+      return refused('message has not been delivered to this consumer group');
+    }
+
+    if (command.outcome === 'completed') {
+      if (seq > cursor.committedOffset) {
+        cursor.committedOffset = seq;
+        cursor.retryCount = 0;
+        cursor.changed = true;
+      }
+      const spanDone = cursor.leaseEndOffset !== null && cursor.committedOffset >= cursor.leaseEndOffset;
+      return done(spanDone && this.release(cursor));
+    }
+
+    if (seq <= cursor.committedOffset) return refused('message already acknowledged');
+    // Any failure hands the whole batch back at once.
+    const leaseReleased = this.release(cursor);
+    if (command.outcome === 'retry') return done(leaseReleased);
+
+    // Only the next message in order can leave the partition: moving the
+    // cursor past a later one would skip the unacknowledged ones before it.
+    const atCursor = seq === cursor.committedOffset + 1;
+    if (atCursor && (command.outcome === 'dlq' || cursor.retryCount >= cursor.retryLimit)) {
+      const keep = command.outcome === 'dlq' || cursor.deadLetterQueue;
+      if (keep) {
+        letters.push({
+          partitionId: cursor.partitionId,
+          consumerGroup: cursor.consumerGroup,
+          seq,
+          errorMessage: command.error,
+          retryCount: cursor.retryCount,
+        });
+      }
+      cursor.committedOffset = seq;
+      cursor.retryCount = 0;
+      cursor.changed = true;
+      return done(leaseReleased, keep);
+    }
+    if (!cursor.failureCounted) {
+      cursor.retryCount += 1;
+      cursor.failureCounted = true;
+      cursor.changed = true;
+    }
+    return done(leaseReleased);
+  }
+
+  /** Clears the row's lease (live or expired); reports whether a live one ended. */
+  private release(cursor: WorkingCursor): boolean {
+    const wasLive = cursor.leaseLive;
+    if (cursor.leaseId !== null) {
+      cursor.leaseId = null;
+      cursor.leaseEndOffset = null;
+      cursor.leaseLive = false;
+      cursor.releaseLease = true;
+      cursor.changed = true;
+    }
+    return wasLive;
+  }
+}
+
+function uniqueBy<T>(items: T[], key: (item: T) => string): T[] {
+  return [...new Map(items.map((item) => [key(item), item])).values()];
+}

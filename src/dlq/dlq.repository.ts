@@ -1,0 +1,62 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { isoTimestamp } from '../common/sql-timestamp';
+import { DeadLetterDto } from './dto/dead-letter.dto';
+
+export interface DeadLetterFilter {
+  queueId: string | undefined;
+  consumerGroup: string | undefined;
+}
+
+const FILTER = `d.tenant_id = $1
+  AND ($2::uuid IS NULL OR d.queue_id = $2::uuid)
+  AND ($3::text IS NULL OR d.consumer_group = $3)`;
+
+/** SQL for reading the dead-letter queue. */
+@Injectable()
+export class DlqRepository {
+  async page(
+    tenantId: string,
+    filter: DeadLetterFilter,
+    limit: number,
+    offset: number,
+    manager: EntityManager,
+  ): Promise<DeadLetterDto[]> {
+    const rows: Array<Record<string, unknown>> = await manager.query(
+      `SELECT d.id, d.message_id, d.transaction_id, d.trace_id, d.payload, d.producer_sub, d.error_message,
+              d.retry_count, q.name AS queue, p.name AS partition, d.partition_id, d.consumer_group,
+              ${isoTimestamp('d.message_created_at')} AS created_at, ${isoTimestamp('d.created_at')} AS failed_at
+         FROM dead_letters d
+         JOIN queues q ON q.tenant_id = d.tenant_id AND q.id = d.queue_id
+         JOIN partitions p ON p.tenant_id = d.tenant_id AND p.id = d.partition_id
+        WHERE ${FILTER}
+        ORDER BY d.created_at, d.partition_id, d.seq, d.id
+        LIMIT $4 OFFSET $5`,
+      [tenantId, filter.queueId ?? null, filter.consumerGroup ?? null, limit, offset],
+    );
+    return rows.map((row) => ({
+      id: row.id as string,
+      messageId: row.message_id as string,
+      transactionId: row.transaction_id as string,
+      traceId: row.trace_id as string | null,
+      data: row.payload,
+      producerSub: row.producer_sub as string | null,
+      errorMessage: row.error_message as string | null,
+      retryCount: row.retry_count as number,
+      queue: row.queue as string,
+      partition: row.partition as string,
+      partitionId: row.partition_id as string,
+      consumerGroup: row.consumer_group as string,
+      createdAt: row.created_at as string,
+      failedAt: row.failed_at as string,
+    }));
+  }
+
+  async count(tenantId: string, filter: DeadLetterFilter, manager: EntityManager): Promise<number> {
+    const [row]: Array<{ total: number }> = await manager.query(
+      `SELECT count(*)::int AS total FROM dead_letters d WHERE ${FILTER}`,
+      [tenantId, filter.queueId ?? null, filter.consumerGroup ?? null],
+    );
+    return row.total;
+  }
+}

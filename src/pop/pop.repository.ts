@@ -1,0 +1,168 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { isoTimestamp } from '../common/sql-timestamp';
+import { subscriptionStartOffset } from '../common/subscription-start';
+
+export interface ClaimRequest {
+  queueId: string;
+  /** Only this partition; undefined means any partition of the queue. */
+  partitionId: string | undefined;
+  consumerGroup: string;
+  leaseId: string;
+  leaseSeconds: number;
+  /** Messages in total across the claimed partitions. */
+  batch: number;
+  maxPartitions: number;
+  /** Commit what is delivered in the same statement: no lease is left live. */
+  autoAck: boolean;
+}
+
+export interface ClaimedMessage {
+  id: string;
+  transactionId: string;
+  traceId: string | null;
+  data: unknown;
+  producerSub: string | null;
+  createdAt: string;
+  partitionId: string;
+  partition: string;
+  deliveryAttempt: number;
+}
+
+/*
+ * The claim, one statement. `candidates` locks up to maxPartitions consumer
+ * rows of the group that have messages past the cursor and no live lease,
+ * least recently served first, skipping rows another pop is locking (at most
+ * one live lease per partition and group, without waiting). `sized` hands
+ * out the batch across them in that order. A row whose cursor is below its
+ * delivered offset is a redelivery: it repeats only messages delivered before,
+ * with deliveryAttempt increased, so every message of one partition's span
+ * shares one attempt number. The database clock sets every expiry.
+ */
+const CLAIM_SQL = `
+  WITH candidates AS (
+    SELECT c.partition_id, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition, p.last_offset
+      FROM consumers c
+      JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+     WHERE c.tenant_id = $1 AND p.queue_id = $2 AND c.consumer_group = $3
+       AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
+       AND p.last_offset > c.committed_offset
+       AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+     ORDER BY c.updated_at, c.partition_id
+     LIMIT $5
+       FOR UPDATE OF c SKIP LOCKED
+  ), spans AS (
+    SELECT k.*,
+           LEAST(CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset ELSE k.last_offset END
+                 - k.committed_offset, $6) AS available,
+           row_number() OVER (ORDER BY k.updated_at, k.partition_id) AS claim_order
+      FROM candidates k
+  ), sized AS (
+    SELECT s.*, LEAST(s.available, $6 - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take
+      FROM spans s
+  ), claimed AS (
+    UPDATE consumers c
+       SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
+           lease_expires_at = CASE WHEN $9 THEN NULL ELSE now() + make_interval(secs => $8) END,
+           lease_end_offset = CASE WHEN $9 THEN NULL ELSE z.committed_offset + z.take END,
+           committed_offset = CASE WHEN $9 THEN z.committed_offset + z.take ELSE c.committed_offset END,
+           retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
+           delivered_offset = GREATEST(c.delivered_offset, z.committed_offset + z.take),
+           delivery_attempt = CASE WHEN z.committed_offset < z.delivered_offset THEN c.delivery_attempt + 1 ELSE 1 END,
+           updated_at = now()
+      FROM sized z
+     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3 AND z.take > 0
+    RETURNING c.partition_id, c.delivery_attempt, z.partition, z.claim_order,
+              z.committed_offset AS after_offset, z.committed_offset + z.take AS through_offset
+  )
+  SELECT m.id, m.transaction_id, m.trace_id, m.payload, m.producer_sub, ${isoTimestamp('m.created_at')} AS created_at,
+         k.partition_id, k.partition, k.delivery_attempt
+    FROM claimed k
+    JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
+                   AND m.seq > k.after_offset AND m.seq <= k.through_offset
+   ORDER BY k.claim_order, m.seq`;
+
+/** SQL for consumer groups and the claim. */
+@Injectable()
+export class PopRepository {
+  /**
+   * Records the group's starting point at its first pop, even one that finds
+   * nothing: null (everything), now() for subscription mode new, or an
+   * explicit timestamp. Later pops never move it.
+   */
+  async ensureGroup(
+    tenantId: string,
+    queueId: string,
+    consumerGroup: string,
+    startAt: { newOnly: boolean; from: string | undefined },
+    manager: EntityManager,
+  ): Promise<void> {
+    await manager.query(
+      `INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from)
+       VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END)
+       ON CONFLICT (tenant_id, queue_id, name) DO NOTHING`,
+      [tenantId, queueId, consumerGroup, startAt.newOnly, startAt.from ?? null],
+    );
+  }
+
+  /**
+   * Creates the group's missing cursor rows, in partition id order so two
+   * first pops cannot deadlock, each starting at the group's starting point.
+   */
+  async ensureConsumers(
+    tenantId: string,
+    queueId: string,
+    partitionId: string | undefined,
+    consumerGroup: string,
+    manager: EntityManager,
+  ): Promise<void> {
+    await manager.query(
+      `INSERT INTO consumers (tenant_id, partition_id, consumer_group, committed_offset, delivered_offset)
+       SELECT p.tenant_id, p.id, g.name, s.start_offset, s.start_offset
+         FROM partitions p
+         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
+        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+        WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($4::uuid IS NULL OR p.id = $4::uuid)
+          AND NOT EXISTS (SELECT 1 FROM consumers c
+                           WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = $3)
+        ORDER BY p.id
+       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+      [tenantId, queueId, consumerGroup, partitionId ?? null],
+    );
+  }
+
+  async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
+    const rows: Array<{
+      id: string;
+      transaction_id: string;
+      trace_id: string | null;
+      payload: unknown;
+      producer_sub: string | null;
+      created_at: string;
+      partition_id: string;
+      partition: string;
+      delivery_attempt: number;
+    }> = await manager.query(CLAIM_SQL, [
+      tenantId,
+      request.queueId,
+      request.consumerGroup,
+      request.partitionId ?? null,
+      request.maxPartitions,
+      request.batch,
+      request.leaseId,
+      request.leaseSeconds,
+      request.autoAck,
+    ]);
+    return rows.map((row) => ({
+      id: row.id,
+      transactionId: row.transaction_id,
+      traceId: row.trace_id,
+      data: row.payload,
+      producerSub: row.producer_sub,
+      createdAt: row.created_at,
+      partitionId: row.partition_id,
+      partition: row.partition,
+      deliveryAttempt: row.delivery_attempt,
+    }));
+  }
+}

@@ -1,0 +1,28 @@
+import { ApiProperty } from '@nestjs/swagger';
+
+export type PushStatus = 'queued' | 'duplicate' | 'failed';
+
+export class PushResultDto {
+  @ApiProperty({ type: 'integer', description: 'Position of the item in the request', example: 0 })
+  index: number;
+
+  @ApiProperty({
+    description: 'Id of the stored message; for a duplicate, the id of the original',
+    example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
+  })
+  message_id: string;
+
+  @ApiProperty({ example: 'order-42-created' })
+  transaction_id: string;
+
+  @ApiProperty({ example: 'orders' })
+  queueName: string;
+
+  @ApiProperty({
+    enum: ['queued', 'duplicate', 'failed'],
+    description:
+      'queued: stored now; duplicate: this transactionId was already in the partition. A push is validated ' +
+      'whole and written in one transaction, so an item never fails alone.',
+  })
+  status: PushStatus;
+}

@@ -1,0 +1,80 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
+import { PUSH_CHANNEL } from '../wakeup/wakeup.service';
+
+export interface NewMessage {
+  partitionId: string;
+  seq: number;
+  id: string;
+  transactionId: string;
+  traceId: string | null;
+  payload: unknown;
+}
+
+/** SQL for writing messages; queue and partition creation lives in QueuesRepository. */
+@Injectable()
+export class PushRepository {
+  /** Ids of messages already stored under these (partition, transactionId) pairs, keyed by compositeKey. */
+  async findExisting(
+    tenantId: string,
+    keys: Array<{ partitionId: string; transactionId: string }>,
+    manager: EntityManager,
+  ): Promise<Map<string, string>> {
+    const rows: Array<{ partition_id: string; transaction_id: string; id: string }> = await manager.query(
+      `SELECT m.partition_id, m.transaction_id, m.id
+         FROM messages m
+         JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
+           ON m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+        WHERE m.tenant_id = $1`,
+      [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
+    );
+    return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));
+  }
+
+  /**
+   * Inserts messages whose offsets the caller assigned under the partition
+   * lock, and moves each partition's last offset to match. created_at is
+   * clock_timestamp(), taken under that lock, so it never decreases along a
+   * partition's offsets: a subscription starting point can be found by time.
+   */
+  async insert(
+    tenantId: string,
+    producerSub: string | null,
+    messages: NewMessage[],
+    lastOffsets: Map<string, number>,
+    manager: EntityManager,
+  ): Promise<void> {
+    await manager.query(
+      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, producer_sub,
+                             created_at)
+       SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, $8, clock_timestamp()
+         FROM unnest($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::text[], $7::text[])
+           AS t(partition_id, seq, id, transaction_id, trace_id, payload)
+        ORDER BY t.partition_id, t.seq`,
+      [
+        tenantId,
+        messages.map((message) => message.partitionId),
+        messages.map((message) => message.seq),
+        messages.map((message) => message.id),
+        messages.map((message) => message.transactionId),
+        messages.map((message) => message.traceId),
+        messages.map((message) => JSON.stringify(message.payload)),
+        producerSub,
+      ],
+    );
+    await manager.query(
+      `UPDATE partitions p SET last_offset = t.last_offset
+         FROM unnest($2::uuid[], $3::bigint[]) AS t(id, last_offset)
+        WHERE p.tenant_id = $1 AND p.id = t.id`,
+      [tenantId, [...lastOffsets.keys()], [...lastOffsets.values()]],
+    );
+  }
+
+  /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back push. */
+  async notify(payloads: string[], manager: EntityManager): Promise<void> {
+    await manager.query(`SELECT pg_notify('${PUSH_CHANNEL}', t.payload) FROM unnest($1::text[]) AS t(payload)`, [
+      payloads,
+    ]);
+  }
+}

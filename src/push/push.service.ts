@@ -1,0 +1,108 @@
+import { ConflictException, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
+import { uuidv7 } from '../common/uuid';
+import { QueuesRepository } from '../queues/queues.repository';
+import { WakeupService } from '../wakeup/wakeup.service';
+import { PushItem } from './dto/push-request.dto';
+import { PushResultDto, PushStatus } from './dto/push-result.dto';
+import { NewMessage, PushRepository } from './push.repository';
+
+interface PushOutcome {
+  results: PushResultDto[];
+  queuesWithNewMessages: Set<string>;
+}
+
+@Injectable()
+export class PushService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly queues: QueuesRepository,
+    private readonly pushes: PushRepository,
+    private readonly wakeup: WakeupService,
+  ) {}
+
+  /**
+   * Stores the items in one transaction: queues and partitions are created on
+   * first use, each partition's offsets are assigned under its row lock (so a
+   * cursor can never pass an uncommitted lower offset), and a transactionId
+   * already present in its partition, earlier in this request included, is a
+   * duplicate reporting the original message id.
+   */
+  async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
+    if (items.length === 0) return [];
+    const outcome = await this.dataSource.transaction((manager) =>
+      this.store(tenantId, producerSub ?? null, items, manager),
+    );
+    this.wakeup.announce(tenantId, outcome.queuesWithNewMessages);
+    return outcome.results;
+  }
+
+  private async store(
+    tenantId: string,
+    producerSub: string | null,
+    items: PushItem[],
+    manager: EntityManager,
+  ): Promise<PushOutcome> {
+    const queueIds = await this.queues.ensureQueues(tenantId, [...new Set(items.map((item) => item.queue))], manager);
+    const queueIdOf = (name: string): string => {
+      const id = queueIds.get(name);
+      if (!id) {
+        throw new ConflictException({ error: `queue ${name} was deleted while this push was writing to it; retry` });
+      }
+      return id;
+    };
+    const wanted = new Map(
+      items.map((item) => {
+        const queueId = queueIdOf(item.queue);
+        return [compositeKey(queueId, item.partition), { queueId, name: item.partition }];
+      }),
+    );
+    const partitions = await this.queues.lockPartitions(tenantId, [...wanted.values()], manager);
+    const partitionOf = new Map(
+      partitions.map((partition) => [compositeKey(partition.queueId, partition.name), partition]),
+    );
+
+    const located = items.map((item) => ({
+      item,
+      partition: partitionOf.get(compositeKey(queueIdOf(item.queue), item.partition))!,
+      transactionId: item.transactionId ?? uuidv7(),
+    }));
+    const known = await this.pushes.findExisting(
+      tenantId,
+      located.map(({ partition, transactionId }) => ({ partitionId: partition.id, transactionId })),
+      manager,
+    );
+
+    const lastOffsets = new Map<string, number>();
+    const fresh: NewMessage[] = [];
+    const queuesWithNewMessages = new Set<string>();
+    const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
+      const key = compositeKey(partition.id, transactionId);
+      const result = (messageId: string, status: PushStatus): PushResultDto => ({
+        index,
+        message_id: messageId,
+        transaction_id: transactionId,
+        queueName: item.queue,
+        status,
+      });
+      const original = known.get(key);
+      if (original) return result(original, 'duplicate');
+      const seq = (lastOffsets.get(partition.id) ?? partition.lastOffset) + 1;
+      const id = uuidv7();
+      lastOffsets.set(partition.id, seq);
+      known.set(key, id);
+      queuesWithNewMessages.add(item.queue);
+      const traceId = item.traceId ?? null;
+      fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payload: item.payload });
+      return result(id, 'queued');
+    });
+
+    if (fresh.length > 0) {
+      await this.pushes.insert(tenantId, producerSub, fresh, lastOffsets, manager);
+      await this.pushes.notify(this.wakeup.notificationsFor(tenantId, queuesWithNewMessages), manager);
+    }
+    return { results, queuesWithNewMessages };
+  }
+}

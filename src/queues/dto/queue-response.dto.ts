@@ -1,0 +1,135 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+
+const TIMESTAMP = '2026-07-30T11:06:44.512873Z';
+
+export class ConfigureResponseDto {
+  @ApiProperty({ example: true })
+  configured: true;
+
+  @ApiProperty({ example: 'orders' })
+  queue: string;
+
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description: 'Every option that was sent, with the value now in force',
+    example: { leaseTime: 30, retryLimit: 5 },
+  })
+  options: Record<string, unknown>;
+}
+
+export class DeleteQueueResponseDto {
+  @ApiProperty({ description: 'Whether this call deleted it' })
+  deleted: boolean;
+
+  @ApiProperty({ example: 'orders' })
+  queue: string;
+
+  @ApiProperty({ description: 'Whether it existed before this call' })
+  existed: boolean;
+}
+
+export class QueueSummaryDto {
+  @ApiProperty({ example: 'orders' })
+  name: string;
+
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    example: { leaseTime: 60, retryLimit: 3, deadLetterQueue: true },
+    description: 'leaseTime, retryLimit, deadLetterQueue, then any stored unknown options',
+  })
+  options: Record<string, unknown>;
+
+  @ApiProperty({ type: 'integer' })
+  partitionCount: number;
+
+  @ApiProperty({ type: 'integer', description: 'Messages ever stored (the sum of partition offsets)' })
+  messages: number;
+
+  @ApiProperty({ type: 'integer' })
+  deadLetters: number;
+
+  @ApiProperty({ type: 'integer' })
+  consumerGroupCount: number;
+
+  @ApiProperty({ example: TIMESTAMP })
+  createdAt: string;
+
+  @ApiProperty({ example: TIMESTAMP })
+  updatedAt: string;
+}
+
+export class QueueListDto {
+  @ApiProperty({ type: [QueueSummaryDto] })
+  queues: QueueSummaryDto[];
+}
+
+export class PartitionStatsDto {
+  @ApiProperty()
+  id: string;
+
+  @ApiProperty({ example: 'Default' })
+  name: string;
+
+  @ApiProperty({ type: 'integer', description: 'Messages ever stored: the last offset' })
+  messages: number;
+
+  @ApiProperty({ example: TIMESTAMP })
+  createdAt: string;
+}
+
+export class ConsumerPartitionDto {
+  @ApiProperty()
+  partitionId: string;
+
+  @ApiProperty({ example: 'Default' })
+  partition: string;
+
+  @ApiProperty({ type: 'integer', description: 'Offset of the last committed message' })
+  committedOffset: number;
+
+  @ApiProperty({ type: 'integer', description: 'Messages past the cursor' })
+  lag: number;
+
+  @ApiProperty({ description: 'A lease is live on this partition for this group' })
+  leased: boolean;
+
+  @ApiProperty({ type: String, nullable: true, example: TIMESTAMP })
+  leaseExpiresAt: string | null;
+
+  @ApiProperty({ type: 'integer' })
+  retryCount: number;
+
+  @ApiProperty({ type: 'integer' })
+  deliveryAttempt: number;
+}
+
+export class ConsumerGroupDto {
+  @ApiProperty({ example: '__QUEUE_MODE__' })
+  name: string;
+
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    description: 'Starting point fixed at the first pop; null = from the beginning',
+  })
+  subscriptionFrom: string | null;
+
+  @ApiProperty({ type: 'integer', description: 'Messages past the cursor, all partitions' })
+  lag: number;
+
+  @ApiProperty({ type: 'integer', description: 'Partitions with a live lease' })
+  liveLeases: number;
+
+  @ApiProperty({ type: [ConsumerPartitionDto] })
+  partitions: ConsumerPartitionDto[];
+}
+
+export class QueueDetailDto extends QueueSummaryDto {
+  @ApiProperty({ type: [PartitionStatsDto] })
+  partitions: PartitionStatsDto[];
+
+  @ApiProperty({ type: [ConsumerGroupDto] })
+  consumerGroups: ConsumerGroupDto[];
+}

@@ -1,0 +1,91 @@
+import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post } from '@nestjs/common';
+import {
+  ApiBadRequestResponse,
+  ApiBearerAuth,
+  ApiBody,
+  ApiForbiddenResponse,
+  ApiNotFoundResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import { Access } from '../auth/access.decorator';
+import { TenantId } from '../auth/principal.decorator';
+import { ErrorResponseDto } from '../common/error-response.dto';
+import { NamePipe } from '../common/name.pipe';
+import { ConfigureRequestPipe } from './configure-request.pipe';
+import { ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
+import {
+  ConfigureResponseDto,
+  DeleteQueueResponseDto,
+  QueueDetailDto,
+  QueueListDto,
+} from './dto/queue-response.dto';
+import { QueuesService } from './queues.service';
+
+@ApiTags('queues')
+@ApiBearerAuth()
+@ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
+@ApiForbiddenResponse({ type: ErrorResponseDto, description: "The token's roles do not allow this route" })
+@Controller('api/v1')
+export class QueuesController {
+  constructor(private readonly queuesService: QueuesService) {}
+
+  @Post('configure')
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({
+    summary: 'Create a queue or change its options',
+    description:
+      'leaseTime (default leaseSeconds of a pop), retryLimit (failures redelivered before dead-lettering), ' +
+      'deadLetterQueue (false drops messages that use up their retries). Options not sent keep their value. ' +
+      'Unknown options are stored and echoed for compatibility, not interpreted.',
+  })
+  @ApiBody({ type: ConfigureRequestDto })
+  @ApiOkResponse({ type: ConfigureResponseDto })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name or option value' })
+  configure(
+    @TenantId() tenantId: string,
+    @Body(ConfigureRequestPipe) command: ConfigureCommand,
+  ): Promise<ConfigureResponseDto> {
+    return this.queuesService.configure(tenantId, command);
+  }
+
+  @Get('resources/queues')
+  @Access('read-only')
+  @ApiOperation({ summary: "The tenant's queues with their options and counts" })
+  @ApiOkResponse({ type: QueueListDto })
+  list(@TenantId() tenantId: string): Promise<QueueListDto> {
+    return this.queuesService.list(tenantId);
+  }
+
+  @Get('resources/queues/:queue')
+  @Access('read-only')
+  @ApiOperation({
+    summary: 'One queue: partitions, and per consumer group its cursors, lag and live leases',
+    description: 'Lease ids are never shown: a read-only caller could otherwise extend or ack with them.',
+  })
+  @ApiOkResponse({ type: QueueDetailDto })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
+  @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue in this tenant' })
+  detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
+    return this.queuesService.detail(tenantId, queue);
+  }
+
+  @Delete('resources/queues/:queue')
+  @HttpCode(HttpStatus.OK)
+  @Access('admin')
+  @ApiOperation({
+    summary: 'Delete a queue with its partitions, messages, cursors, leases and dead letters',
+    description: 'Idempotent: a queue that does not exist answers 200 with deleted and existed false.',
+  })
+  @ApiOkResponse({ type: DeleteQueueResponseDto })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
+  delete(
+    @TenantId() tenantId: string,
+    @Param('queue', new NamePipe('queue')) queue: string,
+  ): Promise<DeleteQueueResponseDto> {
+    return this.queuesService.delete(tenantId, queue);
+  }
+}

@@ -1,0 +1,303 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { isoTimestamp } from '../common/sql-timestamp';
+import { subscriptionStartOffset } from '../common/subscription-start';
+import { uuidv7 } from '../common/uuid';
+
+export interface QueueRecord {
+  id: string;
+  name: string;
+  leaseTime: number;
+  retryLimit: number;
+  deadLetterQueue: boolean;
+  /** Options the broker stores and echoes but does not interpret. */
+  extraOptions: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface QueueSettings {
+  leaseTime?: number;
+  retryLimit?: number;
+  deadLetterQueue?: boolean;
+  extraOptions: Record<string, unknown>;
+}
+
+export interface QueueSummary extends QueueRecord {
+  partitions: number;
+  messages: number;
+  deadLetters: number;
+  consumerGroups: number;
+}
+
+export interface PartitionStats {
+  id: string;
+  name: string;
+  messages: number;
+  createdAt: string;
+}
+
+export interface ConsumerStats {
+  consumerGroup: string;
+  subscriptionFrom: string | null;
+  partitionId: string;
+  partition: string;
+  committedOffset: number;
+  lag: number;
+  leased: boolean;
+  leaseExpiresAt: string | null;
+  retryCount: number;
+  deliveryAttempt: number;
+}
+
+interface QueueRow {
+  id: string;
+  name: string;
+  lease_time: number;
+  retry_limit: number;
+  dead_letter_queue: boolean;
+  options: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+}
+
+interface QueueSummaryRow extends QueueRow {
+  partitions: number;
+  messages: string;
+  dead_letters: number;
+  consumer_groups: number;
+}
+
+const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.options,
+  ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
+
+/** SQL for queues and their partitions: lookup, creation on first use, options, statistics, deletion. */
+@Injectable()
+export class QueuesRepository {
+  async find(tenantId: string, name: string, manager: EntityManager): Promise<QueueRecord | undefined> {
+    const rows: QueueRow[] = await manager.query(
+      `SELECT ${QUEUE_COLUMNS} FROM queues q WHERE q.tenant_id = $1 AND q.name = $2`,
+      [tenantId, name],
+    );
+    return rows.length > 0 ? toQueue(rows[0]) : undefined;
+  }
+
+  async findPartitionId(
+    tenantId: string,
+    queueId: string,
+    name: string,
+    manager: EntityManager,
+  ): Promise<string | undefined> {
+    const rows: Array<{ id: string }> = await manager.query(
+      'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
+      [tenantId, queueId, name],
+    );
+    return rows[0]?.id;
+  }
+
+  /**
+   * Creates the missing queues and returns the id of each, holding a key-share
+   * lock so none can be deleted before this transaction commits. Rows are
+   * inserted in name order so concurrent first pushes cannot deadlock. A queue
+   * deleted between the insert and the lock is created again.
+   */
+  async ensureQueues(tenantId: string, names: string[], manager: EntityManager): Promise<Map<string, string>> {
+    for (let attempt = 1; ; attempt++) {
+      await manager.query(
+        `INSERT INTO queues (tenant_id, id, name)
+         SELECT $1, t.id, t.name FROM unnest($2::uuid[], $3::text[]) AS t(id, name) ORDER BY t.name
+         ON CONFLICT (tenant_id, name) DO NOTHING`,
+        [tenantId, names.map(() => uuidv7()), names],
+      );
+      const rows: Array<{ id: string; name: string }> = await manager.query(
+        'SELECT id, name FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[]) ORDER BY name FOR KEY SHARE',
+        [tenantId, names],
+      );
+      if (rows.length === names.length || attempt === 3) {
+        return new Map(rows.map((row) => [row.name, row.id]));
+      }
+    }
+  }
+
+  /**
+   * Creates the missing partitions of queues this transaction already holds
+   * (see ensureQueues) and locks every one against other pushes, in id order,
+   * returning each one's last offset. FOR NO KEY UPDATE, not FOR UPDATE, so
+   * pops creating consumer rows (a key-share lock through the foreign key)
+   * are not blocked by a push.
+   */
+  async lockPartitions(
+    tenantId: string,
+    partitions: Array<{ queueId: string; name: string }>,
+    manager: EntityManager,
+  ): Promise<Array<{ id: string; queueId: string; name: string; lastOffset: number }>> {
+    const queueIds = partitions.map((partition) => partition.queueId);
+    const names = partitions.map((partition) => partition.name);
+    await manager.query(
+      `INSERT INTO partitions (tenant_id, id, queue_id, name)
+       SELECT $1, t.id, t.queue_id, t.name FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS t(id, queue_id, name)
+       ORDER BY t.queue_id, t.name
+       ON CONFLICT (tenant_id, queue_id, name) DO NOTHING`,
+      [tenantId, partitions.map(() => uuidv7()), queueIds, names],
+    );
+    const rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }> = await manager.query(
+      `SELECT p.id, p.queue_id, p.name, p.last_offset
+         FROM partitions p
+         JOIN unnest($2::uuid[], $3::text[]) AS t(queue_id, name) ON p.queue_id = t.queue_id AND p.name = t.name
+        WHERE p.tenant_id = $1
+        ORDER BY p.id
+          FOR NO KEY UPDATE OF p`,
+      [tenantId, queueIds, names],
+    );
+    return rows.map((row) => ({
+      id: row.id,
+      queueId: row.queue_id,
+      name: row.name,
+      lastOffset: Number(row.last_offset),
+    }));
+  }
+
+  /** Creates the queue when missing and applies the given settings; unset ones keep their value. */
+  async configure(
+    tenantId: string,
+    name: string,
+    settings: QueueSettings,
+    manager: EntityManager,
+  ): Promise<QueueRecord> {
+    // The upsert takes the row lock, so the queue cannot vanish before the update.
+    await manager.query(
+      `INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)
+       ON CONFLICT (tenant_id, name) DO UPDATE SET updated_at = now()`,
+      [tenantId, uuidv7(), name],
+    );
+    const rows: QueueRow[] = await manager.query(
+      `WITH q AS (
+         UPDATE queues
+            SET lease_time = COALESCE($3, lease_time),
+                retry_limit = COALESCE($4, retry_limit),
+                dead_letter_queue = COALESCE($5, dead_letter_queue),
+                options = options || $6::jsonb,
+                updated_at = now()
+          WHERE tenant_id = $1 AND name = $2
+         RETURNING *
+       )
+       SELECT ${QUEUE_COLUMNS} FROM q`,
+      [
+        tenantId,
+        name,
+        settings.leaseTime ?? null,
+        settings.retryLimit ?? null,
+        settings.deadLetterQueue ?? null,
+        JSON.stringify(settings.extraOptions),
+      ],
+    );
+    return toQueue(rows[0]);
+  }
+
+  /** Deletes the queue with everything in it (partitions, messages, cursors, leases, dead letters). */
+  async delete(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
+    const rows: Array<{ deleted: number }> = await manager.query(
+      `WITH gone AS (DELETE FROM queues WHERE tenant_id = $1 AND name = $2 RETURNING id)
+       SELECT count(*)::int AS deleted FROM gone`,
+      [tenantId, name],
+    );
+    return rows[0].deleted > 0;
+  }
+
+  /** Every queue of the tenant with counts; message counts come from partition offsets, not a scan. */
+  async summaries(tenantId: string, name: string | undefined, manager: EntityManager): Promise<QueueSummary[]> {
+    const rows: QueueSummaryRow[] = await manager.query(
+      `SELECT ${QUEUE_COLUMNS}, s.partitions, s.messages,
+              (SELECT count(*)::int FROM dead_letters d
+                WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
+              (SELECT count(*)::int FROM consumer_groups g
+                WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS consumer_groups
+         FROM queues q
+        CROSS JOIN LATERAL (SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages
+                              FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
+        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
+        ORDER BY q.name`,
+      [tenantId, name ?? null],
+    );
+    return rows.map((row) => ({
+      ...toQueue(row),
+      partitions: row.partitions,
+      messages: Number(row.messages),
+      deadLetters: row.dead_letters,
+      consumerGroups: row.consumer_groups,
+    }));
+  }
+
+  async partitionStats(tenantId: string, queueId: string, manager: EntityManager): Promise<PartitionStats[]> {
+    const rows: Array<{ id: string; name: string; last_offset: string; created_at: string }> = await manager.query(
+      `SELECT id, name, last_offset, ${isoTimestamp('created_at')} AS created_at
+         FROM partitions WHERE tenant_id = $1 AND queue_id = $2 ORDER BY name`,
+      [tenantId, queueId],
+    );
+    return rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      messages: Number(row.last_offset),
+      createdAt: row.created_at,
+    }));
+  }
+
+  /**
+   * Each consumer group's cursor in each partition, and whether a lease is
+   * live there (never the lease id). A partition the group has not popped
+   * from yet shows where the group would start.
+   */
+  async consumerStats(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerStats[]> {
+    const rows: Array<{
+      consumer_group: string;
+      subscription_from: string | null;
+      partition_id: string;
+      partition: string;
+      committed_offset: string;
+      lag: string;
+      leased: boolean;
+      lease_expires_at: string | null;
+      retry_count: number;
+      delivery_attempt: number;
+    }> = await manager.query(
+      `SELECT g.name AS consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from,
+              p.id AS partition_id, p.name AS partition, s.committed_offset, p.last_offset - s.committed_offset AS lag,
+              COALESCE(c.lease_expires_at > now(), false) AS leased,
+              CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
+              COALESCE(c.retry_count, 0) AS retry_count, COALESCE(c.delivery_attempt, 0) AS delivery_attempt
+         FROM consumer_groups g
+         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+         LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
+        CROSS JOIN LATERAL (
+              SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS committed_offset) s
+        WHERE g.tenant_id = $1 AND g.queue_id = $2
+        ORDER BY g.name, p.name`,
+      [tenantId, queueId],
+    );
+    return rows.map((row) => ({
+      consumerGroup: row.consumer_group,
+      subscriptionFrom: row.subscription_from,
+      partitionId: row.partition_id,
+      partition: row.partition,
+      committedOffset: Number(row.committed_offset),
+      lag: Number(row.lag),
+      leased: row.leased,
+      leaseExpiresAt: row.lease_expires_at,
+      retryCount: row.retry_count,
+      deliveryAttempt: row.delivery_attempt,
+    }));
+  }
+}
+
+function toQueue(row: QueueRow): QueueRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    leaseTime: row.lease_time,
+    retryLimit: row.retry_limit,
+    deadLetterQueue: row.dead_letter_queue,
+    extraOptions: row.options,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}

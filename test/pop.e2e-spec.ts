@@ -1,0 +1,373 @@
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DataSource } from 'typeorm';
+import { BrokerClient, PopBody } from './support/broker-client';
+import { cursors, leaseSecondsLeft } from './support/db-state';
+import { sleep } from './support/sleep';
+import { createTestApp, newTenant } from './support/test-app';
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+const POP_KEYS = ['success', 'queue', 'partition', 'partitionId', 'leaseId', 'consumerGroup', 'messages', 'partitionsClaimed'];
+const MESSAGE_KEYS = [
+  'id',
+  'transactionId',
+  'traceId',
+  'data',
+  'producerSub',
+  'createdAt',
+  'partitionId',
+  'partition',
+  'leaseId',
+  'consumerGroup',
+  'deliveryAttempt',
+];
+
+const transactionIds = (body: PopBody): string[] => body.messages.map((message) => message.transactionId);
+
+describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
+  let app: NestExpressApplication;
+  let dataSource: DataSource;
+  let client: BrokerClient;
+
+  beforeAll(async () => {
+    app = await createTestApp();
+    dataSource = app.get(DataSource);
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  beforeEach(() => {
+    client = new BrokerClient(app, newTenant());
+  });
+
+  describe('a pop that finds messages', () => {
+    it('returns 200 with every contract key in order and a fresh UUIDv7 lease shared by its messages', async () => {
+      const [pushed] = (await client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }])).body;
+
+      const response = await client.pop('orders');
+
+      expect(response.status).toBe(200);
+      expect(response.headers['content-type']).toMatch(/^application\/json/);
+      const body: PopBody = response.body;
+      expect(Object.keys(body)).toEqual(POP_KEYS);
+      expect(body).toMatchObject({ success: true, queue: 'orders', partition: 'Default', consumerGroup: '__QUEUE_MODE__', partitionsClaimed: 1 });
+      expect(body.leaseId).toMatch(UUID_V7);
+      expect(Object.keys(body.messages[0])).toEqual(MESSAGE_KEYS);
+      expect(body.messages[0]).toEqual({
+        id: pushed.message_id,
+        transactionId: 't1',
+        traceId: 'tr',
+        data: { n: 1 },
+        producerSub: null,
+        createdAt: expect.stringMatching(TIMESTAMP),
+        partitionId: body.partitionId,
+        partition: 'Default',
+        leaseId: body.leaseId,
+        consumerGroup: '__QUEUE_MODE__',
+        deliveryAttempt: 1,
+      });
+    });
+
+    it('delivers a partition in offset order, batch by batch', async () => {
+      await client.pushMany('orders', 5);
+
+      const first = await client.pop('orders', { batch: 2 });
+      await client.ackAll(first.body);
+      const second = await client.pop('orders', { batch: 2 });
+      await client.ackAll(second.body);
+      const third = await client.pop('orders', { batch: 2 });
+
+      expect([first, second, third].map((response) => transactionIds(response.body))).toEqual([
+        ['orders-Default-0', 'orders-Default-1'],
+        ['orders-Default-2', 'orders-Default-3'],
+        ['orders-Default-4'],
+      ]);
+    });
+
+    it('mints one lease for every partition it claims, renewed by one extend with renewed equal to partitionsClaimed', async () => {
+      for (const partition of ['a', 'b', 'c']) await client.pushMany('orders', 2, partition);
+
+      const pop = await client.pop('orders', { partitions: 3, batch: 100 });
+
+      expect(pop.body.partitionsClaimed).toBe(3);
+      expect(new Set(pop.body.messages.map((message: { leaseId: string }) => message.leaseId))).toEqual(new Set([pop.body.leaseId]));
+      const rows = await cursors(dataSource, client.tenant, 'orders');
+      expect(rows.map((row) => row.leaseId)).toEqual([pop.body.leaseId, pop.body.leaseId, pop.body.leaseId]);
+      expect(rows.map((row) => row.leaseEndOffset)).toEqual([2, 2, 2]);
+      const extend = await client.extend(pop.body.leaseId, 120);
+      expect(extend.body).toMatchObject({ success: true, renewed: 3 });
+      // partition and partitionId describe the first claimed partition; each message names its own.
+      expect(pop.body.messages[0]).toMatchObject({ partition: pop.body.partition, partitionId: pop.body.partitionId });
+    });
+
+    it('counts batch across all claimed partitions and claims no partition it hands nothing from', async () => {
+      for (const partition of ['a', 'b', 'c']) await client.pushMany('orders', 3, partition);
+
+      const pop = await client.pop('orders', { partitions: 3, batch: 4 });
+
+      expect(pop.body.messages).toHaveLength(4);
+      expect(pop.body.partitionsClaimed).toBe(2);
+      const leased = (await cursors(dataSource, client.tenant, 'orders')).filter((row) => row.leaseLive);
+      expect(leased.map((row) => row.leaseEndOffset).sort()).toEqual([1, 3]);
+    });
+
+    it('claims one partition by default, leaving the others to other consumers', async () => {
+      await client.pushMany('orders', 1, 'a');
+      await client.pushMany('orders', 1, 'b');
+
+      const first = await client.pop('orders');
+      const second = await client.pop('orders');
+      const third = await client.pop('orders');
+
+      expect(first.body.partitionsClaimed).toBe(1);
+      expect(second.body.partitionsClaimed).toBe(1);
+      expect(new Set([first.body.partition, second.body.partition])).toEqual(new Set(['a', 'b']));
+      expect(third.status).toBe(204);
+    });
+
+    it('pops only the named partition on the partition route', async () => {
+      await client.pushMany('orders', 2, 'a');
+      await client.pushMany('orders', 2, 'b');
+
+      const response = await client.pop('orders', { batch: 10 }, 'b');
+
+      expect(response.status).toBe(200);
+      expect(response.body.partition).toBe('b');
+      expect(transactionIds(response.body)).toEqual(['orders-b-0', 'orders-b-1']);
+      expect((await client.pop('orders', {}, 'b')).status).toBe(204);
+    });
+
+    it('leases for the queue leaseTime (60 s) by default and for leaseSeconds when given, by the database clock', async () => {
+      await client.pushMany('orders', 1, 'a');
+      await client.pushMany('orders', 1, 'b');
+
+      const byDefault = await client.pop('orders', {}, 'a');
+      const explicit = await client.pop('orders', { leaseSeconds: 7 }, 'b');
+
+      const [defaultLeft] = await leaseSecondsLeft(dataSource, client.tenant, byDefault.body.leaseId);
+      const [explicitLeft] = await leaseSecondsLeft(dataSource, client.tenant, explicit.body.leaseId);
+      expect(defaultLeft).toBeGreaterThan(55);
+      expect(defaultLeft).toBeLessThanOrEqual(60);
+      expect(explicitLeft).toBeGreaterThan(4);
+      expect(explicitLeft).toBeLessThanOrEqual(7);
+    });
+  });
+
+  describe('nothing to deliver', () => {
+    it('answers a bare 204 with no body and no content-type for an empty queue', async () => {
+      await client.configure({ queue: 'orders' });
+
+      const response = await client.pop('orders');
+
+      expect(response.status).toBe(204);
+      expect(response.text).toBe('');
+      expect(response.headers['content-type']).toBeUndefined();
+      expect(response.headers['content-length']).toBeUndefined();
+    });
+
+    it('answers 204 to a second consumer of the group while the partition is leased: one live lease per partition and group', async () => {
+      await client.pushMany('orders', 3);
+      const holder = await client.pop('orders', { batch: 1 });
+
+      const rival = await client.pop('orders');
+
+      expect(holder.status).toBe(200);
+      expect(rival.status).toBe(204);
+      expect((await cursors(dataSource, client.tenant, 'orders')).filter((row) => row.leaseLive)).toHaveLength(1);
+    });
+
+    it.each([
+      ['an unknown queue', 'nope', undefined, 'queue nope not found'],
+      ['an unknown partition', 'orders', 'nope', 'partition nope not found in queue orders'],
+    ])('answers 404 for %s', async (_case, queue, partition, error) => {
+      await client.pushMany('orders', 1);
+
+      const response = await client.pop(queue, {}, partition);
+
+      expect(response.status).toBe(404);
+      expect(response.body).toEqual({ error });
+    });
+
+    it("answers 404 for another tenant's queue and partition, exactly as for unknown ones, and leaves its messages alone", async () => {
+      const owner = new BrokerClient(app, newTenant());
+      await owner.pushMany('private', 1, 'p');
+
+      const queue = await client.pop('private');
+      const partition = await client.pop('private', {}, 'p');
+
+      expect(queue.status).toBe(404);
+      expect(queue.body).toEqual({ error: 'queue private not found' });
+      expect(partition.status).toBe(404);
+      expect((await owner.pop('private')).body.messages[0].deliveryAttempt).toBe(1);
+    });
+  });
+
+  describe('consumer groups', () => {
+    it('delivers every message to each group, in order, with a cursor per group', async () => {
+      await client.pushMany('events', 3);
+
+      const a = await client.pop('events', { consumerGroup: 'billing', batch: 10 });
+      const b = await client.pop('events', { consumerGroup: 'shipping', batch: 10 });
+      const queueMode = await client.pop('events', { batch: 10 });
+
+      for (const response of [a, b, queueMode]) {
+        expect(transactionIds(response.body)).toEqual(['events-Default-0', 'events-Default-1', 'events-Default-2']);
+      }
+      expect(a.body.consumerGroup).toBe('billing');
+      expect(a.body.messages[0].consumerGroup).toBe('billing');
+      expect(new Set([a.body.leaseId, b.body.leaseId, queueMode.body.leaseId]).size).toBe(3);
+      const groups = (await cursors(dataSource, client.tenant, 'events')).map((row) => row.consumerGroup);
+      expect(groups).toEqual(['__QUEUE_MODE__', 'billing', 'shipping']);
+    });
+
+    it.each(['new', 'new-only', 'now'])(
+      'with subscriptionMode %s starts the group at its first pop, even one that returns 204, and later pops never move it',
+      async (mode) => {
+        await client.pushMany('events', 2, undefined, 'before');
+
+        const first = await client.pop('events', { consumerGroup: 'late', subscriptionMode: mode });
+        await client.pushMany('events', 1, undefined, 'after');
+        const second = await client.pop('events', { consumerGroup: 'late', subscriptionMode: 'all', batch: 10 });
+
+        expect(first.status).toBe(204);
+        expect(transactionIds(second.body)).toEqual(['after-0']);
+      },
+    );
+
+    it.each(['all', 'from_beginning'])('with subscriptionMode %s starts a new group at the first message', async (mode) => {
+      await client.pushMany('events', 2);
+
+      const response = await client.pop('events', { consumerGroup: 'replay', subscriptionMode: mode, batch: 10 });
+
+      expect(transactionIds(response.body)).toEqual(['events-Default-0', 'events-Default-1']);
+    });
+
+    it('with subscriptionFrom starts a new group at the first message created at or after that instant', async () => {
+      await client.pushMany('events', 1, undefined, 'old');
+      await sleep(5);
+      await client.pushMany('events', 2, undefined, 'recent');
+      const [{ created_at: from }] = await dataSource.query(
+        `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
+           FROM messages WHERE tenant_id = $1 AND transaction_id = 'recent-0'`,
+        [client.tenant],
+      );
+
+      const response = await client.pop('events', { consumerGroup: 'audit', subscriptionFrom: from, batch: 10 });
+
+      expect(transactionIds(response.body)).toEqual(['recent-0', 'recent-1']);
+    });
+
+    it('applies a group starting point to partitions created after the group', async () => {
+      await client.pushMany('events', 1, 'a');
+      await client.pop('events', { consumerGroup: 'late', subscriptionMode: 'new' });
+      await client.pushMany('events', 1, 'b');
+
+      const response = await client.pop('events', { consumerGroup: 'late', partitions: 2, batch: 10 });
+
+      expect(transactionIds(response.body)).toEqual(['events-b-0']);
+    });
+  });
+
+  describe('autoAck', () => {
+    it('delivers and commits at once: leaseId null, no live lease, nothing redelivered', async () => {
+      await client.pushMany('orders', 2);
+
+      const response = await client.pop('orders', { autoAck: true, batch: 10 });
+
+      expect(response.status).toBe(200);
+      expect(response.body.leaseId).toBeNull();
+      expect(response.body.messages.map((message: { leaseId: null }) => message.leaseId)).toEqual([null, null]);
+      expect(await cursors(dataSource, client.tenant, 'orders')).toMatchObject([
+        { committedOffset: 2, leaseId: null, leaseEndOffset: null, hasExpiry: false },
+      ]);
+      expect((await client.pop('orders')).status).toBe(204);
+    });
+  });
+
+  describe('long poll (wait=true)', () => {
+    it('parks and answers 200 as soon as a push arrives, long before the timeout', async () => {
+      await client.configure({ queue: 'orders' });
+      const started = Date.now();
+
+      const parked = client.pop('orders', { wait: true, timeout: 10_000 }).then((response) => response);
+      await sleep(300);
+      await client.pushMany('orders', 1, undefined, 'late');
+      const response = await parked;
+
+      expect(response.status).toBe(200);
+      expect(transactionIds(response.body)).toEqual(['late-0']);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    });
+
+    it('answers a bare 204 at the timeout when nothing arrives, and a push to another queue does not end it early', async () => {
+      await client.configure({ queue: 'orders' });
+      const started = Date.now();
+
+      const parked = client.pop('orders', { wait: true, timeout: 600 }).then((response) => response);
+      await sleep(100);
+      await client.pushMany('elsewhere', 1);
+      const response = await parked;
+
+      expect(response.status).toBe(204);
+      expect(response.text).toBe('');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(590);
+    });
+
+    it('on the partition route ignores pushes to other partitions and wakes for its own', async () => {
+      await client.pushMany('orders', 1, 'mine', 'seed');
+      await client.ackAll((await client.pop('orders', {}, 'mine')).body);
+
+      const parked = client.pop('orders', { wait: true, timeout: 10_000 }, 'mine').then((response) => response);
+      await sleep(200);
+      await client.pushMany('orders', 1, 'other');
+      await sleep(200);
+      await client.pushMany('orders', 1, 'mine', 'wanted');
+      const response = await parked;
+
+      expect(response.status).toBe(200);
+      expect(response.body.partition).toBe('mine');
+      expect(transactionIds(response.body)).toEqual(['wanted-0']);
+    });
+
+    it('answers at once when messages are already there', async () => {
+      await client.pushMany('orders', 1);
+      const started = Date.now();
+
+      const response = await client.pop('orders', { wait: true, timeout: 10_000 });
+
+      expect(response.status).toBe(200);
+      expect(Date.now() - started).toBeLessThan(2_000);
+    });
+
+    it('stops waiting when the caller hangs up, so a later push is not leased to nobody', async () => {
+      await client.configure({ queue: 'orders' });
+
+      await expect(client.pop('orders', { wait: true, timeout: 10_000 }).timeout(300)).rejects.toThrow(/Timeout/);
+      await sleep(50);
+      await client.pushMany('orders', 1);
+
+      const response = await client.pop('orders');
+      expect(response.status).toBe(200);
+      expect(response.body.messages[0].deliveryAttempt).toBe(1);
+    });
+  });
+});
+
+describe('long polls at application shutdown', () => {
+  it('answer 204 promptly so a graceful shutdown does not wait for their timeouts', async () => {
+    const app = await createTestApp();
+    const client = new BrokerClient(app, newTenant());
+    await client.configure({ queue: 'orders' });
+    const parked = Array.from({ length: 3 }, () => client.pop('orders', { wait: true, timeout: 20_000 }).then((response) => response));
+    await sleep(300);
+
+    const started = Date.now();
+    await app.close();
+    const responses = await Promise.all(parked);
+
+    expect(responses.map((response) => response.status)).toEqual([204, 204, 204]);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+});

@@ -1,0 +1,88 @@
+import { DataSource } from 'typeorm';
+
+export interface CursorRow {
+  partition: string;
+  consumerGroup: string;
+  committedOffset: number;
+  deliveredOffset: number;
+  leaseId: string | null;
+  leaseEndOffset: number | null;
+  leaseLive: boolean;
+  hasExpiry: boolean;
+  retryCount: number;
+  deliveryAttempt: number;
+}
+
+/** Every consumer row of a queue, straight from the table, ordered by group and partition name. */
+export async function cursors(dataSource: DataSource, tenantId: string, queue: string): Promise<CursorRow[]> {
+  const rows: Array<Record<string, unknown>> = await dataSource.query(
+    `SELECT p.name AS partition, c.consumer_group, c.committed_offset, c.delivered_offset, c.lease_id,
+            c.lease_end_offset, COALESCE(c.lease_expires_at > now(), false) AS lease_live,
+            c.lease_expires_at IS NOT NULL AS has_expiry, c.retry_count, c.delivery_attempt
+       FROM consumers c
+       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+       JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+      WHERE c.tenant_id = $1 AND q.name = $2
+      ORDER BY c.consumer_group, p.name`,
+    [tenantId, queue],
+  );
+  return rows.map((row) => ({
+    partition: row.partition as string,
+    consumerGroup: row.consumer_group as string,
+    committedOffset: Number(row.committed_offset),
+    deliveredOffset: Number(row.delivered_offset),
+    leaseId: row.lease_id as string | null,
+    leaseEndOffset: row.lease_end_offset === null ? null : Number(row.lease_end_offset),
+    leaseLive: row.lease_live as boolean,
+    hasExpiry: row.has_expiry as boolean,
+    retryCount: row.retry_count as number,
+    deliveryAttempt: row.delivery_attempt as number,
+  }));
+}
+
+/** Counts of what a tenant has stored, to prove a refused request changed nothing. */
+export async function storedCounts(dataSource: DataSource, tenantId: string): Promise<Record<string, number>> {
+  const [row] = await dataSource.query(
+    `SELECT (SELECT count(*)::int FROM queues WHERE tenant_id = $1) AS queues,
+            (SELECT count(*)::int FROM partitions WHERE tenant_id = $1) AS partitions,
+            (SELECT count(*)::int FROM messages WHERE tenant_id = $1) AS messages,
+            (SELECT count(*)::int FROM consumer_groups WHERE tenant_id = $1) AS consumer_groups,
+            (SELECT count(*)::int FROM consumers WHERE tenant_id = $1) AS consumers,
+            (SELECT count(*)::int FROM dead_letters WHERE tenant_id = $1) AS dead_letters`,
+    [tenantId],
+  );
+  return row;
+}
+
+/** Ends a lease by the database clock, as if its time had run out. */
+export async function expireLeases(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
+  await dataSource.query(
+    `UPDATE consumers SET lease_expires_at = now() - interval '1 millisecond' WHERE tenant_id = $1 AND lease_id = $2`,
+    [tenantId, leaseId],
+  );
+}
+
+/** Seconds from the database's now() to the expiry of each row held by a lease. */
+export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string, leaseId: string): Promise<number[]> {
+  const rows: Array<{ left: string }> = await dataSource.query(
+    `SELECT extract(epoch FROM lease_expires_at - now()) AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2`,
+    [tenantId, leaseId],
+  );
+  return rows.map((row) => Number(row.left));
+}
+
+/** Every row the tenant has in every broker table, to prove a request changed nothing at all. */
+export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, unknown[]>> {
+  const snapshot: Record<string, unknown[]> = {};
+  for (const [table, order] of [
+    ['queues', 'id'],
+    ['partitions', 'id'],
+    ['messages', 'partition_id, seq'],
+    ['consumer_groups', 'queue_id, name'],
+    ['consumers', 'partition_id, consumer_group'],
+    ['dead_letters', 'id'],
+  ]) {
+    snapshot[table] = await dataSource.query(`SELECT * FROM ${table} WHERE tenant_id = $1 ORDER BY ${order}`, [tenantId]);
+  }
+  return snapshot;
+}
