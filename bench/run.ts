@@ -32,6 +32,8 @@ interface Row {
 }
 
 async function main(): Promise<void> {
+  await assertPortFree(BROKER_PORT);
+  await assertPortFree(CEILING_PORT);
   await recreateDatabase();
   const broker = start('broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
     PORT: String(BROKER_PORT),
@@ -84,10 +86,28 @@ async function recreateDatabase(): Promise<void> {
   await admin.end();
 }
 
+/** The V8 flags `npm start` gives the broker, so the benchmark measures the process operators run. */
+function startFlags(): string[] {
+  const scripts = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
+  return scripts.start.split(/\s+/).filter((word) => word.startsWith('--'));
+}
+
+async function assertPortFree(port: number): Promise<void> {
+  const answered = await fetch(`http://127.0.0.1:${port}/`).then(
+    () => true,
+    () => false,
+  );
+  if (answered) throw new Error(`port ${port} is already in use: stop whatever listens there first`);
+}
+
 function start(name: string, script: string, args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const flags = name === 'broker' ? startFlags() : [];
+  const child = spawn(process.execPath, [...flags, script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('exit', (code, signal) => {
-    if (code !== 0 && signal !== 'SIGTERM') log(`${name} exited with ${code ?? signal}`);
+    if (code !== 0 && signal !== 'SIGTERM') {
+      log(`${name} exited with ${code ?? signal}`);
+      process.exit(1);
+    }
   });
   return child;
 }
@@ -288,7 +308,7 @@ function writeResults(rows: Row[]): void {
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM; ` +
       `Node ${process.version}; PostgreSQL ${postgres}; broker, PostgreSQL and load generator (autocannon) on the same machine. ` +
-      `Broker: one process, pool ${process.env.BENCH_POOL_SIZE ?? '10'}, auth off. ${LEASES} live leases created through pop.`,
+      `Broker: one process started as \`npm start\` does (\`${startFlags().join(' ')}\`), pool ${process.env.BENCH_POOL_SIZE ?? '10'}, auth off. ${LEASES} live leases created through pop.`,
     '',
     '| scenario | connections | req/s | p50 ms | p99 ms | errors | broker RSS MB | notes |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
