@@ -42,7 +42,7 @@ describe('lease route with authentication on', () => {
 
   it.each(['read-only', 'write-only'])('returns 403 "Insufficient permissions" for role %s and leaves the lease alone', async (role) => {
     const tenant = newTenant();
-    const lease = await createLease(dataSource, tenant, [30]);
+    const lease = await createLease(app, tenant, [30]);
     const before = await expiries(dataSource, tenant, lease.partitionIds);
 
     const response = await extend(lease.leaseId, hsToken({ role, tenant }));
@@ -58,7 +58,7 @@ describe('lease route with authentication on', () => {
     ['roles array with read-write', { roles: ['read-only', 'read-write'] }],
   ])('returns 200 and renews for %s in the token tenant', async (_case, claims) => {
     const tenant = newTenant();
-    const lease = await createLease(dataSource, tenant, [30]);
+    const lease = await createLease(app, tenant, [30]);
 
     const response = await extend(lease.leaseId, hsToken({ ...claims, tenant }));
 
@@ -68,7 +68,7 @@ describe('lease route with authentication on', () => {
 
   it("returns renewed 0 for a lease of a tenant other than the token's", async () => {
     const owner = newTenant();
-    const lease = await createLease(dataSource, owner, [30]);
+    const lease = await createLease(app, owner, [30]);
     const before = await expiries(dataSource, owner, lease.partitionIds);
 
     const response = await extend(lease.leaseId, hsToken({ role: 'admin', tenant: newTenant() }));

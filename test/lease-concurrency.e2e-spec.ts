@@ -42,7 +42,7 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
 
     it('answers 300 concurrent extends of one 8-partition lease with 200 and renewed 8, without deadlock', async () => {
       const tenant = newTenant();
-      const lease = await createLease(dataSource, tenant, [30, 30, 30, 30, 30, 30, 30, 30]);
+      const lease = await createLease(app, tenant, [30, 30, 30, 30, 30, 30, 30, 30]);
 
       const responses = await Promise.all(
         Array.from({ length: 300 }, (_unused, index) => extend(tenant, lease.leaseId, 100 + (index % 50))),
@@ -61,7 +61,7 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     it('gives each of many concurrent requests across tenants its own exact answer', async () => {
       const tenants = [newTenant(), newTenant(), newTenant()];
       const leases = await Promise.all(
-        tenants.map((tenant, index) => createLease(dataSource, tenant, Array.from({ length: index + 1 }, () => 30))),
+        tenants.map((tenant, index) => createLease(app, tenant, Array.from({ length: index + 1 }, () => 30))),
       );
 
       const calls = Array.from({ length: 120 }, (_unused, index) => {

@@ -42,7 +42,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
 
   describe('a live lease', () => {
     it('returns 200 with the six keys in order, renewed 1 and one microsecond UTC expiry in three keys', async () => {
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
 
       const response = await extend(lease.leaseId, { seconds: 120 });
 
@@ -60,7 +60,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('renews every partition of a multi-partition lease in one call and reports the earliest expiry', async () => {
-      const lease = await createLease(dataSource, tenant, [10, 400, 20]);
+      const lease = await createLease(app, tenant, [10, 400, 20]);
 
       const response = await extend(lease.leaseId, { seconds: 100 });
 
@@ -76,7 +76,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('never shortens a lease: a smaller extension leaves the expiry exactly as it was', async () => {
-      const lease = await createLease(dataSource, tenant, [600]);
+      const lease = await createLease(app, tenant, [600]);
       const [before] = await expiries(dataSource, tenant, lease.partitionIds);
 
       const response = await extend(lease.leaseId, { seconds: 5 });
@@ -86,7 +86,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('is safe to retry: a repeated extension renews again and never moves the expiry backwards', async () => {
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
 
       const first = await extend(lease.leaseId, { seconds: 90 });
       const second = await extend(lease.leaseId, { seconds: 90 });
@@ -97,7 +97,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('matches the lease id case-insensitively and echoes the path value verbatim', async () => {
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
       const upper = lease.leaseId.toUpperCase();
 
       const response = await extend(upper, { seconds: 90 });
@@ -128,7 +128,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     ];
 
     it.each(defaults)('treats %s as 60 seconds', async (_case, body, contentType) => {
-      const lease = await createLease(dataSource, tenant, [1]);
+      const lease = await createLease(app, tenant, [1]);
       const headers: Record<string, string> = { [TENANT_HEADER]: tenant };
       if (contentType) headers['content-type'] = contentType;
 
@@ -143,7 +143,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('honours seconds sent as JSON without any content-type', async () => {
-      const lease = await createLease(dataSource, tenant, [1]);
+      const lease = await createLease(app, tenant, [1]);
 
       const response = await rawRequest(
         app.getHttpServer(),
@@ -157,7 +157,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('honours seconds sent as JSON under text/plain', async () => {
-      const lease = await createLease(dataSource, tenant, [1]);
+      const lease = await createLease(app, tenant, [1]);
 
       const response = await extend(lease.leaseId, '{"seconds":300}', 'text/plain');
 
@@ -165,7 +165,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it.each([0, -5, -2147483648])('clamps seconds %p to 1 second', async (seconds) => {
-      const lease = await createLease(dataSource, tenant, [0.2]);
+      const lease = await createLease(app, tenant, [0.2]);
 
       const response = await extend(lease.leaseId, { seconds });
 
@@ -178,7 +178,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     it('answers 413 in the contract shape for a body above BODY_LIMIT', async () => {
       const small = await createTestApp({ BODY_LIMIT: '1kb' });
       try {
-        const lease = await createLease(dataSource, tenant, [30]);
+        const lease = await createLease(app, tenant, [30]);
         const response = await request(small.getHttpServer())
           .post(`/api/v1/lease/${lease.leaseId}/extend`)
           .set(TENANT_HEADER, tenant)
@@ -197,16 +197,19 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
 
   describe('nothing renewed: indistinguishable answers', () => {
     async function notRenewedCases(): Promise<Array<[string, string, string]>> {
-      const expired = await createLease(dataSource, tenant, [30]);
+      const expired = await createLease(app, tenant, [30]);
       await expireLease(dataSource, tenant, expired.leaseId);
-      const released = await createLease(dataSource, tenant, [30]);
-      await releaseLease(dataSource, tenant, released.leaseId);
+      const acked = await createLease(app, tenant, [30]);
+      await releaseLease(app, tenant, acked, 'completed');
+      const nacked = await createLease(app, tenant, [30]);
+      await releaseLease(app, tenant, nacked, 'failed');
       const foreignTenant = newTenant();
-      const foreign = await createLease(dataSource, foreignTenant, [30]);
+      const foreign = await createLease(app, foreignTenant, [30]);
       return [
         ['unknown id', uuidv7(), tenant],
         ['expired lease', expired.leaseId, tenant],
-        ['released lease', released.leaseId, tenant],
+        ['lease released by ack', acked.leaseId, tenant],
+        ['lease released by nack', nacked.leaseId, tenant],
         ["another tenant's lease", foreign.leaseId, tenant],
         ['a path value that is not a UUID', 'not-a-uuid', tenant],
         ['an almost-UUID', `${uuidv7()}0`, tenant],
@@ -242,7 +245,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('does not resurrect an expired lease', async () => {
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
       await expireLease(dataSource, tenant, lease.leaseId);
       const [before] = await expiries(dataSource, tenant, lease.partitionIds);
 
@@ -254,7 +257,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
 
     it("leaves another tenant's lease untouched, to the microsecond", async () => {
       const owner = newTenant();
-      const lease = await createLease(dataSource, owner, [30, 40]);
+      const lease = await createLease(app, owner, [30, 40]);
       const before = await expiries(dataSource, owner, lease.partitionIds);
 
       const response = await extend(lease.leaseId, { seconds: 3600 });
@@ -264,7 +267,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     });
 
     it('renews only the live rows when some rows of one lease have expired', async () => {
-      const lease = await createLease(dataSource, tenant, [30, 30]);
+      const lease = await createLease(app, tenant, [30, 30]);
       await dataSource.query(
         `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND partition_id = $2`,
         [tenant, lease.partitionIds[1]],
@@ -283,7 +286,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
     it('lowers a larger request to the operator cap', async () => {
       const capped = await createTestApp({ LEASE_MAX_EXTEND_SECONDS: '30' });
       try {
-        const lease = await createLease(dataSource, tenant, [1]);
+        const lease = await createLease(app, tenant, [1]);
         const response = await request(capped.getHttpServer())
           .post(`/api/v1/lease/${lease.leaseId}/extend`)
           .set(TENANT_HEADER, tenant)

@@ -22,7 +22,7 @@ describe('lease route and health under database faults', () => {
 
     it('answers within the acquire timeout when every pooled connection is taken', async () => {
       const tenant = newTenant();
-      const lease = await createLease(app.get(DataSource), tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
       // Take the pool's only connection away for the duration of the request.
       const runner = app.get(DataSource).createQueryRunner();
       await runner.connect();
@@ -105,7 +105,7 @@ describe('lease route and health under database faults', () => {
     it('reports the statement failure and leaves the lease as it was', async () => {
       const tenant = newTenant();
       const dataSource = app.get(DataSource);
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
       const before = await expiries(dataSource, tenant, lease.partitionIds);
       await blocker.query('BEGIN');
       await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);

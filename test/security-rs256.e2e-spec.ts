@@ -46,7 +46,7 @@ describe('security with JWT_ALGORITHM=RS256', () => {
 
   it('accepts an RS256 token signed with the matching private key: 200 and renewed', async () => {
     const tenant = newTenant();
-    const lease = await createLease(dataSource, tenant, [30]);
+    const lease = await createLease(app, tenant, [30]);
     const bearer = sign({ role: 'read-write', tenant }, pair.privateKey, { algorithm: 'RS256', expiresIn: '5m' });
 
     const response = await extend(bearer, lease.leaseId);
@@ -64,7 +64,7 @@ describe('security with JWT_ALGORITHM=RS256', () => {
 
   it('refuses HS256 signed with the public key text as the HMAC secret (algorithm confusion) with 401', async () => {
     const tenant = newTenant();
-    const lease = await createLease(dataSource, tenant, [30]);
+    const lease = await createLease(app, tenant, [30]);
     const before = await expiries(dataSource, tenant, lease.partitionIds);
 
     const response = await extend(hmacTokenWithKeyText({ role: 'admin', tenant }, pair.publicKey), lease.leaseId);

@@ -259,7 +259,7 @@ describe('security', () => {
     const claims = { role: 'admin', tenant };
 
     async function extendWith(bearer: string) {
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
       const before = await expiries(dataSource, tenant, lease.partitionIds);
       const response = await call(app, 'POST', `/api/v1/lease/${lease.leaseId}/extend`, {
         bearer,
@@ -326,7 +326,7 @@ describe('security', () => {
     it('accepts a token minted by the token command for this configuration', async () => {
       const config = app.get<AppConfig>(APP_CONFIG);
       const owner = newTenant();
-      const lease = await createLease(dataSource, owner, [30]);
+      const lease = await createLease(app, owner, [30]);
       const { token: minted } = mintToken({ roles: ['read-write'], tenant: owner, ttlSeconds: 60 }, config.jwt);
 
       const response = await call(app, 'POST', `/api/v1/lease/${lease.leaseId}/extend`, { bearer: minted });
@@ -342,7 +342,7 @@ describe('security', () => {
 
     it("answers a foreign lease byte for byte like an unknown id, and leaves the holder's expiry to the microsecond", async () => {
       const owner = newTenant();
-      const lease = await createLease(dataSource, owner, [30, 90]);
+      const lease = await createLease(app, owner, [30, 90]);
       const before = await expiries(dataSource, owner, lease.partitionIds);
       const stranger = token({ role: 'admin', tenant: newTenant() });
       const unknownId = uuidv7();
@@ -362,7 +362,7 @@ describe('security', () => {
 
     it('refuses with 403 a gateway header that names another tenant than the token, and renews nothing', async () => {
       const tenant = newTenant();
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
       const before = await expiries(dataSource, tenant, lease.partitionIds);
 
       const response = await extend(lease.leaseId, token({ role: 'read-write', tenant }), {
@@ -376,7 +376,7 @@ describe('security', () => {
 
     it("renews with 200 when the header repeats the token's tenant", async () => {
       const tenant = newTenant();
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
 
       const response = await extend(lease.leaseId, token({ role: 'read-write', tenant }), {
         [TENANT_HEADER]: tenant.toUpperCase(),
@@ -387,7 +387,7 @@ describe('security', () => {
 
     it('takes the tenant from the gateway header when the token carries none (200, renewed 1)', async () => {
       const tenant = newTenant();
-      const lease = await createLease(dataSource, tenant, [30]);
+      const lease = await createLease(app, tenant, [30]);
 
       const response = await extend(lease.leaseId, token({ role: 'read-write' }), { [TENANT_HEADER]: tenant });
 
@@ -396,8 +396,8 @@ describe('security', () => {
     });
 
     it('puts a token without tenant and without header in the default tenant', async () => {
-      const lease = await createLease(dataSource, DEFAULT_TENANT_ID, [30]);
-      const elsewhere = await createLease(dataSource, newTenant(), [30]);
+      const lease = await createLease(app, DEFAULT_TENANT_ID, [30]);
+      const elsewhere = await createLease(app, newTenant(), [30]);
 
       const own = await extend(lease.leaseId, token({ role: 'read-write' }));
       const foreign = await extend(elsewhere.leaseId, token({ role: 'read-write' }));
@@ -432,9 +432,9 @@ describe('security', () => {
 
       it('ignores a tenant header entirely: no 403 for a mismatch, and no tenant from it', async () => {
         const tenant = newTenant();
-        const lease = await createLease(dataSource, tenant, [30]);
+        const lease = await createLease(app, tenant, [30]);
         const headerTenant = newTenant();
-        const headerOnly = await createLease(dataSource, headerTenant, [30]);
+        const headerOnly = await createLease(app, headerTenant, [30]);
         const send = (leaseId: string, claims: object, header: string) =>
           call(plainApp, 'POST', `/api/v1/lease/${leaseId}/extend`, {
             bearer: token({ role: 'read-write', ...claims }),

@@ -13,7 +13,7 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     const server = app.getHttpServer();
     const dataSource = app.get(DataSource);
     const tenant = newTenant();
-    const lease = await createLease(dataSource, tenant, [30]);
+    const lease = await createLease(app, tenant, [30]);
     const blocker = new Client({ connectionString: process.env.DATABASE_URL });
     // pg_stat_activity is a snapshot per transaction: watch from outside the blocker's.
     const observer = new Client({ connectionString: process.env.DATABASE_URL });

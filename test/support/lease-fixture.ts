@@ -1,46 +1,106 @@
+import { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../../src/common/uuid';
+import { AckService } from '../../src/ack/ack.service';
+import { PopService } from '../../src/pop/pop.service';
+import { PushService } from '../../src/push/push.service';
 
 export interface FixtureLease {
   leaseId: string;
   partitionIds: string[];
+  consumerGroup: string;
+  messages: Array<{ transactionId: string; partitionId: string }>;
 }
 
 /**
- * Writes the consumer rows a pop would leave behind, so the lease route can be
- * exercised on its own: one queue, `expiresInSeconds.length` partitions, each
- * leased by one id with its own expiry (seconds from the database's now()).
+ * Mints a real lease the way a consumer does, through the broker's push and
+ * pop (called as services, so suites with auth on need no token for setup):
+ * one message in each of `expiresInSeconds.length` partitions, one pop that
+ * claims them all under one lease id. Each row's expiry is then set to its
+ * own distance from the database's now(), so tests can state exact
+ * expectations about the earliest expiry and about never shortening.
  */
 export async function createLease(
-  dataSource: DataSource,
+  app: INestApplication,
   tenantId: string,
   expiresInSeconds: number[],
   consumerGroup = '__QUEUE_MODE__',
 ): Promise<FixtureLease> {
-  const queueId = uuidv7();
-  const leaseId = uuidv7();
-  await dataSource.query('INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)', [
+  const queue = `lease-${uuidv7()}`;
+  const partitions = expiresInSeconds.map((_seconds, index) => `p${index}`);
+  await app.get(PushService).push(
     tenantId,
-    queueId,
-    `fixture-${queueId}`,
-  ]);
-  const partitionIds: string[] = [];
+    undefined,
+    partitions.map((partition, index) => ({
+      queue,
+      partition,
+      payload: { index },
+      transactionId: undefined,
+      traceId: undefined,
+    })),
+  );
+  const popped = await app.get(PopService).pop(
+    tenantId,
+    queue,
+    undefined,
+    {
+      batch: partitions.length,
+      partitions: partitions.length,
+      wait: false,
+      timeoutMs: 0,
+      leaseSeconds: 60,
+      consumerGroup,
+      subscriptionMode: 'all',
+      subscriptionFrom: undefined,
+      autoAck: false,
+    },
+    new AbortController().signal,
+  );
+  if (!popped?.leaseId || popped.partitionsClaimed !== partitions.length) {
+    throw new Error(`pop claimed ${popped?.partitionsClaimed ?? 0} of ${partitions.length} partitions`);
+  }
+  const dataSource = app.get(DataSource);
+  const rows: Array<{ id: string }> = await dataSource.query(
+    `SELECT p.id FROM partitions AS p JOIN queues AS q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+      WHERE p.tenant_id = $1 AND q.name = $2 ORDER BY p.name`,
+    [tenantId, queue],
+  );
+  const partitionIds = rows.map((row) => row.id);
   for (const [index, seconds] of expiresInSeconds.entries()) {
-    const partitionId = uuidv7();
-    partitionIds.push(partitionId);
-    await dataSource.query('INSERT INTO partitions (tenant_id, id, queue_id, name) VALUES ($1, $2, $3, $4)', [
-      tenantId,
-      partitionId,
-      queueId,
-      `p${index}`,
-    ]);
     await dataSource.query(
-      `INSERT INTO consumers (tenant_id, partition_id, consumer_group, lease_id, lease_end_offset, lease_expires_at)
-       VALUES ($1, $2, $3, $4, 1, now() + make_interval(secs => $5))`,
-      [tenantId, partitionId, consumerGroup, leaseId, seconds],
+      `UPDATE consumers SET lease_expires_at = now() + make_interval(secs => $3)
+        WHERE tenant_id = $1 AND partition_id = $2 AND lease_id = $4`,
+      [tenantId, partitionIds[index], seconds, popped.leaseId],
     );
   }
-  return { leaseId, partitionIds };
+  return {
+    leaseId: popped.leaseId,
+    partitionIds,
+    consumerGroup,
+    messages: popped.messages.map(({ transactionId, partitionId }) => ({ transactionId, partitionId })),
+  };
+}
+
+/** Ends a lease through the broker's own ack path: `completed` acks the whole span, `failed` is a nack. */
+export async function releaseLease(
+  app: INestApplication,
+  tenantId: string,
+  lease: FixtureLease,
+  outcome: 'completed' | 'failed',
+): Promise<void> {
+  const results = await app.get(AckService).acknowledge(
+    tenantId,
+    lease.messages.map((message) => ({
+      ...message,
+      outcome,
+      consumerGroup: lease.consumerGroup,
+      leaseId: lease.leaseId,
+      error: outcome === 'failed' ? 'released by the test' : null,
+    })),
+  );
+  if (!results.some((result) => result.leaseReleased)) {
+    throw new Error(`the ${outcome} ack released no lease: ${JSON.stringify(results)}`);
+  }
 }
 
 /** Seconds from the database's now() to each row's expiry, in partition order (null when released). */
@@ -76,15 +136,6 @@ export async function secondsUntil(dataSource: DataSource, isoTimestamp: string)
 export async function expireLease(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
   await dataSource.query(
     `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND lease_id = $2`,
-    [tenantId, leaseId],
-  );
-}
-
-/** What an ack that completes the leased span, or a nack, does to the lease. */
-export async function releaseLease(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
-  await dataSource.query(
-    `UPDATE consumers SET lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL
-      WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );
 }
