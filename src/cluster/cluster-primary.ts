@@ -1,32 +1,21 @@
 import cluster, { Worker } from 'node:cluster';
 import { Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
-import { EmbeddedPostgres } from '../database/embedded-postgres';
 import { migrateDatabase } from '../database/run-migrations';
 
 /**
- * WORKERS > 1: this process serves no requests. It owns what must exist once
- * per machine (the embedded database, when there is no DATABASE_URL, and the
- * migrations), then forks workers that share the listening port. Workers are
- * ordinary stateless brokers; one that dies is replaced.
+ * WORKERS > 1 (PostgreSQL only; the configuration refuses it on the embedded
+ * database): this process serves no requests. It applies the migrations once,
+ * then forks workers that share the listening port. Workers are ordinary
+ * stateless brokers; one that dies is replaced.
  */
 export async function runClusterPrimary(config: AppConfig): Promise<void> {
   const logger = new Logger('Cluster');
-  let embedded: EmbeddedPostgres | undefined;
-  let url = config.database.url;
-  if (!url) {
-    embedded = await EmbeddedPostgres.start({
-      dataDir: config.database.dataDir,
-      maxConnections: config.database.poolSize * config.workers + 10,
-    });
-    url = embedded.url;
-    logger.log(`Embedded PostgreSQL (PGlite) serving ${config.database.dataDir} for ${config.workers} workers`);
-  }
-  await migrateDatabase(config.database, url);
+  await migrateDatabase(config.database, config.database.url!);
+  logger.log(`Starting ${config.workers} workers`);
 
-  const workerEnv = { DATABASE_URL: url };
   let stopping = false;
-  const fork = (): Worker => cluster.fork(workerEnv);
+  const fork = (): Worker => cluster.fork();
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
     logger.warn(`Worker ${worker.process.pid} exited (${signal ?? code}); starting another`);
@@ -47,7 +36,6 @@ export async function runClusterPrimary(config: AppConfig): Promise<void> {
           }),
       ),
     );
-    await embedded?.stop();
     process.exit(0);
   };
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {

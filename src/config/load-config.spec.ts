@@ -60,6 +60,11 @@ describe('loadConfig', () => {
     );
   });
 
+  it('refuses several workers on the embedded database', () => {
+    expect(() => loadConfig({ WORKERS: '2' })).toThrow(/WORKERS > 1 needs DATABASE_URL/);
+    expect(loadConfig({ WORKERS: '2', DATABASE_URL: 'postgres://localhost/leasehold' }).workers).toBe(2);
+  });
+
   it('rejects an unknown algorithm, including none', () => {
     expect(() => loadConfig({ JWT_ALGORITHM: 'none' })).toThrow(/JWT_ALGORITHM must be one of/);
   });

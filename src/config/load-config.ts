@@ -79,6 +79,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
     defaultTenantId: DEFAULT_TENANT_ID,
   };
 
+  if (config.workers > 1 && !config.database.url) {
+    // PGlite runs one transaction at a time and cannot carry NOTIFY between
+    // processes, so extra workers would only queue and miss long-poll wakeups.
+    problems.push('WORKERS > 1 needs DATABASE_URL: the embedded database serves one broker process');
+  }
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
