@@ -65,6 +65,8 @@ describe('bad input on the message routes', () => {
       ['subscriptionFrom', 'yesterday', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
       ['subscriptionFrom', '2026-02-30T00:00:00Z', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
       ['subscriptionFrom', '2026-01-01T25:00:00Z', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
+      ['subscriptionFrom', '2026-07-30T11:06:44+16:00', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
+      ['subscriptionFrom', '2026-07-30T11:06:44-23:59', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
       ['autoAck', 'maybe', 'autoAck must be true or false'],
     ])('answers 400 for %s=%p', async (name, value, error) => {
       await expectRefused(client.pop('orders', { [name]: value }), 400, error);

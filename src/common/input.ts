@@ -9,7 +9,9 @@ export const NAME_MAX_LENGTH = 255;
 export const JSON_MAX_DEPTH = 100;
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 const INTEGER = /^-?\d+$/;
-const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}(?:([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(Z|[+-]\d{2}:?\d{2})?)?$/i;
+// Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.
+const ISO_TIMESTAMP =
+  /^\d{4}-\d{2}-\d{2}(?:([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(Z|[+-](?:0\d|1[0-5]):?[0-5]\d)?)?$/i;
 
 /** A 400 in the contract's shape. */
 export function invalid(message: string): BadRequestException {
