@@ -1,7 +1,7 @@
 import { NestApplicationOptions } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
-import express, { ErrorRequestHandler } from 'express';
+import express, { ErrorRequestHandler, RequestHandler } from 'express';
 import { HttpExceptionFilter } from './common/http-exception.filter';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
@@ -10,6 +10,7 @@ import { APP_CONFIG, AppConfig } from './config/app-config';
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
 const LEASE_EXTEND_PATH = '/api/v1/lease/:leaseId/extend';
+const POP_PATH = '/api/v1/pop';
 
 /** Everything main.ts and the e2e tests share: parsers, the error filter, Swagger. */
 export function setupApp(app: NestExpressApplication): void {
@@ -18,6 +19,7 @@ export function setupApp(app: NestExpressApplication): void {
 
   app.disable('x-powered-by');
   app.use(requestIdMiddleware);
+  app.use(POP_PATH, refuseHead);
   // The lease route must see the raw bytes: its lenient pipe, not Express,
   // decides what a malformed body means (60 seconds, never a 400).
   app.use(LEASE_EXTEND_PATH, express.raw({ type: () => true, limit }), lenientBodyErrors);
@@ -25,6 +27,20 @@ export function setupApp(app: NestExpressApplication): void {
   app.useGlobalFilters(new HttpExceptionFilter());
   setupSwagger(app);
 }
+
+/**
+ * Express answers HEAD with the GET handler and drops the body. On the pop
+ * routes that handler claims messages, so a HEAD would lease them under an
+ * id nobody receives, and hold them back until the lease expired.
+ */
+const refuseHead: RequestHandler = (request, response, next) => {
+  if (request.method !== 'HEAD') {
+    next();
+    return;
+  }
+  response.setHeader('Allow', 'GET');
+  response.status(405).json({ error: 'method not allowed' });
+};
 
 /** On the lease route only an oversized body is an error; any other decoding failure means "no body". */
 const lenientBodyErrors: ErrorRequestHandler = (error, request, response, next) => {
