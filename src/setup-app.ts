@@ -20,12 +20,38 @@ export function setupApp(app: NestExpressApplication): void {
   app.disable('x-powered-by');
   app.use(requestIdMiddleware);
   app.use(POP_PATH, refuseHead);
+  app.use(keepUndecodableLeaseIds);
   // The lease route must see the raw bytes: its lenient pipe, not Express,
   // decides what a malformed body means (60 seconds, never a 400).
   app.use(LEASE_EXTEND_PATH, express.raw({ type: () => true, limit }), lenientBodyErrors);
   app.use(express.json({ limit, type: ['application/json', 'application/*+json'] }), bodyParserErrors);
   app.useGlobalFilters(new HttpExceptionFilter());
   setupSwagger(app);
+}
+
+const LEASE_EXTEND_URL = /^(\/api\/v1\/lease\/)([^/?]*)(\/extend\/?(?:\?.*)?)$/i;
+
+/**
+ * A lease id that is not a UUID answers 200 with renewed 0 like any unknown
+ * one, never a 400 that would set it apart; that includes a path value whose
+ * percent-encoding does not decode, which Express would otherwise refuse.
+ * Escaping its % signs lets the route see, and echo, the value as sent.
+ */
+const keepUndecodableLeaseIds: RequestHandler = (request, _response, next) => {
+  const match = LEASE_EXTEND_URL.exec(request.url);
+  if (match && !decodes(match[2])) {
+    request.url = `${match[1]}${match[2].replace(/%/g, '%25')}${match[3]}`;
+  }
+  next();
+};
+
+function decodes(segment: string): boolean {
+  try {
+    decodeURIComponent(segment);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
