@@ -24,7 +24,14 @@ export function setupApp(app: NestExpressApplication): void {
   // The lease route must see the raw bytes: its lenient pipe, not Express,
   // decides what a malformed body means (60 seconds, never a 400).
   app.use(LEASE_EXTEND_PATH, express.raw({ type: () => true, limit }), lenientBodyErrors);
-  app.use(express.json({ limit, type: ['application/json', 'application/*+json'] }), bodyParserErrors);
+  app.use(
+    express.json({ limit, type: ['application/json', 'application/*+json'] }),
+    // Any other body is read only to hold it to the same limit, then dropped:
+    // the routes take JSON, and an oversized body is a 413 whatever its type.
+    express.raw({ type: () => true, limit, verify: (request) => unparsedBodies.add(request) }),
+    dropUnparsedBody,
+    bodyParserErrors,
+  );
   app.useGlobalFilters(new HttpExceptionFilter());
   setupSwagger(app);
 }
@@ -75,6 +82,13 @@ const lenientBodyErrors: ErrorRequestHandler = (error, request, response, next) 
     return;
   }
   request.body = undefined;
+  next();
+};
+
+const unparsedBodies = new WeakSet<object>();
+
+const dropUnparsedBody: RequestHandler = (request, _response, next) => {
+  if (unparsedBodies.has(request)) request.body = undefined;
   next();
 };
 

@@ -199,5 +199,23 @@ describe('bad input on the message routes', () => {
         await small.close();
       }
     });
+
+    it.each([
+      ['a push', '/api/v1/push'],
+      ['an ack', '/api/v1/ack'],
+      ['an ack batch', '/api/v1/ack/batch'],
+      ['a configure', '/api/v1/configure'],
+    ])('answers 413 "payload too large" to %s above BODY_LIMIT whatever its content-type', async (_case, path) => {
+      const small = await createTestApp({ BODY_LIMIT: '1kb' });
+      try {
+        const smallClient = new BrokerClient(small, client.tenant);
+        const body = JSON.stringify({ items: [{ queue: 'orders', payload: 'x'.repeat(4096) }] });
+        for (const type of ['text/plain', 'application/octet-stream', 'application/x-www-form-urlencoded']) {
+          await expectRefused(smallClient.post(path).set('content-type', type).send(body), 413, 'payload too large');
+        }
+      } finally {
+        await small.close();
+      }
+    });
   });
 });
