@@ -164,6 +164,7 @@ describe('bad input on the message routes', () => {
       ['retryLimit -1', { queue: 'orders', options: { retryLimit: -1 } }, 'options.retryLimit must be an integer between 0 and 2147483647'],
       ['deadLetterQueue "yes"', { queue: 'orders', options: { deadLetterQueue: 'yes' } }, 'options.deadLetterQueue must be true or false'],
       ['an unknown option holding \\u0000', { queue: 'orders', options: { note: 'a\u0000' } }, 'options must not contain the character \\u0000'],
+      ['an unknown option holding an unpaired surrogate', { queue: 'orders', options: { note: 'a\ud800' } }, 'options must not contain an unpaired UTF-16 surrogate'],
     ])('answers 400 for %s', async (_case, body, error) => {
       await expectRefused(client.post('/api/v1/configure', body), 400, error);
     });
