@@ -65,6 +65,8 @@ describe('bad input on the message routes', () => {
       ['subscriptionFrom', 'yesterday', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
       ['subscriptionFrom', '2026-02-30T00:00:00Z', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
       ['subscriptionFrom', '2026-01-01T25:00:00Z', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
+      ['subscriptionFrom', '2026-07-30T11:06:44+16:00', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
+      ['subscriptionFrom', '2026-07-30T11:06:44-23:59', 'subscriptionFrom must be an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
       ['autoAck', 'maybe', 'autoAck must be true or false'],
     ])('answers 400 for %s=%p', async (name, value, error) => {
       await expectRefused(client.pop('orders', { [name]: value }), 400, error);
@@ -162,6 +164,7 @@ describe('bad input on the message routes', () => {
       ['retryLimit -1', { queue: 'orders', options: { retryLimit: -1 } }, 'options.retryLimit must be an integer between 0 and 2147483647'],
       ['deadLetterQueue "yes"', { queue: 'orders', options: { deadLetterQueue: 'yes' } }, 'options.deadLetterQueue must be true or false'],
       ['an unknown option holding \\u0000', { queue: 'orders', options: { note: 'a\u0000' } }, 'options must not contain the character \\u0000'],
+      ['an unknown option holding an unpaired surrogate', { queue: 'orders', options: { note: 'a\ud800' } }, 'options must not contain an unpaired UTF-16 surrogate'],
     ])('answers 400 for %s', async (_case, body, error) => {
       await expectRefused(client.post('/api/v1/configure', body), 400, error);
     });
@@ -193,6 +196,24 @@ describe('bad input on the message routes', () => {
       try {
         const smallClient = new BrokerClient(small, client.tenant);
         await expectRefused(smallClient.push([{ queue: 'orders', payload: 'x'.repeat(4096) }]), 413, 'payload too large');
+      } finally {
+        await small.close();
+      }
+    });
+
+    it.each([
+      ['a push', '/api/v1/push'],
+      ['an ack', '/api/v1/ack'],
+      ['an ack batch', '/api/v1/ack/batch'],
+      ['a configure', '/api/v1/configure'],
+    ])('answers 413 "payload too large" to %s above BODY_LIMIT whatever its content-type', async (_case, path) => {
+      const small = await createTestApp({ BODY_LIMIT: '1kb' });
+      try {
+        const smallClient = new BrokerClient(small, client.tenant);
+        const body = JSON.stringify({ items: [{ queue: 'orders', payload: 'x'.repeat(4096) }] });
+        for (const type of ['text/plain', 'application/octet-stream', 'application/x-www-form-urlencoded']) {
+          await expectRefused(smallClient.post(path).set('content-type', type).send(body), 413, 'payload too large');
+        }
       } finally {
         await small.close();
       }

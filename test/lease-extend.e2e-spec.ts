@@ -213,6 +213,8 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
         ["another tenant's lease", foreign.leaseId, tenant],
         ['a path value that is not a UUID', 'not-a-uuid', tenant],
         ['an almost-UUID', `${uuidv7()}0`, tenant],
+        ['a path value with a malformed percent-encoding', '%ZZ', tenant],
+        ['a path value with a truncated percent-encoded character', '%E0%A4%A', tenant],
       ];
     }
 

@@ -1,9 +1,10 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
+import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors, leaseSecondsLeft } from './support/db-state';
 import { sleep } from './support/sleep';
-import { createTestApp, newTenant } from './support/test-app';
+import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
@@ -201,6 +202,26 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       expect(queue.body).toEqual({ error: 'queue private not found' });
       expect(partition.status).toBe(404);
       expect((await owner.pop('private')).body.messages[0].deliveryAttempt).toBe(1);
+    });
+  });
+
+  describe('HEAD', () => {
+    it.each([
+      ['the queue route', undefined],
+      ['the partition route', 'Default'],
+    ])('answers 405 on %s and leases nothing: a HEAD answer carries no lease id to work under', async (_case, partition) => {
+      await client.pushMany('orders', 2);
+      const path = `/api/v1/pop/queue/orders${partition === undefined ? '' : `/partition/${partition}`}`;
+      const before = await cursors(dataSource, client.tenant, 'orders');
+
+      const head = await request(app.getHttpServer()).head(path).set(TENANT_HEADER, client.tenant);
+
+      expect(head.status).toBe(405);
+      expect(head.headers.allow).toBe('GET');
+      expect(await cursors(dataSource, client.tenant, 'orders')).toEqual(before);
+      const pop = await client.pop('orders');
+      expect(pop.status).toBe(200);
+      expect(pop.body.messages.map((message: { deliveryAttempt: number }) => message.deliveryAttempt)).toEqual([1, 1]);
     });
   });
 

@@ -165,6 +165,13 @@ describe('POST /api/v1/push', () => {
       ['a traceId that is an array', { items: [{ queue: 'q', payload: 1, traceId: ['t'] }] }, 'items[0].traceId must be a string'],
       ['a payload with \\u0000', { items: [{ queue: 'q', payload: { text: 'a\u0000b' } }] }, 'items[0].payload must not contain the character \\u0000'],
       ['a payload key with \\u0000', { items: [{ queue: 'q', payload: { 'a\u0000': 1 } }] }, 'items[0].payload must not contain the character \\u0000'],
+      // PostgreSQL stores text as UTF-8 and refuses \ud800 in jsonb: unchecked, these were 500s, and a
+      // name would be stored as U+FFFD while the answer reported the name sent.
+      ['a queue name with an unpaired surrogate', { items: [{ queue: 'q\ud800', payload: 1 }] }, 'items[0].queue must not contain an unpaired UTF-16 surrogate'],
+      ['a partition with an unpaired surrogate', { items: [{ queue: 'q', partition: 'p\udc00', payload: 1 }] }, 'items[0].partition must not contain an unpaired UTF-16 surrogate'],
+      ['a transactionId with an unpaired surrogate', { items: [{ queue: 'q', payload: 1, transactionId: 't\ud800' }] }, 'items[0].transactionId must not contain an unpaired UTF-16 surrogate'],
+      ['a payload with an unpaired surrogate', { items: [{ queue: 'q', payload: { text: 'a\ud800' } }] }, 'items[0].payload must not contain an unpaired UTF-16 surrogate'],
+      ['a payload key with an unpaired surrogate', { items: [{ queue: 'q', payload: { 'a\udc00': 1 } }] }, 'items[0].payload must not contain an unpaired UTF-16 surrogate'],
     ])('answers 400 for %s', async (_case, body, error) => {
       const response = await client.post('/api/v1/push', body);
 

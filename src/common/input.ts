@@ -8,8 +8,14 @@ export const NAME_MAX_LENGTH = 255;
 /** Deeper JSON than this is refused: JavaScript and PostgreSQL both recurse over it. */
 export const JSON_MAX_DEPTH = 100;
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+// PostgreSQL keeps text as UTF-8, which cannot encode half a surrogate pair:
+// the driver would store U+FFFD instead (so a name would no longer match
+// itself), and jsonb refuses the escape outright.
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
 const INTEGER = /^-?\d+$/;
-const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}(?:([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(Z|[+-]\d{2}:?\d{2})?)?$/i;
+// Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.
+const ISO_TIMESTAMP =
+  /^\d{4}-\d{2}-\d{2}(?:([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(Z|[+-](?:0\d|1[0-5]):?[0-5]\d)?)?$/i;
 
 /** A 400 in the contract's shape. */
 export function invalid(message: string): BadRequestException {
@@ -41,6 +47,9 @@ export function requireName(value: unknown, field: string): string {
   }
   if (CONTROL_CHARACTER.test(value)) {
     throw invalid(`${field} must not contain control characters`);
+  }
+  if (UNPAIRED_SURROGATE.test(value)) {
+    throw invalid(`${field} must not contain an unpaired UTF-16 surrogate`);
   }
   return value;
 }
@@ -92,15 +101,20 @@ export function assertStorableJson(value: unknown, field: string): void {
   while (stack.length > 0) {
     const [current, depth] = stack.pop()!;
     if (typeof current === 'string') {
-      if (current.includes('\u0000')) throw invalid(`${field} must not contain the character \\u0000`);
+      assertStorableText(current, field);
     } else if (typeof current === 'object' && current !== null) {
       if (depth >= JSON_MAX_DEPTH) throw invalid(`${field} is nested more than ${JSON_MAX_DEPTH} levels deep`);
       for (const [key, child] of Object.entries(current)) {
-        if (key.includes('\u0000')) throw invalid(`${field} must not contain the character \\u0000`);
+        assertStorableText(key, field);
         stack.push([child, depth + 1]);
       }
     }
   }
+}
+
+function assertStorableText(text: string, field: string): void {
+  if (text.includes('\u0000')) throw invalid(`${field} must not contain the character \\u0000`);
+  if (UNPAIRED_SURROGATE.test(text)) throw invalid(`${field} must not contain an unpaired UTF-16 surrogate`);
 }
 
 /** A query-string integer: digits only (no "1.0", "1e3" or " 1"), within [min, max]. */

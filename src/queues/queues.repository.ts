@@ -194,8 +194,25 @@ export class QueuesRepository {
     return toQueue(rows[0]);
   }
 
-  /** Deletes the queue with everything in it (partitions, messages, cursors, leases, dead letters). */
+  /**
+   * Deletes the queue with everything in it (partitions, messages, cursors,
+   * leases, dead letters). The consumer rows are locked first, in primary-key
+   * order: acks and lease renewals lock them in that order before they touch
+   * the queue row (an ack's dead letter references it), while the cascade
+   * would take the queue row first and then the consumer rows in partition
+   * name order, and the two would deadlock.
+   */
   async delete(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
+    await manager.query(
+      `SELECT 1
+         FROM consumers c
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE c.tenant_id = $1 AND q.name = $2
+        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+          FOR UPDATE OF c`,
+      [tenantId, name],
+    );
     const rows: Array<{ deleted: number }> = await manager.query(
       `WITH gone AS (DELETE FROM queues WHERE tenant_id = $1 AND name = $2 RETURNING id)
        SELECT count(*)::int AS deleted FROM gone`,

@@ -1,0 +1,93 @@
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DataSource } from 'typeorm';
+import { BrokerClient, PopBody } from './support/broker-client';
+import { sleep } from './support/sleep';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+
+/** Backends of this database that wait for a lock held by one of `holders`. */
+async function waitingOn(dataSource: DataSource, holders: number[]): Promise<number[]> {
+  const rows: Array<{ pid: number }> = await dataSource.query(
+    `SELECT pid FROM pg_stat_activity
+      WHERE datname = current_database() AND pg_blocking_pids(pid) && $1::int[]
+      ORDER BY pid`,
+    [holders],
+  );
+  return rows.map((row) => row.pid);
+}
+
+async function waitUntil<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(20);
+  }
+}
+
+// PGlite runs one transaction at a time: it has no lock waits to order.
+(onEmbeddedDatabase ? describe.skip : describe)('DELETE /api/v1/resources/queues/:queue under concurrent acks', () => {
+  let app: NestExpressApplication;
+  let dataSource: DataSource;
+  let client: BrokerClient;
+
+  beforeAll(async () => {
+    app = await createTestApp({ DB_POOL_SIZE: '8' });
+    dataSource = app.get(DataSource);
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  beforeEach(() => {
+    client = new BrokerClient(app, newTenant());
+  });
+
+  it('answers 200 to the delete and to a dead-lettering ack that meet on the queue row, with no deadlock', async () => {
+    await client.configure({ queue: 'orders', options: { retryLimit: 0 } });
+    await client.pushMany('orders', 1);
+    const lease: PopBody = (await client.pop('orders')).body;
+
+    // Holds the queue row so the delete queues up behind it first; then the
+    // ack arrives. Released, the two meet exactly as when a delete lands
+    // between an ack's cursor lock and its dead-letter insert.
+    const holder = dataSource.createQueryRunner();
+    await holder.connect();
+    try {
+      await holder.startTransaction();
+      const [{ pid: holderPid }] = await holder.query('SELECT pg_backend_pid() AS pid');
+      await holder.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE', [client.tenant, 'orders']);
+
+      const deleting = client.delete('/api/v1/resources/queues/orders').then((response) => response);
+      const [deletePid] = await waitUntil(async () => {
+        const pids = await waitingOn(dataSource, [holderPid]);
+        return pids.length === 1 ? pids : undefined;
+      });
+      const acking = client
+        .ack({
+          transactionId: lease.messages[0].transactionId,
+          partitionId: lease.partitionId,
+          leaseId: lease.leaseId,
+          status: 'failed',
+          error: 'boom',
+        })
+        .then((response) => response);
+      await waitUntil(async () => {
+        const pids = (await waitingOn(dataSource, [holderPid, deletePid])).filter((pid) => pid !== deletePid);
+        return pids.length === 1 ? pids : undefined;
+      });
+
+      await holder.commitTransaction();
+      const [deleted, acked] = await Promise.all([deleting, acking]);
+
+      expect(deleted.status).toBe(200);
+      expect(deleted.body).toEqual({ deleted: true, queue: 'orders', existed: true });
+      expect(acked.status).toBe(200);
+      expect(acked.body).toHaveLength(1);
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
+    }
+  });
+});
