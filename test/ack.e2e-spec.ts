@@ -2,7 +2,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../src/common/uuid';
 import { BrokerClient, PopBody } from './support/broker-client';
-import { cursors, expireLeases, storedCounts } from './support/db-state';
+import { cursors, expireLeases, sql, storedCounts } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
 
 const RESULT_KEYS = ['index', 'transactionId', 'success', 'error', 'leaseReleased', 'dlq'];
@@ -244,7 +244,7 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       expect(attempts).toEqual([1, 2, 3, 4]);
       expect(last!.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: true });
       expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ committedOffset: 1, retryCount: 0 });
-      const letters = await dataSource.query(
+      const letters = await sql(dataSource,
         'SELECT transaction_id, error_message, retry_count, seq::int AS seq FROM dead_letters WHERE tenant_id = $1',
         [client.tenant],
       );

@@ -2,6 +2,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../src/common/uuid';
+import { sql } from './support/db-state';
 import {
   createLease,
   expireLease,
@@ -270,7 +271,8 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
 
     it('renews only the live rows when some rows of one lease have expired', async () => {
       const lease = await createLease(app, tenant, [30, 30]);
-      await dataSource.query(
+      await sql(
+        dataSource,
         `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND partition_id = $2`,
         [tenant, lease.partitionIds[1]],
       );

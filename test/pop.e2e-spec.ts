@@ -2,7 +2,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
-import { cursors, leaseSecondsLeft } from './support/db-state';
+import { cursors, leaseSecondsLeft, sql } from './support/db-state';
 import { sleep } from './support/sleep';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 
@@ -269,7 +269,7 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       await client.pushMany('events', 1, undefined, 'old');
       await sleep(5);
       await client.pushMany('events', 2, undefined, 'recent');
-      const [{ created_at: from }] = await dataSource.query(
+      const [{ created_at: from }] = await sql(dataSource,
         `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
            FROM messages WHERE tenant_id = $1 AND transaction_id = 'recent-0'`,
         [client.tenant],

@@ -1,7 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { BrokerClient } from './support/broker-client';
-import { storedCounts } from './support/db-state';
+import { sql, storedCounts } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -44,7 +44,7 @@ describe('POST /api/v1/push', () => {
     for (const result of response.body) expect(result.message_id).toMatch(UUID_V7);
     // A transactionId is minted when absent.
     expect(response.body[2].transaction_id).toMatch(UUID_V7);
-    const partitions = await dataSource.query(
+    const partitions = await sql(dataSource,
       `SELECT q.name AS queue, p.name AS partition, p.last_offset::int AS last_offset
          FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
         WHERE p.tenant_id = $1 ORDER BY q.name, p.name`,
@@ -71,7 +71,7 @@ describe('POST /api/v1/push', () => {
       { index: 1, transaction_id: 'tx-2', status: 'queued' },
       { index: 2, message_id: again.body[1].message_id, transaction_id: 'tx-2', status: 'duplicate' },
     ]);
-    const stored = await dataSource.query(
+    const stored = await sql(dataSource,
       'SELECT transaction_id, seq::int AS seq, payload FROM messages WHERE tenant_id = $1 ORDER BY seq',
       [client.tenant],
     );

@@ -1,7 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
-import { cursors, storedCounts } from './support/db-state';
+import { cursors, sql, storedCounts } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
@@ -92,7 +92,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       await client.pushMany('orders', 1);
 
       const pop = await client.pop('orders');
-      const [{ left }] = await dataSource.query(
+      const [{ left }] = await sql(dataSource,
         'SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2',
         [client.tenant, pop.body.leaseId],
       );

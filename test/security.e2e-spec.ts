@@ -9,6 +9,7 @@ import { mintToken } from '../src/auth/token-minting';
 import { uuidv7 } from '../src/common/uuid';
 import { APP_CONFIG, AppConfig } from '../src/config/app-config';
 import { DEFAULT_TENANT_ID } from '../src/config/load-config';
+import { sql } from './support/db-state';
 import { createLease, expiries } from './support/lease-fixture';
 import { rawRequest, RawResponse } from './support/raw-request';
 import { discoverRoutes } from './support/routes';
@@ -456,7 +457,7 @@ describe('security', () => {
     it('lets two tenants each own a queue called orders, and refuses a second one in the same tenant', async () => {
       const [first, second] = [newTenant(), newTenant()];
       const insert = (tenant: string) =>
-        dataSource.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'orders')", [tenant, uuidv7()]);
+        sql(dataSource, "INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'orders')", [tenant, uuidv7()]);
 
       await insert(first);
       await insert(second);

@@ -1,5 +1,17 @@
 import { DataSource } from 'typeorm';
 
+/**
+ * Runs one of the tests' own statements in a transaction of its own. The
+ * embedded database's socket server keeps a connection's protocol messages
+ * together only inside a transaction: a bare statement with parameters can be
+ * interleaved with another connection's, then run that one's statement or get
+ * its rows. The broker guards its own statements (DatabaseEngine); this
+ * guards the tests', which share the database with other files' brokers.
+ */
+export function sql<T = any>(dataSource: DataSource, text: string, parameters?: unknown[]): Promise<T> {
+  return dataSource.transaction((manager) => manager.query(text, parameters));
+}
+
 export interface CursorRow {
   partition: string;
   consumerGroup: string;
@@ -15,7 +27,7 @@ export interface CursorRow {
 
 /** Every consumer row of a queue, straight from the table, ordered by group and partition name. */
 export async function cursors(dataSource: DataSource, tenantId: string, queue: string): Promise<CursorRow[]> {
-  const rows: Array<Record<string, unknown>> = await dataSource.query(
+  const rows: Array<Record<string, unknown>> = await sql(dataSource,
     `SELECT p.name AS partition, c.consumer_group, c.committed_offset, c.delivered_offset, c.lease_id,
             c.lease_end_offset, COALESCE(c.lease_expires_at > now(), false) AS lease_live,
             c.lease_expires_at IS NOT NULL AS has_expiry, c.retry_count, c.delivery_attempt
@@ -42,7 +54,7 @@ export async function cursors(dataSource: DataSource, tenantId: string, queue: s
 
 /** Counts of what a tenant has stored, to prove a refused request changed nothing. */
 export async function storedCounts(dataSource: DataSource, tenantId: string): Promise<Record<string, number>> {
-  const [row] = await dataSource.query(
+  const [row] = await sql(dataSource,
     `SELECT (SELECT count(*)::int FROM queues WHERE tenant_id = $1) AS queues,
             (SELECT count(*)::int FROM partitions WHERE tenant_id = $1) AS partitions,
             (SELECT count(*)::int FROM messages WHERE tenant_id = $1) AS messages,
@@ -56,7 +68,7 @@ export async function storedCounts(dataSource: DataSource, tenantId: string): Pr
 
 /** Ends a lease by the database clock, as if its time had run out. */
 export async function expireLeases(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
-  await dataSource.query(
+  await sql(dataSource,
     `UPDATE consumers SET lease_expires_at = now() - interval '1 millisecond' WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );
@@ -64,7 +76,7 @@ export async function expireLeases(dataSource: DataSource, tenantId: string, lea
 
 /** Seconds from the database's now() to the expiry of each row held by a lease. */
 export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string, leaseId: string): Promise<number[]> {
-  const rows: Array<{ left: string }> = await dataSource.query(
+  const rows: Array<{ left: string }> = await sql(dataSource,
     `SELECT extract(epoch FROM lease_expires_at - now()) AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );
@@ -82,7 +94,9 @@ export async function tenantSnapshot(dataSource: DataSource, tenantId: string): 
     ['consumers', 'partition_id, consumer_group'],
     ['dead_letters', 'id'],
   ]) {
-    snapshot[table] = await dataSource.query(`SELECT * FROM ${table} WHERE tenant_id = $1 ORDER BY ${order}`, [tenantId]);
+    snapshot[table] = await sql(dataSource, `SELECT * FROM ${table} WHERE tenant_id = $1 ORDER BY ${order}`, [
+      tenantId,
+    ]);
   }
   return snapshot;
 }

@@ -4,6 +4,7 @@ import { uuidv7 } from '../../src/common/uuid';
 import { AckService } from '../../src/ack/ack.service';
 import { PopService } from '../../src/pop/pop.service';
 import { PushService } from '../../src/push/push.service';
+import { sql } from './db-state';
 
 export interface FixtureLease {
   leaseId: string;
@@ -60,14 +61,16 @@ export async function createLease(
     throw new Error(`pop claimed ${popped?.partitionsClaimed ?? 0} of ${partitions.length} partitions`);
   }
   const dataSource = app.get(DataSource);
-  const rows: Array<{ id: string }> = await dataSource.query(
+  const rows: Array<{ id: string }> = await sql(
+    dataSource,
     `SELECT p.id FROM partitions AS p JOIN queues AS q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
       WHERE p.tenant_id = $1 AND q.name = $2 ORDER BY p.name`,
     [tenantId, queue],
   );
   const partitionIds = rows.map((row) => row.id);
   for (const [index, seconds] of expiresInSeconds.entries()) {
-    await dataSource.query(
+    await sql(
+    dataSource,
       `UPDATE consumers SET lease_expires_at = now() + make_interval(secs => $3)
         WHERE tenant_id = $1 AND partition_id = $2 AND lease_id = $4`,
       [tenantId, partitionIds[index], seconds, popped.leaseId],
@@ -105,7 +108,8 @@ export async function releaseLease(
 
 /** Seconds from the database's now() to each row's expiry, in partition order (null when released). */
 export async function secondsLeft(dataSource: DataSource, tenantId: string, partitionIds: string[]): Promise<number[]> {
-  const rows: Array<{ left: string | null }> = await dataSource.query(
+  const rows: Array<{ left: string | null }> = await sql(
+    dataSource,
     `SELECT extract(epoch FROM lease_expires_at - now()) AS left
        FROM consumers
       WHERE tenant_id = $1 AND partition_id = ANY($2::uuid[])
@@ -117,7 +121,8 @@ export async function secondsLeft(dataSource: DataSource, tenantId: string, part
 
 /** Each row's expiry rendered by PostgreSQL in the contract's format, in partition order. */
 export async function expiries(dataSource: DataSource, tenantId: string, partitionIds: string[]): Promise<string[]> {
-  const rows: Array<{ expires_at: string }> = await dataSource.query(
+  const rows: Array<{ expires_at: string }> = await sql(
+    dataSource,
     `SELECT to_char(lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS expires_at
        FROM consumers
       WHERE tenant_id = $1 AND partition_id = ANY($2::uuid[])
@@ -129,12 +134,14 @@ export async function expiries(dataSource: DataSource, tenantId: string, partiti
 
 /** Seconds from the database's now() to an ISO timestamp from a response. */
 export async function secondsUntil(dataSource: DataSource, isoTimestamp: string): Promise<number> {
-  const [row] = await dataSource.query('SELECT extract(epoch FROM $1::timestamptz - now()) AS left', [isoTimestamp]);
+  const [row] = await sql(
+    dataSource,'SELECT extract(epoch FROM $1::timestamptz - now()) AS left', [isoTimestamp]);
   return Number(row.left);
 }
 
 export async function expireLease(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
-  await dataSource.query(
+  await sql(
+    dataSource,
     `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../../src/common/uuid';
+import { sql } from './db-state';
 
 /** What one tenant owns after a push, a pop that is still leased, a consumer group and a dead letter. */
 export interface OwnedQueue {
@@ -100,7 +101,7 @@ const TENANT_TABLES = ['queues', 'partitions', 'messages', 'consumer_groups', 'c
 export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, string[]>> {
   const snapshot: Record<string, string[]> = {};
   for (const table of TENANT_TABLES) {
-    const rows: Array<{ row: string }> = await dataSource.query(
+    const rows: Array<{ row: string }> = await sql(dataSource,
       `SELECT to_jsonb(t)::text AS row FROM ${table} AS t WHERE tenant_id = $1 ORDER BY 1`,
       [tenantId],
     );
