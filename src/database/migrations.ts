@@ -1,5 +1,10 @@
 import { InitialSchema1796031809241 } from '../../migrations/1796031809241-InitialSchema';
 import { ConsumerDeliveredOffset1796032521539 } from '../../migrations/1796032521539-ConsumerDeliveredOffset';
+import { HotLeaseRenewals1796037387818 } from '../../migrations/1796037387818-HotLeaseRenewals';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
-export const MIGRATIONS = [InitialSchema1796031809241, ConsumerDeliveredOffset1796032521539];
+export const MIGRATIONS = [
+  InitialSchema1796031809241,
+  ConsumerDeliveredOffset1796032521539,
+  HotLeaseRenewals1796037387818,
+];
