@@ -16,6 +16,7 @@ const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const LEASES = Number(process.env.BENCH_LEASES ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const BROKER_PORT = 6700;
 const CEILING_PORT = 6701;
 const BROKER = `http://127.0.0.1:${BROKER_PORT}`;
@@ -53,13 +54,22 @@ async function main(): Promise<void> {
     const hotLease = await createHotLease(10);
     log(`created ${leases.length} leases and one 10-partition hot lease`);
 
-    for (const connections of [1, 10, 50]) {
-      rows.push(await measure('ceiling: bare NestJS, fixed JSON', `http://127.0.0.1:${CEILING_PORT}`, connections, () => leases[0]));
+    const ceilingUrl = `http://127.0.0.1:${CEILING_PORT}`;
+    const randomLease = () => leases[Math.floor(Math.random() * leases.length)];
+    for (const connections of [1, 10]) {
+      rows.push(await measure('ceiling: bare NestJS, fixed JSON', ceilingUrl, connections, () => leases[0]));
+      rows.push({ ...(await measure('extend, random leases', BROKER, connections, randomLease)), rssMb: rss(broker) });
     }
-    for (const connections of [1, 10, 50]) {
-      const row = await measure('extend, random leases', BROKER, connections, () => leases[Math.floor(Math.random() * leases.length)]);
-      rows.push({ ...row, rssMb: rss(broker) });
+    // This machine's throughput drifts from one run to the next, so at 50
+    // connections the ceiling and the route alternate for ROUNDS rounds and
+    // the medians are compared: a drift then hits both sides alike.
+    const ceilingRounds: Row[] = [];
+    const extendRounds: Row[] = [];
+    for (let round = 0; round < ROUNDS; round += 1) {
+      ceilingRounds.push(await measure('ceiling: bare NestJS, fixed JSON', ceilingUrl, 50, () => leases[0]));
+      extendRounds.push({ ...(await measure('extend, random leases', BROKER, 50, randomLease)), rssMb: rss(broker) });
     }
+    rows.push(median(ceilingRounds), median(extendRounds));
     const hot = await measure('extend, one hot 10-partition lease', BROKER, 50, () => hotLease);
     rows.push({ ...hot, rssMb: rss(broker) });
 
@@ -274,6 +284,18 @@ async function measurePopAck(): Promise<Row> {
   };
 }
 
+/** The round with the median throughput, annotated with every round's figure. */
+function median(rounds: Row[]): Row {
+  const sorted = [...rounds].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
+  const middle = sorted[Math.floor(sorted.length / 2)];
+  return {
+    ...middle,
+    errors: rounds.reduce((sum, row) => sum + row.errors, 0),
+    rssMb: rounds.some((row) => row.rssMb !== undefined) ? Math.max(...rounds.map((row) => row.rssMb ?? 0)) : undefined,
+    extra: `median of ${rounds.length} alternating rounds: ${rounds.map((row) => row.requestsPerSecond).join(', ')} req/s; errors summed`,
+  };
+}
+
 function summarise(scenario: string, connections: number, result: Result): Row {
   return {
     scenario,
@@ -304,7 +326,7 @@ function writeResults(rows: Row[]): void {
   const lines = [
     '# Benchmark results',
     '',
-    `Run ${new Date().toISOString()} by \`npm run bench\` (${SECONDS} s per scenario).`,
+    `Run ${new Date().toISOString()} by \`npm run bench\` (${SECONDS} s per scenario; at 50 connections the ceiling and the extend route alternate for ${ROUNDS} rounds and the median round is shown).`,
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM; ` +
       `Node ${process.version}; PostgreSQL ${postgres}; broker, PostgreSQL and load generator (autocannon) on the same machine. ` +

@@ -54,7 +54,7 @@ async function waitForLockWaiter(client: Client, tenant: string): Promise<void> 
   for (let attempt = 0; attempt < 100; attempt += 1) {
     const { rows } = await client.query(
       `SELECT count(*)::int AS waiting FROM pg_stat_activity
-        WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%FROM unnest(%'`,
+        WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%locked AS (%'`,
     );
     if (rows[0].waiting > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
