@@ -2,18 +2,28 @@ import { NestApplicationOptions } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { RequestHandler } from 'express';
-import { bodyParsers, LEASE_EXTEND_URL } from './common/body-parsers';
+import { bodyParsers } from './common/body-parsers';
 import { HttpExceptionFilter } from './common/http-exception.filter';
+import { decodesCleanly, LEASE_EXTEND_URL } from './common/lease-extend-url';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
+import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 
 /** Nest's own body parser is off: setupApp installs parsers per route family. */
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
 const POP_PREFIX = '/api/v1/pop/';
 
+export interface SetupOptions {
+  /**
+   * Serve the lease route ahead of the router (LeaseFastPathMiddleware). On
+   * by default; tests turn it off to compare it with the router's answers.
+   */
+  leaseFastPath?: boolean;
+}
+
 /** Everything main.ts and the e2e tests share: parsers, the error filter, Swagger. */
-export function setupApp(app: NestExpressApplication): void {
+export function setupApp(app: NestExpressApplication, options: SetupOptions = {}): void {
   const config = app.get<AppConfig>(APP_CONFIG);
   const limit = config.bodyLimitBytes;
 
@@ -21,6 +31,10 @@ export function setupApp(app: NestExpressApplication): void {
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
   app.use(requestIdMiddleware);
+  if (options.leaseFastPath ?? true) {
+    const leaseFastPath = app.get(LeaseFastPathMiddleware);
+    app.use(leaseFastPath.use.bind(leaseFastPath));
+  }
   app.use(beforeRouting);
   app.use(bodyParsers(limit));
   app.useGlobalFilters(new HttpExceptionFilter());
@@ -46,20 +60,11 @@ const beforeRouting: RequestHandler = (request, response, next) => {
     return;
   }
   const lease = LEASE_EXTEND_URL.exec(request.url);
-  if (lease && !decodes(lease[2])) {
+  if (lease && !decodesCleanly(lease[2])) {
     request.url = `${lease[1]}${lease[2].replace(/%/g, '%25')}${lease[3]}`;
   }
   next();
 };
-
-function decodes(segment: string): boolean {
-  try {
-    decodeURIComponent(segment);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function setupSwagger(app: NestExpressApplication): void {
   const document = SwaggerModule.createDocument(

@@ -7,15 +7,20 @@ export function principalOf(request: object): Principal | undefined {
   return (request as Record<string, Principal | undefined>)[PRINCIPAL_KEY];
 }
 
-/** The caller's tenant, as resolved by the access guard from the token or the trusted header. */
-export const TenantId = createParamDecorator((_data: unknown, context: ExecutionContext): string => {
-  const principal = principalOf(context.switchToHttp().getRequest());
+/** The tenant the access guard resolved for this request. */
+export function tenantIdOf(request: object): string {
+  const principal = principalOf(request);
   if (!principal) {
     // A route reached without the guard is a wiring bug, not a caller error.
     throw new InternalServerErrorException({ error: 'no principal' });
   }
   return principal.tenantId;
-});
+}
+
+/** The caller's tenant, as resolved by the access guard from the token or the trusted header. */
+export const TenantId = createParamDecorator((_data: unknown, context: ExecutionContext): string =>
+  tenantIdOf(context.switchToHttp().getRequest()),
+);
 
 export const CurrentPrincipal = createParamDecorator(
   (_data: unknown, context: ExecutionContext): Principal | undefined =>

@@ -1,7 +1,5 @@
 import express, { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
-
-/** `/api/v1/lease/<id>/extend`, with the id captured as sent (still percent-encoded). */
-export const LEASE_EXTEND_URL = /^(\/api\/v1\/lease\/)([^/?]*)(\/extend\/?(?:\?.*)?)$/i;
+import { LEASE_EXTEND_URL } from './lease-extend-url';
 
 /**
  * Every request body, in one middleware so the hot lease route pays for one

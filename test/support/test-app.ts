@@ -4,7 +4,7 @@ import { Test } from '@nestjs/testing';
 import { AppModule } from '../../src/app.module';
 import { APP_CONFIG } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/load-config';
-import { APP_OPTIONS, setupApp } from '../../src/setup-app';
+import { APP_OPTIONS, setupApp, SetupOptions } from '../../src/setup-app';
 
 export const TENANT_HEADER = 'x-queen-tenant';
 
@@ -16,14 +16,19 @@ export const onEmbeddedDatabase = process.env.LEASEHOLD_TEST_EMBEDDED === '1';
  * overrides. The trusted tenant header is on by default so each test file
  * can isolate itself in a fresh tenant instead of truncating tables.
  */
-export async function createTestApp(env: Record<string, string | undefined> = {}): Promise<NestExpressApplication> {
+export async function createTestApp(
+  env: Record<string, string | undefined> = {},
+  setup: SetupOptions = {},
+  beforeInit: (app: NestExpressApplication) => void = () => undefined,
+): Promise<NestExpressApplication> {
   const config = loadConfig({ TENANT_HEADER, DB_POOL_SIZE: '4', ...process.env, ...env });
   const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
     .overrideProvider(APP_CONFIG)
     .useValue(config)
     .compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ ...APP_OPTIONS, logger: ['error'] });
-  setupApp(app);
+  setupApp(app, setup);
+  beforeInit(app);
   await app.init();
   return app;
 }

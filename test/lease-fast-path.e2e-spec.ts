@@ -1,0 +1,307 @@
+import { Server } from 'node:http';
+import { AddressInfo, connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import type { Response } from 'express';
+import { Observable, tap } from 'rxjs';
+import { DataSource } from 'typeorm';
+import { AccessGuard } from '../src/auth/access.guard';
+import { HttpExceptionFilter } from '../src/common/http-exception.filter';
+import { LeaseFastPathMiddleware } from '../src/lease/lease-fast-path.middleware';
+import { sleep } from './support/sleep';
+import { createLease, expiries } from './support/lease-fixture';
+import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
+import { hsToken, TEST_JWT_SECRET } from './support/tokens';
+
+const BODY_LIMIT = 1024;
+const ENV = { JWT_ENABLED: 'true', JWT_SECRET: TEST_JWT_SECRET, BODY_LIMIT: String(BODY_LIMIT) };
+
+interface WireResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  receivedAt: number;
+}
+
+/** Sends exactly these bytes on a fresh connection and reads the whole answer. */
+async function onTheWire(app: NestExpressApplication, head: string, body: Buffer | string = ''): Promise<WireResponse> {
+  const server = app.getHttpServer() as Server;
+  if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const raw = await new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+    const headers = Buffer.from(`${head}\r\nHost: leasehold\r\nConnection: close\r\n\r\n`);
+    socket.write(Buffer.concat([headers, Buffer.from(body)]));
+  });
+  const [statusAndHeaders, ...rest] = raw.split('\r\n\r\n');
+  const [statusLine, ...headerLines] = statusAndHeaders.split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of headerLines) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return { status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n'), receivedAt: Date.now() };
+}
+
+interface Caller {
+  tenant: string;
+  leaseId: string;
+  token: string;
+}
+
+interface Case {
+  name: string;
+  status: number;
+  /** The request line and headers, without Host and Connection. */
+  head: (caller: Caller) => string;
+  body?: Buffer | string;
+  /** The lease lives in another tenant than the caller's. */
+  foreign?: boolean;
+}
+
+const post = (path: string, ...headers: string[]) => [`POST ${path} HTTP/1.1`, ...headers].join('\r\n');
+const auth = (caller: Caller) => `Authorization: Bearer ${caller.token}`;
+/** The caller's own lease, with the caller's token and these headers. */
+const extendOwn = (caller: Caller, ...headers: string[]) =>
+  post(`/api/v1/lease/${caller.leaseId}/extend`, auth(caller), ...headers);
+const bearer = (claims: Record<string, unknown>, secret?: string) => `Authorization: Bearer ${hsToken(claims, {}, secret)}`;
+const json = (body: string) => [`Content-Type: application/json`, `Content-Length: ${Buffer.byteLength(body)}`];
+const seconds90 = '{"seconds":90}';
+const gzipped = gzipSync(seconds90);
+
+const CASES: Case[] = [
+  { name: 'a JSON body', status: 200, head: (c) => extendOwn(c, ...json(seconds90)), body: seconds90 },
+  { name: 'no body at all', status: 200, head: (c) => extendOwn(c) },
+  { name: 'an empty body', status: 200, head: (c) => extendOwn(c, 'Content-Length: 0') },
+  { name: 'malformed JSON', status: 200, head: (c) => extendOwn(c, ...json('{"seconds":')), body: '{"seconds":' },
+  { name: 'a byte-order mark', status: 200, head: (c) => extendOwn(c, ...json(`\uFEFF${seconds90}`)), body: `\uFEFF${seconds90}` },
+  {
+    name: 'a text/plain body',
+    status: 200,
+    head: (c) => extendOwn(c, 'Content-Type: text/plain', `Content-Length: ${seconds90.length}`),
+    body: seconds90,
+  },
+  { name: 'seconds below 1', status: 200, head: (c) => extendOwn(c, ...json('{"seconds":-5}')), body: '{"seconds":-5}' },
+  {
+    name: 'a gzip-encoded body',
+    status: 200,
+    head: (c) =>
+      extendOwn(c, 'Content-Type: application/json', 'Content-Encoding: gzip', `Content-Length: ${gzipped.length}`),
+    body: gzipped,
+  },
+  {
+    name: 'a chunked body',
+    status: 200,
+    head: (c) => extendOwn(c, 'Content-Type: application/json', 'Transfer-Encoding: chunked'),
+    body: `${seconds90.length.toString(16)}\r\n${seconds90}\r\n0\r\n\r\n`,
+  },
+  {
+    name: 'a body over the limit',
+    status: 413,
+    head: (c) => extendOwn(c, ...json('x'.repeat(BODY_LIMIT + 1))),
+    body: 'x'.repeat(BODY_LIMIT + 1),
+  },
+  {
+    name: 'an unknown lease id',
+    status: 200,
+    head: (c) => post('/api/v1/lease/0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90/extend', auth(c), ...json(seconds90)),
+    body: seconds90,
+  },
+  { name: 'an id that is not a UUID', status: 200, head: (c) => post('/api/v1/lease/not-a-lease/extend', auth(c)) },
+  { name: 'an id whose encoding does not decode', status: 200, head: (c) => post('/api/v1/lease/%E0%A4%A/extend', auth(c)) },
+  { name: 'an encoded slash in the id', status: 200, head: (c) => post('/api/v1/lease/a%2Fb/extend', auth(c)) },
+  { name: 'an upper-case lease id', status: 200, head: (c) => post(`/api/v1/lease/${c.leaseId.toUpperCase()}/extend`, auth(c)) },
+  { name: 'an upper-case path', status: 200, head: (c) => post(`/API/V1/LEASE/${c.leaseId}/EXTEND`, auth(c)) },
+  { name: 'a trailing slash and a query', status: 200, head: (c) => post(`/api/v1/lease/${c.leaseId}/extend/?x=1`, auth(c)) },
+  { name: "another tenant's lease", status: 200, foreign: true, head: (c) => extendOwn(c) },
+  { name: 'a request id of its own', status: 200, head: (c) => extendOwn(c, 'X-Request-Id: renewal-42') },
+  { name: 'no token', status: 401, head: (c) => post(`/api/v1/lease/${c.leaseId}/extend`) },
+  {
+    name: 'a token signed with another key',
+    status: 401,
+    head: (c) =>
+      post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write', tenant: c.tenant }, 'another-secret-of-enough-length')),
+  },
+  {
+    name: 'a read-only role',
+    status: 403,
+    head: (c) => post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-only', tenant: c.tenant })),
+  },
+  {
+    name: 'a tenant header that contradicts the token',
+    status: 403,
+    head: (c) => extendOwn(c, `${TENANT_HEADER}: ${newTenant()}`),
+  },
+  {
+    name: 'a malformed tenant header',
+    status: 400,
+    head: (c) => post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write' }), `${TENANT_HEADER}: not a tenant`),
+  },
+  { name: 'an empty lease id', status: 404, head: (c) => post('/api/v1/lease//extend', auth(c)) },
+  { name: 'GET', status: 404, head: (c) => [`GET /api/v1/lease/${c.leaseId}/extend HTTP/1.1`, auth(c)].join('\r\n') },
+];
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+/**
+ * What must be identical between the two paths: the lease's own id aside,
+ * and each timestamp read as whole seconds from the moment of the answer,
+ * which is how long the renewal was for.
+ */
+function comparable(response: WireResponse, caller: Caller): unknown {
+  const { date: _date, 'x-request-id': requestId, ...headers } = response.headers;
+  const body = response.body
+    .split(caller.leaseId)
+    .join('<lease>')
+    .split(caller.leaseId.toUpperCase())
+    .join('<LEASE>')
+    .replace(/"(\d{4}-\d{2}-\d{2}T[\d:.]+Z)"/g, (_match, timestamp: string) => {
+      return `"now + ${Math.round((Date.parse(timestamp) - response.receivedAt) / 1000)} s"`;
+    });
+  return { status: response.status, headers, body, requestId: requestId === 'renewal-42' ? requestId : typeof requestId };
+}
+
+describe('lease route served ahead of the router', () => {
+  let fast: NestExpressApplication;
+  let routed: NestExpressApplication;
+  let dataSource: DataSource;
+
+  beforeAll(async () => {
+    [fast, routed] = await Promise.all([createTestApp(ENV), createTestApp(ENV, { leaseFastPath: false })]);
+    dataSource = fast.get(DataSource);
+  });
+
+  afterAll(async () => {
+    await Promise.all([fast.close(), routed.close()]);
+  });
+
+  afterEach(() => {
+    jest.restoreAllMocks();
+  });
+
+  async function caller(app: NestExpressApplication, foreign = false): Promise<Caller> {
+    const tenant = newTenant();
+    const lease = await createLease(app, foreign ? newTenant() : tenant, [30]);
+    return { tenant, leaseId: lease.leaseId, token: hsToken({ role: 'read-write', tenant }) };
+  }
+
+  it('serves lease requests itself, with the application global guard and exception filter', async () => {
+    const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const c = await caller(fast);
+
+    const response = await onTheWire(fast, extendOwn(c));
+
+    expect(response.status).toBe(200);
+    expect(JSON.parse(response.body)).toMatchObject({ leaseId: c.leaseId, success: true, renewed: 1 });
+    expect(serve).toHaveBeenCalledTimes(1);
+    const pipeline = fast.get(LeaseFastPathMiddleware).activePipeline();
+    expect(pipeline?.guards).toEqual([expect.any(AccessGuard)]);
+    expect(pipeline?.filter).toBeInstanceOf(HttpExceptionFilter);
+  });
+
+  it('leaves the route to the router when turned off', async () => {
+    const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const c = await caller(routed);
+
+    const response = await onTheWire(routed, extendOwn(c));
+
+    expect(response.status).toBe(200);
+    expect(serve).not.toHaveBeenCalled();
+  });
+
+  it.each(CASES.map((testCase) => [testCase.name, testCase] as const))(
+    'answers %s exactly as the router does',
+    async (_name, testCase) => {
+      const [fastCaller, routedCaller] = await Promise.all([
+        caller(fast, testCase.foreign),
+        caller(routed, testCase.foreign),
+      ]);
+
+      const fastResponse = await onTheWire(fast, testCase.head(fastCaller), testCase.body);
+      const routedResponse = await onTheWire(routed, testCase.head(routedCaller), testCase.body);
+
+      expect(fastResponse.status).toBe(testCase.status);
+      expect(comparable(fastResponse, fastCaller)).toEqual(comparable(routedResponse, routedCaller));
+    },
+  );
+
+  it('renews what each body asks for, as the router does', async () => {
+    const c = await caller(fast);
+
+    const response = await onTheWire(fast, extendOwn(c, ...json('{"seconds":3600}')), '{"seconds":3600}');
+
+    const body = JSON.parse(response.body) as { newExpiresAt: string };
+    expect(body.newExpiresAt).toMatch(TIMESTAMP);
+    const secondsLeft = (Date.parse(body.newExpiresAt) - Date.now()) / 1000;
+    expect(secondsLeft).toBeGreaterThan(3500);
+    expect(secondsLeft).toBeLessThanOrEqual(3600);
+  });
+
+  it('renews nothing for a request whose client goes away before its body arrives', async () => {
+    const tenant = newTenant();
+    const lease = await createLease(fast, tenant, [30]);
+    const before = await expiries(dataSource, tenant, lease.partitionIds);
+    const server = fast.getHttpServer() as Server;
+    if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+
+    await new Promise<void>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.write(
+          [
+            `POST /api/v1/lease/${lease.leaseId}/extend HTTP/1.1`,
+            'Host: leasehold',
+            `Authorization: Bearer ${hsToken({ role: 'read-write', tenant })}`,
+            'Content-Type: application/json',
+            'Content-Length: 100',
+            '',
+            '{"seconds":',
+          ].join('\r\n'),
+          () => socket.destroy(),
+        );
+      });
+      socket.on('close', () => resolve());
+    });
+    await sleep(200);
+
+    expect(await expiries(dataSource, tenant, lease.partitionIds)).toEqual(before);
+  });
+});
+
+/** Marks every response it sees, so a test can tell the router served it. */
+class MarkingInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(tap(() => context.switchToHttp().getResponse<Response>().setHeader('x-intercepted', 'yes')));
+  }
+}
+
+describe('lease route in an application with a global interceptor', () => {
+  let app: NestExpressApplication;
+
+  beforeAll(async () => {
+    app = await createTestApp({}, {}, (setUp) => setUp.useGlobalInterceptors(new MarkingInterceptor()));
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('is left to the router, so the interceptor runs', async () => {
+    const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const tenant = newTenant();
+    const lease = await createLease(app, tenant, [30]);
+
+    const response = await onTheWire(app, post(`/api/v1/lease/${lease.leaseId}/extend`, `${TENANT_HEADER}: ${tenant}`));
+
+    expect(response.status).toBe(200);
+    expect(response.headers['x-intercepted']).toBe('yes');
+    expect(JSON.parse(response.body)).toMatchObject({ success: true, renewed: 1 });
+    expect(serve).not.toHaveBeenCalled();
+    expect(app.get(LeaseFastPathMiddleware).activePipeline()).toBeNull();
+  });
+});
