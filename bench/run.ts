@@ -16,7 +16,7 @@ const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const LEASES = Number(process.env.BENCH_LEASES ?? 2000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const BROKER_PORT = 6700;
 const CEILING_PORT = 6701;
 const BROKER = `http://127.0.0.1:${BROKER_PORT}`;
@@ -284,15 +284,22 @@ async function measurePopAck(): Promise<Row> {
   };
 }
 
-/** The round with the median throughput, annotated with every round's figure. */
+/**
+ * The round with the median throughput, with the median of the rounds' p99s
+ * (the two medians may come from different rounds), annotated with every
+ * round's figures.
+ */
 function median(rounds: Row[]): Row {
-  const sorted = [...rounds].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
-  const middle = sorted[Math.floor(sorted.length / 2)];
+  const middle = <T>(values: T[], by: (value: T) => number) => [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
+  const row = middle(rounds, (round) => round.requestsPerSecond);
   return {
-    ...middle,
-    errors: rounds.reduce((sum, row) => sum + row.errors, 0),
-    rssMb: rounds.some((row) => row.rssMb !== undefined) ? Math.max(...rounds.map((row) => row.rssMb ?? 0)) : undefined,
-    extra: `median of ${rounds.length} alternating rounds: ${rounds.map((row) => row.requestsPerSecond).join(', ')} req/s; errors summed`,
+    ...row,
+    p99: middle(rounds, (round) => round.p99).p99,
+    errors: rounds.reduce((sum, round) => sum + round.errors, 0),
+    rssMb: rounds.some((round) => round.rssMb !== undefined) ? Math.max(...rounds.map((round) => round.rssMb ?? 0)) : undefined,
+    extra:
+      `medians of ${rounds.length} alternating rounds (req/s at p99 ms): ` +
+      `${rounds.map((round) => `${round.requestsPerSecond} at ${round.p99}`).join(', ')}; errors summed`,
   };
 }
 
@@ -326,7 +333,7 @@ function writeResults(rows: Row[]): void {
   const lines = [
     '# Benchmark results',
     '',
-    `Run ${new Date().toISOString()} by \`npm run bench\` (${SECONDS} s per scenario; at 50 connections the ceiling and the extend route alternate for ${ROUNDS} rounds and the median round is shown).`,
+    `Run ${new Date().toISOString()} by \`npm run bench\` (${SECONDS} s per scenario; at 50 connections the ceiling and the extend route alternate for ${ROUNDS} rounds and the medians of their throughputs and of their p99s are shown).`,
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM; ` +
       `Node ${process.version}; PostgreSQL ${postgres}; broker, PostgreSQL and load generator (autocannon) on the same machine. ` +
