@@ -60,6 +60,10 @@ const ROUTE_ENHANCERS: ReadonlyArray<[string, string]> = [
  * global prefix, versioning, enhancers on the route itself, or anything but
  * one catch-all exception filter. That check runs once, on the first lease
  * request, when the application is fully set up, and its verdict is logged.
+ *
+ * Express middleware installed after it (setupApp's order) and Nest module
+ * middleware never see the lease requests it serves: anything every request
+ * must pass through goes in front of it in setupApp.
  */
 @Injectable()
 export class LeaseFastPathMiddleware implements NestMiddleware, OnModuleInit {
