@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { TransactionRunner } from '../database/transaction-runner';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repository';
@@ -19,7 +19,7 @@ interface WorkingCursor extends Cursor {
 @Injectable()
 export class AckService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
     private readonly acks: AckRepository,
   ) {}
 
@@ -30,7 +30,7 @@ export class AckService {
    */
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
-    return this.dataSource.transaction((manager) => this.apply(tenantId, commands, manager));
+    return this.transactions.run((manager) => this.apply(tenantId, commands, manager));
   }
 
   private async apply(tenantId: string, commands: AckCommand[], manager: EntityManager): Promise<AckResultDto[]> {

@@ -6,18 +6,72 @@ export class PoolUnavailableError extends Error {
   }
 }
 
-const POOL_FAILURE_PATTERNS = [
+/**
+ * The database did not finish a unit of work within its budget, so the
+ * connection was closed (which aborts whatever it had not committed). Whether
+ * a COMMIT already sent took effect is unknown to the broker.
+ */
+export class DatabaseTimeoutError extends Error {
+  constructor(
+    readonly budgetMs: number,
+    cause?: unknown,
+  ) {
+    super('database timeout', { cause });
+    this.name = 'DatabaseTimeoutError';
+  }
+}
+
+/** What a failure says about the database: unreachable (or not accepting work), or too slow. */
+export type DatabaseFailure = 'unavailable' | 'timeout';
+
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  // Server shutting down, crashed or recovering; our session was terminated; no connection slot.
+  '57P01',
+  '57P02',
+  '57P03',
+  '57P05',
+  '25P03',
+  '53300',
+]);
+
+const UNAVAILABLE_MESSAGES = [
   /timeout exceeded when trying to connect/i,
-  /connection terminated due to connection timeout/i,
-  /ECONNREFUSED/,
-  /Connection terminated unexpectedly/i,
-  /the database system is (starting up|shutting down)/i,
+  /connection terminated/i,
+  /is not queryable/i,
+  /the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)/i,
+  /terminating connection/i,
 ];
 
-/** Whether an error means the database could not be reached, as opposed to a failed statement. */
-export function isConnectionFailure(error: unknown): boolean {
-  if (error instanceof PoolUnavailableError) return true;
-  const message = error instanceof Error ? error.message : String(error);
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === 'ECONNREFUSED' || POOL_FAILURE_PATTERNS.some((pattern) => pattern.test(message));
+/**
+ * Classifies an error from the driver (bare, or wrapped by TypeORM as a
+ * QueryFailedError's driverError). Anything else, a constraint violation
+ * say, is a failed statement on a healthy database: undefined.
+ */
+export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
+  if (error instanceof PoolUnavailableError) return 'unavailable';
+  if (error instanceof DatabaseTimeoutError) return 'timeout';
+  const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  const code = (driverError as { code?: unknown } | null)?.code;
+  const message = driverError instanceof Error ? driverError.message : String(driverError);
+  if (typeof code === 'string') {
+    // 57014: statement_timeout (or a cancel); class 08: connection exceptions.
+    if (code === '57014') return 'timeout';
+    if (UNAVAILABLE_CODES.has(code) || code.startsWith('08')) return 'unavailable';
+  }
+  if (/query read timeout/i.test(message)) return 'timeout';
+  if (UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) return 'unavailable';
+  return undefined;
+}
+
+/** The fixed text a route answers for a database failure, in the contract's 500 body. */
+export function databaseFailureText(failure: DatabaseFailure): string {
+  return failure === 'unavailable' ? 'pool' : 'database timeout';
 }

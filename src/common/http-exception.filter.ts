@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { isConnectionFailure } from './database-errors';
+import { databaseFailureOf, databaseFailureText } from './database-errors';
 import { requestIdOf } from './request-id.middleware';
 
 /**
@@ -27,9 +27,13 @@ export class HttpExceptionFilter implements ExceptionFilter {
     if (exception instanceof HttpException) {
       return [exception.getStatus(), errorText(exception)];
     }
-    if (isConnectionFailure(exception)) {
-      this.logger.warn(`[${requestIdOf(request)}] database unavailable: ${messageOf(exception)}`);
-      return [HttpStatus.INTERNAL_SERVER_ERROR, 'pool'];
+    // Expected under faults: a warning with the cause, no stack trace.
+    const failure = databaseFailureOf(exception);
+    if (failure) {
+      this.logger.warn(
+        `[${requestIdOf(request)}] ${request.method} ${request.path}: database ${failure}: ${causeOf(exception)}`,
+      );
+      return [HttpStatus.INTERNAL_SERVER_ERROR, databaseFailureText(failure)];
     }
     this.logger.error(
       `[${requestIdOf(request)}] ${request.method} ${request.originalUrl}: ${messageOf(exception)}`,
@@ -53,4 +57,10 @@ function errorText(exception: HttpException): string {
 
 function messageOf(exception: unknown): string {
   return exception instanceof Error ? exception.message : String(exception);
+}
+
+/** Our wrappers (pool, database timeout) say what happened; their cause says why. */
+function causeOf(exception: unknown): string {
+  const cause = exception instanceof Error ? exception.cause : undefined;
+  return cause === undefined ? messageOf(exception) : `${messageOf(exception)} (${messageOf(cause)})`;
 }

@@ -6,6 +6,7 @@ import { buildDataSourceOptions } from './data-source-options';
 import { DatabaseEngine } from './database-engine';
 import { DatabaseServer } from './database-server';
 import { runMigrations } from './run-migrations';
+import { TransactionRunner } from './transaction-runner';
 
 @Global()
 @Module({ providers: [DatabaseServer], exports: [DatabaseServer] })
@@ -46,7 +47,7 @@ class DatabaseShutdown implements OnApplicationShutdown {
       },
     }),
   ],
-  providers: [DatabaseShutdown, DatabaseEngine],
-  exports: [DatabaseEngine],
+  providers: [DatabaseShutdown, DatabaseEngine, TransactionRunner],
+  exports: [DatabaseEngine, TransactionRunner],
 })
 export class DatabaseModule {}

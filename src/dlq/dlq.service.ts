@@ -1,6 +1,5 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { DlqQuery } from './dlq-query.pipe';
 import { DlqRepository } from './dlq.repository';
@@ -9,14 +8,14 @@ import { DeadLetterPageDto } from './dto/dead-letter.dto';
 @Injectable()
 export class DlqService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
     private readonly deadLetters: DlqRepository,
   ) {}
 
   /** A page of dead letters, oldest first, with the total matching the filters, from one snapshot. */
   async list(tenantId: string, query: DlqQuery): Promise<DeadLetterPageDto> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.transactions.run(async (manager) => {
       let queueId: string | undefined;
       if (query.queue !== undefined) {
         queueId = (await this.queues.find(tenantId, query.queue, manager))?.id;

@@ -1,6 +1,5 @@
 import { Injectable, Logger, ServiceUnavailableException } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { TransactionRunner } from '../database/transaction-runner';
 
 export interface HealthStatus {
   status: 'ok';
@@ -11,11 +10,12 @@ export interface HealthStatus {
 export class HealthService {
   private readonly logger = new Logger(HealthService.name);
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly transactions: TransactionRunner) {}
 
+  /** A round trip under the same bounds as every request: a stalled database is a 503, not a hang. */
   async check(): Promise<HealthStatus> {
     try {
-      await this.dataSource.query('SELECT 1');
+      await this.transactions.run((manager) => manager.query('SELECT 1'));
       return { status: 'ok', database: 'up' };
     } catch (error) {
       this.logger.warn(`health check failed: ${error instanceof Error ? error.message : String(error)}`);

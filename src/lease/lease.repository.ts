@@ -1,10 +1,13 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { DataSource } from 'typeorm';
-import { PoolUnavailableError } from '../common/database-errors';
-import { DatabaseEngine } from '../database/database-engine';
+import { databaseFailureOf, DatabaseTimeoutError, PoolUnavailableError } from '../common/database-errors';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { DatabaseEngine } from '../database/database-engine';
+import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
+import { statementInFlight } from '../database/guarded-pool';
 
 export interface RenewalRequest {
   tenantId: string;
@@ -115,20 +118,30 @@ interface RenewalRow {
  */
 @Injectable()
 export class LeaseRepository {
+  private readonly budgetMs: number;
+
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly engine: DatabaseEngine,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.budgetMs = workBudgetMs(config.database);
+  }
 
   /**
    * Extends every live consumer row held by each request's lease id in that
-   * request's tenant; never shortens, never resurrects. Answers in request order.
+   * request's tenant; never shortens, never resurrects. Answers in request
+   * order, or fails by `deadline` (monotonicNow() time): PoolUnavailableError
+   * when no connection came in time or it was lost, RenewalFailedError when
+   * the statement failed or did not answer.
    */
-  async renew(requests: readonly RenewalRequest[]): Promise<LeaseRenewal[]> {
-    const client = await this.acquire();
+  async renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
+    const pool = (this.dataSource.driver as unknown as { master: Pool }).master;
+    const client = await acquireWithin(pool, deadline - monotonicNow());
     try {
-      const rows = await this.execute(client, requests).catch((error: unknown) => {
-        throw new RenewalFailedError(error instanceof Error ? error.message : String(error), error);
+      const budget = Math.min(this.budgetMs, deadline - monotonicNow());
+      const rows = await withinBudget(client, budget, () => this.execute(client, requests)).catch((error: unknown) => {
+        throw renewalError(error);
       });
       const answers: LeaseRenewal[] = new Array(requests.length);
       for (const row of rows) {
@@ -151,7 +164,7 @@ export class LeaseRepository {
       await client.query('COMMIT');
       return rows;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      if (!statementInFlight(client)) await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     }
   }
@@ -176,13 +189,11 @@ export class LeaseRepository {
       ],
     };
   }
+}
 
-  private async acquire(): Promise<PoolClient> {
-    const pool = (this.dataSource.driver as unknown as { master: Pool }).master;
-    try {
-      return await pool.connect();
-    } catch (error) {
-      throw new PoolUnavailableError(error);
-    }
-  }
+/** A lost connection is the contract's `pool`; anything else is the renewal failing, with its reason. */
+function renewalError(error: unknown): Error {
+  if (error instanceof DatabaseTimeoutError) return new RenewalFailedError('database timeout', error);
+  if (databaseFailureOf(error) === 'unavailable') return new PoolUnavailableError(error);
+  return new RenewalFailedError(error instanceof Error ? error.message : String(error), error);
 }

@@ -1,3 +1,4 @@
+import { PoolUnavailableError } from '../common/database-errors';
 import { AppConfig } from '../config/app-config';
 import { loadConfig } from '../config/load-config';
 import { LeaseRenewal, LeaseRepository, RenewalRequest } from './lease.repository';
@@ -5,12 +6,17 @@ import { RenewalBatcher } from './renewal-batcher';
 
 /** A repository whose statements finish only when the test says so. */
 class ControlledRepository {
-  readonly calls: Array<{ requests: readonly RenewalRequest[]; finish: (error?: Error) => void }> = [];
+  readonly calls: Array<{
+    requests: readonly RenewalRequest[];
+    deadline: number;
+    finish: (error?: Error) => void;
+  }> = [];
 
-  renew(requests: readonly RenewalRequest[]): Promise<LeaseRenewal[]> {
+  renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
     return new Promise((resolve, reject) => {
       this.calls.push({
         requests,
+        deadline,
         finish: (error) =>
           error
             ? reject(error)
@@ -104,5 +110,46 @@ describe('RenewalBatcher', () => {
     await flush();
     repository.calls[1].finish();
     await expect(later).resolves.toEqual({ renewed: 7, earliestExpiresAt: 'b' });
+  });
+
+  describe('deadlines', () => {
+    beforeEach(() => jest.useFakeTimers({ now: 0, doNotFake: ['setImmediate'] }));
+    afterEach(() => jest.useRealTimers());
+
+    // DB_ACQUIRE_TIMEOUT_MS + DB_STATEMENT_TIMEOUT_MS + the 1 s client margin.
+    const env = { LEASE_RENEWAL_CONCURRENCY: '1', DB_ACQUIRE_TIMEOUT_MS: '1000', DB_STATEMENT_TIMEOUT_MS: '2000' };
+    const boundMs = 4000;
+
+    it('gives a statement the deadline of the earliest request in it, counted from its arrival', async () => {
+      const { batcher: subject, repository } = batcher(env);
+      const arrivedAt = performance.now();
+
+      const first = subject.renew(request('a'));
+      await flush();
+
+      expect(repository.calls[0].deadline).toBe(arrivedAt + boundMs);
+      repository.calls[0].finish();
+      await first;
+    });
+
+    it('answers pool, without running them, for renewals whose bound ran out while they waited for a slot', async () => {
+      const { batcher: subject, repository } = batcher(env);
+
+      const stuck = subject.renew(request('a'));
+      await flush();
+      jest.advanceTimersByTime(1000);
+      const late = subject.renew(request('b'));
+      jest.advanceTimersByTime(boundMs);
+      const fresh = subject.renew(request('c'));
+      repository.calls[0].finish(new PoolUnavailableError(new Error('stalled')));
+      await expect(stuck).rejects.toBeInstanceOf(PoolUnavailableError);
+
+      await expect(late).rejects.toBeInstanceOf(PoolUnavailableError);
+      await flush();
+      expect(repository.calls).toHaveLength(2);
+      expect(repository.calls[1].requests.map((pending) => pending.leaseId)).toEqual(['c']);
+      repository.calls[1].finish();
+      await expect(fresh).resolves.toEqual({ renewed: 60, earliestExpiresAt: 'c' });
+    });
   });
 });

@@ -1,7 +1,6 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { uuidv7 } from '../common/uuid';
+import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PopResponseDto } from './dto/pop-response.dto';
@@ -11,7 +10,7 @@ import { ClaimedMessage, PopRepository } from './pop.repository';
 @Injectable()
 export class PopService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
     private readonly pops: PopRepository,
     private readonly wakeup: WakeupService,
@@ -52,7 +51,7 @@ export class PopService {
     options: PopOptions,
   ): Promise<PopResponseDto | undefined> {
     const leaseId = uuidv7();
-    const claimed = await this.dataSource.transaction(async (manager) => {
+    const { claimed } = await this.transactions.run(async (manager) => {
       const queue = await this.queues.find(tenantId, queueName, manager);
       if (!queue) {
         throw new NotFoundException({ error: `queue ${queueName} not found` });
@@ -72,20 +71,22 @@ export class PopService {
         manager,
       );
       await this.pops.ensureConsumers(tenantId, queue.id, partitionId, options.consumerGroup, manager);
-      return this.pops.claim(
+      const leaseSeconds = options.leaseSeconds ?? queue.leaseTime;
+      const claimed = await this.pops.claim(
         tenantId,
         {
           queueId: queue.id,
           partitionId,
           consumerGroup: options.consumerGroup,
           leaseId,
-          leaseSeconds: options.leaseSeconds ?? queue.leaseTime,
+          leaseSeconds,
           batch: options.batch,
           maxPartitions: options.partitions,
           autoAck: options.autoAck,
         },
         manager,
       );
+      return { claimed, leaseSeconds };
     });
     if (claimed.length === 0) return undefined;
     return this.response(queueName, options, options.autoAck ? null : leaseId, claimed);

@@ -1,8 +1,8 @@
 import { ConflictException, Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
+import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PushItem } from './dto/push-request.dto';
@@ -17,7 +17,7 @@ interface PushOutcome {
 @Injectable()
 export class PushService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
     private readonly pushes: PushRepository,
     private readonly wakeup: WakeupService,
@@ -32,7 +32,7 @@ export class PushService {
    */
   async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
     if (items.length === 0) return [];
-    const outcome = await this.dataSource.transaction((manager) =>
+    const outcome = await this.transactions.run((manager) =>
       this.store(tenantId, producerSub ?? null, items, manager),
     );
     this.wakeup.announce(tenantId, outcome.queuesWithNewMessages);

@@ -1,6 +1,5 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { TransactionRunner } from '../database/transaction-runner';
 import { ConfigureCommand } from './dto/configure-request.dto';
 import {
   ConfigureResponseDto,
@@ -15,13 +14,13 @@ import { ConsumerStats, QueueRecord, QueuesRepository, QueueSummary } from './qu
 @Injectable()
 export class QueuesService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
   ) {}
 
   /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
   async configure(tenantId: string, command: ConfigureCommand): Promise<ConfigureResponseDto> {
-    const queue = await this.dataSource.transaction((manager) =>
+    const queue = await this.transactions.run((manager) =>
       this.queues.configure(tenantId, command.queue, command.settings, manager),
     );
     const inForce = optionsOf(queue);
@@ -33,7 +32,7 @@ export class QueuesService {
   }
 
   async list(tenantId: string): Promise<QueueListDto> {
-    const summaries = await this.dataSource.transaction((manager) =>
+    const summaries = await this.transactions.run((manager) =>
       this.queues.summaries(tenantId, undefined, manager),
     );
     return { queues: summaries.map(toSummary) };
@@ -41,7 +40,7 @@ export class QueuesService {
 
   /** Read in one transaction: one snapshot, and one connection even on the embedded database. */
   async detail(tenantId: string, name: string): Promise<QueueDetailDto> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.transactions.run(async (manager) => {
       const [summary] = await this.queues.summaries(tenantId, name, manager);
       if (!summary) {
         throw new NotFoundException({ error: `queue ${name} not found` });
@@ -54,7 +53,7 @@ export class QueuesService {
 
   /** Idempotent: deleting a queue that does not exist (any more) is not an error. */
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
-    const existed = await this.dataSource.transaction((manager) => this.queues.delete(tenantId, name, manager));
+    const existed = await this.transactions.run((manager) => this.queues.delete(tenantId, name, manager));
     return { deleted: existed, queue: name, existed };
   }
 }

@@ -1,0 +1,70 @@
+import { Logger } from '@nestjs/common';
+import pg, { PoolClient } from 'pg';
+
+type ConnectCallback = (error: Error | undefined, client: PoolClient | undefined, release: (error?: unknown) => void) => void;
+
+const logger = new Logger('Database');
+
+/** Released while a statement was still running or a transaction was still open. */
+export class UnsafeConnectionError extends Error {
+  constructor(state: string) {
+    super(`connection released ${state}; closed instead of reused`);
+    this.name = 'UnsafeConnectionError';
+  }
+}
+
+/**
+ * Why a connection may not go back to the pool, or undefined when it may.
+ * A client-side timeout leaves its statement running on the server and a
+ * failed ROLLBACK leaves the transaction open: reused, such a connection
+ * would run the next request's statements inside the abandoned transaction
+ * and commit both together. The driver knows the server's transaction
+ * status from its last ReadyForQuery, and `readyForQuery` is false while a
+ * statement is in flight.
+ */
+export function unsafeState(client: PoolClient): string | undefined {
+  if (statementInFlight(client)) return 'with a statement in flight';
+  const status = client.getTransactionStatus();
+  if (status === 'T') return 'inside a transaction';
+  if (status === 'E') return 'inside a failed transaction';
+  return undefined;
+}
+
+export function statementInFlight(client: PoolClient): boolean {
+  return (client as unknown as { readyForQuery?: boolean }).readyForQuery !== true;
+}
+
+/**
+ * pg's Pool, except that a released connection in an unsafe state is closed
+ * rather than reused. Closing it is also what makes the server roll back
+ * whatever it held. Every path that checks a connection out of the
+ * application's pool (TypeORM's query runners, the renewal statements, the
+ * migrations) releases it through here.
+ */
+export class GuardedPool extends pg.Pool {
+  override connect(): Promise<PoolClient>;
+  override connect(callback: ConnectCallback): void;
+  override connect(callback?: ConnectCallback): Promise<PoolClient> | void {
+    if (!callback) {
+      return new Promise((resolve, reject) => {
+        this.connect((error, client) => (error ? reject(error) : resolve(client!)));
+      });
+    }
+    super.connect((error, client, release) => {
+      if (error || !client) {
+        callback(error, client, release);
+        return;
+      }
+      const guardedRelease = (releaseError?: unknown): void => {
+        const state = releaseError ? undefined : unsafeState(client);
+        if (state) logger.warn(`A connection was released ${state}; closing it so its transaction cannot be reused`);
+        release(releaseError ?? (state ? new UnsafeConnectionError(state) : undefined));
+      };
+      client.release = guardedRelease;
+      callback(undefined, client, guardedRelease);
+    });
+  }
+}
+
+/** The pg module as TypeORM's `driver` option, building GuardedPools. */
+export const guardedPg = { ...pg, Pool: GuardedPool };

@@ -1,0 +1,33 @@
+import { Client } from 'pg';
+import { sleep } from './sleep';
+
+/** Polls until the condition holds; the bound is generous because the machine running the tests may be loaded. */
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const giveUpAt = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > giveUpAt) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleep(10);
+  }
+}
+
+/** Waits until a session runs a statement containing `fragment` and is blocked on a lock. */
+export async function waitForLockWaiter(observer: Client, fragment: string): Promise<void> {
+  await waitFor(async () => {
+    const { rows } = await observer.query(
+      `SELECT count(*)::int AS waiting FROM pg_stat_activity
+        WHERE wait_event_type = 'Lock' AND datname = current_database() AND position($1 in query) > 0`,
+      [fragment],
+    );
+    return rows[0].waiting > 0;
+  }, `a statement containing "${fragment}" waiting for a lock`);
+}
+
+/** Whether a server process with this pid still exists. */
+export async function sessionExists(observer: Client, pid: number): Promise<boolean> {
+  const { rows } = await observer.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [pid]);
+  return rows[0].n > 0;
+}
