@@ -16,7 +16,7 @@ export interface Cursor extends CursorKey {
   deliveredOffset: number;
   leaseEndOffset: number | null;
   leaseId: string | null;
-  /** lease_expires_at > now(), by the database clock. */
+  /** lease_expires_at > clock_timestamp(): live when the row was locked, by the database clock. */
   leaseLive: boolean;
   retryCount: number;
 }
@@ -39,6 +39,9 @@ export class AckRepository {
   /**
    * Locks the consumer rows in primary-key order, the order lease renewal
    * locks them in, so concurrent acks and extends queue instead of deadlocking.
+   * Liveness is judged by the clock once the locks are held (the outer query
+   * runs over the locked rows): a lease that expired while the ack waited is
+   * not live.
    */
   async lockCursors(tenantId: string, keys: CursorKey[], manager: EntityManager): Promise<Cursor[]> {
     const rows: Array<{
@@ -53,17 +56,21 @@ export class AckRepository {
       lease_live: boolean;
       retry_count: number;
     }> = await manager.query(
-      `SELECT c.partition_id, c.consumer_group, q.retry_limit, q.dead_letter_queue, c.committed_offset,
-              c.delivered_offset, c.lease_end_offset, c.lease_id,
-              COALESCE(c.lease_expires_at > now(), false) AS lease_live, c.retry_count
-         FROM consumers c
-         JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, consumer_group)
-           ON c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
-        WHERE c.tenant_id = $1
-        ORDER BY c.partition_id, c.consumer_group
-          FOR UPDATE OF c`,
+      `WITH locked AS (
+         SELECT c.partition_id, c.consumer_group, q.retry_limit, q.dead_letter_queue, c.committed_offset,
+                c.delivered_offset, c.lease_end_offset, c.lease_id, c.lease_expires_at, c.retry_count
+           FROM consumers c
+           JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, consumer_group)
+             ON c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+           JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+           JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+          WHERE c.tenant_id = $1
+          ORDER BY c.partition_id, c.consumer_group
+            FOR UPDATE OF c
+       )
+       SELECT l.*, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
+         FROM locked l
+        ORDER BY l.partition_id, l.consumer_group`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
     );
     return rows.map((row) => ({

@@ -42,8 +42,14 @@ export class RenewalFailedError extends Error {
  * - A lease asked for twice in one group is renewed once, with the largest
  *   `seconds`: the stored expiry is what a serial execution ending with that
  *   request would leave, and every requester of that lease is told it.
- * - The UPDATE repeats the liveness test: a row may have been released or
- *   re-leased while we waited for its lock.
+ * - The UPDATE repeats the liveness test: a row may have been released,
+ *   re-leased or may have expired while we waited for its lock.
+ * - That test and the new expiry use the clock as read once the row is
+ *   locked (`clocked`, a projection over the locked rows, so it runs after
+ *   each lock is granted). now() is the statement's start, which a lock wait
+ *   makes old: it would shorten the renewal and revive a lease that expired
+ *   while we waited. The test is a join condition on `clocked` so that the
+ *   planner cannot check it while scanning consumers, before the wait.
  * - `lease_id IS NOT NULL` lets the planner use the partial lease index.
  */
 const RENEW_SQL = `
@@ -55,18 +61,20 @@ const RENEW_SQL = `
     SELECT c.tenant_id, c.partition_id, c.consumer_group, c.lease_id, w.seconds
       FROM consumers AS c
       JOIN wanted AS w ON c.tenant_id = w.tenant_id AND c.lease_id = w.lease_id
-     WHERE c.lease_id IS NOT NULL AND c.lease_expires_at > now()
+     WHERE c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp()
      ORDER BY c.tenant_id, c.partition_id, c.consumer_group
        FOR UPDATE OF c
+  ), clocked AS (
+    SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, now() + make_interval(secs => l.seconds))
-      FROM locked AS l
+       SET lease_expires_at = GREATEST(c.lease_expires_at, l.now + make_interval(secs => l.seconds))
+      FROM clocked AS l
      WHERE c.tenant_id = l.tenant_id
        AND c.partition_id = l.partition_id
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = l.lease_id
-       AND c.lease_expires_at > now()
+       AND c.lease_expires_at > l.now
     RETURNING c.tenant_id, c.lease_id, c.lease_expires_at
   ), per_lease AS (
     SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest
@@ -85,18 +93,20 @@ const RENEW_ONE_SQL = `
   WITH locked AS (
     SELECT partition_id, consumer_group
       FROM consumers
-     WHERE tenant_id = $1 AND lease_id = $2 AND lease_id IS NOT NULL AND lease_expires_at > now()
+     WHERE tenant_id = $1 AND lease_id = $2 AND lease_id IS NOT NULL AND lease_expires_at > clock_timestamp()
      ORDER BY partition_id, consumer_group
        FOR UPDATE
+  ), clocked AS (
+    SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, now() + make_interval(secs => $3))
-      FROM locked AS l
+       SET lease_expires_at = GREATEST(c.lease_expires_at, l.now + make_interval(secs => $3))
+      FROM clocked AS l
      WHERE c.tenant_id = $1
        AND c.partition_id = l.partition_id
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = $2
-       AND c.lease_expires_at > now()
+       AND c.lease_expires_at > l.now
     RETURNING c.lease_expires_at
   )
   SELECT 0 AS idx, count(*)::int AS renewed, ${isoTimestamp('min(lease_expires_at)')} AS earliest_expires_at

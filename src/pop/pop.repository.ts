@@ -37,17 +37,21 @@ export interface ClaimedMessage {
  * out the batch across them in that order. A row whose cursor is below its
  * delivered offset is a redelivery: it repeats only messages delivered before,
  * with deliveryAttempt increased, so every message of one partition's span
- * shares one attempt number. The database clock sets every expiry.
+ * shares one attempt number. The database clock sets every expiry, read when
+ * the claim runs (clock_timestamp(), once): now() is the transaction's start,
+ * and a lease must be counted from the claim, however long ago that was.
  */
 const CLAIM_SQL = `
-  WITH candidates AS (
+  WITH clock AS (
+    SELECT clock_timestamp() AS now
+  ), candidates AS (
     SELECT c.partition_id, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition, p.last_offset
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
      WHERE c.tenant_id = $1 AND p.queue_id = $2 AND c.consumer_group = $3
        AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
        AND p.last_offset > c.committed_offset
-       AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+       AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT now FROM clock))
      ORDER BY c.updated_at, c.partition_id
      LIMIT $5
        FOR UPDATE OF c SKIP LOCKED
@@ -63,7 +67,7 @@ const CLAIM_SQL = `
   ), claimed AS (
     UPDATE consumers c
        SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
-           lease_expires_at = CASE WHEN $9 THEN NULL ELSE now() + make_interval(secs => $8) END,
+           lease_expires_at = CASE WHEN $9 THEN NULL ELSE (SELECT now FROM clock) + make_interval(secs => $8) END,
            lease_end_offset = CASE WHEN $9 THEN NULL ELSE z.committed_offset + z.take END,
            committed_offset = CASE WHEN $9 THEN z.committed_offset + z.take ELSE c.committed_offset END,
            retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,

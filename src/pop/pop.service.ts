@@ -1,5 +1,7 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
+import { DatabaseTimeoutError } from '../common/database-errors';
 import { uuidv7 } from '../common/uuid';
+import { monotonicNow } from '../database/deadline';
 import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
@@ -51,7 +53,8 @@ export class PopService {
     options: PopOptions,
   ): Promise<PopResponseDto | undefined> {
     const leaseId = uuidv7();
-    const { claimed } = await this.transactions.run(async (manager) => {
+    const startedAt = monotonicNow();
+    const { claimed, leaseSeconds } = await this.transactions.run(async (manager) => {
       const queue = await this.queues.find(tenantId, queueName, manager);
       if (!queue) {
         throw new NotFoundException({ error: `queue ${queueName} not found` });
@@ -89,6 +92,12 @@ export class PopService {
       return { claimed, leaseSeconds };
     });
     if (claimed.length === 0) return undefined;
+    // The lease runs from the claim, which ran after startedAt. A database so
+    // slow that it is already over is not handed out: the batch is claimable
+    // again, and the next pop gets it with a live lease.
+    if (!options.autoAck && monotonicNow() - startedAt >= leaseSeconds * 1000) {
+      throw new DatabaseTimeoutError(leaseSeconds * 1000);
+    }
     return this.response(queueName, options, options.autoAck ? null : leaseId, claimed);
   }
 
