@@ -6,6 +6,7 @@ import { DatabaseModule } from './database/database.module';
 import { DlqModule } from './dlq/dlq.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
+import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 import { QueuesModule } from './queues/queues.module';
@@ -14,6 +15,7 @@ import { QueuesModule } from './queues/queues.module';
   imports: [
     ConfigModule,
     DatabaseModule,
+    LifecycleModule,
     AuthModule,
     HealthModule,
     LeaseModule,

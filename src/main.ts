@@ -1,4 +1,5 @@
 import cluster from 'node:cluster';
+import type { AddressInfo } from 'node:net';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
@@ -6,6 +7,8 @@ import { AppModule } from './app.module';
 import { runClusterPrimary } from './cluster/cluster-primary';
 import { AppConfig } from './config/app-config';
 import { ConfigError, loadConfig } from './config/load-config';
+import { workBudgetMs } from './database/deadline';
+import { DrainService } from './lifecycle/drain.service';
 import { APP_OPTIONS, setupApp } from './setup-app';
 
 const logger = new Logger('Leasehold');
@@ -13,19 +16,38 @@ const logger = new Logger('Leasehold');
 async function bootstrap(config: AppConfig): Promise<void> {
   const app = await NestFactory.create<NestExpressApplication>(AppModule, APP_OPTIONS);
   setupApp(app);
-  app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    // Nest closes gracefully (in-flight requests finish, then the pool and
-    // the embedded database close); this only bounds how long that may take.
-    process.once(signal, () => {
-      setTimeout(() => {
-        logger.error(`Shutdown took longer than ${config.shutdownTimeoutMs} ms; exiting`);
-        process.exit(1);
-      }, config.shutdownTimeoutMs).unref();
-    });
+    // once: a second signal gets Node's default, an immediate exit.
+    process.once(signal, () => void shutDown(app, config, signal));
   }
   await app.listen(config.port, config.host);
-  logger.log(`Listening on http://${config.host}:${config.port} (docs at /docs)`);
+  const { address, port } = app.getHttpServer().address() as AddressInfo;
+  logger.log(`Listening on http://${address}:${port} (docs at /docs)`);
+}
+
+/**
+ * Drains (see DrainService), closes the pool and the embedded database, and
+ * exits 0; 1 when a request had to be cut at SHUTDOWN_TIMEOUT_MS or closing
+ * failed. A request cut while its statement still runs holds its connection
+ * for at most the statement budget, so that is all closing may add.
+ */
+async function shutDown(app: NestExpressApplication, config: AppConfig, signal: NodeJS.Signals): Promise<void> {
+  logger.log(`${signal}: shutting down (requests in flight get up to ${config.shutdownTimeoutMs} ms)`);
+  const hardStopMs = config.shutdownTimeoutMs + workBudgetMs(config.database);
+  setTimeout(() => {
+    logger.error(`Shutdown took longer than ${hardStopMs} ms; exiting`);
+    process.exit(1);
+  }, hardStopMs).unref();
+  const drain = app.get(DrainService);
+  drain.begin();
+  try {
+    await app.close();
+  } catch (error) {
+    logger.error(`Shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  }
+  logger.log('Stopped');
+  process.exit(drain.requestsCut > 0 ? 1 : 0);
 }
 
 function configOrExit(): AppConfig {

@@ -8,6 +8,7 @@ import { decodesCleanly, LEASE_EXTEND_URL } from './common/lease-extend-url';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
+import { DrainService } from './lifecycle/drain.service';
 
 /** Nest's own body parser is off: setupApp installs parsers per route family. */
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
@@ -31,6 +32,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
   app.use(requestIdMiddleware);
+  app.use(app.get(DrainService).middleware);
   if (options.leaseFastPath ?? true) {
     const leaseFastPath = app.get(LeaseFastPathMiddleware);
     app.use(leaseFastPath.use.bind(leaseFastPath));

@@ -377,7 +377,7 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 });
 
 describe('long polls at application shutdown', () => {
-  it('answer 204 promptly so a graceful shutdown does not wait for their timeouts', async () => {
+  it('answer 503 shutting down at once, with Retry-After and Connection: close, so clients go elsewhere instead of polling again', async () => {
     const app = await createTestApp();
     const client = new BrokerClient(app, newTenant());
     await client.configure({ queue: 'orders' });
@@ -388,7 +388,12 @@ describe('long polls at application shutdown', () => {
     await app.close();
     const responses = await Promise.all(parked);
 
-    expect(responses.map((response) => response.status)).toEqual([204, 204, 204]);
+    for (const response of responses) {
+      expect(response.status).toBe(503);
+      expect(response.body).toEqual({ error: 'shutting down' });
+      expect(response.headers['retry-after']).toBe('1');
+      expect(response.headers.connection).toBe('close');
+    }
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 });

@@ -27,16 +27,17 @@ export async function runClusterPrimary(config: AppConfig): Promise<void> {
     if (stopping) return;
     stopping = true;
     const workers = Object.values(cluster.workers ?? {}).filter((worker): worker is Worker => !!worker);
-    await Promise.all(
+    // Each worker drains on its own; the primary exits as cleanly as the least clean of them.
+    const codes = await Promise.all(
       workers.map(
         (worker) =>
-          new Promise<void>((resolve) => {
-            worker.once('exit', () => resolve());
+          new Promise<number>((resolve) => {
+            worker.once('exit', (code: number | null) => resolve(code ?? 1));
             worker.process.kill(signal);
           }),
       ),
     );
-    process.exit(0);
+    process.exit(Math.max(0, ...codes));
   };
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => void stop(signal));

@@ -1,5 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import { RETRY_AFTER_SECONDS, ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { databaseFailureOf, databaseFailureText } from './database-errors';
 import { requestIdOf } from './request-id.middleware';
 
@@ -19,6 +20,9 @@ export class HttpExceptionFilter implements ExceptionFilter {
     const [status, message] = this.describe(exception, request);
     if (response.headersSent) {
       return;
+    }
+    if (exception instanceof ShuttingDownException) {
+      response.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
     }
     response.status(status).json({ error: message });
   }

@@ -3,6 +3,7 @@ import { DatabaseTimeoutError } from '../common/database-errors';
 import { uuidv7 } from '../common/uuid';
 import { monotonicNow } from '../database/deadline';
 import { TransactionRunner } from '../database/transaction-runner';
+import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PopResponseDto } from './dto/pop-response.dto';
@@ -39,6 +40,7 @@ export class PopService {
         const delivery = await this.claim(tenantId, queue, partition, options);
         if (delivery || !subscription) return delivery;
         const outcome = await subscription.wait(Math.max(0, deadline - Date.now()), signal);
+        if (outcome === 'closing') throw new ShuttingDownException();
         if (outcome !== 'woken') return undefined;
       } finally {
         subscription?.close();

@@ -1,15 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import {
-  BeforeApplicationShutdown,
-  Inject,
-  Injectable,
-  Logger,
-  OnApplicationBootstrap,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { Client, Notification } from 'pg';
 import { compositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseServer } from '../database/database-server';
+import { DrainService } from '../lifecycle/drain.service';
 
 /** The PostgreSQL channel every broker process listens on for pushes. */
 export const PUSH_CHANNEL = 'leasehold_push';
@@ -62,7 +57,7 @@ export class WakeupSubscription {
  * connection happens to be active, which is why the in-process path exists.
  */
 @Injectable()
-export class WakeupService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class WakeupService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(WakeupService.name);
   /** Tells this process's own notifications apart: its waiters were already woken directly. */
   private readonly origin = randomUUID();
@@ -77,7 +72,10 @@ export class WakeupService implements OnApplicationBootstrap, BeforeApplicationS
   constructor(
     private readonly server: DatabaseServer,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+    drain: DrainService,
+  ) {
+    drain.onDrain(() => this.closeWaiters());
+  }
 
   /** True while the LISTEN connection is up (cross-process wakeups are being received). */
   get listening(): boolean {
@@ -89,15 +87,23 @@ export class WakeupService implements OnApplicationBootstrap, BeforeApplicationS
     await this.connect();
   }
 
-  /** Parked polls answer 204 at once, so a graceful shutdown does not wait for their timeouts. */
-  async beforeApplicationShutdown(): Promise<void> {
+  /**
+   * Draining: every parked poll answers at once (503, so its client retries
+   * elsewhere instead of polling this broker again), and so does any poll that
+   * would park from now on.
+   */
+  private closeWaiters(): void {
     this.closing = true;
-    clearTimeout(this.reconnectTimer);
-    clearInterval(this.heartbeatTimer);
     for (const subscriptions of this.waiters.values()) {
       for (const subscription of subscriptions) subscription.settle('closing');
     }
     this.waiters.clear();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.closeWaiters();
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.heartbeatTimer);
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => undefined);

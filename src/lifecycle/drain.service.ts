@@ -1,0 +1,117 @@
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { NextFunction, Request, Response } from 'express';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { RETRY_AFTER_SECONDS } from './shutting-down.exception';
+
+/**
+ * Graceful shutdown of the HTTP side. Once draining begins the broker takes
+ * no new request, on new connections or on kept-alive ones: the listener
+ * closes, idle connections close, a request that still arrives is answered
+ * 503 `shutting down` without being served, and every response still to be
+ * sent carries `Connection: close`. Requests already running finish; those
+ * still running SHUTDOWN_TIMEOUT_MS after draining began are cut.
+ */
+@Injectable()
+export class DrainService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Shutdown');
+  private readonly inFlight = new Set<Response>();
+  private readonly sockets = new Set<Socket>();
+  private readonly drainListeners: Array<() => void> = [];
+  private readonly timeoutMs: number;
+  private server: Server | undefined;
+  private startedAt: number | undefined;
+  private notifyIdle: (() => void) | undefined;
+  private cut = 0;
+
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly adapterHost: HttpAdapterHost,
+  ) {
+    this.timeoutMs = config.shutdownTimeoutMs;
+  }
+
+  get draining(): boolean {
+    return this.startedAt !== undefined;
+  }
+
+  /** Requests that were still running when the shutdown timeout cut them. */
+  get requestsCut(): number {
+    return this.cut;
+  }
+
+  /** Called once, when draining begins (parked long polls answer at once). */
+  onDrain(listener: () => void): void {
+    this.drainListeners.push(listener);
+  }
+
+  onApplicationBootstrap(): void {
+    const server = this.adapterHost.httpAdapter?.getHttpServer() as Server | undefined;
+    if (!server) return;
+    this.server = server;
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  /** The first middleware: refuses what arrives while draining and counts the rest until answered. */
+  readonly middleware = (_request: Request, response: Response, next: NextFunction): void => {
+    if (this.draining) {
+      response.setHeader('Connection', 'close');
+      response.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+      response.status(503).json({ error: 'shutting down' });
+      return;
+    }
+    this.inFlight.add(response);
+    response.once('close', () => {
+      this.inFlight.delete(response);
+      if (this.inFlight.size === 0) this.notifyIdle?.();
+    });
+    next();
+  };
+
+  /** Starts draining; idempotent. */
+  begin(): void {
+    if (this.draining) return;
+    this.startedAt = performance.now();
+    this.logger.log(`Draining: ${this.inFlight.size} requests in flight, no new ones taken`);
+    for (const response of this.inFlight) {
+      if (!response.headersSent) response.setHeader('Connection', 'close');
+    }
+    for (const listener of this.drainListeners) listener();
+    // Stops listening and closes kept-alive connections that have no request.
+    this.server?.close(() => undefined);
+    this.server?.closeIdleConnections();
+  }
+
+  /** Waits for the requests in flight, up to the shutdown timeout counted from begin(); then cuts the rest. */
+  async drained(): Promise<void> {
+    this.begin();
+    const remaining = this.startedAt! + this.timeoutMs - performance.now();
+    if (this.inFlight.size > 0 && remaining > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, remaining);
+        this.notifyIdle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    this.cut = this.inFlight.size;
+    if (this.cut > 0) {
+      this.logger.error(`Shutdown timeout (${this.timeoutMs} ms): cutting ${this.cut} requests still running`);
+    }
+    // Whatever is left has no request in flight (or is being cut): a
+    // half-sent request must not hold the server open.
+    for (const socket of this.sockets) socket.destroy();
+    this.logger.log(`Drained in ${Math.round(performance.now() - this.startedAt!)} ms`);
+  }
+
+  /** app.close() drains too, so tests and main.ts shut down the same way. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.drained();
+  }
+}

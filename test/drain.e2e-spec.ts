@@ -1,0 +1,135 @@
+import { Agent, request as httpRequest } from 'node:http';
+import { AddressInfo, connect, Socket } from 'node:net';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Client } from 'pg';
+import { DrainService } from '../src/lifecycle/drain.service';
+import { createLease } from './support/lease-fixture';
+import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
+import { waitFor, waitForLockWaiter } from './support/wait';
+
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+function call(port: number, agent: Agent, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: text }));
+    });
+    outgoing.on('error', reject);
+    outgoing.end(body);
+  });
+}
+
+/** Reads everything a raw socket receives until the server closes it. */
+function readUntilClosed(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('close', () => resolve(text));
+  });
+}
+
+const refused = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const probe = connect(port, '127.0.0.1');
+    probe.on('connect', () => {
+      probe.destroy();
+      resolve(false);
+    });
+    probe.on('error', () => resolve(true));
+  });
+
+// A request is held in flight by a row lock from another session: real PostgreSQL only.
+(onEmbeddedDatabase ? describe.skip : describe)('draining on shutdown', () => {
+  let blocker: Client;
+  let observer: Client;
+  let agent: Agent;
+
+  beforeEach(async () => {
+    blocker = new Client({ connectionString: process.env.DATABASE_URL });
+    observer = new Client({ connectionString: process.env.DATABASE_URL });
+    await blocker.connect();
+    await observer.connect();
+    agent = new Agent({ keepAlive: true });
+  });
+
+  afterEach(async () => {
+    agent.destroy();
+    await blocker.end();
+    await observer.end();
+  });
+
+  /** An extend held in flight by a row lock until the test rolls the blocker back. */
+  async function holdAnExtend(app: NestExpressApplication, port: number): Promise<{ answer: Promise<Answer> }> {
+    const tenant = newTenant();
+    const lease = await createLease(app, tenant, [30]);
+    await blocker.query('BEGIN');
+    await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
+    const answer = call(port, agent, 'POST', `/api/v1/lease/${lease.leaseId}/extend`, {
+      [TENANT_HEADER]: tenant,
+      'content-type': 'application/json',
+    }, '{"seconds":120}');
+    answer.catch(() => undefined);
+    await waitForLockWaiter(observer, 'locked AS (');
+    return { answer };
+  }
+
+  it('takes no new request on any connection, lets the one in flight finish with Connection: close, then closes', async () => {
+    const app = await createTestApp({ SHUTDOWN_TIMEOUT_MS: '20000' });
+    await app.listen(0, '127.0.0.1');
+    const port = (app.getHttpServer().address() as AddressInfo).port;
+
+    // A kept-alive connection with no request on it (its own agent: the extend must not reuse it).
+    const idleAgent = new Agent({ keepAlive: true });
+    expect((await call(port, idleAgent, 'GET', '/health')).status).toBe(200);
+    const idle = Object.values(idleAgent.freeSockets).flat()[0]!;
+    const idleClosed = new Promise<void>((resolve) => idle.once('close', () => resolve()));
+    // A request whose headers are still arriving when draining begins.
+    const slow = connect(port, '127.0.0.1');
+    await new Promise((resolve) => slow.once('connect', resolve));
+    slow.write('GET /health HTTP/1.1\r\nHost: broker\r\n');
+    const slowAnswer = readUntilClosed(slow);
+    const inFlight = (await holdAnExtend(app, port)).answer;
+
+    const closing = app.close();
+    await idleClosed;
+    await waitFor(() => refused(port), 'the listener closes');
+    slow.write('\r\n');
+    const refusedRequest = await slowAnswer;
+    expect(refusedRequest).toMatch(/^HTTP\/1\.1 503 /);
+    expect(refusedRequest).toMatch(/\r\nConnection: close\r\n/i);
+    expect(refusedRequest).toMatch(/\r\nRetry-After: 1\r\n/i);
+    expect(refusedRequest).toContain('{"error":"shutting down"}');
+
+    await blocker.query('ROLLBACK');
+    const finished = await inFlight;
+    expect(finished.status).toBe(200);
+    expect(JSON.parse(finished.body)).toMatchObject({ success: true, renewed: 1 });
+    expect(finished.headers.connection).toBe('close');
+    await closing;
+    expect(app.get(DrainService).requestsCut).toBe(0);
+    idleAgent.destroy();
+  });
+
+  it('cuts a request still running at SHUTDOWN_TIMEOUT_MS and counts it', async () => {
+    const app = await createTestApp({ SHUTDOWN_TIMEOUT_MS: '500' });
+    await app.listen(0, '127.0.0.1');
+    const port = (app.getHttpServer().address() as AddressInfo).port;
+    const inFlight = (await holdAnExtend(app, port)).answer;
+
+    const started = Date.now();
+    const closing = app.close();
+    await expect(inFlight).rejects.toThrow(/socket hang up|ECONNRESET/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+    await blocker.query('ROLLBACK');
+    await closing;
+    expect(app.get(DrainService).requestsCut).toBe(1);
+  });
+});
