@@ -55,7 +55,16 @@ export class GuardedPool extends pg.Pool {
         callback(error, client, release);
         return;
       }
+      // pg emits 'error' when the socket fails, even under a running query,
+      // and the pool listens only while the client is idle: without this a
+      // connection reset during a checkout would crash the process. The query
+      // itself fails with the same error.
+      const onError = (socketError: Error): void => {
+        logger.warn(`Connection lost while in use: ${socketError.message}`);
+      };
+      client.on('error', onError);
       const guardedRelease = (releaseError?: unknown): void => {
+        client.removeListener('error', onError);
         const state = releaseError ? undefined : unsafeState(client);
         if (state) logger.warn(`A connection was released ${state}; closing it so its transaction cannot be reused`);
         release(releaseError ?? (state ? new UnsafeConnectionError(state) : undefined));
