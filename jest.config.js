@@ -25,6 +25,15 @@ module.exports = {
       testTimeout: 30000,
     },
     {
+      // Faults between the broker and PostgreSQL, and signals to broker
+      // processes, each checked with a ledger; real PostgreSQL only.
+      displayName: 'faults',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'],
+      transform: { '^.+\\.ts$': tsJest },
+      testEnvironment: 'node',
+    },
+    {
       // The same tests as client/jest.config.js, compiled like the rest of the
       // repo so the shared global setup can be transformed by any project.
       displayName: 'client',

@@ -31,3 +31,16 @@ export async function sessionExists(observer: Client, pid: number): Promise<bool
   const { rows } = await observer.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [pid]);
   return rows[0].n > 0;
 }
+
+/** The promise's value, or a failure naming what did not happen in time. */
+export async function within<T>(promise: Promise<T>, what: string, timeoutMs = 15_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
