@@ -55,7 +55,7 @@ export class PopService {
     options: PopOptions,
   ): Promise<PopResponseDto | undefined> {
     const leaseId = uuidv7();
-    const startedAt = monotonicNow();
+    let claimSentAt = 0;
     const { claimed, leaseSeconds } = await this.transactions.run(async (manager) => {
       const queue = await this.queues.find(tenantId, queueName, manager);
       if (!queue) {
@@ -77,6 +77,7 @@ export class PopService {
       );
       await this.pops.ensureConsumers(tenantId, queue.id, partitionId, options.consumerGroup, manager);
       const leaseSeconds = options.leaseSeconds ?? queue.leaseTime;
+      claimSentAt = monotonicNow();
       const claimed = await this.pops.claim(
         tenantId,
         {
@@ -94,10 +95,11 @@ export class PopService {
       return { claimed, leaseSeconds };
     });
     if (claimed.length === 0) return undefined;
-    // The lease runs from the claim, which ran after startedAt. A database so
-    // slow that it is already over is not handed out: the batch is claimable
-    // again, and the next pop gets it with a live lease.
-    if (!options.autoAck && monotonicNow() - startedAt >= leaseSeconds * 1000) {
+    // The lease runs from the claim, which the server ran after claimSentAt.
+    // A database so slow that the lease may already be over is not handed
+    // out: the batch is claimable again within a round trip, and the next pop
+    // gets it with a live lease.
+    if (!options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000) {
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
     }
     return this.response(queueName, options, options.autoAck ? null : leaseId, claimed);
