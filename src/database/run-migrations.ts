@@ -15,7 +15,15 @@ const MIGRATION_LOCK_KEY = 7_346_291_044;
  */
 export async function runMigrations(dataSource: DataSource, url: string): Promise<void> {
   const logger = new Logger('Migrations');
-  const lockClient = new Client({ connectionString: url, application_name: 'leasehold-migrations' });
+  const lockClient = new Client({
+    connectionString: url,
+    application_name: 'leasehold-migrations',
+    // The pool's acquire timeout, so a database that does not answer fails the boot instead of hanging it.
+    connectionTimeoutMillis: (dataSource.options.extra as { connectionTimeoutMillis?: number } | undefined)?.connectionTimeoutMillis,
+    keepAlive: true,
+  });
+  // Without a listener a lost connection would be an unhandled 'error' event; the lock query fails anyway.
+  lockClient.on('error', (error) => logger.warn(`Migration lock connection lost: ${error.message}`));
   await lockClient.connect();
   try {
     await lockClient.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
