@@ -66,12 +66,16 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
       return;
     }
     this.inFlight.add(response);
-    response.once('close', () => {
-      this.inFlight.delete(response);
-      if (this.inFlight.size === 0) this.notifyIdle?.();
-    });
+    response.on('close', this.answered);
     next();
   };
+
+  /** One listener for every response (this = the response): nothing allocated per request on the hot path. */
+  private readonly answered = ((drain: DrainService) =>
+    function (this: Response): void {
+      drain.inFlight.delete(this);
+      if (drain.inFlight.size === 0) drain.notifyIdle?.();
+    })(this);
 
   /** Starts draining; idempotent. */
   begin(): void {
