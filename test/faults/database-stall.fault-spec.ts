@@ -10,14 +10,16 @@ import { Call, Route, Workload } from './support/workload';
 
 jest.setTimeout(120_000);
 
-const STATEMENT_TIMEOUT_MS = 1_000;
-const ACQUIRE_TIMEOUT_MS = 1_000;
+// Short timeouts keep the suite quick; FAULT_* run it with production ones, e.g.
+// FAULT_STALL_MS=13000 FAULT_STATEMENT_TIMEOUT_MS=5000 FAULT_ACQUIRE_TIMEOUT_MS=2000.
+const STATEMENT_TIMEOUT_MS = Number(process.env.FAULT_STATEMENT_TIMEOUT_MS ?? 1_000);
+const ACQUIRE_TIMEOUT_MS = Number(process.env.FAULT_ACQUIRE_TIMEOUT_MS ?? 1_000);
 /** The documented bound: the acquire timeout, then the statement timeout plus the 1 s client margin. */
 const BOUND_MS = ACQUIRE_TIMEOUT_MS + STATEMENT_TIMEOUT_MS + 1_000;
 /** Timers and the event loop run late on a loaded machine; this only allows for that. */
 const SLACK_MS = 1_500;
 /** Longer than two statement budgets: the old client-side timeout fired, then ROLLBACK's did too. */
-const STALL_MS = 5_000;
+const STALL_MS = Number(process.env.FAULT_STALL_MS ?? 5_000);
 
 const ALLOWED_FAILURES: Record<Route, string[]> = {
   push: ['pool', 'database timeout'],
@@ -68,7 +70,7 @@ const scenarios: Array<[string, string | RegExp, Partial<{ extend: boolean; nack
   });
 
   it.each(scenarios)(
-    '%s for 5 s, then a burst on heal: every request answers within its bound, nothing 201 is lost or doubled, order holds, the partitions keep taking pushes',
+    `%s for ${STALL_MS / 1000} s, then a burst on heal: every request answers within its bound, nothing 201 is lost or doubled, order holds, the partitions keep taking pushes`,
     async (_scenario, statement, options) => {
       const tenant = newTenant();
       const queue = 'stalled';
