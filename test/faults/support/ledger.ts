@@ -29,7 +29,7 @@ interface StoredMessage {
 export class Ledger {
   /** transactionId → partition name, for every push answered 201 (queued or duplicate). */
   readonly accepted = new Map<string, string>();
-  /** Producer order per partition: transaction ids in the order each producer sent them. */
+  /** Per producer that sends one message at a time: its transaction ids, in the order it sent them. */
   readonly sent = new Map<string, string[]>();
   readonly deliveries: Delivery[] = [];
   /** transactionId → times a `completed` ack of it answered success. */
@@ -37,10 +37,11 @@ export class Ledger {
   /** transactionId → when its first successful `completed` ack was answered. */
   private readonly ackedAt = new Map<string, number>();
 
-  sending(partition: string, transactionId: string): void {
-    const list = this.sent.get(partition) ?? [];
+  /** Only for senders that wait for each 201 before the next: their order is the one the partition must keep. */
+  sending(producer: string, transactionId: string): void {
+    const list = this.sent.get(producer) ?? [];
     if (!list.includes(transactionId)) list.push(transactionId);
-    this.sent.set(partition, list);
+    this.sent.set(producer, list);
   }
 
   pushAccepted(partition: string, transactionId: string): void {
@@ -75,10 +76,10 @@ export class Ledger {
     problems.push(...(await this.partitionProblems(db, tenant, queue, consumerGroup)));
 
     const seqOf = (id: string): number | undefined => stored.get(id)?.[0]?.seq;
-    for (const [partition, ids] of this.sent) {
+    for (const [producer, ids] of this.sent) {
       const seqs = ids.filter((id) => this.accepted.has(id)).map(seqOf);
       if (seqs.some((seq, index) => index > 0 && (seq === undefined || seq <= seqs[index - 1]!))) {
-        problems.push(`${partition}: stored out of the order its producer sent them`);
+        problems.push(`${producer}: stored out of the order it sent them in`);
       }
     }
 

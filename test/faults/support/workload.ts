@@ -83,11 +83,11 @@ export class Workload {
     await Promise.all(this.loops);
   }
 
-  /** Pushes `count` more messages all at once, one request each, retried like the producers'. */
+  /** Pushes `count` more messages all at once, one request each, retried like the producers' (no order among them). */
   async burst(count: number, prefix = 'burst'): Promise<void> {
     await Promise.all(
       Array.from({ length: count }, (_, index) =>
-        this.pushUntilAccepted(`p${index % this.options.partitions}`, `${prefix}-${index}`, index, index),
+        this.pushUntilAccepted(`p${index % this.options.partitions}`, `${prefix}-${index}`, index, index, false),
       ),
     );
   }
@@ -105,9 +105,15 @@ export class Workload {
     }
   }
 
-  private async pushUntilAccepted(partition: string, transactionId: string, n: number, client: number): Promise<void> {
+  private async pushUntilAccepted(
+    partition: string,
+    transactionId: string,
+    n: number,
+    client: number,
+    inOrder = true,
+  ): Promise<void> {
     const { queue } = this.options;
-    this.ledger.sending(partition, transactionId);
+    if (inOrder) this.ledger.sending(`producer of ${partition}`, transactionId);
     let broker = client % this.options.brokers.length;
     while (!this.stopped) {
       const call = await this.call(broker, 'push', 'POST', '/api/v1/push', {
