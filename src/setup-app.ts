@@ -76,7 +76,8 @@ function setupSwagger(app: NestExpressApplication): void {
       .setDescription(
         'Multi-tenant message-queue broker on PostgreSQL whose consumers hold leases on what they pop and ' +
           'extend them while a slow handler is still working. HTTP surface of the Queen MQ v1 reference. ' +
-          'Every error the broker produces is {"error": "..."}.',
+          'Every error the broker produces is {"error": "..."}. While a broker drains for shutdown, any route ' +
+          'answers 503 {"error": "shutting down"} with Retry-After: 1 and Connection: close: retry on another broker.',
       )
       .setVersion('1')
       .addBearerAuth({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' })

@@ -53,6 +53,19 @@ describe('OpenAPI documentation', () => {
     expect(schema.properties.newExpiresAt.example).toBe('2026-07-30T11:06:44.512873Z');
   });
 
+  it('documents the database failures of the message plane, and the 503 of a draining broker on the pops', async () => {
+    const { paths } = (await request(app.getHttpServer()).get('/docs-json')).body;
+    const push = paths['/api/v1/push'].post;
+    const pop = paths['/api/v1/pop/queue/{queue}'].get;
+    const ack = paths['/api/v1/ack/batch'].post;
+
+    for (const operation of [push, pop, ack]) {
+      expect(operation.responses['500'].description).toMatch(/`pool`.*`database timeout`/);
+    }
+    expect(push.responses['500'].description).toMatch(/retry it with the same transactionIds/);
+    expect(pop.responses['503'].description).toMatch(/shutting down.*Retry-After/);
+  });
+
   it('leaves /health public and undocumented for auth', async () => {
     const response = await request(app.getHttpServer()).get('/docs-json');
 
@@ -72,16 +85,16 @@ describe('OpenAPI documentation of the message routes', () => {
   });
 
   it.each([
-    ['post', '/api/v1/push', ['201', '400', '401', '403', '413']],
-    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '404']],
-    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '404']],
-    ['post', '/api/v1/ack', ['200', '400', '401', '403']],
-    ['post', '/api/v1/ack/batch', ['200', '400', '401', '403']],
-    ['post', '/api/v1/configure', ['200', '400', '401', '403']],
-    ['get', '/api/v1/resources/queues', ['200', '401', '403']],
-    ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404']],
-    ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403']],
-    ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404']],
+    ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '500']],
+    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '404', '500', '503']],
+    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '404', '500', '503']],
+    ['post', '/api/v1/ack', ['200', '400', '401', '403', '500']],
+    ['post', '/api/v1/ack/batch', ['200', '400', '401', '403', '500']],
+    ['post', '/api/v1/configure', ['200', '400', '401', '403', '500']],
+    ['get', '/api/v1/resources/queues', ['200', '401', '403', '500']],
+    ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404', '500']],
+    ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '500']],
+    ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404', '500']],
   ])('documents %s %s with its statuses and bearer auth', async (method, path, statuses) => {
     const response = await request(app.getHttpServer()).get('/docs-json');
     const operation = response.body.paths[path][method];

@@ -11,6 +11,7 @@ import {
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
+import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
 import { AckService } from './ack.service';
@@ -31,6 +32,10 @@ const ACK_DESCRIPTION =
 @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Malformed request (the error names the field)' })
 @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
 @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
+@ApiDatabaseErrors(
+  'The acknowledgments may or may not have been applied; do not repeat them blindly: if they were not, the batch ' +
+    'redelivers when its lease expires.',
+)
 @Controller('api/v1/ack')
 export class AckController {
   constructor(private readonly ackService: AckService) {}

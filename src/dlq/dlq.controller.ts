@@ -12,6 +12,7 @@ import {
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
+import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { DlqQuery, DlqQueryPipe } from './dlq-query.pipe';
 import { DlqService } from './dlq.service';
@@ -41,6 +42,7 @@ export class DlqController {
   @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue in this tenant' })
   @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
   @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-only, read-write or admin role' })
+  @ApiDatabaseErrors('Nothing was changed.')
   list(@TenantId() tenantId: string, @Query(DlqQueryPipe) query: DlqQuery): Promise<DeadLetterPageDto> {
     return this.dlqService.list(tenantId, query);
   }

@@ -47,7 +47,9 @@ export class LeaseController {
   @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'Auth is on and the token has no read-write role' })
   @ApiInternalServerErrorResponse({
     type: ErrorResponseDto,
-    description: 'No database connection within the acquire timeout (`pool`), or the renewal failed (`renew failed: …`)',
+    description:
+      'No database connection within the acquire timeout, or the database could not be reached (`pool`); or the ' +
+      'renewal failed or did not finish in time (`renew failed: …`, e.g. `renew failed: database timeout`)',
   })
   extend(
     @TenantId() tenantId: string,

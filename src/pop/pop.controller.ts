@@ -6,6 +6,7 @@ import {
   ApiNoContentResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
+  ApiServiceUnavailableResponse,
   ApiOperation,
   ApiQuery,
   ApiTags,
@@ -14,6 +15,7 @@ import {
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ClientAbortSignal } from '../common/client-abort.decorator';
+import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
@@ -61,6 +63,13 @@ const POP_DESCRIPTION =
 @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue or partition in this tenant' })
 @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
 @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
+@ApiDatabaseErrors('Nothing was handed out; messages the pop may have claimed redeliver when that lease ends.')
+@ApiServiceUnavailableResponse({
+  type: ErrorResponseDto,
+  description:
+    'shutting down: this broker is draining (a parked long poll answers this at once), with Retry-After: 1 and ' +
+    'Connection: close. Poll another broker.',
+})
 @PopQueryDocs()
 @UseInterceptors(NoContentWhenEmptyInterceptor)
 @Controller('api/v1/pop/queue')

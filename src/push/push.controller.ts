@@ -13,6 +13,7 @@ import {
 import { Access } from '../auth/access.decorator';
 import { Principal } from '../auth/principal';
 import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
+import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
@@ -41,6 +42,10 @@ export class PushController {
   @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
   @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'No write-only, read-write or admin role' })
   @ApiPayloadTooLargeResponse({ type: ErrorResponseDto, description: 'Body above BODY_LIMIT' })
+  @ApiDatabaseErrors(
+    'The push may or may not have been stored: retry it with the same transactionIds, and a stored message ' +
+      'answers duplicate with its original message_id.',
+  )
   push(
     @TenantId() tenantId: string,
     @CurrentPrincipal() principal: Principal | undefined,

@@ -12,6 +12,7 @@ import {
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
+import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { NamePipe } from '../common/name.pipe';
 import { ConfigureRequestPipe } from './configure-request.pipe';
@@ -45,6 +46,7 @@ export class QueuesController {
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })
   @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name or option value' })
+  @ApiDatabaseErrors('The options may or may not have been applied; configure is idempotent: send it again.')
   configure(
     @TenantId() tenantId: string,
     @Body(ConfigureRequestPipe) command: ConfigureCommand,
@@ -56,6 +58,7 @@ export class QueuesController {
   @Access('read-only')
   @ApiOperation({ summary: "The tenant's queues with their options and counts" })
   @ApiOkResponse({ type: QueueListDto })
+  @ApiDatabaseErrors('Nothing was changed.')
   list(@TenantId() tenantId: string): Promise<QueueListDto> {
     return this.queuesService.list(tenantId);
   }
@@ -69,6 +72,7 @@ export class QueuesController {
   @ApiOkResponse({ type: QueueDetailDto })
   @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
   @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue in this tenant' })
+  @ApiDatabaseErrors('Nothing was changed.')
   detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
     return this.queuesService.detail(tenantId, queue);
   }
@@ -82,6 +86,7 @@ export class QueuesController {
   })
   @ApiOkResponse({ type: DeleteQueueResponseDto })
   @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
+  @ApiDatabaseErrors('The queue may or may not have been deleted; delete is idempotent: send it again.')
   delete(
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
