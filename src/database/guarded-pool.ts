@@ -30,8 +30,24 @@ export function unsafeState(client: PoolClient): string | undefined {
   return undefined;
 }
 
+/**
+ * Between a statement's error and the server's ReadyForQuery this is true as
+ * well: a connection released then is closed, the safe side of the race.
+ */
 export function statementInFlight(client: PoolClient): boolean {
   return (client as unknown as { readyForQuery?: boolean }).readyForQuery !== true;
+}
+
+/**
+ * Whether ROLLBACK is worth sending after `error`: the server refused a
+ * statement (it answers, and the driver sends the ROLLBACK once it is ready),
+ * or our own code threw between statements. Not after a client-side timeout
+ * or a lost connection: ROLLBACK would queue behind the statement still
+ * running, and closing the connection rolls back anyway.
+ */
+export function canRollBack(client: PoolClient, error: unknown): boolean {
+  const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  return driverError instanceof pg.DatabaseError || !statementInFlight(client);
 }
 
 /**

@@ -5,7 +5,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { PoolUnavailableError } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { withinBudget, workBudgetMs } from './deadline';
-import { statementInFlight } from './guarded-pool';
+import { canRollBack } from './guarded-pool';
 
 /**
  * The one way a use case talks to the database: one transaction on one
@@ -43,10 +43,7 @@ export class TransactionRunner {
           await runner.commitTransaction();
           return result;
         } catch (error) {
-          // After a server-side error the connection answers and ROLLBACK is
-          // quick; after a lost or timed-out one it would only queue behind the
-          // statement still running, and closing the connection rolls back anyway.
-          if (runner.isTransactionActive && !statementInFlight(client)) {
+          if (runner.isTransactionActive && canRollBack(client, error)) {
             await runner.rollbackTransaction().catch(() => undefined);
           }
           throw error;

@@ -7,7 +7,7 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
-import { statementInFlight } from '../database/guarded-pool';
+import { canRollBack } from '../database/guarded-pool';
 
 export interface RenewalRequest {
   tenantId: string;
@@ -174,7 +174,7 @@ export class LeaseRepository {
       await client.query('COMMIT');
       return rows;
     } catch (error) {
-      if (!statementInFlight(client)) await client.query('ROLLBACK').catch(() => undefined);
+      if (canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     }
   }
