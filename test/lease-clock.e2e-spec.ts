@@ -38,6 +38,16 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
     await app.close();
   });
 
+  async function leaseExpired(tenant: string): Promise<void> {
+    await waitFor(async () => {
+      const { rows } = await observer.query(
+        'SELECT bool_and(lease_expires_at < clock_timestamp()) AS expired FROM consumers WHERE tenant_id = $1',
+        [tenant],
+      );
+      return rows[0].expired === true;
+    }, 'the lease expires');
+  }
+
   /** Holds the tenant's consumer rows locked until the returned release() runs. */
   async function lockConsumers(tenant: string): Promise<{ release: () => Promise<Date> }> {
     await blocker.query('BEGIN');
@@ -97,13 +107,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
     const lock = await lockConsumers(tenant);
     const pending = client.extend(lease.leaseId, 60).then((response) => response);
     await waitForLockWaiter(observer, 'locked AS (');
-    await waitFor(async () => {
-      const { rows } = await observer.query(
-        'SELECT bool_and(lease_expires_at < clock_timestamp()) AS expired FROM consumers WHERE tenant_id = $1',
-        [tenant],
-      );
-      return rows[0].expired === true;
-    }, 'the lease expires');
+    await leaseExpired(tenant);
     await lock.release();
 
     const response = await pending;
@@ -119,13 +123,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
     const lock = await lockConsumers(tenant);
     const pending = client.ack({ ...message, leaseId: lease.leaseId }).then((response) => response);
     await waitForLockWaiter(observer, 'FOR UPDATE OF c');
-    await waitFor(async () => {
-      const { rows } = await observer.query(
-        'SELECT bool_and(lease_expires_at < clock_timestamp()) AS expired FROM consumers WHERE tenant_id = $1',
-        [tenant],
-      );
-      return rows[0].expired === true;
-    }, 'the lease expires');
+    await leaseExpired(tenant);
     await lock.release();
 
     const response = await pending;

@@ -2,31 +2,14 @@ import { AddressInfo, Server, Socket, connect, createServer } from 'node:net';
 import { Client } from 'pg';
 import { sleep } from './support/sleep';
 import { TcpProxy } from './support/tcp-proxy';
+import { waitFor as waitUntil, within as withinTime } from './support/wait';
 
 /** Generous: the machine is shared, and these bounds only catch a hang. */
 const PATIENCE_MS = 10_000;
+const waitFor = (condition: () => boolean, what: string): Promise<void> => waitUntil(condition, what, PATIENCE_MS);
+const within = <T>(promise: Promise<T>, what: string): Promise<T> => withinTime(promise, what, PATIENCE_MS);
 /** Absence can only be shown by waiting; on loopback anything forwarded arrives far sooner. */
 const QUIET_MS = 300;
-
-async function waitFor(condition: () => boolean, what: string): Promise<void> {
-  const giveUpAt = Date.now() + PATIENCE_MS;
-  while (!condition()) {
-    if (Date.now() > giveUpAt) throw new Error(`${what}: not within ${PATIENCE_MS} ms`);
-    await sleep(10);
-  }
-}
-
-async function within<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not within ${PATIENCE_MS} ms`)), PATIENCE_MS);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** One end of a connection, recording what it got and how it was closed. */
 class Peer {
