@@ -8,13 +8,18 @@ import { runClusterPrimary } from './cluster/cluster-primary';
 import { AppConfig } from './config/app-config';
 import { ConfigError, loadConfig } from './config/load-config';
 import { workBudgetMs } from './database/deadline';
+import { LeaseholdHttpAdapter } from './http/http-adapter';
 import { DrainService } from './lifecycle/drain.service';
 import { APP_OPTIONS, setupApp } from './setup-app';
 
 const logger = new Logger('Leasehold');
 
 async function bootstrap(config: AppConfig): Promise<void> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule, APP_OPTIONS);
+  const app = await NestFactory.create<NestExpressApplication>(
+    AppModule,
+    new LeaseholdHttpAdapter(config.http),
+    APP_OPTIONS,
+  );
   setupApp(app);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // once: a second signal gets Node's default, an immediate exit.

@@ -20,6 +20,43 @@ export interface JwtConfig {
   audience: string | undefined;
   clockToleranceSeconds: number;
   tenantClaim: string;
+  /** A token without the tenant claim is refused (403) instead of acting in the header's or the default tenant. */
+  requireTenant: boolean;
+}
+
+export interface HttpConfig {
+  /** Longest wait for a request's headers; a slower client is disconnected. */
+  headersTimeoutMs: number;
+  /** Longest wait for a whole request (headers and body); the answer may take longer. */
+  requestTimeoutMs: number;
+  /** How long an idle kept-alive connection stays open. */
+  keepAliveTimeoutMs: number;
+  /** Connections open at once; more are closed as they arrive. */
+  maxConnections: number;
+}
+
+/** Per route class: requests per second per tenant and broker process; 0 means no limit. */
+export interface RateLimits {
+  renew: number;
+  consume: number;
+  produce: number;
+  manage: number;
+}
+
+export interface LimitsConfig {
+  /** Largest payload of one message, as JSON. */
+  messageMaxBytes: number;
+  /** Most JSON values (objects, arrays, strings, numbers, literals) in one request body. */
+  bodyMaxJsonValues: number;
+  /** Largest inflated/compressed ratio of a compressed body. */
+  bodyMaxInflateRatio: number;
+  /** Largest answer of a pop, a dead-letter page or a queue's resources, roughly. */
+  responseMaxBytes: number;
+  /** Long polls one tenant may have parked in one broker process. */
+  popMaxWaitingPerTenant: number;
+  /** Pooled connections one tenant may hold at once, so others always get one. */
+  tenantMaxConnections: number;
+  rateLimits: RateLimits;
 }
 
 export interface AppConfig {
@@ -36,6 +73,12 @@ export interface AppConfig {
   leaseRenewalConcurrency: number;
   /** Most renewals one statement may carry. */
   leaseRenewalBatchSize: number;
+  /** Most lease rows (partitions) one renewal statement may carry, as far as they are known. */
+  leaseRenewalBatchRows: number;
+  http: HttpConfig;
+  limits: LimitsConfig;
+  /** Serve Swagger UI and the OpenAPI document (/docs, /docs-json). */
+  docsEnabled: boolean;
   defaultTenantId: string;
 }
 

@@ -28,7 +28,7 @@ describe('loadConfig', () => {
       BODY_LIMIT: '512kb',
       PORT: '7000',
       JWT_ENABLED: 'true',
-      JWT_SECRET: 's3cret',
+      JWT_SECRET: 'a-secret-of-at-least-thirty-two-bytes',
       LEASE_MAX_EXTEND_SECONDS: '300',
       TENANT_HEADER: 'X-Queen-Tenant',
     });
@@ -57,6 +57,60 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ JWT_ENABLED: 'true' })).toThrow(/JWT_SECRET is required/);
     expect(() => loadConfig({ JWT_ENABLED: 'true', JWT_ALGORITHM: 'RS256', JWT_SECRET: 'x' })).toThrow(
       /JWT_PUBLIC_KEY \(PEM\) is required/,
+    );
+  });
+
+  it('refuses an HS secret shorter than 32 bytes when auth is on, without echoing it', () => {
+    const short = { JWT_ENABLED: 'true', JWT_SECRET: 'abcdefgh' };
+
+    expect(() => loadConfig(short)).toThrow(/JWT_SECRET must be at least 32 bytes for HS256/);
+    expect(() => loadConfig(short)).not.toThrow(/abcdefgh/);
+    expect(loadConfig({ JWT_SECRET: 'abcdefgh' }).jwt.enabled).toBe(false);
+    expect(loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: 'x'.repeat(32) }).jwt.secret).toHaveLength(32);
+  });
+
+  it('requires a tenant claim by default when auth is on, and only then', () => {
+    const secret = 'x'.repeat(32);
+
+    expect(loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: secret }).jwt.requireTenant).toBe(true);
+    expect(loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: secret, JWT_REQUIRE_TENANT: 'false' }).jwt.requireTenant).toBe(false);
+    expect(loadConfig({}).jwt.requireTenant).toBe(false);
+  });
+
+  it('applies the documented limits by default', () => {
+    const config = loadConfig({});
+
+    expect(config.http).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 5_000,
+      maxConnections: 4_096,
+    });
+    expect(config.limits).toEqual({
+      messageMaxBytes: 1024 ** 2,
+      bodyMaxJsonValues: 500_000,
+      bodyMaxInflateRatio: 100,
+      responseMaxBytes: 8 * 1024 ** 2,
+      popMaxWaitingPerTenant: 1_000,
+      tenantMaxConnections: 8,
+      rateLimits: { renew: 20_000, consume: 2_000, produce: 2_000, manage: 100 },
+    });
+    expect(config.leaseRenewalBatchRows).toBe(2_000);
+    expect(config.docsEnabled).toBe(true);
+  });
+
+  it('keeps a fifth of the pool (at least one connection) out of any one tenant reach', () => {
+    expect(loadConfig({ DB_POOL_SIZE: '4' }).limits.tenantMaxConnections).toBe(3);
+    expect(loadConfig({ DB_POOL_SIZE: '1' }).limits.tenantMaxConnections).toBe(1);
+    expect(loadConfig({ DB_POOL_SIZE: '20', DB_TENANT_MAX_CONNECTIONS: '20' }).limits.tenantMaxConnections).toBe(20);
+    expect(() => loadConfig({ DB_POOL_SIZE: '4', DB_TENANT_MAX_CONNECTIONS: '5' })).toThrow(
+      /DB_TENANT_MAX_CONNECTIONS must be an integer between 1 and 4/,
+    );
+  });
+
+  it('refuses a header timeout longer than the request timeout', () => {
+    expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '5000', HTTP_REQUEST_TIMEOUT_MS: '1000' })).toThrow(
+      /HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS/,
     );
   });
 

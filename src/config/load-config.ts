@@ -4,6 +4,7 @@ import { AppConfig, JwtAlgorithm } from './app-config';
 export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
 
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512'];
+const MIN_SECRET_BYTES = 32;
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
 
 export class ConfigError extends Error {
@@ -43,10 +44,19 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
   }
 
+  if (jwtEnabled && algorithm.startsWith('HS') && secret && Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
+    // RFC 7518 asks for an HMAC key at least as long as the hash output.
+    problems.push(`JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes for ${algorithm}; use a long random secret`);
+  }
+
   const tenantHeader = reader.string('TENANT_HEADER')?.toLowerCase();
   if (tenantHeader !== undefined && !/^[a-z0-9-]+$/.test(tenantHeader)) {
     problems.push(`TENANT_HEADER must be an HTTP header name, got "${tenantHeader}"`);
   }
+
+  const poolSize = reader.int('DB_POOL_SIZE', 10, 1, 1000);
+  // A fifth of the pool (at least one connection) stays free of any one tenant.
+  const tenantDefault = Math.max(1, poolSize - Math.max(1, Math.floor(poolSize / 5)));
 
   const config: AppConfig = {
     port: reader.int('PORT', 6632, 0, 65535),
@@ -57,7 +67,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     database: {
       url: reader.string('DATABASE_URL'),
       dataDir: reader.string('DATA_DIR') ?? './data/pglite',
-      poolSize: reader.int('DB_POOL_SIZE', 10, 1, 1000),
+      poolSize,
       acquireTimeoutMs: reader.int('DB_ACQUIRE_TIMEOUT_MS', 2_000, 1, 600_000),
       statementTimeoutMs: reader.int('DB_STATEMENT_TIMEOUT_MS', 5_000, 1, 600_000),
     },
@@ -71,14 +81,40 @@ export function loadConfig(env: Env = process.env): AppConfig {
       audience: reader.string('JWT_AUDIENCE'),
       clockToleranceSeconds: reader.int('JWT_CLOCK_SKEW_SECONDS', 30, 0, 3600),
       tenantClaim: reader.string('JWT_TENANT_CLAIM') ?? 'tenant',
+      requireTenant: reader.bool('JWT_REQUIRE_TENANT', jwtEnabled),
     },
     tenantHeader,
     leaseMaxExtendSeconds: reader.optionalInt('LEASE_MAX_EXTEND_SECONDS', 1, 2_147_483_647),
     leaseRenewalConcurrency: reader.int('LEASE_RENEWAL_CONCURRENCY', 2, 1, 1000),
     leaseRenewalBatchSize: reader.int('LEASE_RENEWAL_BATCH_SIZE', 256, 1, 10_000),
+    leaseRenewalBatchRows: reader.int('LEASE_RENEWAL_BATCH_ROWS', 2_000, 1, 1_000_000),
+    http: {
+      headersTimeoutMs: reader.int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
+      requestTimeoutMs: reader.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 1, 3_600_000),
+      keepAliveTimeoutMs: reader.int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
+      maxConnections: reader.int('HTTP_MAX_CONNECTIONS', 4_096, 1, 1_000_000),
+    },
+    limits: {
+      messageMaxBytes: reader.size('MESSAGE_MAX_BYTES', 1024 ** 2),
+      bodyMaxJsonValues: reader.int('BODY_MAX_JSON_VALUES', 500_000, 1, 100_000_000),
+      bodyMaxInflateRatio: reader.int('BODY_MAX_INFLATE_RATIO', 100, 1, 100_000),
+      responseMaxBytes: reader.size('RESPONSE_MAX_BYTES', 8 * 1024 ** 2),
+      popMaxWaitingPerTenant: reader.int('POP_MAX_WAITING_PER_TENANT', 1_000, 0, 1_000_000),
+      tenantMaxConnections: reader.int('DB_TENANT_MAX_CONNECTIONS', tenantDefault, 1, poolSize),
+      rateLimits: {
+        renew: reader.int('RATE_LIMIT_RENEW', 20_000, 0, 10_000_000),
+        consume: reader.int('RATE_LIMIT_CONSUME', 2_000, 0, 10_000_000),
+        produce: reader.int('RATE_LIMIT_PRODUCE', 2_000, 0, 10_000_000),
+        manage: reader.int('RATE_LIMIT_MANAGE', 100, 0, 10_000_000),
+      },
+    },
+    docsEnabled: reader.bool('DOCS_ENABLED', true),
     defaultTenantId: DEFAULT_TENANT_ID,
   };
 
+  if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
+    problems.push('HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS');
+  }
   if (config.workers > 1 && !config.database.url) {
     // PGlite runs one transaction at a time and cannot carry NOTIFY between
     // processes, so extra workers would only queue and miss long-poll wakeups.

@@ -4,6 +4,7 @@ import { Test } from '@nestjs/testing';
 import { AppModule } from '../../src/app.module';
 import { APP_CONFIG } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/load-config';
+import { LeaseholdHttpAdapter } from '../../src/http/http-adapter';
 import { APP_OPTIONS, setupApp, SetupOptions } from '../../src/setup-app';
 
 export const TENANT_HEADER = 'x-queen-tenant';
@@ -26,7 +27,10 @@ export async function createTestApp(
     .overrideProvider(APP_CONFIG)
     .useValue(config)
     .compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>({ ...APP_OPTIONS, logger: ['error'] });
+  const app = moduleRef.createNestApplication<NestExpressApplication>(new LeaseholdHttpAdapter(config.http), {
+    ...APP_OPTIONS,
+    logger: ['error'],
+  });
   setupApp(app, setup);
   beforeInit(app);
   await app.init();

@@ -1,0 +1,38 @@
+import { createServer } from 'node:http';
+import { NestApplicationOptions } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { HttpConfig } from '../config/app-config';
+
+/** How often Node looks for connections past their header or request timeout (its default is 30 s). */
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+
+/**
+ * Express as Nest runs it, on an HTTP server built with the broker's limits:
+ * a client that sends its headers or its request too slowly is cut off
+ * (Node checks every second instead of every 30 s, so a slow-header client
+ * cannot hold a socket for long), idle kept-alive connections close after
+ * HTTP_KEEP_ALIVE_TIMEOUT_MS, and connections past HTTP_MAX_CONNECTIONS are
+ * closed as they arrive.
+ */
+export class LeaseholdHttpAdapter extends ExpressAdapter {
+  constructor(private readonly limits: HttpConfig) {
+    super();
+  }
+
+  override initHttpServer(options: NestApplicationOptions): void {
+    if (options?.httpsOptions) {
+      throw new Error('HTTPS is terminated in front of the broker; httpsOptions are not supported');
+    }
+    const server = createServer(
+      {
+        headersTimeout: this.limits.headersTimeoutMs,
+        requestTimeout: this.limits.requestTimeoutMs,
+        connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+      },
+      this.getInstance(),
+    );
+    server.keepAliveTimeout = this.limits.keepAliveTimeoutMs;
+    server.maxConnections = this.limits.maxConnections;
+    this.httpServer = server;
+  }
+}
