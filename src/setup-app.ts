@@ -13,8 +13,6 @@ import { DrainService } from './lifecycle/drain.service';
 /** Nest's own body parser is off: setupApp installs parsers per route family. */
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
-const POP_PREFIX = '/api/v1/pop/';
-
 export interface SetupOptions {
   /**
    * Serve the lease route ahead of the router (LeaseFastPathMiddleware). On
@@ -40,27 +38,16 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   app.use(beforeRouting);
   app.use(bodyParsers(limit));
   app.useGlobalFilters(new HttpExceptionFilter());
-  setupSwagger(app);
+  if (config.docsEnabled) setupSwagger(app);
 }
 
 /**
- * Corrections to what Express would do before any route runs, in one layer
- * (every layer is paid by every request, the lease route's included):
- *
- * - A lease id that is not a UUID answers 200 with renewed 0 like any
- *   unknown one, never a 400 that would set it apart; that includes a path
- *   value whose percent-encoding does not decode, which Express would refuse.
- *   Escaping its % signs lets the route see, and echo, the value as sent.
- * - Express answers HEAD with the GET handler and drops the body. On the pop
- *   routes that handler claims messages, so a HEAD would lease them under an
- *   id nobody receives and hold them back until the lease expired: 405.
+ * A lease id that is not a UUID answers 200 with renewed 0 like any unknown
+ * one, never a 400 that would set it apart; that includes a path value whose
+ * percent-encoding does not decode, which Express would refuse. Escaping its
+ * % signs lets the route see, and echo, the value as sent.
  */
-const beforeRouting: RequestHandler = (request, response, next) => {
-  if (request.method === 'HEAD' && request.url.startsWith(POP_PREFIX)) {
-    response.setHeader('Allow', 'GET');
-    response.status(405).json({ error: 'method not allowed' });
-    return;
-  }
+const beforeRouting: RequestHandler = (request, _response, next) => {
   const lease = LEASE_EXTEND_URL.exec(request.url);
   if (lease && !decodesCleanly(lease[2])) {
     request.url = `${lease[1]}${lease[2].replace(/%/g, '%25')}${lease[3]}`;
