@@ -207,11 +207,13 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('HEAD', () => {
     it.each([
-      ['the queue route', undefined],
-      ['the partition route', 'Default'],
-    ])('answers 405 on %s and leases nothing: a HEAD answer carries no lease id to work under', async (_case, partition) => {
+      ['the queue route', '/api/v1/pop/queue/orders'],
+      ['the partition route', '/api/v1/pop/queue/orders/partition/Default'],
+      ['the queue route in upper case', '/API/V1/POP/QUEUE/orders'],
+      ['the partition route in mixed case', '/Api/V1/Pop/Queue/orders/Partition/Default'],
+      ['the queue route with a trailing slash', '/api/v1/pop/queue/orders/'],
+    ])('answers 405 on %s and leases nothing: a HEAD answer carries no lease id to work under', async (_case, path) => {
       await client.pushMany('orders', 2);
-      const path = `/api/v1/pop/queue/orders${partition === undefined ? '' : `/partition/${partition}`}`;
       const before = await cursors(dataSource, client.tenant, 'orders');
 
       const head = await request(app.getHttpServer()).head(path).set(TENANT_HEADER, client.tenant);

@@ -46,6 +46,8 @@ interface RouteRow {
   level: AccessLevel;
   /** Served by Swagger's own middleware rather than a controller: always present. */
   swagger?: true;
+  /** Registered only to refuse the method (405) for everyone. */
+  refusesMethod?: true;
   /** A concrete request; `queue` is a fresh name in the caller's fresh tenant. */
   request: (queue: string) => { path: string; body?: object };
 }
@@ -76,6 +78,18 @@ const ROUTE_TABLE: RouteRow[] = [
   {
     route: 'GET /api/v1/pop/queue/:queue/partition/:partition',
     level: 'read-write',
+    request: (queue) => ({ path: `/api/v1/pop/queue/${queue}/partition/Default` }),
+  },
+  {
+    route: 'HEAD /api/v1/pop/queue/:queue',
+    level: 'public',
+    refusesMethod: true,
+    request: (queue) => ({ path: `/api/v1/pop/queue/${queue}` }),
+  },
+  {
+    route: 'HEAD /api/v1/pop/queue/:queue/partition/:partition',
+    level: 'public',
+    refusesMethod: true,
     request: (queue) => ({ path: `/api/v1/pop/queue/${queue}/partition/Default` }),
   },
   {
@@ -128,7 +142,7 @@ function call(
   path: string,
   { bearer, body, headers = {} }: { bearer?: string; body?: object; headers?: Record<string, string> } = {},
 ) {
-  const verb = method.toLowerCase() as 'get' | 'post' | 'delete';
+  const verb = method.toLowerCase() as 'get' | 'post' | 'delete' | 'head';
   const pending = request(app.getHttpServer())[verb](path).set(headers);
   if (bearer !== undefined) pending.set('authorization', `Bearer ${bearer}`);
   return body === undefined ? pending : pending.send(body);
@@ -240,7 +254,8 @@ describe('security', () => {
           it('answers without a token', async () => {
             const response = await send();
 
-            expect(response.status).toBeLessThan(400);
+            if (row.refusesMethod) expect(response.status).toBe(405);
+            else expect(response.status).toBeLessThan(400);
           });
         } else {
           it('answers 401 Authentication required without a token', async () => {
@@ -386,33 +401,25 @@ describe('security', () => {
       expect(response.body).toMatchObject({ success: true, renewed: 1 });
     });
 
-    it('takes the tenant from the gateway header when the token carries none (200, renewed 1)', async () => {
-      const tenant = newTenant();
-      const lease = await createLease(app, tenant, [30]);
-
-      const response = await extend(lease.leaseId, token({ role: 'read-write' }), { [TENANT_HEADER]: tenant });
-
-      expect(response.status).toBe(200);
-      expect(response.body).toMatchObject({ success: true, renewed: 1 });
-    });
-
-    it('puts a token without tenant and without header in the default tenant', async () => {
+    it.each([
+      ['without a gateway header', {}],
+      ['with a gateway header', { [TENANT_HEADER]: DEFAULT_TENANT_ID }],
+    ])('refuses a token without a tenant claim %s with 403 and renews nothing (JWT_REQUIRE_TENANT)', async (_case, headers) => {
       const lease = await createLease(app, DEFAULT_TENANT_ID, [30]);
-      const elsewhere = await createLease(app, newTenant(), [30]);
+      const before = await expiries(dataSource, DEFAULT_TENANT_ID, lease.partitionIds);
 
-      const own = await extend(lease.leaseId, token({ role: 'read-write' }));
-      const foreign = await extend(elsewhere.leaseId, token({ role: 'read-write' }));
+      const response = await extend(lease.leaseId, token({ role: 'read-write' }), headers);
 
-      expect(own.body).toMatchObject({ success: true, renewed: 1 });
-      expect(foreign.body).toMatchObject({ success: false, renewed: 0 });
+      expect(response.status).toBe(403);
+      expect(response.body).toEqual({ error: 'Token has no tenant claim' });
+      expect(await expiries(dataSource, DEFAULT_TENANT_ID, lease.partitionIds)).toEqual(before);
     });
 
     it.each([
       ['a tenant claim that is not a UUID', { role: 'read-write', tenant: 'acme' }, {}],
       ['a tenant claim that is a number', { role: 'read-write', tenant: 42 }, {}],
       ['a tenant claim that is null', { role: 'read-write', tenant: null }, {}],
-      ['a gateway header that is not a UUID', { role: 'read-write' }, { [TENANT_HEADER]: 'acme' }],
-      ['an empty gateway header', { role: 'read-write' }, { [TENANT_HEADER]: '' }],
+      ['a gateway header that is not a UUID', { role: 'read-write', tenant: newTenant() }, { [TENANT_HEADER]: 'acme' }],
     ])('answers 400 invalid tenant for %s', async (_case, claims, headers) => {
       const response = await extend(uuidv7(), token(claims), headers);
 
@@ -420,11 +427,56 @@ describe('security', () => {
       expect(response.body).toEqual({ error: 'invalid tenant' });
     });
 
+    describe('with JWT_REQUIRE_TENANT=false', () => {
+      let lenientApp: NestExpressApplication;
+      const lenientExtend = (leaseId: string, bearer: string, headers: Record<string, string> = {}) =>
+        call(lenientApp, 'POST', `/api/v1/lease/${leaseId}/extend`, { bearer, body: { seconds: 600 }, headers });
+
+      beforeAll(async () => {
+        lenientApp = await createTestApp({ ...HS_ENV, JWT_REQUIRE_TENANT: 'false' });
+      });
+
+      afterAll(async () => {
+        await lenientApp.close();
+      });
+
+      it('takes the tenant from the gateway header when the token carries none (200, renewed 1)', async () => {
+        const tenant = newTenant();
+        const lease = await createLease(app, tenant, [30]);
+
+        const response = await lenientExtend(lease.leaseId, token({ role: 'read-write' }), { [TENANT_HEADER]: tenant });
+
+        expect(response.status).toBe(200);
+        expect(response.body).toMatchObject({ success: true, renewed: 1 });
+      });
+
+      it('puts a token without tenant and without header in the default tenant', async () => {
+        const lease = await createLease(app, DEFAULT_TENANT_ID, [30]);
+        const elsewhere = await createLease(app, newTenant(), [30]);
+
+        const own = await lenientExtend(lease.leaseId, token({ role: 'read-write' }));
+        const foreign = await lenientExtend(elsewhere.leaseId, token({ role: 'read-write' }));
+
+        expect(own.body).toMatchObject({ success: true, renewed: 1 });
+        expect(foreign.body).toMatchObject({ success: false, renewed: 0 });
+      });
+
+      it.each([
+        ['a gateway header that is not a UUID', { [TENANT_HEADER]: 'acme' }],
+        ['an empty gateway header', { [TENANT_HEADER]: '' }],
+      ])('answers 400 invalid tenant for %s', async (_case, headers) => {
+        const response = await lenientExtend(uuidv7(), token({ role: 'read-write' }), headers);
+
+        expect(response.status).toBe(400);
+        expect(response.body).toEqual({ error: 'invalid tenant' });
+      });
+    });
+
     describe('without TENANT_HEADER', () => {
       let plainApp: NestExpressApplication;
 
       beforeAll(async () => {
-        plainApp = await createTestApp({ ...HS_ENV, TENANT_HEADER: '' });
+        plainApp = await createTestApp({ ...HS_ENV, TENANT_HEADER: '', JWT_REQUIRE_TENANT: 'false' });
       });
 
       afterAll(async () => {

@@ -2,6 +2,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logge
 import type { Request, Response } from 'express';
 import { RETRY_AFTER_SECONDS, ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { databaseFailureOf, databaseFailureText } from './database-errors';
+import { MethodNotAllowedException } from './method-not-allowed.exception';
 import { requestIdOf } from './request-id.middleware';
 
 /**
@@ -20,6 +21,9 @@ export class HttpExceptionFilter implements ExceptionFilter {
     const [status, message] = this.describe(exception, request);
     if (response.headersSent) {
       return;
+    }
+    if (exception instanceof MethodNotAllowedException) {
+      response.setHeader('Allow', exception.allow);
     }
     if (exception instanceof ShuttingDownException) {
       response.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));

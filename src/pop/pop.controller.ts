@@ -1,7 +1,8 @@
-import { applyDecorators, Controller, Get, HttpCode, HttpStatus, Param, Query, UseInterceptors } from '@nestjs/common';
+import { applyDecorators, Controller, Get, Head, HttpCode, HttpStatus, Param, Query, UseInterceptors } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
   ApiBearerAuth,
+  ApiExcludeEndpoint,
   ApiForbiddenResponse,
   ApiNoContentResponse,
   ApiNotFoundResponse,
@@ -17,6 +18,7 @@ import { TenantId } from '../auth/principal.decorator';
 import { ClientAbortSignal } from '../common/client-abort.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
+import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { PopResponseDto } from './dto/pop-response.dto';
@@ -75,6 +77,19 @@ const POP_DESCRIPTION =
 @Controller('api/v1/pop/queue')
 export class PopController {
   constructor(private readonly popService: PopService) {}
+
+  /**
+   * Express answers HEAD with the GET handler and drops the body: here that
+   * would lease messages under an id nobody receives. Declared before the GET
+   * handlers so that Express meets it first, for every spelling of the path
+   * the router accepts (any letter case, a trailing slash).
+   */
+  @Head([':queue', ':queue/partition/:partition'])
+  @Access('public')
+  @ApiExcludeEndpoint()
+  refuseHead(): never {
+    throw new MethodNotAllowedException('GET');
+  }
 
   @Get(':queue')
   @HttpCode(HttpStatus.OK)
