@@ -140,7 +140,13 @@ const CASES: Case[] = [
   {
     name: 'a malformed tenant header',
     status: 400,
-    head: (c) => post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write' }), `${TENANT_HEADER}: not a tenant`),
+    head: (c) =>
+      post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write', tenant: c.tenant }), `${TENANT_HEADER}: not a tenant`),
+  },
+  {
+    name: 'a token without a tenant claim',
+    status: 403,
+    head: (c) => post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write' })),
   },
   { name: 'an empty lease id', status: 404, head: (c) => post('/api/v1/lease//extend', auth(c)) },
   { name: 'GET', status: 404, head: (c) => [`GET /api/v1/lease/${c.leaseId}/extend HTTP/1.1`, auth(c)].join('\r\n') },

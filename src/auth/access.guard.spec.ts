@@ -93,7 +93,7 @@ describe('AccessGuard', () => {
         403,
         { error: 'Insufficient permissions' },
       ]);
-      expect(await principal(guard, call({}, bearer({ role: 'admin' })))).toMatchObject({ roles: ['admin'] });
+      expect(await principal(guard, call({}, bearer({ role: 'admin', tenant: TENANT })))).toMatchObject({ roles: ['admin'] });
     });
 
     it.each([
@@ -164,7 +164,7 @@ describe('AccessGuard', () => {
 
     it('accepts a token that expired within the clock skew', async () => {
       const now = Math.floor(Date.now() / 1000);
-      const target = call({ handler: 'read-only' }, bearer({ role: 'read-only', exp: now - 5 }));
+      const target = call({ handler: 'read-only' }, bearer({ role: 'read-only', tenant: TENANT, exp: now - 5 }));
 
       expect(await principal(authOn({ JWT_CLOCK_SKEW_SECONDS: '30' }), target)).toMatchObject({ roles: ['read-only'] });
     });
@@ -198,7 +198,7 @@ describe('AccessGuard', () => {
 
   describe('tenant with auth on', () => {
     const header = 'x-queen-tenant';
-    const gateway = () => authOn({ TENANT_HEADER: header });
+    const gateway = (env: Record<string, string> = {}) => authOn({ TENANT_HEADER: header, ...env });
 
     it('takes the tenant from the token claim', async () => {
       const target = call({ handler: 'read-only' }, bearer({ role: 'admin', tenant: TENANT.toUpperCase() }));
@@ -215,7 +215,7 @@ describe('AccessGuard', () => {
     it('does not mistake an inherited property for a tenant claim', async () => {
       const target = call({ handler: 'read-only' }, bearer({ role: 'admin' }));
 
-      expect(await principal(authOn({ JWT_TENANT_CLAIM: 'constructor' }), target)).toMatchObject({
+      expect(await principal(authOn({ JWT_TENANT_CLAIM: 'constructor', JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({
         tenantId: DEFAULT_TENANT_ID,
       });
     });
@@ -231,16 +231,32 @@ describe('AccessGuard', () => {
       expect(await refusal(authOn(), target)).toEqual([400, { error: 'invalid tenant' }]);
     });
 
-    it('uses the default tenant for a token without a tenant claim and no header', async () => {
-      const target = call({ handler: 'read-only' }, bearer({ role: 'admin' }));
-
-      expect(await principal(gateway(), target)).toMatchObject({ tenantId: DEFAULT_TENANT_ID });
+    it('refuses a token without a tenant claim with 403, header or not, by default (JWT_REQUIRE_TENANT)', async () => {
+      for (const headers of [bearer({ role: 'admin' }), { ...bearer({ role: 'admin' }), [header]: OTHER_TENANT }]) {
+        expect(await refusal(gateway(), call({ handler: 'read-only' }, headers))).toEqual([
+          403,
+          { error: 'Token has no tenant claim' },
+        ]);
+      }
     });
 
-    it('takes the tenant from the trusted header when the token has none', async () => {
+    it('refuses the missing role before the missing tenant', async () => {
+      expect(await refusal(gateway(), call({ handler: 'admin' }, bearer({ role: 'read-only' })))).toEqual([
+        403,
+        { error: 'Insufficient permissions' },
+      ]);
+    });
+
+    it('uses the default tenant for a token without a tenant claim and no header, with JWT_REQUIRE_TENANT=false', async () => {
+      const target = call({ handler: 'read-only' }, bearer({ role: 'admin' }));
+
+      expect(await principal(gateway({ JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({ tenantId: DEFAULT_TENANT_ID });
+    });
+
+    it('takes the tenant from the trusted header when the token has none, with JWT_REQUIRE_TENANT=false', async () => {
       const target = call({ handler: 'read-only' }, { ...bearer({ role: 'admin' }), [header]: OTHER_TENANT });
 
-      expect(await principal(gateway(), target)).toMatchObject({ tenantId: OTHER_TENANT });
+      expect(await principal(gateway({ JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({ tenantId: OTHER_TENANT });
     });
 
     it('answers 403 when the header names another tenant than the token', async () => {

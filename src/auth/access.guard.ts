@@ -19,6 +19,7 @@ import { rolesOf, subjectOf, TokenClaims } from './token-claims';
 import { AUTHENTICATION_REQUIRED, describeTokenProblem } from './token-problem';
 
 export const INSUFFICIENT_PERMISSIONS = 'Insufficient permissions';
+export const TOKEN_WITHOUT_TENANT = 'Token has no tenant claim';
 
 /**
  * The one global guard: authenticates through passport-jwt when auth is on,
@@ -27,8 +28,10 @@ export const INSUFFICIENT_PERMISSIONS = 'Insufficient permissions';
  * admin-only, so a forgotten decorator fails closed.
  *
  * Order of refusals: 401 (no or bad token), then 403 (no role for the level),
- * then 400/403 for the tenant, so a caller without the role learns nothing
- * about how its tenant would have been treated.
+ * then 400/403 for the tenant (with JWT_REQUIRE_TENANT, a token without the
+ * tenant claim is a 403 rather than a caller of the header's or the default
+ * tenant), so a caller without the role learns nothing about how its tenant
+ * would have been treated.
  */
 @Injectable()
 export class AccessGuard extends AuthGuard('jwt') {
@@ -85,6 +88,9 @@ export class AccessGuard extends AuthGuard('jwt') {
       throw new ForbiddenException({ error: INSUFFICIENT_PERMISSIONS });
     }
     const claimName = this.config.jwt.tenantClaim;
+    if (this.config.jwt.requireTenant && !Object.hasOwn(claims, claimName)) {
+      throw new ForbiddenException({ error: TOKEN_WITHOUT_TENANT });
+    }
     const tenantId = resolveTenant({
       claim: Object.hasOwn(claims, claimName) ? { value: claims[claimName] } : undefined,
       header: this.headerTenant(request),

@@ -1,11 +1,8 @@
-import { Inject, Injectable, Logger, UnauthorizedException } from '@nestjs/common';
+import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
 import { PassportStrategy } from '@nestjs/passport';
 import { ExtractJwt, Strategy } from 'passport-jwt';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TokenClaims } from './token-claims';
-
-/** RFC 7518 asks for an HMAC key at least as long as the hash output (32 bytes for HS256). */
-const MIN_SECRET_BYTES = 32;
 
 /**
  * Verifies bearer tokens. The accepted algorithm is pinned to JWT_ALGORITHM,
@@ -28,11 +25,6 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
       ignoreExpiration: false,
       jsonWebTokenOptions: { clockTolerance: jwt.clockToleranceSeconds },
     });
-    if (jwt.enabled && jwt.algorithm.startsWith('HS') && Buffer.byteLength(jwt.secret ?? '') < MIN_SECRET_BYTES) {
-      new Logger(JwtStrategy.name).warn(
-        `JWT_SECRET is shorter than ${MIN_SECRET_BYTES} bytes; use a long random secret for ${jwt.algorithm}`,
-      );
-    }
   }
 
   /**
