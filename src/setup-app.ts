@@ -1,16 +1,18 @@
 import { NestApplicationOptions } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { RequestHandler } from 'express';
-import { bodyParsers } from './common/body-parsers';
 import { HttpExceptionFilter } from './common/http-exception.filter';
+import { JSON_MAX_DEPTH } from './common/input';
 import { decodesCleanly, LEASE_EXTEND_URL } from './common/lease-extend-url';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
+import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 import { DrainService } from './lifecycle/drain.service';
 
-/** Nest's own body parser is off: setupApp installs parsers per route family. */
+/** Nest's own body parser is off: bodies are read after authentication (RequestBodyInterceptor). */
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
 export interface SetupOptions {
@@ -21,10 +23,9 @@ export interface SetupOptions {
   leaseFastPath?: boolean;
 }
 
-/** Everything main.ts and the e2e tests share: parsers, the error filter, Swagger. */
+/** Everything main.ts and the e2e tests share: middleware, body reading, the error filter, Swagger. */
 export function setupApp(app: NestExpressApplication, options: SetupOptions = {}): void {
   const config = app.get<AppConfig>(APP_CONFIG);
-  const limit = config.bodyLimitBytes;
 
   app.disable('x-powered-by');
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
@@ -36,8 +37,9 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
     app.use(leaseFastPath.use.bind(leaseFastPath));
   }
   app.use(beforeRouting);
-  app.use(bodyParsers(limit));
   app.useGlobalFilters(new HttpExceptionFilter());
+  // Bodies are read after the guards: see RequestBodyInterceptor.
+  app.useGlobalInterceptors(new RequestBodyInterceptor(app.get(Reflector), config, JSON_MAX_DEPTH));
   if (config.docsEnabled) setupSwagger(app);
 }
 

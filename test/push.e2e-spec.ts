@@ -192,7 +192,19 @@ describe('POST /api/v1/push', () => {
       expect(await storedCounts(dataSource, client.tenant)).toMatchObject({ queues: 0, partitions: 0, messages: 0 });
     });
 
-    it('answers 400 for a payload nested deeper than 100 levels', async () => {
+    it('answers 400 naming the item for a payload nested 101 levels deep', async () => {
+      const deep = '['.repeat(101) + ']'.repeat(101);
+
+      const response = await client
+        .post('/api/v1/push')
+        .set('content-type', 'application/json')
+        .send(`{"items":[{"queue":"q","payload":1},{"queue":"q","payload":${deep}}]}`);
+
+      expect(response.status).toBe(400);
+      expect(response.body).toEqual({ error: 'items[1].payload is nested more than 100 levels deep' });
+    });
+
+    it('answers 400 for a body nested 10000 levels deep before parsing it', async () => {
       // Sent as text: serialising it on this side would overflow the test's own stack.
       const deep = '['.repeat(10_000) + ']'.repeat(10_000);
 
@@ -202,7 +214,7 @@ describe('POST /api/v1/push', () => {
         .send(`{"items":[{"queue":"q","payload":${deep}}]}`);
 
       expect(response.status).toBe(400);
-      expect(response.body).toEqual({ error: 'items[0].payload is nested more than 100 levels deep' });
+      expect(response.body).toEqual({ error: 'JSON body is nested more than 108 levels deep' });
     });
 
     it('answers 400 for more than 10000 items', async () => {

@@ -22,6 +22,11 @@ export class HttpExceptionFilter implements ExceptionFilter {
     if (response.headersSent) {
       return;
     }
+    // A body still arriving was refused unread (a failed guard, an oversized
+    // body): close the connection rather than read and discard the rest.
+    if (!request.complete) {
+      response.setHeader('Connection', 'close');
+    }
     if (exception instanceof MethodNotAllowedException) {
       response.setHeader('Allow', exception.allow);
     }

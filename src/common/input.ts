@@ -1,4 +1,5 @@
 import { BadRequestException } from '@nestjs/common';
+import { measureJsonText } from './json-text';
 import { isUuid } from './uuid';
 
 /** The largest value of a PostgreSQL integer column, and of the broker's integer parameters. */
@@ -92,29 +93,18 @@ export function optionalBoolean(value: unknown, field: string): boolean | undefi
 }
 
 /**
- * Anything JSON can carry, except what PostgreSQL's jsonb cannot store
- * (the \u0000 character, in keys or strings) and nesting deep enough to
- * exhaust a stack on either side. Walks iteratively for the same reason.
+ * The value as the JSON text that will be stored: anything JSON can carry,
+ * except what PostgreSQL's jsonb cannot store (\u0000, half a surrogate pair)
+ * and nesting deep enough to exhaust a stack on either side. Checked on the
+ * text (JSON.stringify writes both as escapes), without walking the value.
  */
-export function assertStorableJson(value: unknown, field: string): void {
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!;
-    if (typeof current === 'string') {
-      assertStorableText(current, field);
-    } else if (typeof current === 'object' && current !== null) {
-      if (depth >= JSON_MAX_DEPTH) throw invalid(`${field} is nested more than ${JSON_MAX_DEPTH} levels deep`);
-      for (const [key, child] of Object.entries(current)) {
-        assertStorableText(key, field);
-        stack.push([child, depth + 1]);
-      }
-    }
-  }
-}
-
-function assertStorableText(text: string, field: string): void {
-  if (text.includes('\u0000')) throw invalid(`${field} must not contain the character \\u0000`);
-  if (UNPAIRED_SURROGATE.test(text)) throw invalid(`${field} must not contain an unpaired UTF-16 surrogate`);
+export function storableJsonText(value: unknown, field: string): string {
+  const json = JSON.stringify(value);
+  const shape = measureJsonText(json, Infinity, JSON_MAX_DEPTH);
+  if (shape.depth > JSON_MAX_DEPTH) throw invalid(`${field} is nested more than ${JSON_MAX_DEPTH} levels deep`);
+  if (shape.nul) throw invalid(`${field} must not contain the character \\u0000`);
+  if (shape.loneSurrogate) throw invalid(`${field} must not contain an unpaired UTF-16 surrogate`);
+  return json;
 }
 
 /** A query-string integer: digits only (no "1.0", "1e3" or " 1"), within [min, max]. */

@@ -25,6 +25,7 @@ import { tenantIdOf } from '../auth/principal.decorator';
 import { LEASE_EXTEND_URL, leaseIdFromSegment } from '../common/lease-extend-url';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { RequestBodyInterceptor } from '../http/request-body.interceptor';
 import { LeaseController } from './lease.controller';
 
 /** What Nest would run around LeaseController.extend in this application. */
@@ -95,8 +96,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware, OnModuleInit {
     const pipeline = this.activePipeline();
     if (length === undefined || !pipeline) return next();
 
-    const leaseId = leaseIdFromSegment(lease[2]);
-    readBody(request, length, (body) => void this.serve(pipeline, request, response, next, leaseId, body));
+    void this.serve(pipeline, request, response, next, leaseIdFromSegment(lease[2]), length);
   }
 
   /** Whether this application's lease requests are served here; decided once. */
@@ -119,7 +119,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware, OnModuleInit {
     response: Response,
     next: NextFunction,
     leaseId: string,
-    body: Buffer | undefined,
+    length: number | null,
   ): Promise<void> {
     // The same context Nest gives the guards and the filter for this route.
     const context = new ExecutionContextHost([request, response, next], LeaseController, LeaseController.prototype.extend);
@@ -129,6 +129,8 @@ export class LeaseFastPathMiddleware implements NestMiddleware, OnModuleInit {
           throw new ForbiddenException(FORBIDDEN_MESSAGE);
         }
       }
+      // Read only once the guards let the caller in, as RequestBodyInterceptor does on the router.
+      const body = await readBody(request, length);
       const answer = await this.controller.extend(tenantIdOf(request), leaseId, this.pipe.transform(body));
       sendJson(response, answer);
     } catch (error) {
@@ -142,7 +144,9 @@ export class LeaseFastPathMiddleware implements NestMiddleware, OnModuleInit {
     if (config.getGlobalPrefix()) return 'a global prefix is set';
     if (config.getVersioning()) return 'versioning is enabled';
     if (config.getGlobalPipes().length > 0) return 'global pipes are registered';
-    if (config.getGlobalInterceptors().length > 0) return 'global interceptors are registered';
+    // RequestBodyInterceptor is reproduced here: the body is read after the guards.
+    const interceptors = config.getGlobalInterceptors().filter((interceptor) => !(interceptor instanceof RequestBodyInterceptor));
+    if (interceptors.length > 0) return 'global interceptors are registered';
     const requestScoped = [
       config.getGlobalRequestGuards(),
       config.getGlobalRequestInterceptors(),
@@ -192,22 +196,21 @@ function plainBodyLength(request: Request, limit: number): number | null | undef
 }
 
 /**
- * Reads the body and hands it over once complete. A request whose client goes
- * away before the end never completes, so nothing is renewed for a caller
- * that would not hear the answer.
+ * The body, once complete. A request whose client goes away before the end
+ * never completes, so nothing is renewed for a caller that would not hear the
+ * answer.
  */
-function readBody(request: Request, length: number | null, onBody: (body: Buffer | undefined) => void): void {
-  if (length === null) {
-    onBody(undefined);
-    return;
-  }
-  const chunks: Buffer[] = [];
-  let received = 0;
-  request.on('data', (chunk: Buffer) => {
-    received += chunk.length;
-    chunks.push(chunk);
+function readBody(request: Request, length: number | null): Promise<Buffer | undefined> {
+  if (length === null) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    request.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      chunks.push(chunk);
+    });
+    request.once('end', () => resolve(Buffer.concat(chunks, received)));
   });
-  request.once('end', () => onBody(Buffer.concat(chunks, received)));
 }
 
 /** What `response.json` would send: 200, JSON in UTF-8, and its length. */

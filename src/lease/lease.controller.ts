@@ -14,6 +14,7 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
+import { RawBody } from '../http/request-body.interceptor';
 import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
 import { LeaseService } from './lease.service';
@@ -51,6 +52,7 @@ export class LeaseController {
       'No database connection within the acquire timeout, or the database could not be reached (`pool`); or the ' +
       'renewal failed or did not finish in time (`renew failed: …`, e.g. `renew failed: database timeout`)',
   })
+  @RawBody()
   extend(
     @TenantId() tenantId: string,
     @Param('leaseId') leaseId: string,

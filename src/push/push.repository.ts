@@ -9,7 +9,7 @@ export interface NewMessage {
   id: string;
   transactionId: string;
   traceId: string | null;
-  payload: unknown;
+  payloadJson: string;
 }
 
 /** SQL for writing messages; queue and partition creation lives in QueuesRepository. */
@@ -59,7 +59,7 @@ export class PushRepository {
         messages.map((message) => message.id),
         messages.map((message) => message.transactionId),
         messages.map((message) => message.traceId),
-        messages.map((message) => JSON.stringify(message.payload)),
+        messages.map((message) => message.payloadJson),
         producerSub,
       ],
     );

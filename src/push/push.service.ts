@@ -95,7 +95,7 @@ export class PushService {
       known.set(key, id);
       queuesWithNewMessages.add(item.queue);
       const traceId = item.traceId ?? null;
-      fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payload: item.payload });
+      fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payloadJson: item.payloadJson });
       return result(id, 'queued');
     });
 

@@ -1,11 +1,11 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
 import {
-  assertStorableJson,
   INT32_MAX,
   optionalBoolean,
   optionalInteger,
   requireName,
   requireObject,
+  storableJsonText,
 } from '../common/input';
 import { ConfigureCommand } from './dto/configure-request.dto';
 
@@ -20,7 +20,7 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
       request.options === undefined || request.options === null ? {} : requireObject(request.options, 'options');
     // fromEntries defines own properties, so even a key named __proto__ is kept as data.
     const extraOptions = Object.fromEntries(Object.entries(options).filter(([key]) => !KNOWN_OPTIONS.has(key)));
-    assertStorableJson(extraOptions, 'options');
+    storableJsonText(extraOptions, 'options');
     return {
       queue,
       settings: {

@@ -35,7 +35,7 @@ export async function createLease(
     partitions.map((partition, index) => ({
       queue,
       partition,
-      payload: { index },
+      payloadJson: JSON.stringify({ index }),
       transactionId: undefined,
       traceId: undefined,
     })),

@@ -4,7 +4,8 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 export interface PushItem {
   queue: string;
   partition: string;
-  payload: unknown;
+  /** The payload as JSON text, measured and checked; stored as it is. */
+  payloadJson: string;
   transactionId: string | undefined;
   traceId: string | undefined;
 }
@@ -17,7 +18,9 @@ export class PushItemDto {
   partition?: string;
 
   @ApiProperty({
-    description: 'Any JSON value, null included (delivered as data: null). Required. Up to 100 levels deep; no \\u0000',
+    description:
+      'Any JSON value, null included (delivered as data: null). Required. Up to MESSAGE_MAX_BYTES as JSON (1 MiB by ' +
+      'default) and 100 levels deep; no \\u0000',
     example: { orderId: 42 },
   })
   payload: unknown;

@@ -1,0 +1,145 @@
+import type { IncomingMessage } from 'node:http';
+import { Transform, TransformCallback } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import { BadRequestException, HttpException, HttpStatus, PayloadTooLargeException } from '@nestjs/common';
+import getRawBody from 'raw-body';
+import { measureJsonText } from '../common/json-text';
+
+export interface BodyLimits {
+  /** Largest body, counted after inflation. */
+  limit: number;
+  /** Largest inflated/compressed ratio of a compressed body. */
+  maxInflateRatio: number;
+  /** Most JSON elements (containers, items, members) in a body. */
+  maxJsonElements: number;
+  /** Deepest JSON nesting in a body. */
+  maxJsonDepth: number;
+}
+
+/** A tiny compressed body may inflate a lot without harm; the ratio is judged past this size. */
+const RATIO_FLOOR_BYTES = 64 * 1024;
+
+export const PAYLOAD_TOO_LARGE = 'payload too large';
+
+/** The client went away before its body arrived: nothing is done for it, and nobody hears the answer. */
+export class BodyAbortedError extends BadRequestException {
+  constructor() {
+    super({ error: 'request aborted' });
+  }
+}
+
+/**
+ * Reads a request body whole, with raw-body (the reader Express's own body
+ * parsers use), within `limit` bytes after inflation. A body that declares a
+ * larger length is refused before a byte is read. A compressed body (gzip,
+ * deflate, br) is inflated as it arrives and cut off as soon as it passes
+ * the limit or inflates more than `maxInflateRatio` times, so a small
+ * compressed bomb costs a few kilobytes of work, not its inflated size.
+ * undefined for a request without a body.
+ */
+export async function readBody(request: IncomingMessage, limits: BodyLimits): Promise<Buffer | undefined> {
+  const declared = request.headers['content-length'];
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length === 0 || (length === undefined && request.headers['transfer-encoding'] === undefined)) return undefined;
+  // A compressed body longer than the limit cannot inflate to less.
+  if (length !== undefined && length > limits.limit) {
+    throw new PayloadTooLargeException({ error: PAYLOAD_TOO_LARGE });
+  }
+  const source = inflated(request, limits);
+  try {
+    return await getRawBody(source, { limit: limits.limit, length: source === request ? length : undefined });
+  } catch (error) {
+    throw bodyError(error);
+  }
+}
+
+/** JSON text of a body, measured before it is parsed; anything that is not JSON is a 400. */
+export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
+  // A UTF-8 byte-order mark is not JSON; some clients send one.
+  const text = body.toString('utf8').replace(/^\uFEFF/, '');
+  const shape = measureJsonText(text, limits.maxJsonElements, limits.maxJsonDepth);
+  if (shape.elements > limits.maxJsonElements) {
+    throw new PayloadTooLargeException({ error: `JSON body has more than ${limits.maxJsonElements} elements` });
+  }
+  if (shape.depth > limits.maxJsonDepth) {
+    throw new BadRequestException({ error: `JSON body is nested more than ${limits.maxJsonDepth} levels deep` });
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new BadRequestException({ error: 'invalid JSON body' });
+  }
+}
+
+function inflated(request: IncomingMessage, limits: BodyLimits): NodeJS.ReadableStream {
+  const encoding = request.headers['content-encoding']?.toLowerCase() ?? 'identity';
+  const inflate =
+    encoding === 'identity'
+      ? undefined
+      : encoding === 'gzip' || encoding === 'x-gzip'
+        ? createGunzip()
+        : encoding === 'deflate'
+          ? createInflate()
+          : encoding === 'br'
+            ? createBrotliDecompress()
+            : null;
+  if (inflate === undefined) return request;
+  if (inflate === null) {
+    throw new HttpException({ error: `unsupported content-encoding ${encoding}` }, HttpStatus.UNSUPPORTED_MEDIA_TYPE);
+  }
+  let compressed = 0;
+  request.on('data', (chunk: Buffer) => (compressed += chunk.length));
+  const guard = new InflationGuard(limits, () => compressed);
+  const fail = (error: Error): void => {
+    guard.destroy(error);
+  };
+  request.once('aborted', () => fail(new BodyAbortedError()));
+  inflate.once('error', (error) => fail(Object.assign(new BadRequestException({ error: 'invalid compressed body' }), { cause: error })));
+  guard.once('close', () => {
+    // Stop inflating and stop reading what the client still sends.
+    request.unpipe(inflate);
+    inflate.destroy();
+    request.resume();
+  });
+  return request.pipe(inflate).pipe(guard);
+}
+
+/** Passes inflated bytes on until they pass the limit or the allowed ratio. */
+class InflationGuard extends Transform {
+  private inflatedBytes = 0;
+
+  constructor(
+    private readonly limits: BodyLimits,
+    private readonly compressedBytes: () => number,
+  ) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.inflatedBytes += chunk.length;
+    if (this.inflatedBytes > this.limits.limit) {
+      done(new PayloadTooLargeException({ error: PAYLOAD_TOO_LARGE }));
+      return;
+    }
+    const ratio = this.inflatedBytes / Math.max(1, this.compressedBytes());
+    if (this.inflatedBytes > RATIO_FLOOR_BYTES && ratio > this.limits.maxInflateRatio) {
+      done(
+        new PayloadTooLargeException({
+          error: `compressed body inflates more than ${this.limits.maxInflateRatio} times`,
+        }),
+      );
+      return;
+    }
+    done(null, chunk);
+  }
+}
+
+/** raw-body's and the inflation's failures as the contract's errors. */
+function bodyError(error: unknown): Error {
+  if (error instanceof HttpException) return error;
+  const { type } = (error ?? {}) as { type?: string };
+  if (type === 'entity.too.large') return new PayloadTooLargeException({ error: PAYLOAD_TOO_LARGE });
+  if (type === 'request.aborted') return new BodyAbortedError();
+  if (type === 'request.size.invalid') return new BadRequestException({ error: 'request body does not match its content-length' });
+  return error instanceof Error ? error : new Error(String(error));
+}
