@@ -73,7 +73,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
       await pops.ensureConsumers(tenant, queue.id, undefined, '__QUEUE_MODE__', manager);
       const request = { queueId: queue.id, partitionId: undefined, consumerGroup: '__QUEUE_MODE__', batch: 1 };
-      await pops.claim(tenant, { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false }, manager);
+      await pops.claim(tenant, { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false, maxBytes: 1024 ** 2 }, manager);
       return manager.query(
         'SELECT extract(epoch FROM lease_expires_at - now()) AS after_start FROM consumers WHERE tenant_id = $1',
         [tenant],

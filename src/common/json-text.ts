@@ -1,4 +1,12 @@
 /**
+ * An answer already serialised, sent as it is (see NoContentWhenEmptyInterceptor):
+ * it can embed stored JSON without parsing and serialising it again.
+ */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+
+/**
  * Measures JSON text without building it, so that bounds on size and nesting
  * are enforced before JSON.parse allocates anything and before any walk over
  * the result: a walk over millions of parsed values is what ran the broker

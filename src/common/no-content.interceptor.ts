@@ -1,18 +1,25 @@
 import { CallHandler, ExecutionContext, HttpStatus, Injectable, NestInterceptor } from '@nestjs/common';
 import type { Response } from 'express';
 import { map, Observable } from 'rxjs';
+import { JsonText } from './json-text';
 
 /**
  * Answers a bare 204 when the handler has nothing to return (a pop with no
- * messages), so controllers stay free of @Res().
+ * messages), and sends a JsonText answer as the JSON it already is, so
+ * controllers stay free of @Res().
  */
 @Injectable()
 export class NoContentWhenEmptyInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     return next.handle().pipe(
       map((body: unknown) => {
+        const response = context.switchToHttp().getResponse<Response>();
         if (body === undefined || body === null) {
-          context.switchToHttp().getResponse<Response>().status(HttpStatus.NO_CONTENT);
+          response.status(HttpStatus.NO_CONTENT);
+        }
+        if (body instanceof JsonText) {
+          response.setHeader('Content-Type', 'application/json; charset=utf-8');
+          return body.text;
         }
         return body;
       }),

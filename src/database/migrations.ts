@@ -1,10 +1,12 @@
 import { InitialSchema1796031809241 } from '../../migrations/1796031809241-InitialSchema';
 import { ConsumerDeliveredOffset1796032521539 } from '../../migrations/1796032521539-ConsumerDeliveredOffset';
 import { HotLeaseRenewals1796037387818 } from '../../migrations/1796037387818-HotLeaseRenewals';
+import { MessagePayloadBytes1796091820254 } from '../../migrations/1796091820254-MessagePayloadBytes';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
   InitialSchema1796031809241,
   ConsumerDeliveredOffset1796032521539,
   HotLeaseRenewals1796037387818,
+  MessagePayloadBytes1796091820254,
 ];

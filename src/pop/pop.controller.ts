@@ -18,6 +18,7 @@ import { TenantId } from '../auth/principal.decorator';
 import { ClientAbortSignal } from '../common/client-abort.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
+import { JsonText } from '../common/json-text';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
@@ -100,7 +101,7 @@ export class PopController {
     @Param('queue', new NamePipe('queue')) queue: string,
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: AbortSignal,
-  ): Promise<PopResponseDto | undefined> {
+  ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, undefined, options, signal);
   }
 
@@ -114,7 +115,7 @@ export class PopController {
     @Param('partition', new NamePipe('partition')) partition: string,
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: AbortSignal,
-  ): Promise<PopResponseDto | undefined> {
+  ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, partition, options, signal);
   }
 }

@@ -3,6 +3,9 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 
+/** What a message adds to a pop's answer besides its payload and names: keys, ids, timestamps, punctuation. */
+export const MESSAGE_ENVELOPE_BYTES = 400;
+
 export interface ClaimRequest {
   queueId: string;
   /** Only this partition; undefined means any partition of the queue. */
@@ -15,13 +18,16 @@ export interface ClaimRequest {
   maxPartitions: number;
   /** Commit what is delivered in the same statement: no lease is left live. */
   autoAck: boolean;
+  /** The answer's size in bytes, roughly: messages past it are left for the next pop (at least one is taken). */
+  maxBytes: number;
 }
 
 export interface ClaimedMessage {
   id: string;
   transactionId: string;
   traceId: string | null;
-  data: unknown;
+  /** The payload as stored JSON text, to be written into the answer as it is. */
+  dataJson: string;
   producerSub: string | null;
   createdAt: string;
   partitionId: string;
@@ -34,12 +40,18 @@ export interface ClaimedMessage {
  * rows of the group that have messages past the cursor and no live lease,
  * least recently served first, skipping rows another pop is locking (at most
  * one live lease per partition and group, without waiting). `sized` hands
- * out the batch across them in that order. A row whose cursor is below its
- * delivered offset is a redelivery: it repeats only messages delivered before,
- * with deliveryAttempt increased, so every message of one partition's span
- * shares one attempt number. The database clock sets every expiry, read when
- * the claim runs (clock_timestamp(), once): now() is the transaction's start,
- * and a lease must be counted from the claim, however long ago that was.
+ * out the batch across them in that order, by count; `fitting` then keeps
+ * the longest run of those messages, in the same order, whose answer stays
+ * within the byte budget (the first message always goes, however large), so
+ * a pop returns fewer messages rather than an answer it cannot build, and a
+ * lease never covers a message it did not deliver. A row whose cursor is
+ * below its delivered offset is a redelivery: it repeats only messages
+ * delivered before, with deliveryAttempt increased, so every message of one
+ * partition's span shares one attempt number. The database clock sets every
+ * expiry, read when the claim runs (clock_timestamp(), once): now() is the
+ * transaction's start, and a lease must be counted from the claim, however
+ * long ago that was. Payloads come back as the stored JSON text, to be
+ * passed to the client without being parsed and serialised again.
  */
 const CLAIM_SQL = `
   WITH clock AS (
@@ -64,23 +76,40 @@ const CLAIM_SQL = `
   ), sized AS (
     SELECT s.*, LEAST(s.available, $6 - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take
       FROM spans s
+  ), measured AS (
+    SELECT z.partition_id, m.seq,
+           sum(coalesce(m.payload_bytes, octet_length(m.payload::text)) + octet_length(m.transaction_id)
+               + coalesce(octet_length(m.trace_id), 0) + coalesce(octet_length(m.producer_sub), 0)
+               + octet_length(z.partition) + ${MESSAGE_ENVELOPE_BYTES})
+             OVER (ORDER BY z.claim_order, m.seq) AS answer_bytes,
+           row_number() OVER (ORDER BY z.claim_order, m.seq) AS position
+      FROM sized z
+      JOIN messages m ON m.tenant_id = $1 AND m.partition_id = z.partition_id
+                     AND m.seq > z.committed_offset AND m.seq <= z.committed_offset + z.take
+     WHERE z.take > 0
+  ), fitting AS (
+    SELECT partition_id, max(seq) AS through_offset
+      FROM measured
+     WHERE answer_bytes <= $10 OR position = 1
+     GROUP BY partition_id
   ), claimed AS (
     UPDATE consumers c
        SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
            lease_expires_at = CASE WHEN $9 THEN NULL ELSE (SELECT now FROM clock) + make_interval(secs => $8) END,
-           lease_end_offset = CASE WHEN $9 THEN NULL ELSE z.committed_offset + z.take END,
-           committed_offset = CASE WHEN $9 THEN z.committed_offset + z.take ELSE c.committed_offset END,
+           lease_end_offset = CASE WHEN $9 THEN NULL ELSE f.through_offset END,
+           committed_offset = CASE WHEN $9 THEN f.through_offset ELSE c.committed_offset END,
            retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
-           delivered_offset = GREATEST(c.delivered_offset, z.committed_offset + z.take),
+           delivered_offset = GREATEST(c.delivered_offset, f.through_offset),
            delivery_attempt = CASE WHEN z.committed_offset < z.delivered_offset THEN c.delivery_attempt + 1 ELSE 1 END,
            updated_at = now()
       FROM sized z
-     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3 AND z.take > 0
+      JOIN fitting f ON f.partition_id = z.partition_id
+     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
     RETURNING c.partition_id, c.delivery_attempt, z.partition, z.claim_order,
-              z.committed_offset AS after_offset, z.committed_offset + z.take AS through_offset
+              z.committed_offset AS after_offset, f.through_offset
   )
-  SELECT m.id, m.transaction_id, m.trace_id, m.payload, m.producer_sub, ${isoTimestamp('m.created_at')} AS created_at,
-         k.partition_id, k.partition, k.delivery_attempt
+  SELECT m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
+         ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt
     FROM claimed k
     JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
@@ -140,7 +169,7 @@ export class PopRepository {
       id: string;
       transaction_id: string;
       trace_id: string | null;
-      payload: unknown;
+      payload: string;
       producer_sub: string | null;
       created_at: string;
       partition_id: string;
@@ -156,12 +185,13 @@ export class PopRepository {
       request.leaseId,
       request.leaseSeconds,
       request.autoAck,
+      request.maxBytes,
     ]);
     return rows.map((row) => ({
       id: row.id,
       transactionId: row.transaction_id,
       traceId: row.trace_id,
-      data: row.payload,
+      dataJson: row.payload,
       producerSub: row.producer_sub,
       createdAt: row.created_at,
       partitionId: row.partition_id,

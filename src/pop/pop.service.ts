@@ -1,23 +1,33 @@
-import { Injectable, NotFoundException } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { DatabaseTimeoutError } from '../common/database-errors';
+import { JsonText } from '../common/json-text';
 import { uuidv7 } from '../common/uuid';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupService } from '../wakeup/wakeup.service';
-import { PopResponseDto } from './dto/pop-response.dto';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, PopRepository } from './pop.repository';
 
+/** The answer's own keys and names, outside its messages. */
+const ANSWER_ENVELOPE_BYTES = 2_048;
+
 @Injectable()
 export class PopService {
+  /** Bytes the messages of one answer may take (RESPONSE_MAX_BYTES, less the answer's own envelope). */
+  private readonly answerBudget: number;
+
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
     private readonly pops: PopRepository,
     private readonly wakeup: WakeupService,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
+  }
 
   /**
    * Claims messages under one fresh lease, or undefined (204) when there are
@@ -32,7 +42,7 @@ export class PopService {
     partition: string | undefined,
     options: PopOptions,
     signal: AbortSignal,
-  ): Promise<PopResponseDto | undefined> {
+  ): Promise<JsonText | undefined> {
     const deadline = Date.now() + options.timeoutMs;
     for (;;) {
       const subscription = options.wait ? this.wakeup.subscribe(tenantId, queue) : undefined;
@@ -53,7 +63,7 @@ export class PopService {
     queueName: string,
     partitionName: string | undefined,
     options: PopOptions,
-  ): Promise<PopResponseDto | undefined> {
+  ): Promise<JsonText | undefined> {
     const leaseId = uuidv7();
     let claimSentAt = 0;
     const { claimed, leaseSeconds } = await this.transactions.run(async (manager) => {
@@ -89,6 +99,7 @@ export class PopService {
           batch: options.batch,
           maxPartitions: options.partitions,
           autoAck: options.autoAck,
+          maxBytes: this.answerBudget,
         },
         manager,
       );
@@ -102,37 +113,29 @@ export class PopService {
     if (!options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000) {
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
     }
-    return this.response(queueName, options, options.autoAck ? null : leaseId, claimed);
+    return this.answer(queueName, options, options.autoAck ? null : leaseId, claimed);
   }
 
-  private response(
-    queue: string,
-    options: PopOptions,
-    leaseId: string | null,
-    claimed: ClaimedMessage[],
-  ): PopResponseDto {
-    const { consumerGroup } = options;
-    return {
-      success: true,
-      queue,
-      partition: claimed[0].partition,
-      partitionId: claimed[0].partitionId,
-      leaseId,
-      consumerGroup,
-      messages: claimed.map((message) => ({
-        id: message.id,
-        transactionId: message.transactionId,
-        traceId: message.traceId,
-        data: message.data,
-        producerSub: message.producerSub,
-        createdAt: message.createdAt,
-        partitionId: message.partitionId,
-        partition: message.partition,
-        leaseId,
-        consumerGroup,
-        deliveryAttempt: message.deliveryAttempt,
-      })),
-      partitionsClaimed: new Set(claimed.map((message) => message.partitionId)).size,
-    };
+  /**
+   * The answer as JSON text, written here so that each payload goes out as
+   * the JSON text PostgreSQL stored, without being parsed and serialised.
+   */
+  private answer(queue: string, options: PopOptions, leaseId: string | null, claimed: ClaimedMessage[]): JsonText {
+    const text = JSON.stringify;
+    const lease = text(leaseId);
+    const group = text(options.consumerGroup);
+    const messages = claimed.map(
+      (message) =>
+        `{"id":${text(message.id)},"transactionId":${text(message.transactionId)},"traceId":${text(message.traceId)},` +
+        `"data":${message.dataJson},"producerSub":${text(message.producerSub)},"createdAt":${text(message.createdAt)},` +
+        `"partitionId":${text(message.partitionId)},"partition":${text(message.partition)},"leaseId":${lease},` +
+        `"consumerGroup":${group},"deliveryAttempt":${message.deliveryAttempt}}`,
+    );
+    const partitionsClaimed = new Set(claimed.map((message) => message.partitionId)).size;
+    return new JsonText(
+      `{"success":true,"queue":${text(queue)},"partition":${text(claimed[0].partition)},` +
+        `"partitionId":${text(claimed[0].partitionId)},"leaseId":${lease},"consumerGroup":${group},` +
+        `"messages":[${messages.join(',')}],"partitionsClaimed":${partitionsClaimed}}`,
+    );
   }
 }

@@ -46,9 +46,10 @@ export class PushRepository {
     manager: EntityManager,
   ): Promise<void> {
     await manager.query(
-      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, producer_sub,
-                             created_at)
-       SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, $8, clock_timestamp()
+      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
+                             producer_sub, created_at)
+       SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, octet_length(t.payload),
+              $8, clock_timestamp()
          FROM unnest($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::text[], $7::text[])
            AS t(partition_id, seq, id, transaction_id, trace_id, payload)
         ORDER BY t.partition_id, t.seq`,

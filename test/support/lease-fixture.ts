@@ -4,6 +4,7 @@ import { uuidv7 } from '../../src/common/uuid';
 import { AckService } from '../../src/ack/ack.service';
 import { PopService } from '../../src/pop/pop.service';
 import { PushService } from '../../src/push/push.service';
+import { PopBody } from './broker-client';
 import { sql } from './db-state';
 
 export interface FixtureLease {
@@ -40,7 +41,7 @@ export async function createLease(
       traceId: undefined,
     })),
   );
-  const popped = await app.get(PopService).pop(
+  const answer = await app.get(PopService).pop(
     tenantId,
     queue,
     undefined,
@@ -57,6 +58,7 @@ export async function createLease(
     },
     new AbortController().signal,
   );
+  const popped = answer && (JSON.parse(answer.text) as PopBody);
   if (!popped?.leaseId || popped.partitionsClaimed !== partitions.length) {
     throw new Error(`pop claimed ${popped?.partitionsClaimed ?? 0} of ${partitions.length} partitions`);
   }

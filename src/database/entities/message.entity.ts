@@ -23,6 +23,9 @@ export class MessageEntity {
   @Column({ name: 'payload', type: 'jsonb', nullable: true })
   payload: unknown;
 
+  @Column({ name: 'payload_bytes', type: 'integer', nullable: true })
+  payloadBytes: number | null;
+
   @Column({ name: 'producer_sub', type: 'text', nullable: true })
   producerSub: string | null;
 
