@@ -1,19 +1,32 @@
-import { Injectable, NotFoundException } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { DlqQuery } from './dlq-query.pipe';
 import { DlqRepository } from './dlq.repository';
 import { DeadLetterPageDto } from './dto/dead-letter.dto';
 
+/** The page's own keys, outside its dead letters. */
+const PAGE_ENVELOPE_BYTES = 1_024;
+
 @Injectable()
 export class DlqService {
+  private readonly pageBudget: number;
+
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
     private readonly deadLetters: DlqRepository,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.pageBudget = config.limits.responseMaxBytes - PAGE_ENVELOPE_BYTES;
+  }
 
-  /** A page of dead letters, oldest first, with the total matching the filters, from one snapshot. */
+  /**
+   * A page of dead letters, oldest first, with the total matching the
+   * filters, from one snapshot; shorter than `limit` when the page would pass
+   * RESPONSE_MAX_BYTES.
+   */
   async list(tenantId: string, query: DlqQuery): Promise<DeadLetterPageDto> {
     return this.transactions.run(async (manager) => {
       let queueId: string | undefined;
@@ -22,7 +35,14 @@ export class DlqService {
         if (!queueId) throw new NotFoundException({ error: `queue ${query.queue} not found` });
       }
       const filter = { queueId, consumerGroup: query.consumerGroup };
-      const messages = await this.deadLetters.page(tenantId, filter, query.limit, query.offset, manager);
+      const messages = await this.deadLetters.page(
+        tenantId,
+        filter,
+        query.limit,
+        query.offset,
+        this.pageBudget,
+        manager,
+      );
       const total = await this.deadLetters.count(tenantId, filter, manager);
       return { messages, total };
     });
