@@ -91,7 +91,7 @@ describe('OpenAPI documentation of the message routes', () => {
     ['post', '/api/v1/ack', ['200', '400', '401', '403', '500']],
     ['post', '/api/v1/ack/batch', ['200', '400', '401', '403', '500']],
     ['post', '/api/v1/configure', ['200', '400', '401', '403', '500']],
-    ['get', '/api/v1/resources/queues', ['200', '401', '403', '500']],
+    ['get', '/api/v1/resources/queues', ['200', '400', '401', '403', '500']],
     ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404', '500']],
     ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '500']],
     ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404', '500']],

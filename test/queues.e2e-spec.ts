@@ -147,11 +147,23 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       });
     });
 
-    it('answers {"queues": []} for a tenant with no queues', async () => {
+    it('answers {"queues": [], "next": null} for a tenant with no queues', async () => {
       const response = await client.get('/api/v1/resources/queues');
 
       expect(response.status).toBe(200);
-      expect(response.body).toEqual({ queues: [] });
+      expect(response.body).toEqual({ queues: [], next: null });
+    });
+
+    it('lists queues by name in pages: limit, then after the name it gives as next', async () => {
+      for (const queue of ['c', 'a', 'b']) await client.configure({ queue });
+
+      const first = await client.get('/api/v1/resources/queues', { limit: 2 });
+      const rest = await client.get('/api/v1/resources/queues', { limit: 2, after: first.body.next });
+
+      expect(first.body.queues.map((queue: { name: string }) => queue.name)).toEqual(['a', 'b']);
+      expect(first.body.next).toBe('b');
+      expect(rest.body.queues.map((queue: { name: string }) => queue.name)).toEqual(['c']);
+      expect(rest.body.next).toBeNull();
     });
 
     it('details partitions and, per consumer group, cursors, lag and live leases without revealing lease ids', async () => {

@@ -1,4 +1,4 @@
-import { Injectable, PipeTransform } from '@nestjs/common';
+import { Injectable, PayloadTooLargeException, PipeTransform } from '@nestjs/common';
 import {
   INT32_MAX,
   optionalBoolean,
@@ -10,6 +10,8 @@ import {
 import { ConfigureCommand } from './dto/configure-request.dto';
 
 const KNOWN_OPTIONS = new Set(['leaseTime', 'retryLimit', 'deadLetterQueue']);
+/** Options are echoed by configure and listed by resources: they stay small. */
+export const QUEUE_OPTIONS_MAX_BYTES = 64 * 1024;
 
 @Injectable()
 export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCommand> {
@@ -20,7 +22,10 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
       request.options === undefined || request.options === null ? {} : requireObject(request.options, 'options');
     // fromEntries defines own properties, so even a key named __proto__ is kept as data.
     const extraOptions = Object.fromEntries(Object.entries(options).filter(([key]) => !KNOWN_OPTIONS.has(key)));
-    storableJsonText(extraOptions, 'options');
+    const bytes = Buffer.byteLength(storableJsonText(extraOptions, 'options'));
+    if (bytes > QUEUE_OPTIONS_MAX_BYTES) {
+      throw new PayloadTooLargeException({ error: `options are larger than ${QUEUE_OPTIONS_MAX_BYTES} bytes (${bytes})` });
+    }
     return {
       queue,
       settings: {

@@ -1,4 +1,4 @@
-import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
   ApiBearerAuth,
@@ -7,6 +7,7 @@ import {
   ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
+  ApiQuery,
   ApiTags,
   ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
@@ -17,6 +18,7 @@ import { ErrorResponseDto } from '../common/error-response.dto';
 import { NamePipe } from '../common/name.pipe';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
+import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
 import {
   ConfigureResponseDto,
   DeleteQueueResponseDto,
@@ -56,11 +58,19 @@ export class QueuesController {
 
   @Get('resources/queues')
   @Access('read-only')
-  @ApiOperation({ summary: "The tenant's queues with their options and counts" })
+  @ApiOperation({
+    summary: "The tenant's queues with their options and counts",
+    description:
+      'By name, up to `limit` queues, fewer when the answer would pass RESPONSE_MAX_BYTES; `next` is the name to ' +
+      'pass as `after` for the rest (null: there is none).',
+  })
+  @ApiQuery({ name: 'after', required: false, type: String, description: 'Only queues whose name sorts after this' })
+  @ApiQuery({ name: 'limit', required: false, type: 'integer', description: 'Most queues (1-1000, default 1000)' })
   @ApiOkResponse({ type: QueueListDto })
+  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid after or limit' })
   @ApiDatabaseErrors('Nothing was changed.')
-  list(@TenantId() tenantId: string): Promise<QueueListDto> {
-    return this.queuesService.list(tenantId);
+  list(@TenantId() tenantId: string, @Query(QueueListQueryPipe) page: QueueListQuery): Promise<QueueListDto> {
+    return this.queuesService.list(tenantId, page);
   }
 
   @Get('resources/queues/:queue')

@@ -30,6 +30,20 @@ export interface QueueSummary extends QueueRecord {
   consumerGroups: number;
 }
 
+/** A queue of a listing, with what its entry adds to the answer. */
+export interface QueueListEntry {
+  id: string;
+  name: string;
+  answerBytes: number;
+}
+
+export interface ConsumerGroupTotals {
+  consumerGroup: string;
+  subscriptionFrom: string | null;
+  lag: number;
+  liveLeases: number;
+}
+
 export interface PartitionStats {
   id: string;
   name: string;
@@ -67,6 +81,9 @@ interface QueueSummaryRow extends QueueRow {
   dead_letters: number;
   consumer_groups: number;
 }
+
+/** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
+const QUEUE_ENTRY_BYTES = 300;
 
 const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.options,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
@@ -221,8 +238,37 @@ export class QueuesRepository {
     return rows[0].deleted > 0;
   }
 
+  /**
+   * Up to `limit` queue names after `after`, in name order, each with the
+   * running size of a listing that ends with it (options and name, plus the
+   * fixed fields): the caller cuts the page where it would grow too large.
+   */
+  async listPage(
+    tenantId: string,
+    after: string | undefined,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<QueueListEntry[]> {
+    const rows: Array<{ id: string; name: string; answer_bytes: string }> = await manager.query(
+      `SELECT page.id, page.name,
+              sum(octet_length(page.options::text) + octet_length(page.name) + ${QUEUE_ENTRY_BYTES})
+                OVER (ORDER BY page.name) AS answer_bytes
+         FROM (SELECT id, name, options FROM queues
+                WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
+                ORDER BY name LIMIT $3) page
+        ORDER BY page.name`,
+      [tenantId, after ?? null, limit],
+    );
+    return rows.map((row) => ({ id: row.id, name: row.name, answerBytes: Number(row.answer_bytes) }));
+  }
+
   /** Every queue of the tenant with counts; message counts come from partition offsets, not a scan. */
-  async summaries(tenantId: string, name: string | undefined, manager: EntityManager): Promise<QueueSummary[]> {
+  async summaries(
+    tenantId: string,
+    name: string | undefined,
+    manager: EntityManager,
+    ids?: string[],
+  ): Promise<QueueSummary[]> {
     const rows: QueueSummaryRow[] = await manager.query(
       `SELECT ${QUEUE_COLUMNS}, s.partitions, s.messages,
               (SELECT count(*)::int FROM dead_letters d
@@ -232,9 +278,9 @@ export class QueuesRepository {
          FROM queues q
         CROSS JOIN LATERAL (SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages
                               FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
-        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
+        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::uuid[] IS NULL OR q.id = ANY($3))
         ORDER BY q.name`,
-      [tenantId, name ?? null],
+      [tenantId, name ?? null, ids ?? null],
     );
     return rows.map((row) => ({
       ...toQueue(row),
@@ -245,11 +291,17 @@ export class QueuesRepository {
     }));
   }
 
-  async partitionStats(tenantId: string, queueId: string, manager: EntityManager): Promise<PartitionStats[]> {
+  /** The first `limit` partitions by name. */
+  async partitionStats(
+    tenantId: string,
+    queueId: string,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<PartitionStats[]> {
     const rows: Array<{ id: string; name: string; last_offset: string; created_at: string }> = await manager.query(
       `SELECT id, name, last_offset, ${isoTimestamp('created_at')} AS created_at
-         FROM partitions WHERE tenant_id = $1 AND queue_id = $2 ORDER BY name`,
-      [tenantId, queueId],
+         FROM partitions WHERE tenant_id = $1 AND queue_id = $2 ORDER BY name LIMIT $3`,
+      [tenantId, queueId, limit],
     );
     return rows.map((row) => ({
       id: row.id,
@@ -264,7 +316,37 @@ export class QueuesRepository {
    * live there (never the lease id). A partition the group has not popped
    * from yet shows where the group would start.
    */
-  async consumerStats(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerStats[]> {
+  /** Each group's lag and live leases over all of the queue's partitions. */
+  async consumerGroupTotals(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerGroupTotals[]> {
+    const rows: Array<{ consumer_group: string; subscription_from: string | null; lag: string; live_leases: number }> =
+      await manager.query(
+        `SELECT g.name AS consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from,
+                COALESCE(sum(p.last_offset - COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')})), 0)
+                  AS lag,
+                count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
+           FROM consumer_groups g
+           LEFT JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+           LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
+          WHERE g.tenant_id = $1 AND g.queue_id = $2
+          GROUP BY g.name, g.subscription_from
+          ORDER BY g.name`,
+        [tenantId, queueId],
+      );
+    return rows.map((row) => ({
+      consumerGroup: row.consumer_group,
+      subscriptionFrom: row.subscription_from,
+      lag: Number(row.lag),
+      liveLeases: row.live_leases,
+    }));
+  }
+
+  /** Each group's cursor in each of the given partitions. */
+  async consumerStats(
+    tenantId: string,
+    queueId: string,
+    partitionIds: string[],
+    manager: EntityManager,
+  ): Promise<ConsumerStats[]> {
     const rows: Array<{
       consumer_group: string;
       subscription_from: string | null;
@@ -287,9 +369,9 @@ export class QueuesRepository {
          LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
         CROSS JOIN LATERAL (
               SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS committed_offset) s
-        WHERE g.tenant_id = $1 AND g.queue_id = $2
+        WHERE g.tenant_id = $1 AND g.queue_id = $2 AND p.id = ANY($3::uuid[])
         ORDER BY g.name, p.name`,
-      [tenantId, queueId],
+      [tenantId, queueId, partitionIds],
     );
     return rows.map((row) => ({
       consumerGroup: row.consumer_group,

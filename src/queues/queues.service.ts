@@ -1,4 +1,5 @@
-import { Injectable, NotFoundException } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ConfigureCommand } from './dto/configure-request.dto';
 import {
@@ -9,14 +10,25 @@ import {
   QueueListDto,
   QueueSummaryDto,
 } from './dto/queue-response.dto';
-import { ConsumerStats, QueueRecord, QueuesRepository, QueueSummary } from './queues.repository';
+import { QueueListQuery } from './queue-list-query.pipe';
+import { ConsumerGroupTotals, ConsumerStats, QueueRecord, QueuesRepository, QueueSummary } from './queues.repository';
+
+/** A queue's answer lists this many partitions at most, by name; its totals still cover them all. */
+export const DETAIL_MAX_PARTITIONS = 1_000;
+/** The listing's own keys, outside its queues. */
+const LIST_ENVELOPE_BYTES = 1_024;
 
 @Injectable()
 export class QueuesService {
+  private readonly answerBudget: number;
+
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.answerBudget = config.limits.responseMaxBytes - LIST_ENVELOPE_BYTES;
+  }
 
   /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
   async configure(tenantId: string, command: ConfigureCommand): Promise<ConfigureResponseDto> {
@@ -31,11 +43,22 @@ export class QueuesService {
     };
   }
 
-  async list(tenantId: string): Promise<QueueListDto> {
-    const summaries = await this.transactions.run((manager) =>
-      this.queues.summaries(tenantId, undefined, manager),
-    );
-    return { queues: summaries.map(toSummary) };
+  /**
+   * Up to `limit` queues after `after`, by name, cut short where the answer
+   * would pass RESPONSE_MAX_BYTES (one queue always comes). `next` is the name
+   * to pass as `after` for the rest, null when there is none.
+   */
+  async list(tenantId: string, page: QueueListQuery): Promise<QueueListDto> {
+    return this.transactions.run(async (manager) => {
+      const entries = await this.queues.listPage(tenantId, page.after, page.limit + 1, manager);
+      const shown = entries
+        .slice(0, page.limit)
+        .filter((entry, index) => index === 0 || entry.answerBytes <= this.answerBudget);
+      const summaries =
+        shown.length === 0 ? [] : await this.queues.summaries(tenantId, undefined, manager, shown.map((entry) => entry.id));
+      const more = entries.length > shown.length;
+      return { queues: summaries.map(toSummary), next: more ? shown[shown.length - 1].name : null };
+    });
   }
 
   /** Read in one transaction: one snapshot, and one connection even on the embedded database. */
@@ -45,9 +68,20 @@ export class QueuesService {
       if (!summary) {
         throw new NotFoundException({ error: `queue ${name} not found` });
       }
-      const partitions = await this.queues.partitionStats(tenantId, summary.id, manager);
-      const consumers = await this.queues.consumerStats(tenantId, summary.id, manager);
-      return { ...toSummary(summary), partitions, consumerGroups: groupsOf(consumers) };
+      const partitions = await this.queues.partitionStats(tenantId, summary.id, DETAIL_MAX_PARTITIONS, manager);
+      const totals = await this.queues.consumerGroupTotals(tenantId, summary.id, manager);
+      const consumers = await this.queues.consumerStats(
+        tenantId,
+        summary.id,
+        partitions.map((partition) => partition.id),
+        manager,
+      );
+      return {
+        ...toSummary(summary),
+        partitions,
+        partitionsTruncated: summary.partitions > partitions.length,
+        consumerGroups: groupsOf(totals, consumers),
+      };
     });
   }
 
@@ -80,17 +114,22 @@ function toSummary(summary: QueueSummary): QueueSummaryDto {
   };
 }
 
-function groupsOf(consumers: ConsumerStats[]): ConsumerGroupDto[] {
-  const groups = new Map<string, ConsumerGroupDto>();
-  for (const { consumerGroup, subscriptionFrom, ...partition } of consumers) {
-    let group = groups.get(consumerGroup);
-    if (!group) {
-      group = { name: consumerGroup, subscriptionFrom, lag: 0, liveLeases: 0, partitions: [] };
-      groups.set(consumerGroup, group);
-    }
-    group.lag += partition.lag;
-    group.liveLeases += partition.leased ? 1 : 0;
-    group.partitions.push(partition);
+/** Each group's totals over every partition, with its cursors in the partitions shown. */
+function groupsOf(totals: ConsumerGroupTotals[], consumers: ConsumerStats[]): ConsumerGroupDto[] {
+  const groups = new Map<string, ConsumerGroupDto>(
+    totals.map((total) => [
+      total.consumerGroup,
+      {
+        name: total.consumerGroup,
+        subscriptionFrom: total.subscriptionFrom,
+        lag: total.lag,
+        liveLeases: total.liveLeases,
+        partitions: [],
+      },
+    ]),
+  );
+  for (const { consumerGroup, subscriptionFrom: _from, ...partition } of consumers) {
+    groups.get(consumerGroup)?.partitions.push(partition);
   }
   return [...groups.values()];
 }

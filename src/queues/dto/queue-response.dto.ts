@@ -63,6 +63,13 @@ export class QueueSummaryDto {
 export class QueueListDto {
   @ApiProperty({ type: [QueueSummaryDto] })
   queues: QueueSummaryDto[];
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'Pass as `after` for the queues that did not fit; null when this answer has them all',
+  })
+  next: string | null;
 }
 
 export class PartitionStatsDto {
@@ -122,13 +129,18 @@ export class ConsumerGroupDto {
   @ApiProperty({ type: 'integer', description: 'Partitions with a live lease' })
   liveLeases: number;
 
-  @ApiProperty({ type: [ConsumerPartitionDto] })
+  @ApiProperty({ type: [ConsumerPartitionDto], description: "The group's cursors in the partitions listed" })
   partitions: ConsumerPartitionDto[];
 }
 
 export class QueueDetailDto extends QueueSummaryDto {
-  @ApiProperty({ type: [PartitionStatsDto] })
+  @ApiProperty({ type: [PartitionStatsDto], description: 'The first 1000 partitions by name' })
   partitions: PartitionStatsDto[];
+
+  @ApiProperty({
+    description: "More partitions exist than are listed (partitionCount has them all; each group's lag and liveLeases cover them all)",
+  })
+  partitionsTruncated: boolean;
 
   @ApiProperty({ type: [ConsumerGroupDto] })
   consumerGroups: ConsumerGroupDto[];
