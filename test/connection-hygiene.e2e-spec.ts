@@ -80,7 +80,7 @@ const pidOf = async (client: PoolClient): Promise<number> =>
     let pid = 0;
     const started = Date.now();
     // Each statement stays under the server's statement_timeout (500 ms); together they pass the 1.5 s budget.
-    const outcome = runner.run(async (manager) => {
+    const outcome = runner.run(undefined, async (manager) => {
       pid = (await manager.query('SELECT pg_backend_pid() AS pid'))[0].pid;
       await manager.query('SELECT pg_advisory_xact_lock($1)', [key]);
       for (let step = 0; step < 10; step += 1) await manager.query('SELECT pg_sleep(0.4)');
@@ -90,20 +90,20 @@ const pidOf = async (client: PoolClient): Promise<number> =>
     expect(Date.now() - started).toBeLessThan(1_500 + 2_000);
     await waitFor(async () => !(await sessionExists(observer, pid)), 'the session of the unit ends');
     expect(await lockIsFree(key)).toBe(true);
-    await expect(runner.run((manager) => manager.query('SELECT 1 AS one'))).resolves.toEqual([{ one: 1 }]);
+    await expect(runner.run(undefined, (manager) => manager.query('SELECT 1 AS one'))).resolves.toEqual([{ one: 1 }]);
   });
 
   it('rolls back a unit of work whose statement the server refused, and keeps the connection', async () => {
     const runner = app.get(TransactionRunner);
     let pid = 0;
     await expect(
-      runner.run(async (manager) => {
+      runner.run(undefined, async (manager) => {
         pid = (await manager.query('SELECT pg_backend_pid() AS pid'))[0].pid;
         await manager.query('SELECT 1/0');
       }),
     ).rejects.toThrow('division by zero');
 
-    const [row] = await runner.run((manager) => manager.query('SELECT pg_backend_pid() AS pid'));
+    const [row] = await runner.run(undefined, (manager) => manager.query('SELECT pg_backend_pid() AS pid'));
     expect(row.pid).toBe(pid);
   });
 });

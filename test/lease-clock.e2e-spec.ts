@@ -67,7 +67,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
     const queues = app.get(QueuesRepository);
     const pops = app.get(PopRepository);
 
-    const [row] = await app.get(TransactionRunner).run(async (manager) => {
+    const [row] = await app.get(TransactionRunner).run(tenant, async (manager) => {
       await manager.query('SELECT pg_sleep(1.5)');
       const queue = (await queues.find(tenant, 'clock', manager))!;
       await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);

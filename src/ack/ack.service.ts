@@ -30,7 +30,7 @@ export class AckService {
    */
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
-    return this.transactions.run((manager) => this.apply(tenantId, commands, manager));
+    return this.transactions.run(tenantId, (manager) => this.apply(tenantId, commands, manager));
   }
 
   private async apply(tenantId: string, commands: AckCommand[], manager: EntityManager): Promise<AckResultDto[]> {

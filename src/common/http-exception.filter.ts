@@ -1,9 +1,9 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { RETRY_AFTER_SECONDS, ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { databaseFailureOf, databaseFailureText } from './database-errors';
 import { MethodNotAllowedException } from './method-not-allowed.exception';
 import { requestIdOf } from './request-id.middleware';
+import { RetryLaterException } from './retry-later.exception';
 
 /**
  * Keeps every error the broker produces in the contract's flat shape,
@@ -30,8 +30,8 @@ export class HttpExceptionFilter implements ExceptionFilter {
     if (exception instanceof MethodNotAllowedException) {
       response.setHeader('Allow', exception.allow);
     }
-    if (exception instanceof ShuttingDownException) {
-      response.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+    if (exception instanceof RetryLaterException) {
+      response.setHeader('Retry-After', String(exception.retryAfterSeconds));
     }
     response.status(status).json({ error: message });
   }

@@ -1,57 +1,95 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient } from 'pg';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { PoolUnavailableError } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { withinBudget, workBudgetMs } from './deadline';
+import { monotonicNow, withinBudget, workBudgetMs } from './deadline';
 import { canRollBack } from './guarded-pool';
+import { TenantGate } from './tenant-gate';
 
 /**
  * The one way a use case talks to the database: one transaction on one
  * connection, bounded end to end. The connection is acquired within
- * DB_ACQUIRE_TIMEOUT_MS (else PoolUnavailableError); the whole transaction,
- * COMMIT included, then has DB_STATEMENT_TIMEOUT_MS plus a small margin
- * (else DatabaseTimeoutError, with the connection closed so the server rolls
- * it back). A connection is never handed back with its transaction open.
+ * DB_ACQUIRE_TIMEOUT_MS, including any wait for the tenant's share of the
+ * pool (else PoolUnavailableError); the whole transaction, COMMIT included,
+ * then has DB_STATEMENT_TIMEOUT_MS plus a small margin (else
+ * DatabaseTimeoutError, with the connection closed so the server rolls it
+ * back). A connection is never handed back with its transaction open.
  */
 @Injectable()
 export class TransactionRunner {
   private readonly budgetMs: number;
+  private readonly acquireTimeoutMs: number;
+  private readonly gate: TenantGate;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.budgetMs = workBudgetMs(config.database);
+    this.acquireTimeoutMs = config.database.acquireTimeoutMs;
+    this.gate = new TenantGate(config.limits.tenantMaxConnections);
   }
 
-  async run<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    const runner = this.dataSource.createQueryRunner();
-    let client: PoolClient;
+  /** `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. */
+  async run<T>(tenantId: string | undefined, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    const started = monotonicNow();
+    const leave = tenantId === undefined ? () => undefined : await this.gate.enter(tenantId, this.acquireTimeoutMs);
     try {
-      client = (await runner.connect()) as PoolClient;
-    } catch (error) {
-      await runner.release();
-      throw new PoolUnavailableError(error);
-    }
-    try {
-      return await withinBudget(client, this.budgetMs, async () => {
-        await runner.startTransaction();
-        try {
-          const result = await work(runner.manager);
-          await runner.commitTransaction();
-          return result;
-        } catch (error) {
-          if (runner.isTransactionActive && canRollBack(client, error)) {
-            await runner.rollbackTransaction().catch(() => undefined);
+      const runner = this.dataSource.createQueryRunner();
+      const client = await connectWithin(runner, this.acquireTimeoutMs - (monotonicNow() - started));
+      try {
+        return await withinBudget(client, this.budgetMs, async () => {
+          await runner.startTransaction();
+          try {
+            const result = await work(runner.manager);
+            await runner.commitTransaction();
+            return result;
+          } catch (error) {
+            if (runner.isTransactionActive && canRollBack(client, error)) {
+              await runner.rollbackTransaction().catch(() => undefined);
+            }
+            throw error;
           }
-          throw error;
-        }
-      });
+        });
+      } finally {
+        await runner.release();
+      }
     } finally {
-      await runner.release();
+      leave();
     }
   }
 }
 
+/**
+ * The runner's connection within `timeoutMs` (the pool's own acquire timeout
+ * bounds it too). One that arrives after the caller gave up goes straight back.
+ */
+function connectWithin(runner: QueryRunner, timeoutMs: number): Promise<PoolClient> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      settled = true;
+      reject(new PoolUnavailableError(new Error(`no connection within ${Math.round(timeoutMs)} ms`)));
+    }, Math.max(0, timeoutMs));
+    runner.connect().then(
+      (client: PoolClient) => {
+        if (settled) {
+          void runner.release();
+          return;
+        }
+        settled = true;
+        clearTimeout(timer);
+        resolve(client);
+      },
+      (error: unknown) => {
+        void runner.release();
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(new PoolUnavailableError(error));
+      },
+    );
+  });
+}

@@ -28,7 +28,7 @@ export class DlqService {
    * RESPONSE_MAX_BYTES.
    */
   async list(tenantId: string, query: DlqQuery): Promise<DeadLetterPageDto> {
-    return this.transactions.run(async (manager) => {
+    return this.transactions.run(tenantId, async (manager) => {
       let queueId: string | undefined;
       if (query.queue !== undefined) {
         queueId = (await this.queues.find(tenantId, query.queue, manager))?.id;

@@ -15,7 +15,7 @@ export class HealthService {
   /** A round trip under the same bounds as every request: a stalled database is a 503, not a hang. */
   async check(): Promise<HealthStatus> {
     try {
-      await this.transactions.run((manager) => manager.query('SELECT 1'));
+      await this.transactions.run(undefined, (manager) => manager.query('SELECT 1'));
       return { status: 'ok', database: 'up' };
     } catch (error) {
       this.logger.warn(`health check failed: ${error instanceof Error ? error.message : String(error)}`);

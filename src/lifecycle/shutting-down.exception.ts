@@ -1,4 +1,5 @@
-import { ServiceUnavailableException } from '@nestjs/common';
+import { HttpStatus } from '@nestjs/common';
+import { RetryLaterException } from '../common/retry-later.exception';
 
 /** How long a client should wait before trying again, which should be on another broker. */
 export const RETRY_AFTER_SECONDS = 1;
@@ -7,8 +8,8 @@ export const RETRY_AFTER_SECONDS = 1;
  * The broker is draining: this request was not, or will not be, served here.
  * Answered 503 with Retry-After and Connection: close.
  */
-export class ShuttingDownException extends ServiceUnavailableException {
+export class ShuttingDownException extends RetryLaterException {
   constructor() {
-    super({ error: 'shutting down' });
+    super(HttpStatus.SERVICE_UNAVAILABLE, 'shutting down', RETRY_AFTER_SECONDS);
   }
 }

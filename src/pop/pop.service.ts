@@ -1,6 +1,8 @@
-import { Inject, Injectable, NotFoundException } from '@nestjs/common';
-import { DatabaseTimeoutError } from '../common/database-errors';
+import { HttpStatus, Inject, Injectable, Logger, NotFoundException } from '@nestjs/common';
+import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
+import { RetryLaterException } from '../common/retry-later.exception';
+import { Semaphore } from '../common/semaphore';
 import { uuidv7 } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
@@ -13,11 +15,18 @@ import { ClaimedMessage, PopRepository } from './pop.repository';
 
 /** The answer's own keys and names, outside its messages. */
 const ANSWER_ENVELOPE_BYTES = 2_048;
+/** Woken long polls claim through this share of the pool at once; the rest queue for it. */
+const WOKEN_CLAIMS_PER_POOL = 0.5;
+/** How soon a woken long poll whose claim failed tries again. */
+const RETRY_AFTER_FAILURE_MS = 250;
+export const TOO_MANY_WAITING = 'too many waiting pops';
 
 @Injectable()
 export class PopService {
+  private readonly logger = new Logger(PopService.name);
   /** Bytes the messages of one answer may take (RESPONSE_MAX_BYTES, less the answer's own envelope). */
   private readonly answerBudget: number;
+  private readonly wokenClaims: Semaphore;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -27,14 +36,20 @@ export class PopService {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
+    this.wokenClaims = new Semaphore(Math.max(1, Math.floor(config.database.poolSize * WOKEN_CLAIMS_PER_POOL)));
   }
 
   /**
    * Claims messages under one fresh lease, or undefined (204) when there are
    * none. With wait, parks between attempts without a database connection
-   * until a push to the queue (from any broker process), the timeout, the
-   * caller hanging up or shutdown. The wakeup subscription is taken before
-   * each attempt, so a push committed during the attempt still wakes it.
+   * until a push brings this poll work (from any broker process), the
+   * timeout, the caller hanging up or shutdown. The wakeup subscription is
+   * taken before each attempt, so a push committed during the attempt still
+   * wakes it.
+   *
+   * Once parked, a poll never answers 5xx: its claims after a wakeup queue
+   * for a share of the pool (WOKEN_CLAIMS_PER_POOL), and one that still
+   * fails with a database error is retried shortly, until the timeout.
    */
   async pop(
     tenantId: string,
@@ -44,17 +59,44 @@ export class PopService {
     signal: AbortSignal,
   ): Promise<JsonText | undefined> {
     const deadline = Date.now() + options.timeoutMs;
+    let woken = false;
     for (;;) {
-      const subscription = options.wait ? this.wakeup.subscribe(tenantId, queue) : undefined;
+      const subscription = options.wait
+        ? this.wakeup.subscribe(tenantId, queue, options.consumerGroup, partition)
+        : undefined;
       try {
-        const delivery = await this.claim(tenantId, queue, partition, options);
-        if (delivery || !subscription) return delivery;
-        const outcome = await subscription.wait(Math.max(0, deadline - Date.now()), signal);
+        const attempt = woken
+          ? await this.claimWhenWoken(tenantId, queue, partition, options)
+          : { delivery: await this.claim(tenantId, queue, partition, options) };
+        if (attempt.delivery || !subscription) return attempt.delivery;
+        if (subscription.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
+        const remaining = Math.max(0, deadline - Date.now());
+        const outcome = await subscription.wait(attempt.failed ? Math.min(remaining, RETRY_AFTER_FAILURE_MS) : remaining, signal);
         if (outcome === 'closing') throw new ShuttingDownException();
-        if (outcome !== 'woken') return undefined;
+        // A timeout ends the poll, unless it was the short wait before retrying a failed claim.
+        if (outcome === 'aborted' || (outcome === 'timeout' && (!attempt.failed || Date.now() >= deadline))) {
+          return undefined;
+        }
+        woken = true;
       } finally {
         subscription?.close();
       }
+    }
+  }
+
+  /** A claim after a wakeup: a database failure means "try again shortly", never an error answer. */
+  private async claimWhenWoken(
+    tenantId: string,
+    queue: string,
+    partition: string | undefined,
+    options: PopOptions,
+  ): Promise<{ delivery?: JsonText; failed?: boolean }> {
+    try {
+      return { delivery: await this.wokenClaims.run(() => this.claim(tenantId, queue, partition, options)) };
+    } catch (error) {
+      if (!databaseFailureOf(error)) throw error;
+      this.logger.warn(`A woken long poll could not claim (${databaseFailureOf(error)}); it retries shortly`);
+      return { failed: true };
     }
   }
 
@@ -66,7 +108,7 @@ export class PopService {
   ): Promise<JsonText | undefined> {
     const leaseId = uuidv7();
     let claimSentAt = 0;
-    const { claimed, leaseSeconds } = await this.transactions.run(async (manager) => {
+    const { claimed, leaseSeconds } = await this.transactions.run(tenantId, async (manager) => {
       const queue = await this.queues.find(tenantId, queueName, manager);
       if (!queue) {
         throw new NotFoundException({ error: `queue ${queueName} not found` });

@@ -4,14 +4,15 @@ import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
-import { WakeupService } from '../wakeup/wakeup.service';
+import { QueueWork, WakeupService } from '../wakeup/wakeup.service';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
 import { NewMessage, PushRepository } from './push.repository';
 
 interface PushOutcome {
   results: PushResultDto[];
-  queuesWithNewMessages: Set<string>;
+  /** Per queue, new messages per partition: what the push wakes waiters for. */
+  work: Map<string, QueueWork>;
 }
 
 @Injectable()
@@ -32,10 +33,10 @@ export class PushService {
    */
   async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
     if (items.length === 0) return [];
-    const outcome = await this.transactions.run((manager) =>
+    const outcome = await this.transactions.run(tenantId, (manager) =>
       this.store(tenantId, producerSub ?? null, items, manager),
     );
-    this.wakeup.announce(tenantId, outcome.queuesWithNewMessages);
+    this.wakeup.announce(tenantId, outcome.work);
     return outcome.results;
   }
 
@@ -77,7 +78,7 @@ export class PushService {
 
     const lastOffsets = new Map<string, number>();
     const fresh: NewMessage[] = [];
-    const queuesWithNewMessages = new Set<string>();
+    const work = new Map<string, QueueWork>();
     const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
       const key = compositeKey(partition.id, transactionId);
       const result = (messageId: string, status: PushStatus): PushResultDto => ({
@@ -93,7 +94,9 @@ export class PushService {
       const id = uuidv7();
       lastOffsets.set(partition.id, seq);
       known.set(key, id);
-      queuesWithNewMessages.add(item.queue);
+      const queueWork = work.get(item.queue) ?? new Map<string, number>();
+      queueWork.set(item.partition, (queueWork.get(item.partition) ?? 0) + 1);
+      work.set(item.queue, queueWork);
       const traceId = item.traceId ?? null;
       fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payloadJson: item.payloadJson });
       return result(id, 'queued');
@@ -101,8 +104,8 @@ export class PushService {
 
     if (fresh.length > 0) {
       await this.pushes.insert(tenantId, producerSub, fresh, lastOffsets, manager);
-      await this.pushes.notify(this.wakeup.notificationsFor(tenantId, queuesWithNewMessages), manager);
+      await this.pushes.notify(this.wakeup.notificationsFor(tenantId, work), manager);
     }
-    return { results, queuesWithNewMessages };
+    return { results, work };
   }
 }

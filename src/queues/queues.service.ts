@@ -32,7 +32,7 @@ export class QueuesService {
 
   /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
   async configure(tenantId: string, command: ConfigureCommand): Promise<ConfigureResponseDto> {
-    const queue = await this.transactions.run((manager) =>
+    const queue = await this.transactions.run(tenantId, (manager) =>
       this.queues.configure(tenantId, command.queue, command.settings, manager),
     );
     const inForce = optionsOf(queue);
@@ -49,7 +49,7 @@ export class QueuesService {
    * to pass as `after` for the rest, null when there is none.
    */
   async list(tenantId: string, page: QueueListQuery): Promise<QueueListDto> {
-    return this.transactions.run(async (manager) => {
+    return this.transactions.run(tenantId, async (manager) => {
       const entries = await this.queues.listPage(tenantId, page.after, page.limit + 1, manager);
       const shown = entries
         .slice(0, page.limit)
@@ -63,7 +63,7 @@ export class QueuesService {
 
   /** Read in one transaction: one snapshot, and one connection even on the embedded database. */
   async detail(tenantId: string, name: string): Promise<QueueDetailDto> {
-    return this.transactions.run(async (manager) => {
+    return this.transactions.run(tenantId, async (manager) => {
       const [summary] = await this.queues.summaries(tenantId, name, manager);
       if (!summary) {
         throw new NotFoundException({ error: `queue ${name} not found` });
@@ -87,7 +87,7 @@ export class QueuesService {
 
   /** Idempotent: deleting a queue that does not exist (any more) is not an error. */
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
-    const existed = await this.transactions.run((manager) => this.queues.delete(tenantId, name, manager));
+    const existed = await this.transactions.run(tenantId, (manager) => this.queues.delete(tenantId, name, manager));
     return { deleted: existed, queue: name, existed };
   }
 }

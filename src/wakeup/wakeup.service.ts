@@ -15,12 +15,30 @@ const RECONNECT_MIN_MS = 250;
 const RECONNECT_MAX_MS = 5_000;
 const HEARTBEAT_MS = 15_000;
 
+/** What one push brought to one queue: new messages per partition name. */
+export type QueueWork = Map<string, number>;
+
+/** NOTIFY payloads stay below PostgreSQL's 8000 bytes; past this a push names no partitions. */
+const NOTIFY_PAYLOAD_BYTES = 7_000;
+
 /** Interest in one queue, registered before looking for messages so a push committed meanwhile is not missed. */
 export class WakeupSubscription {
   private outcome: WaitOutcome | undefined;
   private resolve: ((outcome: WaitOutcome) => void) | undefined;
 
-  constructor(private readonly detach: (subscription: WakeupSubscription) => void) {}
+  constructor(
+    readonly tenantId: string,
+    readonly consumerGroup: string,
+    /** Only this partition's messages are claimable for it; undefined: any partition's. */
+    readonly partition: string | undefined,
+    /** Its tenant already had POP_MAX_WAITING_PER_TENANT polls parked: it is not registered and must not park. */
+    readonly refused: boolean,
+    private readonly detach: (subscription: WakeupSubscription) => void,
+  ) {}
+
+  get settled(): boolean {
+    return this.outcome !== undefined;
+  }
 
   settle(outcome: WaitOutcome): void {
     if (this.outcome) return;
@@ -55,13 +73,22 @@ export class WakeupSubscription {
  * NOTIFY on one dedicated connection outside the pool, so a parked poll holds
  * no pooled connection. The embedded database delivers NOTIFY to whichever
  * connection happens to be active, which is why the in-process path exists.
+ *
+ * A push wakes only as many waiters as it brought messages, per consumer
+ * group, oldest first, and a partition's waiters only for that partition's
+ * messages: a thousand parked polls and a push of five messages make five
+ * claims, not a thousand. A tenant may have POP_MAX_WAITING_PER_TENANT polls
+ * parked in this process; more are refused (429) instead of parked.
  */
 @Injectable()
 export class WakeupService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(WakeupService.name);
   /** Tells this process's own notifications apart: its waiters were already woken directly. */
   private readonly origin = randomUUID();
+  /** Per (tenant, queue), in the order they parked. */
   private readonly waiters = new Map<string, Set<WakeupSubscription>>();
+  private readonly parkedPerTenant = new Map<string, number>();
+  private readonly maxParkedPerTenant: number;
   private client: Client | undefined;
   private url: string | undefined;
   private reconnectDelayMs = RECONNECT_MIN_MS;
@@ -74,6 +101,7 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     drain: DrainService,
   ) {
+    this.maxParkedPerTenant = config.limits.popMaxWaitingPerTenant;
     drain.onDrain(() => this.closeWaiters());
   }
 
@@ -98,6 +126,7 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
       for (const subscription of subscriptions) subscription.settle('closing');
     }
     this.waiters.clear();
+    this.parkedPerTenant.clear();
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -109,55 +138,96 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     await client?.end().catch(() => undefined);
   }
 
-  subscribe(tenantId: string, queue: string): WakeupSubscription {
+  subscribe(tenantId: string, queue: string, consumerGroup: string, partition: string | undefined): WakeupSubscription {
     const key = compositeKey(tenantId, queue);
-    const subscription = new WakeupSubscription((done) => this.detach(key, done));
+    const parked = this.parkedPerTenant.get(tenantId) ?? 0;
+    const refused = !this.closing && parked >= this.maxParkedPerTenant;
+    const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, refused, (done) =>
+      this.detach(key, done),
+    );
     if (this.closing) {
       subscription.settle('closing');
       return subscription;
     }
+    if (refused) return subscription;
     let set = this.waiters.get(key);
     if (!set) {
       set = new Set();
       this.waiters.set(key, set);
     }
     set.add(subscription);
+    this.parkedPerTenant.set(tenantId, parked + 1);
     return subscription;
   }
 
-  /** Wakes this process's waiters on these queues; call after the push committed. */
-  announce(tenantId: string, queues: Iterable<string>): void {
-    for (const queue of queues) this.wake(compositeKey(tenantId, queue));
+  /** Wakes this process's waiters for what a push brought; call after it committed. */
+  announce(tenantId: string, work: Map<string, QueueWork>): void {
+    for (const [queue, partitions] of work) this.wake(compositeKey(tenantId, queue), partitions);
   }
 
-  /** NOTIFY payloads for a push, to be sent inside its transaction so they go out on commit. */
-  notificationsFor(tenantId: string, queues: Iterable<string>): string[] {
-    return [...queues].map((queue) => compositeKey(this.origin, tenantId, queue));
+  /**
+   * NOTIFY payloads for a push, to be sent inside its transaction so they go
+   * out on commit: origin, tenant, queue, message count, then each partition
+   * with its count (left out when they would not fit: then any waiter may go).
+   */
+  notificationsFor(tenantId: string, work: Map<string, QueueWork>): string[] {
+    return [...work].map(([queue, partitions]) => {
+      const total = [...partitions.values()].reduce((sum, count) => sum + count, 0);
+      const head = compositeKey(this.origin, tenantId, queue, String(total));
+      const full = compositeKey(head, ...[...partitions].map(([partition, count]) => `${partition}\t${count}`));
+      return Buffer.byteLength(full) <= NOTIFY_PAYLOAD_BYTES ? full : head;
+    });
   }
 
-  private wake(key: string): void {
+  /**
+   * Per consumer group, wakes waiters oldest first while the push's messages
+   * last: one message each, and a partition's waiter only for its
+   * partition's messages. `partitions` undefined: the push did not say which.
+   */
+  private wake(key: string, partitions: QueueWork | undefined, total = sumOf(partitions)): void {
     const set = this.waiters.get(key);
     if (!set) return;
-    this.waiters.delete(key);
-    for (const subscription of set) subscription.settle('woken');
+    const left = new Map<string, { total: number; partitions: Map<string, number> | undefined }>();
+    for (const subscription of set) {
+      let budget = left.get(subscription.consumerGroup);
+      if (!budget) {
+        budget = { total, partitions: partitions && new Map(partitions) };
+        left.set(subscription.consumerGroup, budget);
+      }
+      if (budget.total <= 0 || subscription.settled) continue;
+      if (subscription.partition !== undefined && budget.partitions) {
+        const forPartition = budget.partitions.get(subscription.partition) ?? 0;
+        if (forPartition <= 0) continue;
+        budget.partitions.set(subscription.partition, forPartition - 1);
+      }
+      budget.total -= 1;
+      subscription.settle('woken');
+      this.detach(key, subscription);
+    }
   }
 
+  /** After a gap in NOTIFY (a reconnect), every waiter looks again. */
   private wakeAll(): void {
-    for (const key of [...this.waiters.keys()]) this.wake(key);
+    for (const [key, set] of [...this.waiters]) this.wake(key, undefined, set.size);
   }
 
   private detach(key: string, subscription: WakeupSubscription): void {
     const set = this.waiters.get(key);
-    if (!set) return;
-    set.delete(subscription);
+    if (!set?.delete(subscription)) return;
     if (set.size === 0) this.waiters.delete(key);
+    const parked = (this.parkedPerTenant.get(subscription.tenantId) ?? 1) - 1;
+    if (parked > 0) this.parkedPerTenant.set(subscription.tenantId, parked);
+    else this.parkedPerTenant.delete(subscription.tenantId);
   }
 
   private onNotification(message: Notification): void {
-    const payload = message.payload ?? '';
-    const separator = payload.indexOf('\n');
-    if (message.channel !== PUSH_CHANNEL || separator < 0 || payload.slice(0, separator) === this.origin) return;
-    this.wake(payload.slice(separator + 1));
+    const [origin, tenantId, queue, total, ...partitions] = (message.payload ?? '').split('\n');
+    if (message.channel !== PUSH_CHANNEL || total === undefined || origin === this.origin) return;
+    const work: QueueWork | undefined =
+      partitions.length === 0
+        ? undefined
+        : new Map(partitions.map((entry) => [entry.slice(0, entry.lastIndexOf('\t')), Number(entry.slice(entry.lastIndexOf('\t') + 1))]));
+    this.wake(compositeKey(tenantId, queue), work, Number(total));
   }
 
   private async connect(): Promise<void> {
@@ -220,4 +290,10 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+function sumOf(partitions: QueueWork | undefined): number {
+  let total = 0;
+  for (const count of partitions?.values() ?? []) total += count;
+  return total;
 }
