@@ -1,7 +1,7 @@
 import { PoolUnavailableError } from '../common/database-errors';
 import { AppConfig } from '../config/app-config';
 import { loadConfig } from '../config/load-config';
-import { LeaseRenewal, LeaseRepository, RenewalRequest } from './lease.repository';
+import { LeaseRenewal, LeaseRepository, RenewalFailedError, RenewalRequest } from './lease.repository';
 import { RenewalBatcher } from './renewal-batcher';
 
 /** A repository whose statements finish only when the test says so. */
@@ -26,7 +26,7 @@ class ControlledRepository {
   }
 }
 
-const request = (leaseId: string, seconds = 60): RenewalRequest => ({ tenantId: 't', leaseId, seconds });
+const request = (leaseId: string, seconds = 60, tenantId = 't'): RenewalRequest => ({ tenantId, leaseId, seconds });
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 function batcher(env: Record<string, string>): { batcher: RenewalBatcher; repository: ControlledRepository } {
@@ -150,6 +150,94 @@ describe('RenewalBatcher', () => {
       expect(repository.calls[1].requests.map((pending) => pending.leaseId)).toEqual(['c']);
       repository.calls[1].finish();
       await expect(fresh).resolves.toEqual({ renewed: 60, earliestExpiresAt: 'c' });
+    });
+  });
+
+  describe('between tenants', () => {
+    it('takes waiting renewals round-robin by tenant, so a tenant with many waiting does not crowd out another', async () => {
+      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_SIZE: '4' });
+
+      const answers = [
+        subject.renew(request('busy', 1, 'A')),
+        ...['a1', 'a2', 'a3', 'a4', 'a5', 'a6'].map((id) => subject.renew(request(id, 1, 'A'))),
+        subject.renew(request('b1', 1, 'B')),
+      ];
+      await flush();
+      repository.calls[0].finish();
+      await flush();
+
+      expect(repository.calls[1].requests.map((pending) => pending.leaseId)).toEqual(['a1', 'b1', 'a2', 'a3']);
+      repository.calls[1].finish();
+      await flush();
+      repository.calls[2].finish();
+      await Promise.all(answers);
+    });
+
+    it('keeps a group within LEASE_RENEWAL_BATCH_ROWS, counting each lease at the size it renewed last', async () => {
+      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_ROWS: '600' });
+      // A repository whose answer says each lease holds `seconds` rows.
+      const learn = subject.renew(request('big-1', 500, 'A'));
+      await flush();
+      repository.calls[0].finish();
+      await learn;
+      await flush();
+      const learnToo = subject.renew(request('big-2', 500, 'A'));
+      await flush();
+      repository.calls[1].finish();
+      await learnToo;
+      await flush();
+
+      const busy = subject.renew(request('busy', 1, 'C'));
+      const queued = [
+        subject.renew(request('big-1', 500, 'A')),
+        subject.renew(request('big-2', 500, 'A')),
+        subject.renew(request('small', 1, 'B')),
+      ];
+      await flush();
+      repository.calls[2].finish();
+      await busy;
+      await flush();
+
+      expect(repository.calls[3].requests.map((pending) => pending.leaseId)).toEqual(['big-1', 'small']);
+      repository.calls[3].finish();
+      await flush();
+      expect(repository.calls[4].requests.map((pending) => pending.leaseId)).toEqual(['big-2']);
+      repository.calls[4].finish();
+      await Promise.all(queued);
+    });
+
+    it('answers with the failure only the renewals that fail on their own: a failed group is retried by tenant, then one by one', async () => {
+      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1' });
+      const timeout = () => new RenewalFailedError('statement timeout', undefined);
+
+      const busy = subject.renew(request('busy', 1, 'C'));
+      // Caught at once: it rejects while the test is still driving the others.
+      const culprit = subject.renew(request('huge', 1, 'A')).catch((error: unknown) => error);
+      const neighbour = subject.renew(request('own', 1, 'A'));
+      const victim = subject.renew(request('small', 1, 'B'));
+      await flush();
+      repository.calls[0].finish();
+      await busy;
+      await flush();
+      expect(repository.calls[1].requests.map((pending) => pending.leaseId)).toEqual(['huge', 'small', 'own']);
+
+      repository.calls[1].finish(timeout());
+      await flush();
+      expect(repository.calls[2].requests.map((pending) => pending.leaseId)).toEqual(['huge', 'own']);
+      repository.calls[2].finish(timeout());
+      await flush();
+      expect(repository.calls[3].requests.map((pending) => pending.leaseId)).toEqual(['huge']);
+      repository.calls[3].finish(timeout());
+      await flush();
+      expect(repository.calls[4].requests.map((pending) => pending.leaseId)).toEqual(['own']);
+      repository.calls[4].finish();
+      await flush();
+      expect(repository.calls[5].requests.map((pending) => pending.leaseId)).toEqual(['small']);
+      repository.calls[5].finish();
+
+      expect(await culprit).toBeInstanceOf(RenewalFailedError);
+      await expect(neighbour).resolves.toMatchObject({ renewed: 1 });
+      await expect(victim).resolves.toMatchObject({ renewed: 1 });
     });
   });
 });

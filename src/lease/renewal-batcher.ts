@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { PoolUnavailableError } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow, requestBoundMs } from '../database/deadline';
-import { LeaseRenewal, LeaseRepository, RenewalRequest } from './lease.repository';
+import { LeaseRenewal, LeaseRepository, RenewalFailedError, RenewalRequest } from './lease.repository';
 
 interface Pending {
   request: RenewalRequest;
@@ -12,12 +12,25 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
+/** Lease sizes remembered from earlier renewals; the oldest are forgotten past this. */
+const KNOWN_LEASES = 100_000;
+
 /**
  * Group commit for renewals. A request that finds a free slot runs at once,
  * so a lone caller waits for nothing but its own statement. Requests that
  * arrive while every slot is busy wait for the next free slot and then run
- * together as one statement, up to `maxBatch` at a time: under load, one
- * commit serves many renewals instead of one each.
+ * together as one statement: under load, one commit serves many renewals
+ * instead of one each.
+ *
+ * Fair between tenants: waiting requests are queued per tenant and a group
+ * takes them round-robin, one per tenant in turn, so a tenant renewing
+ * hundreds of leases at once does not keep another tenant's renewal out of
+ * the next statement. A group holds at most LEASE_RENEWAL_BATCH_SIZE
+ * requests and, as far as the leases' sizes are known from their last
+ * renewal, LEASE_RENEWAL_BATCH_ROWS rows, so one tenant's huge leases cannot
+ * make everybody's statement slow. When a statement fails (a timeout, say),
+ * its requests are retried by tenant, then one by one, so only the renewals
+ * that fail on their own are answered with the failure.
  *
  * Each request keeps the bound it was promised from the moment it arrived
  * (acquire timeout plus statement budget): time spent waiting for a slot
@@ -26,10 +39,15 @@ interface Pending {
  */
 @Injectable()
 export class RenewalBatcher {
-  private readonly queue: Pending[] = [];
+  /** Waiting requests per tenant, in arrival order; the map's order is the round-robin's. */
+  private readonly waiting = new Map<string, Pending[]>();
+  private waitingCount = 0;
+  /** Rows each known lease renewed last time, by `tenant\nlease`. */
+  private readonly leaseRows = new Map<string, number>();
   private running = 0;
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
+  private readonly maxRows: number;
   private readonly boundMs: number;
 
   constructor(
@@ -39,18 +57,23 @@ export class RenewalBatcher {
     // More statements in flight than pooled connections would only queue in the pool.
     this.maxInFlight = Math.min(config.leaseRenewalConcurrency, config.database.poolSize);
     this.maxBatch = config.leaseRenewalBatchSize;
+    this.maxRows = config.leaseRenewalBatchRows;
     this.boundMs = requestBoundMs(config.database);
   }
 
   renew(request: RenewalRequest): Promise<LeaseRenewal> {
     return new Promise<LeaseRenewal>((resolve, reject) => {
-      this.queue.push({ request, deadline: monotonicNow() + this.boundMs, resolve, reject });
+      const queue = this.waiting.get(request.tenantId);
+      const pending = { request, deadline: monotonicNow() + this.boundMs, resolve, reject };
+      if (queue) queue.push(pending);
+      else this.waiting.set(request.tenantId, [pending]);
+      this.waitingCount += 1;
       this.drain();
     });
   }
 
   private drain(): void {
-    while (this.running < this.maxInFlight && this.queue.length > 0) {
+    while (this.running < this.maxInFlight && this.waitingCount > 0) {
       const batch = this.takeBatch();
       if (batch.length === 0) continue;
       this.running += 1;
@@ -58,34 +81,103 @@ export class RenewalBatcher {
     }
   }
 
-  /** The next group, without the requests whose time ran out while they waited for a slot. */
+  /**
+   * The next group: one request per tenant in turn, oldest first, without
+   * the requests whose time ran out while they waited for a slot. A tenant
+   * served last goes to the back of the round-robin.
+   */
   private takeBatch(): Pending[] {
     const now = monotonicNow();
     const batch: Pending[] = [];
-    while (batch.length < this.maxBatch && this.queue.length > 0) {
-      const pending = this.queue.shift()!;
-      if (pending.deadline > now) {
+    let rows = 0;
+    while (batch.length < this.maxBatch && this.waitingCount > 0) {
+      let tookAny = false;
+      for (const [tenantId, queue] of [...this.waiting]) {
+        if (batch.length >= this.maxBatch) break;
+        const pending = queue[0];
+        const size = this.rowsOf(pending.request);
+        if (pending.deadline > now && batch.length > 0 && rows + size > this.maxRows) continue;
+        queue.shift();
+        this.waitingCount -= 1;
+        // Back of the round-robin: the map keeps insertion order.
+        this.waiting.delete(tenantId);
+        if (queue.length > 0) this.waiting.set(tenantId, queue);
+        if (pending.deadline <= now) {
+          pending.reject(new PoolUnavailableError(new Error('no renewal slot before the deadline')));
+          continue;
+        }
         batch.push(pending);
-      } else {
-        pending.reject(new PoolUnavailableError(new Error('no renewal slot before the deadline')));
+        rows += size;
+        tookAny = true;
       }
+      if (!tookAny) break;
     }
     return batch;
   }
 
   private async run(batch: Pending[]): Promise<void> {
     try {
-      // First in, first out: the first request's deadline is the group's earliest.
-      const renewals = await this.leases.renew(
-        batch.map((pending) => pending.request),
-        batch[0].deadline,
-      );
-      batch.forEach((pending, index) => pending.resolve(renewals[index]));
-    } catch (error) {
-      for (const pending of batch) pending.reject(error);
+      await this.renewOrSplit(batch);
     } finally {
       this.running -= 1;
       this.drain();
     }
   }
+
+  /** Renews a group; if its statement fails, retries it by tenant, then one request at a time. */
+  private async renewOrSplit(batch: Pending[]): Promise<void> {
+    let renewals: LeaseRenewal[];
+    try {
+      // First in, first out per tenant: the group's earliest deadline bounds its statement.
+      const deadline = Math.min(...batch.map((pending) => pending.deadline));
+      renewals = await this.leases.renew(
+        batch.map((pending) => pending.request),
+        deadline,
+      );
+    } catch (error) {
+      const parts = error instanceof RenewalFailedError ? split(batch) : [];
+      if (parts.length === 0) {
+        for (const pending of batch) pending.reject(error);
+        return;
+      }
+      for (const part of parts) await this.renewOrSplit(part);
+      return;
+    }
+    batch.forEach((pending, index) => {
+      this.remember(pending.request, renewals[index].renewed);
+      pending.resolve(renewals[index]);
+    });
+  }
+
+  private rowsOf(request: RenewalRequest): number {
+    return this.leaseRows.get(leaseKey(request)) ?? 1;
+  }
+
+  private remember(request: RenewalRequest, rows: number): void {
+    const key = leaseKey(request);
+    this.leaseRows.delete(key);
+    if (rows <= 1) return;
+    this.leaseRows.set(key, rows);
+    if (this.leaseRows.size > KNOWN_LEASES) this.leaseRows.delete(this.leaseRows.keys().next().value!);
+  }
+}
+
+/**
+ * How a failed group is retried: a group of several tenants by tenant, a
+ * tenant's group of several requests one by one, a single request not at
+ * all (its failure is its own).
+ */
+function split(batch: Pending[]): Pending[][] {
+  if (batch.length <= 1) return [];
+  const byTenant = new Map<string, Pending[]>();
+  for (const pending of batch) {
+    const group = byTenant.get(pending.request.tenantId) ?? [];
+    group.push(pending);
+    byTenant.set(pending.request.tenantId, group);
+  }
+  return byTenant.size > 1 ? [...byTenant.values()] : batch.map((pending) => [pending]);
+}
+
+function leaseKey(request: RenewalRequest): string {
+  return `${request.tenantId}\n${request.leaseId}`;
 }
