@@ -10,7 +10,7 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
   let client: BrokerClient;
 
   beforeAll(async () => {
-    app = await createTestApp({ RESPONSE_MAX_BYTES: '4mb', BODY_LIMIT: '16mb' });
+    app = await createTestApp({ RESPONSE_MAX_BYTES: '4mb', BODY_LIMIT: '16mb', RATE_LIMIT_MANAGE: '0' });
   });
 
   afterAll(async () => {

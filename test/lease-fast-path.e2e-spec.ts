@@ -7,6 +7,7 @@ import type { Response } from 'express';
 import { Observable, tap } from 'rxjs';
 import { DataSource } from 'typeorm';
 import { AccessGuard } from '../src/auth/access.guard';
+import { TenantThrottlerGuard } from '../src/limits/tenant-throttler.guard';
 import { HttpExceptionFilter } from '../src/common/http-exception.filter';
 import { LeaseFastPathMiddleware } from '../src/lease/lease-fast-path.middleware';
 import { sleep } from './support/sleep';
@@ -210,7 +211,7 @@ describe('lease route served ahead of the router', () => {
     expect(JSON.parse(response.body)).toMatchObject({ leaseId: c.leaseId, success: true, renewed: 1 });
     expect(serve).toHaveBeenCalledTimes(1);
     const pipeline = fast.get(LeaseFastPathMiddleware).activePipeline();
-    expect(pipeline?.guards).toEqual([expect.any(AccessGuard)]);
+    expect(pipeline?.guards).toEqual([expect.any(AccessGuard), expect.any(TenantThrottlerGuard)]);
     expect(pipeline?.filter).toBeInstanceOf(HttpExceptionFilter);
   });
 

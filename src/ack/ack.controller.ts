@@ -13,6 +13,7 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
+import { RateLimited } from '../limits/route-class.decorator';
 import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
 import { AckService } from './ack.service';
 import { AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
@@ -36,6 +37,7 @@ const ACK_DESCRIPTION =
   'The acknowledgments may or may not have been applied; do not repeat them blindly: if they were not, the batch ' +
     'redelivers when its lease expires.',
 )
+@RateLimited('consume')
 @Controller('api/v1/ack')
 export class AckController {
   constructor(private readonly ackService: AckService) {}

@@ -1,11 +1,35 @@
 import { Module } from '@nestjs/common';
-import { APP_GUARD } from '@nestjs/core';
+import { APP_GUARD, Reflector } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
+import { ThrottlerModule } from '@nestjs/throttler';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { FixedWindowThrottlerStorage } from '../limits/fixed-window.storage';
+import { TenantThrottlerGuard } from '../limits/tenant-throttler.guard';
 import { AccessGuard } from './access.guard';
 import { JwtStrategy } from './jwt.strategy';
 
+const reflector = new Reflector();
+
 @Module({
-  imports: [PassportModule.register({ session: false })],
-  providers: [JwtStrategy, { provide: APP_GUARD, useClass: AccessGuard }],
+  imports: [
+    PassportModule.register({ session: false }),
+    ThrottlerModule.forRootAsync({
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({
+        throttlers: [
+          {
+            name: 'default',
+            ttl: 1_000,
+            limit: (context) =>
+              TenantThrottlerGuard.limitOf(reflector, config.limits.rateLimits, context) ?? Number.MAX_SAFE_INTEGER,
+          },
+        ],
+        storage: new FixedWindowThrottlerStorage(),
+        setHeaders: false,
+      }),
+    }),
+  ],
+  // Global guards run in this order: who the caller is (and its tenant), then its tenant's rate.
+  providers: [JwtStrategy, { provide: APP_GUARD, useClass: AccessGuard }, { provide: APP_GUARD, useClass: TenantThrottlerGuard }],
 })
 export class AuthModule {}

@@ -105,7 +105,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
         renew: reader.int('RATE_LIMIT_RENEW', 20_000, 0, 10_000_000),
         consume: reader.int('RATE_LIMIT_CONSUME', 2_000, 0, 10_000_000),
         produce: reader.int('RATE_LIMIT_PRODUCE', 2_000, 0, 10_000_000),
-        manage: reader.int('RATE_LIMIT_MANAGE', 100, 0, 10_000_000),
+        manage: reader.int('RATE_LIMIT_MANAGE', 500, 0, 10_000_000),
       },
     },
     docsEnabled: reader.bool('DOCS_ENABLED', true),

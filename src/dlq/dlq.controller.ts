@@ -14,6 +14,7 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
+import { RateLimited } from '../limits/route-class.decorator';
 import { DlqQuery, DlqQueryPipe } from './dlq-query.pipe';
 import { DlqService } from './dlq.service';
 import { DeadLetterPageDto } from './dto/dead-letter.dto';
@@ -29,6 +30,7 @@ const DlqQueryDocs = () =>
 
 @ApiTags('queues')
 @ApiBearerAuth()
+@RateLimited('manage')
 @Controller('api/v1/dlq')
 export class DlqController {
   constructor(private readonly dlqService: DlqService) {}

@@ -15,12 +15,14 @@ import { TenantId } from '../auth/principal.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
 import { RawBody } from '../http/request-body.interceptor';
+import { RateLimited } from '../limits/route-class.decorator';
 import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
 import { LeaseService } from './lease.service';
 
 @ApiTags('lease')
 @ApiBearerAuth()
+@RateLimited('renew')
 @Controller('api/v1/lease')
 export class LeaseController {
   constructor(private readonly leaseService: LeaseService) {}

@@ -22,6 +22,7 @@ import { JsonText } from '../common/json-text';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
+import { RateLimited } from '../limits/route-class.decorator';
 import { PopResponseDto } from './dto/pop-response.dto';
 import { PopOptions, PopQueryPipe } from './pop-query.pipe';
 import { PopService } from './pop.service';
@@ -75,6 +76,7 @@ const POP_DESCRIPTION =
 })
 @PopQueryDocs()
 @UseInterceptors(NoContentWhenEmptyInterceptor)
+@RateLimited('consume')
 @Controller('api/v1/pop/queue')
 export class PopController {
   constructor(private readonly popService: PopService) {}

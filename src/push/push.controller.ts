@@ -15,6 +15,7 @@ import { Principal } from '../auth/principal';
 import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
+import { RateLimited } from '../limits/route-class.decorator';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
 import { PushRequestPipe } from './push-request.pipe';
@@ -22,6 +23,7 @@ import { PushService } from './push.service';
 
 @ApiTags('messages')
 @ApiBearerAuth()
+@RateLimited('produce')
 @Controller('api/v1/push')
 export class PushController {
   constructor(private readonly pushService: PushService) {}

@@ -16,6 +16,7 @@ import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { NamePipe } from '../common/name.pipe';
+import { RateLimited } from '../limits/route-class.decorator';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
@@ -31,6 +32,7 @@ import { QueuesService } from './queues.service';
 @ApiBearerAuth()
 @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
 @ApiForbiddenResponse({ type: ErrorResponseDto, description: "The token's roles do not allow this route" })
+@RateLimited('manage')
 @Controller('api/v1')
 export class QueuesController {
   constructor(private readonly queuesService: QueuesService) {}

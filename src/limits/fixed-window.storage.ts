@@ -1,0 +1,46 @@
+import { ThrottlerStorage } from '@nestjs/throttler';
+
+/** What ThrottlerStorage.increment answers (the package exports the interface, not its record type). */
+type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage['increment']>>;
+
+interface Window {
+  startsAt: number;
+  hits: number;
+}
+
+/** Windows untouched this long are dropped at the next sweep. */
+const IDLE_MS = 60_000;
+
+/**
+ * A fixed-window counter per key: one number per tenant and route class,
+ * no timer per request. The library's default storage keeps an expiry time
+ * per hit and filters that list on every request, so its cost grows with
+ * the limit; at thousands of renewals a second that was too much for the
+ * broker's hottest route.
+ */
+export class FixedWindowThrottlerStorage implements ThrottlerStorage {
+  private readonly windows = new Map<string, Window>();
+  private sweptAt = Date.now();
+
+  async increment(key: string, ttl: number, limit: number): Promise<ThrottlerStorageRecord> {
+    const now = Date.now();
+    this.sweep(now);
+    let window = this.windows.get(key);
+    if (!window || now - window.startsAt >= ttl) {
+      window = { startsAt: now, hits: 0 };
+      this.windows.set(key, window);
+    }
+    window.hits += 1;
+    const secondsLeft = Math.max(1, Math.ceil((window.startsAt + ttl - now) / 1000));
+    const isBlocked = window.hits > limit;
+    return { totalHits: window.hits, timeToExpire: secondsLeft, isBlocked, timeToBlockExpire: isBlocked ? secondsLeft : 0 };
+  }
+
+  private sweep(now: number): void {
+    if (now - this.sweptAt < IDLE_MS) return;
+    this.sweptAt = now;
+    for (const [key, window] of this.windows) {
+      if (now - window.startsAt >= IDLE_MS) this.windows.delete(key);
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import { ExecutionContext, HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import {
+  InjectThrottlerOptions,
+  InjectThrottlerStorage,
+  ThrottlerGuard,
+  ThrottlerLimitDetail,
+  ThrottlerModuleOptions,
+  ThrottlerStorage,
+} from '@nestjs/throttler';
+import { principalOf, tenantIdOf } from '../auth/principal.decorator';
+import { RetryLaterException } from '../common/retry-later.exception';
+import { APP_CONFIG, AppConfig, RateLimits } from '../config/app-config';
+import { ROUTE_CLASS, RouteClass } from './route-class.decorator';
+
+export const TOO_MANY_REQUESTS = 'too many requests';
+
+/**
+ * Per-tenant request rates, per route class (RATE_LIMIT_RENEW, _CONSUME,
+ * _PRODUCE, _MANAGE, each per second and broker process), with
+ * @nestjs/throttler. Runs after AccessGuard, which resolved the tenant; a
+ * route without a class, or whose class is unlimited (0), is not counted.
+ * Over the limit: 429 {"error":"too many requests"} with Retry-After.
+ */
+@Injectable()
+export class TenantThrottlerGuard extends ThrottlerGuard {
+  private readonly rateLimits: RateLimits;
+
+  constructor(
+    @InjectThrottlerOptions() options: ThrottlerModuleOptions,
+    @InjectThrottlerStorage() storage: ThrottlerStorage,
+    reflector: Reflector,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    super(options, storage, reflector);
+    this.rateLimits = config.limits.rateLimits;
+  }
+
+  /** The route's class and its per-second limit, or undefined when the route is not limited. */
+  static limitOf(reflector: Reflector, rateLimits: RateLimits, context: ExecutionContext): number | undefined {
+    const routeClass = reflector.getAllAndOverride<RouteClass | undefined>(ROUTE_CLASS, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
+    const limit = routeClass === undefined ? 0 : rateLimits[routeClass];
+    return limit > 0 ? limit : undefined;
+  }
+
+  /** Public routes have no tenant to count against. */
+  protected override async shouldSkip(context: ExecutionContext): Promise<boolean> {
+    const limit = TenantThrottlerGuard.limitOf(this.reflector, this.rateLimits, context);
+    return limit === undefined || principalOf(context.switchToHttp().getRequest()) === undefined;
+  }
+
+  protected override async getTracker(request: Record<string, unknown>): Promise<string> {
+    return tenantIdOf(request as never);
+  }
+
+  protected override generateKey(context: ExecutionContext, tenantId: string): string {
+    const routeClass = this.reflector.getAllAndOverride<RouteClass>(ROUTE_CLASS, [context.getHandler(), context.getClass()]);
+    return `${tenantId}\n${routeClass}`;
+  }
+
+  protected override async throwThrottlingException(
+    _context: ExecutionContext,
+    detail: ThrottlerLimitDetail,
+  ): Promise<void> {
+    throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_REQUESTS, Math.max(1, detail.timeToBlockExpire));
+  }
+}

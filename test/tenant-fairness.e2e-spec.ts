@@ -1,0 +1,202 @@
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Client } from 'pg';
+import request from 'supertest';
+import { DataSource, QueryRunner } from 'typeorm';
+import { PopRepository } from '../src/pop/pop.repository';
+import { BrokerClient } from './support/broker-client';
+import { createLease } from './support/lease-fixture';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { CapturedLogs } from './faults/support/captured-logs';
+import { waitFor } from './support/wait';
+
+type Answer = request.Response;
+
+describe('one tenant cannot starve another', () => {
+  describe('rate limits per tenant and route class', () => {
+    let app: NestExpressApplication;
+
+    beforeAll(async () => {
+      app = await createTestApp({ RATE_LIMIT_PRODUCE: '5', RATE_LIMIT_RENEW: '0' });
+    });
+
+    afterAll(async () => {
+      await app.close();
+    });
+
+    it("answers a tenant's pushes past RATE_LIMIT_PRODUCE per second with 429 and Retry-After; other tenants and other classes go on", async () => {
+      const noisy = new BrokerClient(app, newTenant());
+      const quiet = new BrokerClient(app, newTenant());
+      const lease = await createLease(app, noisy.tenant, [30]);
+
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, n) => noisy.push([{ queue: 'flood', payload: n }]).then((response) => response)),
+      );
+      const refused = answers.filter((answer) => answer.status === 429);
+
+      expect(answers.filter((answer) => answer.status === 201)).toHaveLength(5);
+      expect(refused).toHaveLength(3);
+      for (const answer of refused) {
+        expect(answer.body).toEqual({ error: 'too many requests' });
+        expect(Number(answer.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      }
+      expect((await quiet.push([{ queue: 'calm', payload: 1 }])).status).toBe(201);
+      expect((await noisy.extend(lease.leaseId, 30)).body).toMatchObject({ renewed: 1 });
+      // A new second, a new budget.
+      await waitFor(async () => (await noisy.push([{ queue: 'flood', payload: 'later' }])).status === 201, 'the next second');
+    });
+  });
+
+  describe('long polls', () => {
+    let app: NestExpressApplication;
+
+    beforeAll(async () => {
+      app = await createTestApp({ POP_MAX_WAITING_PER_TENANT: '20' });
+    });
+
+    afterAll(async () => {
+      await app.close();
+    });
+
+    /** `count` parked polls, each answered when its consumer group row shows it reached the broker. */
+    async function park(client: BrokerClient, queue: string, count: number, timeout = 10_000): Promise<Array<Promise<Answer>>> {
+      const polls = Array.from({ length: count }, () =>
+        client.pop(queue, { wait: true, timeout, batch: 1 }).then((response) => response),
+      );
+      return polls;
+    }
+
+    it('refuses polls past POP_MAX_WAITING_PER_TENANT with 429 at once, leaving other tenants able to park', async () => {
+      const greedy = new BrokerClient(app, newTenant());
+      const other = new BrokerClient(app, newTenant());
+      await greedy.configure({ queue: 'idle' });
+      await other.configure({ queue: 'idle' });
+
+      const polls = await park(greedy, 'idle', 25, 3_000);
+      const refused: Answer[] = [];
+      await waitFor(async () => {
+        const settled = await Promise.all(polls.map((poll) => Promise.race([poll, Promise.resolve(undefined)])));
+        refused.splice(0, refused.length, ...settled.filter((answer): answer is Answer => answer?.status === 429));
+        return refused.length === 5;
+      }, 'five polls refused');
+      for (const answer of refused) {
+        expect(answer.body).toEqual({ error: 'too many waiting pops' });
+        expect(answer.headers['retry-after']).toBe('1');
+      }
+
+      const [otherPoll] = await park(other, 'idle', 1);
+      await other.pushMany('idle', 1);
+      expect((await otherPoll).status).toBe(200);
+      const answered = await Promise.all(polls);
+      expect(answered.filter((answer) => answer.status === 204)).toHaveLength(20);
+    });
+
+    it('wakes only as many parked polls as a push brings messages, and those five get them', async () => {
+      const client = new BrokerClient(app, newTenant());
+      await client.configure({ queue: 'work' });
+      const claims = jest.spyOn(app.get(PopRepository), 'claim');
+      const polls = await park(client, 'work', 15, 5_000);
+      await waitFor(() => claims.mock.calls.length >= 15, 'every poll looked once');
+      await Promise.all(claims.mock.results.map((result) => result.value));
+      claims.mockClear();
+
+      await client.push(Array.from({ length: 5 }, (_, n) => ({ queue: 'work', partition: `p${n}`, payload: n })));
+      const answered = await Promise.all(polls);
+
+      expect(answered.filter((answer) => answer.status === 200)).toHaveLength(5);
+      expect(answered.filter((answer) => answer.status === 204)).toHaveLength(10);
+      expect(claims.mock.calls).toHaveLength(5);
+      claims.mockRestore();
+    });
+  });
+
+  // Connections held by a tenant's blocked transactions: real PostgreSQL only.
+  (onEmbeddedDatabase ? describe.skip : describe)('the pool, on real PostgreSQL', () => {
+    let app: NestExpressApplication;
+    let blocker: Client;
+    let observer: Client;
+
+    beforeAll(async () => {
+      // A pool of 4 of which one tenant may hold 3.
+      app = await createTestApp({ DB_POOL_SIZE: '4', DB_ACQUIRE_TIMEOUT_MS: '1000', DB_STATEMENT_TIMEOUT_MS: '10000' });
+      blocker = new Client({ connectionString: process.env.DATABASE_URL });
+      observer = new Client({ connectionString: process.env.DATABASE_URL });
+      await blocker.connect();
+      await observer.connect();
+    });
+
+    afterAll(async () => {
+      await blocker.end();
+      await observer.end();
+      await app.close();
+    });
+
+    it("lets another tenant's push through while one tenant holds its whole share of the pool; that tenant's next waits and gets pool", async () => {
+      const greedy = new BrokerClient(app, newTenant());
+      const other = new BrokerClient(app, newTenant());
+      await greedy.pushMany('hot', 1);
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM partitions WHERE tenant_id = $1 FOR UPDATE', [greedy.tenant]);
+      try {
+        const stuck = Array.from({ length: 3 }, (_, n) => greedy.push([{ queue: 'hot', payload: n }]).then((response) => response));
+        await waitFor(async () => {
+          const { rows } = await observer.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE OF p%'",
+          );
+          return rows[0].n === 3;
+        }, "the greedy tenant's three pushes wait on the partition lock");
+
+        const started = Date.now();
+        const [overShare, otherPush] = await Promise.all([
+          greedy.push([{ queue: 'hot', payload: 'fourth' }]).then((response) => response),
+          other.push([{ queue: 'calm', payload: 1 }]).then((response) => response),
+        ]);
+
+        expect(otherPush.status).toBe(201);
+        expect(overShare.status).toBe(500);
+        expect(overShare.body).toEqual({ error: 'pool' });
+        expect(Date.now() - started).toBeLessThan(1_000 + 3_000);
+        await blocker.query('ROLLBACK');
+        expect((await Promise.all(stuck)).map((answer) => answer.status)).toEqual([201, 201, 201]);
+      } finally {
+        await blocker.query('ROLLBACK').catch(() => undefined);
+      }
+    });
+
+    it('keeps a woken long poll from answering 5xx when no connection is free: it retries and delivers', async () => {
+      const logs = new CapturedLogs();
+      // Created first: Nest's logger is global, and the last application to start sets it.
+      const pusher = await createTestApp({});
+      const small = await createTestApp({ DB_POOL_SIZE: '1', DB_ACQUIRE_TIMEOUT_MS: '300' }, {}, (created) =>
+        created.useLogger(logs),
+      );
+      let held: QueryRunner | undefined;
+      try {
+        const consumer = new BrokerClient(small, newTenant());
+        const producer = new BrokerClient(pusher, consumer.tenant);
+        await consumer.configure({ queue: 'later' });
+        const claims = jest.spyOn(small.get(PopRepository), 'claim');
+        const poll = consumer.pop('later', { wait: true, timeout: 15_000 }).then((response) => response);
+        await waitFor(() => claims.mock.calls.length === 1, 'the poll looked once and parked');
+        // Take the small broker's only connection, then push through the other broker: NOTIFY wakes the poll.
+        held = small.get(DataSource).createQueryRunner();
+        await held.connect();
+        await producer.pushMany('later', 1);
+        await waitFor(
+          () => logs.at('warn').some((entry) => entry.message.includes('could not claim')),
+          'the woken poll fails to get a connection',
+        );
+        await held.release();
+        held = undefined;
+
+        const answer = await poll;
+        expect(answer.status).toBe(200);
+        expect(answer.body.messages).toHaveLength(1);
+        claims.mockRestore();
+      } finally {
+        await held?.release();
+        await small.close();
+        await pusher.close();
+      }
+    });
+  });
+});
