@@ -201,9 +201,11 @@ export class LeaseRepository {
   }
 }
 
-/** A lost connection is the contract's `pool`; anything else is the renewal failing, with its reason. */
+/** A lost connection is the contract's `pool`; anything else is the renewal failing, with a fixed reason. */
 function renewalError(error: unknown): Error {
+  const failure = databaseFailureOf(error);
+  if (failure === 'unavailable') return new PoolUnavailableError(error);
   if (error instanceof DatabaseTimeoutError) return new RenewalFailedError('database timeout', error);
-  if (databaseFailureOf(error) === 'unavailable') return new PoolUnavailableError(error);
-  return new RenewalFailedError(error instanceof Error ? error.message : String(error), error);
+  // The server's own message goes to the log (with the cause), never to the caller.
+  return new RenewalFailedError(failure === 'timeout' ? 'statement timeout' : 'database error', error);
 }

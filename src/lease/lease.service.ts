@@ -1,4 +1,4 @@
-import { Inject, Injectable, InternalServerErrorException } from '@nestjs/common';
+import { Inject, Injectable, InternalServerErrorException, Logger } from '@nestjs/common';
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
@@ -9,6 +9,8 @@ const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null };
 
 @Injectable()
 export class LeaseService {
+  private readonly logger = new Logger(LeaseService.name);
+
   constructor(
     private readonly renewals: RenewalBatcher,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -40,6 +42,8 @@ export class LeaseService {
       return await this.renewals.renew({ tenantId, leaseId, seconds });
     } catch (error) {
       if (error instanceof RenewalFailedError) {
+        const cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
+        this.logger.warn(`${error.message} (${cause})`);
         throw new InternalServerErrorException({ error: error.message });
       }
       throw error;
