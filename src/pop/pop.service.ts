@@ -2,7 +2,7 @@ import { HttpStatus, Inject, Injectable, Logger, NotFoundException } from '@nest
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
 import { RetryLaterException } from '../common/retry-later.exception';
-import { Semaphore } from '../common/semaphore';
+import { KeyedSemaphore } from '../common/semaphore';
 import { uuidv7 } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
@@ -15,8 +15,8 @@ import { ClaimedMessage, PopRepository } from './pop.repository';
 
 /** The answer's own keys and names, outside its messages. */
 const ANSWER_ENVELOPE_BYTES = 2_048;
-/** Woken long polls claim through this share of the pool at once; the rest queue for it. */
-const WOKEN_CLAIMS_PER_POOL = 0.5;
+/** A tenant's long polls claim through this share of the pool at once; the rest queue for it. */
+const POLL_CLAIMS_PER_POOL = 0.5;
 /** How soon a woken long poll whose claim failed tries again. */
 const RETRY_AFTER_FAILURE_MS = 250;
 export const TOO_MANY_WAITING = 'too many waiting pops';
@@ -26,7 +26,8 @@ export class PopService {
   private readonly logger = new Logger(PopService.name);
   /** Bytes the messages of one answer may take (RESPONSE_MAX_BYTES, less the answer's own envelope). */
   private readonly answerBudget: number;
-  private readonly wokenClaims: Semaphore;
+  /** Per tenant: long polls claim through this many connections at once; the rest queue, holding nothing. */
+  private readonly pollClaims: KeyedSemaphore;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -36,7 +37,7 @@ export class PopService {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
-    this.wokenClaims = new Semaphore(Math.max(1, Math.floor(config.database.poolSize * WOKEN_CLAIMS_PER_POOL)));
+    this.pollClaims = new KeyedSemaphore(Math.max(1, Math.floor(config.database.poolSize * POLL_CLAIMS_PER_POOL)));
   }
 
   /**
@@ -47,9 +48,12 @@ export class PopService {
    * taken before each attempt, so a push committed during the attempt still
    * wakes it.
    *
-   * Once parked, a poll never answers 5xx: its claims after a wakeup queue
-   * for a share of the pool (WOKEN_CLAIMS_PER_POOL), and one that still
-   * fails with a database error is retried shortly, until the timeout.
+   * A tenant's long polls claim through half of the pool at most, in turn,
+   * so a thousand of them arriving together queue (holding no connection)
+   * instead of failing with `pool`. Once parked, a poll never answers 5xx:
+   * a claim after a wakeup that fails with a database error is retried
+   * shortly, until the timeout. A tenant with POP_MAX_WAITING_PER_TENANT
+   * polls already waiting is answered 429 at once.
    */
   async pop(
     tenantId: string,
@@ -65,11 +69,13 @@ export class PopService {
         ? this.wakeup.subscribe(tenantId, queue, options.consumerGroup, partition)
         : undefined;
       try {
-        const attempt = woken
-          ? await this.claimWhenWoken(tenantId, queue, partition, options)
-          : { delivery: await this.claim(tenantId, queue, partition, options) };
+        if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
+        const attempt = !subscription
+          ? { delivery: await this.claim(tenantId, queue, partition, options) }
+          : woken
+            ? await this.claimWhenWoken(tenantId, queue, partition, options)
+            : { delivery: await this.pollClaims.run(tenantId, () => this.claim(tenantId, queue, partition, options)) };
         if (attempt.delivery || !subscription) return attempt.delivery;
-        if (subscription.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
         const remaining = Math.max(0, deadline - Date.now());
         const outcome = await subscription.wait(attempt.failed ? Math.min(remaining, RETRY_AFTER_FAILURE_MS) : remaining, signal);
         if (outcome === 'closing') throw new ShuttingDownException();
@@ -92,7 +98,7 @@ export class PopService {
     options: PopOptions,
   ): Promise<{ delivery?: JsonText; failed?: boolean }> {
     try {
-      return { delivery: await this.wokenClaims.run(() => this.claim(tenantId, queue, partition, options)) };
+      return { delivery: await this.pollClaims.run(tenantId, () => this.claim(tenantId, queue, partition, options)) };
     } catch (error) {
       if (!databaseFailureOf(error)) throw error;
       this.logger.warn(`A woken long poll could not claim (${databaseFailureOf(error)}); it retries shortly`);
