@@ -173,37 +173,64 @@ describe('RenewalBatcher', () => {
       await Promise.all(answers);
     });
 
+    /** Renews each lease once alone so the batcher learns its size (the fake answers `seconds` rows renewed). */
+    async function learn(subject: RenewalBatcher, repository: ControlledRepository, leases: RenewalRequest[]): Promise<void> {
+      for (const lease of leases) {
+        const answer = subject.renew(lease);
+        await flush();
+        repository.calls[repository.calls.length - 1].finish();
+        await answer;
+        await flush();
+      }
+    }
+
     it('keeps a group within LEASE_RENEWAL_BATCH_ROWS, counting each lease at the size it renewed last', async () => {
-      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_ROWS: '600' });
-      // A repository whose answer says each lease holds `seconds` rows.
-      const learn = subject.renew(request('big-1', 500, 'A'));
-      await flush();
-      repository.calls[0].finish();
-      await learn;
-      await flush();
-      const learnToo = subject.renew(request('big-2', 500, 'A'));
-      await flush();
-      repository.calls[1].finish();
-      await learnToo;
-      await flush();
+      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_ROWS: '25' });
+      const leases = ['l1', 'l2', 'l3'].map((id) => request(id, 10, 'A'));
+      await learn(subject, repository, leases);
 
       const busy = subject.renew(request('busy', 1, 'C'));
-      const queued = [
-        subject.renew(request('big-1', 500, 'A')),
-        subject.renew(request('big-2', 500, 'A')),
-        subject.renew(request('small', 1, 'B')),
-      ];
       await flush();
-      repository.calls[2].finish();
+      const queued = leases.map((lease) => subject.renew(lease));
+      await flush();
+      repository.calls[3].finish();
       await busy;
       await flush();
 
-      expect(repository.calls[3].requests.map((pending) => pending.leaseId)).toEqual(['big-1', 'small']);
-      repository.calls[3].finish();
-      await flush();
-      expect(repository.calls[4].requests.map((pending) => pending.leaseId)).toEqual(['big-2']);
+      expect(repository.calls[4].requests.map((pending) => pending.leaseId)).toEqual(['l1', 'l2']);
       repository.calls[4].finish();
+      await flush();
+      expect(repository.calls[5].requests.map((pending) => pending.leaseId)).toEqual(['l3']);
+      repository.calls[5].finish();
       await Promise.all(queued);
+    });
+
+    it('renews big leases in statements of their own that never take the last free slot', async () => {
+      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '2' });
+      const big = [request('big-1', 500, 'A'), request('big-2', 500, 'A')];
+      await learn(subject, repository, big);
+
+      const bigAnswers = big.map((lease) => subject.renew(lease));
+      const smallAnswer = subject.renew(request('small', 1, 'B'));
+      await flush();
+
+      // big-1 found both slots free; big-2 may not take the last one, small may.
+      expect(repository.calls.slice(2).map((call) => call.requests.map((pending) => pending.leaseId))).toEqual([
+        ['big-1'],
+        ['small'],
+      ]);
+      repository.calls[3].finish();
+      await smallAnswer;
+      await flush();
+      const later = subject.renew(request('big-1', 500, 'A'));
+      await flush();
+      expect(repository.calls).toHaveLength(4);
+
+      repository.calls[2].finish();
+      await flush();
+      expect(repository.calls[4].requests.map((pending) => pending.leaseId)).toEqual(['big-2', 'big-1']);
+      repository.calls[4].finish();
+      await Promise.all([...bigAnswers, later]);
     });
 
     it('answers with the failure only the renewals that fail on their own: a failed group is retried by tenant, then one by one', async () => {

@@ -14,6 +14,10 @@ interface Pending {
 
 /** Lease sizes remembered from earlier renewals; the oldest are forgotten past this. */
 const KNOWN_LEASES = 100_000;
+/** A lease known to hold more rows than this is renewed in the big lane. */
+const SMALL_LEASE_ROWS = 16;
+
+type Lane = 'small' | 'big';
 
 /**
  * Group commit for renewals. A request that finds a free slot runs at once,
@@ -28,7 +32,10 @@ const KNOWN_LEASES = 100_000;
  * the next statement. A group holds at most LEASE_RENEWAL_BATCH_SIZE
  * requests and, as far as the leases' sizes are known from their last
  * renewal, LEASE_RENEWAL_BATCH_ROWS rows, so one tenant's huge leases cannot
- * make everybody's statement slow. When a statement fails (a timeout, say),
+ * make everybody's statement slow. Leases known to be big (more than 16
+ * rows) are renewed in statements of their own, which never take the last
+ * free slot: a one-row renewal waits for small statements only. When a
+ * statement fails (a timeout, say),
  * its requests are retried by tenant, then one by one, so only the renewals
  * that fail on their own are answered with the failure.
  *
@@ -45,6 +52,9 @@ export class RenewalBatcher {
   /** Rows each known lease renewed last time, by `tenant\nlease`. */
   private readonly leaseRows = new Map<string, number>();
   private running = 0;
+  private runningBig = 0;
+  /** When both lanes wait and a slot allows either, they take turns. */
+  private lastLane: Lane = 'small';
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
   private readonly maxRows: number;
@@ -73,12 +83,30 @@ export class RenewalBatcher {
   }
 
   private drain(): void {
+    // With one slot only, big statements may take it; otherwise one slot stays for small ones.
+    const bigSlots = Math.max(1, this.maxInFlight - 1);
     while (this.running < this.maxInFlight && this.waitingCount > 0) {
-      const batch = this.takeBatch();
+      const big = this.runningBig < bigSlots && this.hasHead('big');
+      const small = this.hasHead('small');
+      const lane: Lane | undefined = big && small ? (this.lastLane === 'big' ? 'small' : 'big') : big ? 'big' : small ? 'small' : undefined;
+      if (!lane) return;
+      this.lastLane = lane;
+      const batch = this.takeBatch(lane);
       if (batch.length === 0) continue;
       this.running += 1;
-      void this.run(batch);
+      if (lane === 'big') this.runningBig += 1;
+      void this.run(batch, lane);
     }
+  }
+
+  /** Whether some tenant's oldest waiting renewal belongs to the lane. */
+  private hasHead(lane: Lane): boolean {
+    for (const queue of this.waiting.values()) if (this.laneOf(queue[0].request) === lane) return true;
+    return false;
+  }
+
+  private laneOf(request: RenewalRequest): Lane {
+    return this.rowsOf(request) > SMALL_LEASE_ROWS ? 'big' : 'small';
   }
 
   /**
@@ -86,7 +114,7 @@ export class RenewalBatcher {
    * the requests whose time ran out while they waited for a slot. A tenant
    * served last goes to the back of the round-robin.
    */
-  private takeBatch(): Pending[] {
+  private takeBatch(lane: Lane): Pending[] {
     const now = monotonicNow();
     const batch: Pending[] = [];
     let rows = 0;
@@ -96,6 +124,7 @@ export class RenewalBatcher {
         if (batch.length >= this.maxBatch) break;
         const pending = queue[0];
         const size = this.rowsOf(pending.request);
+        if (pending.deadline > now && this.laneOf(pending.request) !== lane) continue;
         if (pending.deadline > now && batch.length > 0 && rows + size > this.maxRows) continue;
         queue.shift();
         this.waitingCount -= 1;
@@ -115,11 +144,12 @@ export class RenewalBatcher {
     return batch;
   }
 
-  private async run(batch: Pending[]): Promise<void> {
+  private async run(batch: Pending[], lane: Lane): Promise<void> {
     try {
       await this.renewOrSplit(batch);
     } finally {
       this.running -= 1;
+      if (lane === 'big') this.runningBig -= 1;
       this.drain();
     }
   }
