@@ -1,0 +1,207 @@
+import { gzipSync } from 'node:zlib';
+import { sign } from 'jsonwebtoken';
+
+/*
+ * Tenant isolation: tenant B renews one one-row lease in a loop while tenant
+ * A (or an anonymous caller) misbehaves, one way per scenario, against a
+ * broker with auth on. What is judged is B's renewal latency and errors.
+ */
+
+export interface IsolationRow {
+  scenario: string;
+  victimRenewals: number;
+  victimP50: number;
+  victimP99: number;
+  victimMax: number;
+  victimErrors: number;
+  attacker: string;
+  brokerRssMb?: number;
+}
+
+export interface IsolationBroker {
+  base: string;
+  secret: string;
+  /** The broker's resident memory now, in MB. */
+  rssMb: () => number;
+}
+
+interface Timed {
+  status: number;
+  ms: number;
+  body?: unknown;
+}
+
+const TENANT_A = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a01';
+const TENANT_B = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a02';
+
+export async function measureIsolation(broker: IsolationBroker, seconds: number): Promise<IsolationRow[]> {
+  const token = (tenant: string, role: string) =>
+    `Bearer ${sign({ role, tenant }, broker.secret, { algorithm: 'HS256', expiresIn: '1h' })}`;
+  const a = token(TENANT_A, 'read-write');
+  const aWriter = token(TENANT_A, 'write-only');
+  const b = token(TENANT_B, 'read-write');
+  const call = async (method: string, path: string, auth: string | undefined, body?: unknown, headers: Record<string, string> = {}): Promise<Timed> => {
+    const started = performance.now();
+    try {
+      const response = await fetch(`${broker.base}${path}`, {
+        method,
+        headers: {
+          ...(auth ? { authorization: auth } : {}),
+          ...(body === undefined || Buffer.isBuffer(body) ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
+        body: body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body),
+      });
+      const text = await response.text();
+      return { status: response.status, ms: performance.now() - started, body: text ? safeJson(text) : undefined };
+    } catch {
+      return { status: 0, ms: performance.now() - started };
+    }
+  };
+
+  // Tenant B's lease: one message, one partition.
+  await expect201(call('POST', '/api/v1/push', b, { items: [{ queue: 'victim', payload: { n: 1 } }] }));
+  const victimLease = ((await call('GET', '/api/v1/pop/queue/victim?leaseSeconds=3600', b)).body as { leaseId: string }).leaseId;
+  // Tenant A's 20 leases of 500 partitions each.
+  await expect201(
+    call('POST', '/api/v1/push', a, {
+      items: Array.from({ length: 10_000 }, (_, index) => ({ queue: 'wide', partition: `w${index}`, payload: index })),
+    }),
+  );
+  const wideLeases: string[] = [];
+  for (let lease = 0; lease < 20; lease += 1) {
+    const popped = await call('GET', '/api/v1/pop/queue/wide?partitions=500&batch=500&leaseSeconds=3600', a);
+    wideLeases.push((popped.body as { leaseId: string }).leaseId);
+  }
+  // Tenant A's twenty messages of about 900 KB.
+  for (let request = 0; request < 4; request += 1) {
+    await expect201(
+      call('POST', '/api/v1/push', a, {
+        items: Array.from({ length: 5 }, (_, index) => ({ queue: 'large', payload: { index, filler: 'x'.repeat(900 * 1024) } })),
+      }),
+    );
+  }
+  await call('POST', '/api/v1/configure', a, { queue: 'polled' });
+  const bomb = gzipBomb();
+
+  const scenarios: Array<[string, (running: () => boolean) => Array<Promise<string>>]> = [
+    ['quiet: nobody else', () => []],
+    [
+      '4 anonymous pushes at a time of a 16 KB gzip body inflating to 16 MiB',
+      (running) =>
+        loops(4, running, async () => {
+          const answer = await call('POST', '/api/v1/push', undefined, bomb, {
+            'content-type': 'application/json',
+            'content-encoding': 'gzip',
+          });
+          return String(answer.status);
+        }),
+    ],
+    [
+      'tenant A (write-only) pushing the same body, 2 at a time',
+      (running) =>
+        loops(2, running, async () => {
+          const answer = await call('POST', '/api/v1/push', aWriter, bomb, {
+            'content-type': 'application/json',
+            'content-encoding': 'gzip',
+          });
+          return String(answer.status);
+        }),
+    ],
+    [
+      'tenant A popping twenty ~900 KB messages at once, 2 at a time',
+      (running) =>
+        loops(2, running, async () => String((await call('GET', '/api/v1/pop/queue/large?batch=20&leaseSeconds=1', a)).status)),
+    ],
+    [
+      'tenant A with 2000 long polls parked and 5 messages pushed every 500 ms',
+      (running) => [
+        ...loops(2000, running, async () => {
+          const answer = await call('GET', '/api/v1/pop/queue/polled?wait=true&timeout=5000&batch=1', a);
+          if (answer.status === 429) await sleep(1_000);
+          return String(answer.status);
+        }),
+        ...loops(1, running, async () => {
+          const items = Array.from({ length: 5 }, (_, index) => ({ queue: 'polled', partition: `q${index}`, payload: index }));
+          const answer = await call('POST', '/api/v1/push', a, { items });
+          await sleep(500);
+          return String(answer.status);
+        }),
+      ],
+    ],
+    [
+      'tenant A renewing 20 leases of 500 partitions each, 40 in flight',
+      (running) => {
+        let next = 0;
+        return loops(40, running, async () => {
+          const lease = wideLeases[next++ % wideLeases.length];
+          return String((await call('POST', `/api/v1/lease/${lease}/extend`, a, { seconds: 3600 })).status);
+        });
+      },
+    ],
+  ];
+
+  const rows: IsolationRow[] = [];
+  for (const [scenario, attack] of scenarios) {
+    let on = true;
+    const attackers = attack(() => on);
+    await sleep(1_000);
+    const victim: Timed[] = [];
+    const until = performance.now() + seconds * 1000;
+    while (performance.now() < until) {
+      victim.push(await call('POST', `/api/v1/lease/${victimLease}/extend`, b, { seconds: 3600 }));
+    }
+    on = false;
+    const rssMb = broker.rssMb();
+    const outcomes = await Promise.all(attackers);
+    rows.push({ ...summarise(scenario, victim, outcomes), brokerRssMb: rssMb });
+  }
+  return rows;
+}
+
+function summarise(scenario: string, victim: Timed[], attacker: string[]): IsolationRow {
+  const latencies = victim.map((answer) => answer.ms).sort((x, y) => x - y);
+  const percentile = (p: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0);
+  const statuses = new Map<string, number>();
+  for (const loop of attacker) for (const status of loop.split(',').filter(Boolean)) statuses.set(status, (statuses.get(status) ?? 0) + 1);
+  return {
+    scenario,
+    victimRenewals: victim.length,
+    victimP50: percentile(0.5),
+    victimP99: percentile(0.99),
+    victimMax: Math.round(latencies[latencies.length - 1] ?? 0),
+    victimErrors: victim.filter((answer) => answer.status !== 200 || (answer.body as { renewed?: number })?.renewed !== 1).length,
+    attacker: [...statuses].sort().map(([status, count]) => `${count}× ${status === '0' ? 'no answer' : status}`).join(', ') || '-',
+  };
+}
+
+/** `count` loops of `task` while `running()`; each resolves with the statuses it saw, comma-separated. */
+function loops(count: number, running: () => boolean, task: () => Promise<string>): Array<Promise<string>> {
+  return Array.from({ length: count }, async () => {
+    const seen: string[] = [];
+    while (running()) seen.push(await task());
+    return seen.join(',');
+  });
+}
+
+function gzipBomb(): Buffer {
+  const head = '{"items":[{"queue":"bomb","payload":[';
+  const tail = '{}]}]}';
+  const count = Math.floor((16 * 1024 * 1024 - 64 - head.length - tail.length) / 3);
+  return gzipSync(Buffer.from(`${head}${'{},'.repeat(count)}${tail}`), { level: 9 });
+}
+
+async function expect201(answer: Promise<Timed>): Promise<void> {
+  const { status } = await answer;
+  if (status !== 201) throw new Error(`setup push answered ${status}`);
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
