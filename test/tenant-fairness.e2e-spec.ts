@@ -162,6 +162,35 @@ describe('one tenant cannot starve another', () => {
       }
     });
 
+    it("keeps another tenant's one-row renewals answered while one tenant renews 20 leases of 500 partitions, 40 at a time", async () => {
+      const heavy = new BrokerClient(app, newTenant());
+      const light = new BrokerClient(app, newTenant());
+      const partitions = Array.from({ length: 10_000 }, (_, index) => ({ queue: 'wide', partition: `w${index}`, payload: index }));
+      expect((await heavy.push(partitions)).status).toBe(201);
+      const wide: string[] = [];
+      for (let lease = 0; lease < 20; lease += 1) {
+        wide.push((await heavy.pop('wide', { partitions: 500, batch: 500, leaseSeconds: 600 })).body.leaseId);
+      }
+      const lease = await createLease(app, light.tenant, [600]);
+
+      let running = true;
+      let next = 0;
+      const heavyAnswers: number[] = [];
+      const flood = Array.from({ length: 40 }, async () => {
+        while (running) heavyAnswers.push((await heavy.extend(wide[next++ % wide.length], 600)).status);
+      });
+      const lightAnswers: Answer[] = [];
+      const until = Date.now() + 3_000;
+      while (Date.now() < until) lightAnswers.push(await light.extend(lease.leaseId, 600));
+      running = false;
+      await Promise.all(flood);
+
+      expect(lightAnswers.length).toBeGreaterThan(10);
+      expect(lightAnswers.filter((answer) => answer.status !== 200 || answer.body.renewed !== 1)).toEqual([]);
+      expect(heavyAnswers.length).toBeGreaterThan(0);
+      expect(heavyAnswers.filter((status) => status !== 200)).toEqual([]);
+    });
+
     it('keeps a woken long poll from answering 5xx when no connection is free: it retries and delivers', async () => {
       const logs = new CapturedLogs();
       // Created first: Nest's logger is global, and the last application to start sets it.
