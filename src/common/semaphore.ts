@@ -1,3 +1,11 @@
+/** A turn that did not come within the time the caller could wait. */
+export class TurnTimeoutError extends Error {
+  constructor() {
+    super('no turn within the time allowed');
+    this.name = 'TurnTimeoutError';
+  }
+}
+
 /** At most `permits` tasks at once; the others wait their turn, first come first served. */
 export class Semaphore {
   private active = 0;
@@ -9,9 +17,10 @@ export class Semaphore {
     return this.active === 0 && this.waiting.length === 0;
   }
 
-  async run<T>(task: () => Promise<T>): Promise<T> {
+  /** Runs the task in its turn; TurnTimeoutError if the turn does not come within `timeoutMs`. */
+  async run<T>(task: () => Promise<T>, timeoutMs = Infinity): Promise<T> {
     if (this.active >= this.permits) {
-      await new Promise<void>((resolve) => this.waiting.push(resolve));
+      await this.turn(timeoutMs);
     } else {
       this.active += 1;
     }
@@ -23,6 +32,23 @@ export class Semaphore {
       else this.active -= 1;
     }
   }
+
+  private turn(timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const grant = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer =
+        timeoutMs === Infinity
+          ? undefined
+          : setTimeout(() => {
+              this.waiting.splice(this.waiting.indexOf(grant), 1);
+              reject(new TurnTimeoutError());
+            }, Math.max(0, timeoutMs));
+      this.waiting.push(grant);
+    });
+  }
 }
 
 /** A Semaphore per key (a tenant, say), made on first use and dropped once idle. */
@@ -31,14 +57,14 @@ export class KeyedSemaphore {
 
   constructor(private readonly permits: number) {}
 
-  async run<T>(key: string, task: () => Promise<T>): Promise<T> {
+  async run<T>(key: string, task: () => Promise<T>, timeoutMs = Infinity): Promise<T> {
     let semaphore = this.semaphores.get(key);
     if (!semaphore) {
       semaphore = new Semaphore(this.permits);
       this.semaphores.set(key, semaphore);
     }
     try {
-      return await semaphore.run(task);
+      return await semaphore.run(task, timeoutMs);
     } finally {
       if (semaphore.idle && this.semaphores.get(key) === semaphore) this.semaphores.delete(key);
     }

@@ -2,7 +2,7 @@ import { HttpStatus, Inject, Injectable, Logger, NotFoundException } from '@nest
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
 import { RetryLaterException } from '../common/retry-later.exception';
-import { KeyedSemaphore } from '../common/semaphore';
+import { KeyedSemaphore, TurnTimeoutError } from '../common/semaphore';
 import { uuidv7 } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
@@ -72,9 +72,7 @@ export class PopService {
         if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
         const attempt = !subscription
           ? { delivery: await this.claim(tenantId, queue, partition, options) }
-          : woken
-            ? await this.claimWhenWoken(tenantId, queue, partition, options)
-            : { delivery: await this.pollClaims.run(tenantId, () => this.claim(tenantId, queue, partition, options)) };
+          : await this.pollClaim(tenantId, queue, partition, options, deadline, woken);
         if (attempt.delivery || !subscription) return attempt.delivery;
         const remaining = Math.max(0, deadline - Date.now());
         const outcome = await subscription.wait(attempt.failed ? Math.min(remaining, RETRY_AFTER_FAILURE_MS) : remaining, signal);
@@ -90,17 +88,25 @@ export class PopService {
     }
   }
 
-  /** A claim after a wakeup: a database failure means "try again shortly", never an error answer. */
-  private async claimWhenWoken(
+  /**
+   * A long poll's claim, in its tenant's turn, which must come before the
+   * poll's timeout (else: nothing found). After a wakeup a database failure
+   * means "try again shortly", never an error answer.
+   */
+  private async pollClaim(
     tenantId: string,
     queue: string,
     partition: string | undefined,
     options: PopOptions,
+    deadline: number,
+    woken: boolean,
   ): Promise<{ delivery?: JsonText; failed?: boolean }> {
+    const claim = () => this.claim(tenantId, queue, partition, options);
     try {
-      return { delivery: await this.pollClaims.run(tenantId, () => this.claim(tenantId, queue, partition, options)) };
+      return { delivery: await this.pollClaims.run(tenantId, claim, deadline - Date.now()) };
     } catch (error) {
-      if (!databaseFailureOf(error)) throw error;
+      if (error instanceof TurnTimeoutError) return {};
+      if (!woken || !databaseFailureOf(error)) throw error;
       this.logger.warn(`A woken long poll could not claim (${databaseFailureOf(error)}); it retries shortly`);
       return { failed: true };
     }
