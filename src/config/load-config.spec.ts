@@ -93,7 +93,7 @@ describe('loadConfig', () => {
       responseMaxBytes: 8 * 1024 ** 2,
       popMaxWaitingPerTenant: 1_000,
       tenantMaxConnections: 8,
-      rateLimits: { renew: 20_000, consume: 2_000, produce: 2_000, manage: 500 },
+      rateLimits: { renew: 0, consume: 2_000, produce: 2_000, manage: 500 },
     });
     expect(config.leaseRenewalBatchRows).toBe(2_000);
     expect(config.docsEnabled).toBe(true);

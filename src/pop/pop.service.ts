@@ -16,7 +16,7 @@ import { ClaimedMessage, PopRepository } from './pop.repository';
 /** The answer's own keys and names, outside its messages. */
 const ANSWER_ENVELOPE_BYTES = 2_048;
 /** A tenant's long polls claim through this share of the pool at once; the rest queue for it. */
-const POLL_CLAIMS_PER_POOL = 0.5;
+const POLL_CLAIMS_PER_POOL = 0.25;
 /** How soon a woken long poll whose claim failed tries again. */
 const RETRY_AFTER_FAILURE_MS = 250;
 export const TOO_MANY_WAITING = 'too many waiting pops';
@@ -48,7 +48,7 @@ export class PopService {
    * taken before each attempt, so a push committed during the attempt still
    * wakes it.
    *
-   * A tenant's long polls claim through half of the pool at most, in turn,
+   * A tenant's long polls claim through a quarter of the pool at most, in turn,
    * so a thousand of them arriving together queue (holding no connection)
    * instead of failing with `pool`. Once parked, a poll never answers 5xx:
    * a claim after a wakeup that fails with a database error is retried
