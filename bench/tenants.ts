@@ -1,10 +1,13 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { sign } from 'jsonwebtoken';
 
 /*
- * Tenant isolation: tenant B renews one one-row lease in a loop while tenant
- * A (or an anonymous caller) misbehaves, one way per scenario, against a
- * broker with auth on. What is judged is B's renewal latency and errors.
+ * Tenant isolation: tenant B renews one one-row lease in a loop (in a
+ * process of its own) while tenant A (or an anonymous caller) misbehaves,
+ * one way per scenario, against a broker with auth on. What is judged is
+ * B's renewal latency and errors.
  */
 
 export interface IsolationRow {
@@ -144,19 +147,50 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
   const rows: IsolationRow[] = [];
   for (const [scenario, attack] of scenarios) {
     let on = true;
+    const victim = await startVictim(broker.base, b, victimLease, seconds);
     const attackers = attack(() => on);
-    await sleep(1_000);
-    const victim: Timed[] = [];
-    const until = performance.now() + seconds * 1000;
-    while (performance.now() < until) {
-      victim.push(await call('POST', `/api/v1/lease/${victimLease}/extend`, b, { seconds: 3600 }));
-    }
+    const victimAnswers = await victim.answers;
     on = false;
     const rssMb = broker.rssMb();
     const outcomes = await Promise.all(attackers);
-    rows.push({ ...summarise(scenario, victim, outcomes), brokerRssMb: rssMb });
+    rows.push({ ...summarise(scenario, victimAnswers, outcomes), brokerRssMb: rssMb });
   }
   return rows;
+}
+
+/**
+ * Starts the victim's loop in a process of its own (bench/victim.ts) and
+ * resolves once its connection is open: the answers come when it is done,
+ * a second after it was started (the attacker gets going meanwhile) plus
+ * `seconds`.
+ */
+async function startVictim(
+  base: string,
+  authorization: string,
+  leaseId: string,
+  seconds: number,
+): Promise<{ answers: Promise<Timed[]> }> {
+  const child = spawn(process.execPath, [join(__dirname, 'victim.js'), base, authorization, leaseId, String(seconds), '1000'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  await new Promise<void>((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => chunk.toString('utf8').includes('ready') && resolve());
+    child.once('exit', () => reject(new Error('the victim process exited before it was ready')));
+  });
+  const answers = new Promise<Timed[]>((resolve) =>
+    child.once('exit', () =>
+      resolve(
+        (JSON.parse(stdout) as Array<{ status: number; renewed?: number; ms: number }>).map((answer) => ({
+          status: answer.status,
+          ms: answer.ms,
+          body: { renewed: answer.renewed },
+        })),
+      ),
+    ),
+  );
+  return { answers };
 }
 
 function summarise(scenario: string, victim: Timed[], attacker: string[]): IsolationRow {
