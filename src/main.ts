@@ -13,6 +13,8 @@ import { DrainService } from './lifecycle/drain.service';
 import { APP_OPTIONS, setupApp } from './setup-app';
 
 const logger = new Logger('Leasehold');
+/** Connections waiting to be accepted; the kernel caps it at net.core.somaxconn. */
+const LISTEN_BACKLOG = 4096;
 
 async function bootstrap(config: AppConfig): Promise<void> {
   const app = await NestFactory.create<NestExpressApplication>(
@@ -25,8 +27,14 @@ async function bootstrap(config: AppConfig): Promise<void> {
     // once: a second signal gets Node's default, an immediate exit.
     process.once(signal, () => void shutDown(app, config, signal));
   }
-  await app.listen(config.port, config.host);
-  const { address, port } = app.getHttpServer().address() as AddressInfo;
+  await app.init();
+  const server = app.getHttpServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    // Node's default backlog (511) drops connections arriving in a burst, which then wait for TCP's retries.
+    server.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve());
+  });
+  const { address, port } = server.address() as AddressInfo;
   logger.log(`Listening on http://${address}:${port} (docs at /docs)`);
 }
 
