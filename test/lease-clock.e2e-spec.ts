@@ -71,7 +71,6 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       await manager.query('SELECT pg_sleep(1.5)');
       const queue = (await queues.find(tenant, 'clock', manager))!;
       await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
-      await pops.ensureConsumers(tenant, queue.id, undefined, '__QUEUE_MODE__', manager);
       const request = { queueId: queue.id, partitionId: undefined, consumerGroup: '__QUEUE_MODE__', batch: 1 };
       await pops.claim(tenant, { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false, maxBytes: 1024 ** 2 }, manager);
       return manager.query(
@@ -122,7 +121,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
     const [message] = lease.messages;
     const lock = await lockConsumers(tenant);
     const pending = client.ack({ ...message, leaseId: lease.leaseId }).then((response) => response);
-    await waitForLockWaiter(observer, 'FOR UPDATE OF c');
+    await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
     await leaseExpired(tenant);
     await lock.release();
 

@@ -10,6 +10,10 @@ export interface CursorKey {
 
 /** A consumer row as an ack sees it, locked for the rest of the transaction. */
 export interface Cursor extends CursorKey {
+  queue: string;
+  partition: string;
+  /** The partition's last offset: messages past the cursor up to it are claimable once no lease holds them. */
+  lastOffset: number;
   retryLimit: number;
   deadLetterQueue: boolean;
   committedOffset: number;
@@ -39,14 +43,18 @@ export class AckRepository {
   /**
    * Locks the consumer rows in primary-key order, the order lease renewal
    * locks them in, so concurrent acks and extends queue instead of deadlocking.
-   * Liveness is judged by the clock once the locks are held (the outer query
-   * runs over the locked rows): a lease that expired while the ack waited is
-   * not live.
+   * Each row is found from its key (a lateral lookup, whatever the planner
+   * believes about the table's size). Liveness is judged by the clock once
+   * the locks are held (the outer query runs over the locked rows): a lease
+   * that expired while the ack waited is not live.
    */
   async lockCursors(tenantId: string, keys: CursorKey[], manager: EntityManager): Promise<Cursor[]> {
     const rows: Array<{
       partition_id: string;
       consumer_group: string;
+      queue: string;
+      partition: string;
+      last_offset: string;
       retry_limit: number;
       dead_letter_queue: boolean;
       committed_offset: string;
@@ -57,25 +65,32 @@ export class AckRepository {
       retry_count: number;
     }> = await manager.query(
       `WITH locked AS (
-         SELECT c.partition_id, c.consumer_group, q.retry_limit, q.dead_letter_queue, c.committed_offset,
-                c.delivered_offset, c.lease_end_offset, c.lease_id, c.lease_expires_at, c.retry_count
-           FROM consumers c
-           JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, consumer_group)
-             ON c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-           JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-           JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
-          WHERE c.tenant_id = $1
-          ORDER BY c.partition_id, c.consumer_group
-            FOR UPDATE OF c
+         SELECT c.*
+           FROM (SELECT * FROM unnest($2::uuid[], $3::text[]) AS u(partition_id, consumer_group)
+                  ORDER BY partition_id, consumer_group) AS t
+          CROSS JOIN LATERAL (
+                SELECT c.partition_id, c.consumer_group, c.committed_offset, c.delivered_offset,
+                       c.lease_end_offset, c.lease_id, c.lease_expires_at, c.retry_count
+                  FROM consumers c
+                 WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+                   FOR UPDATE
+              ) c
        )
-       SELECT l.*, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
+       SELECT l.partition_id, l.consumer_group, q.name AS queue, p.name AS partition, p.last_offset,
+              q.retry_limit, q.dead_letter_queue, l.committed_offset, l.delivered_offset, l.lease_end_offset,
+              l.lease_id, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
          FROM locked l
+         JOIN partitions p ON p.tenant_id = $1 AND p.id = l.partition_id
+         JOIN queues q ON q.tenant_id = $1 AND q.id = p.queue_id
         ORDER BY l.partition_id, l.consumer_group`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
     );
     return rows.map((row) => ({
       partitionId: row.partition_id,
       consumerGroup: row.consumer_group,
+      queue: row.queue,
+      partition: row.partition,
+      lastOffset: Number(row.last_offset),
       retryLimit: row.retry_limit,
       deadLetterQueue: row.dead_letter_queue,
       committedOffset: Number(row.committed_offset),
@@ -95,7 +110,7 @@ export class AckRepository {
     return new Set(rows.map((row) => row.id));
   }
 
-  /** Offsets of the acknowledged messages, keyed by compositeKey(partitionId, transactionId). */
+  /** Offsets of the acknowledged messages, keyed by compositeKey(partitionId, transactionId); looked up per key. */
   async findOffsets(
     tenantId: string,
     keys: Array<{ partitionId: string; transactionId: string }>,
@@ -103,10 +118,12 @@ export class AckRepository {
   ): Promise<Map<string, number>> {
     const rows: Array<{ partition_id: string; transaction_id: string; seq: string }> = await manager.query(
       `SELECT m.partition_id, m.transaction_id, m.seq
-         FROM messages m
-         JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
-           ON m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
-        WHERE m.tenant_id = $1`,
+         FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
+        CROSS JOIN LATERAL (
+              SELECT m.partition_id, m.transaction_id, m.seq
+                FROM messages m
+               WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+            ) m`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );
     return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)]));

@@ -2,6 +2,7 @@ import { InitialSchema1796031809241 } from '../../migrations/1796031809241-Initi
 import { ConsumerDeliveredOffset1796032521539 } from '../../migrations/1796032521539-ConsumerDeliveredOffset';
 import { HotLeaseRenewals1796037387818 } from '../../migrations/1796037387818-HotLeaseRenewals';
 import { MessagePayloadBytes1796091820254 } from '../../migrations/1796091820254-MessagePayloadBytes';
+import { EagerCursors1796104437615 } from '../../migrations/1796104437615-EagerCursors';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -9,4 +10,5 @@ export const MIGRATIONS = [
   ConsumerDeliveredOffset1796032521539,
   HotLeaseRenewals1796037387818,
   MessagePayloadBytes1796091820254,
+  EagerCursors1796104437615,
 ];

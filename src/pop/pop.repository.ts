@@ -38,8 +38,10 @@ export interface ClaimedMessage {
 /*
  * The claim, one statement. `candidates` locks up to maxPartitions consumer
  * rows of the group that have messages past the cursor and no live lease,
- * least recently served first, skipping rows another pop is locking (at most
- * one live lease per partition and group, without waiting). `sized` hands
+ * least recently served first (read in that order from idx_consumers_claim,
+ * so a partition just drained is looked at last), skipping rows another pop
+ * is locking (at most one live lease per partition and group, without
+ * waiting). `sized` hands
  * out the batch across them in that order, by count; `fitting` then keeps
  * the longest run of those messages, in the same order, whose answer stays
  * within the byte budget (the first message always goes, however large), so
@@ -60,7 +62,7 @@ const CLAIM_SQL = `
     SELECT c.partition_id, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition, p.last_offset
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-     WHERE c.tenant_id = $1 AND p.queue_id = $2 AND c.consumer_group = $3
+     WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
        AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT now FROM clock))
@@ -121,7 +123,14 @@ export class PopRepository {
   /**
    * Records the group's starting point at its first pop, even one that finds
    * nothing: null (everything), now() for subscription mode new, or an
-   * explicit timestamp. Later pops never move it.
+   * explicit timestamp; later pops never move it. A new group gets its cursor
+   * on every partition of the queue at once, each at that starting point.
+   *
+   * The queue row is locked first (FOR UPDATE), which waits for pushes in
+   * flight (they hold a key-share lock on it) and holds off new ones until
+   * this commits: a push creating a partition then either sees this group
+   * and creates its cursor there, or ran before and this sees its partition.
+   * Only a group's first pop takes the lock.
    */
   async ensureGroup(
     tenantId: string,
@@ -130,38 +139,34 @@ export class PopRepository {
     startAt: { newOnly: boolean; from: string | undefined },
     manager: EntityManager,
   ): Promise<void> {
+    const existing: unknown[] = await manager.query(
+      'SELECT 1 FROM consumer_groups WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
+      [tenantId, queueId, consumerGroup],
+    );
+    if (existing.length > 0) return;
+    await manager.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, queueId]);
     await manager.query(
-      `INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from)
-       VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END)
-       ON CONFLICT (tenant_id, queue_id, name) DO NOTHING`,
+      `WITH g AS (
+         INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from)
+         VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END)
+         ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
+         RETURNING *
+       )
+       INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+       SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
+         FROM g
+         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+        ORDER BY p.id
+       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
       [tenantId, queueId, consumerGroup, startAt.newOnly, startAt.from ?? null],
     );
   }
 
-  /**
-   * Creates the group's missing cursor rows, in partition id order so two
-   * first pops cannot deadlock, each starting at the group's starting point.
-   */
-  async ensureConsumers(
-    tenantId: string,
-    queueId: string,
-    partitionId: string | undefined,
-    consumerGroup: string,
-    manager: EntityManager,
-  ): Promise<void> {
-    await manager.query(
-      `INSERT INTO consumers (tenant_id, partition_id, consumer_group, committed_offset, delivered_offset)
-       SELECT p.tenant_id, p.id, g.name, s.start_offset, s.start_offset
-         FROM partitions p
-         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
-        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-        WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($4::uuid IS NULL OR p.id = $4::uuid)
-          AND NOT EXISTS (SELECT 1 FROM consumers c
-                           WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = $3)
-        ORDER BY p.id
-       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
-      [tenantId, queueId, consumerGroup, partitionId ?? null],
-    );
+  /** The database's clock, in the contract's timestamp format. */
+  async databaseNow(manager: EntityManager): Promise<string> {
+    const [row]: Array<{ now: string }> = await manager.query(`SELECT ${isoTimestamp('clock_timestamp()')} AS now`);
+    return row.now;
   }
 
   async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {

@@ -139,7 +139,6 @@ export class PopService {
         { newOnly: options.subscriptionMode === 'new', from: options.subscriptionFrom },
         manager,
       );
-      await this.pops.ensureConsumers(tenantId, queue.id, partitionId, options.consumerGroup, manager);
       const leaseSeconds = options.leaseSeconds ?? queue.leaseTime;
       claimSentAt = monotonicNow();
       const claimed = await this.pops.claim(

@@ -15,7 +15,11 @@ export interface NewMessage {
 /** SQL for writing messages; queue and partition creation lives in QueuesRepository. */
 @Injectable()
 export class PushRepository {
-  /** Ids of messages already stored under these (partition, transactionId) pairs, keyed by compositeKey. */
+  /**
+   * Ids of messages already stored under these (partition, transactionId)
+   * pairs, keyed by compositeKey. Looked up key by key: joined instead, a
+   * planner without fresh statistics scans the tenant's every message.
+   */
   async findExisting(
     tenantId: string,
     keys: Array<{ partitionId: string; transactionId: string }>,
@@ -23,10 +27,12 @@ export class PushRepository {
   ): Promise<Map<string, string>> {
     const rows: Array<{ partition_id: string; transaction_id: string; id: string }> = await manager.query(
       `SELECT m.partition_id, m.transaction_id, m.id
-         FROM messages m
-         JOIN unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
-           ON m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
-        WHERE m.tenant_id = $1`,
+         FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
+        CROSS JOIN LATERAL (
+              SELECT m.partition_id, m.transaction_id, m.id
+                FROM messages m
+               WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+            ) m`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );
     return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));

@@ -150,11 +150,23 @@ export class QueuesRepository {
   ): Promise<Array<{ id: string; queueId: string; name: string; lastOffset: number }>> {
     const queueIds = partitions.map((partition) => partition.queueId);
     const names = partitions.map((partition) => partition.name);
+    // A new partition gets a cursor for every group of its queue at once, at
+    // its beginning (it has no messages yet). See PopRepository.ensureGroup
+    // for why no group can be created meanwhile without seeing it.
     await manager.query(
-      `INSERT INTO partitions (tenant_id, id, queue_id, name)
-       SELECT $1, t.id, t.queue_id, t.name FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS t(id, queue_id, name)
-       ORDER BY t.queue_id, t.name
-       ON CONFLICT (tenant_id, queue_id, name) DO NOTHING`,
+      `WITH created AS (
+         INSERT INTO partitions (tenant_id, id, queue_id, name)
+         SELECT $1, t.id, t.queue_id, t.name FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS t(id, queue_id, name)
+         ORDER BY t.queue_id, t.name
+         ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
+         RETURNING tenant_id, id, queue_id
+       )
+       INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
+       SELECT p.tenant_id, p.queue_id, p.id, g.name
+         FROM created p
+         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
+        ORDER BY p.id, g.name
+       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
       [tenantId, partitions.map(() => uuidv7()), queueIds, names],
     );
     const rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }> = await manager.query(

@@ -68,11 +68,11 @@ export async function createOwnedQueue(dataSource: DataSource, tenantId: string)
       CONSUMER_GROUP,
     ]);
     await manager.query(
-      `INSERT INTO consumers (tenant_id, partition_id, consumer_group, committed_offset, lease_end_offset,
+      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, lease_end_offset,
                               lease_id, lease_expires_at, delivery_attempt)
-       VALUES ($1, $2, '__QUEUE_MODE__', 0, 2, $3, now() + interval '10 minutes', 1),
-              ($1, $2, $4, 0, NULL, NULL, NULL, 0)`,
-      [tenantId, owned.partitionId, owned.leaseId, CONSUMER_GROUP],
+       VALUES ($1, $5, $2, '__QUEUE_MODE__', 0, 2, $3, now() + interval '10 minutes', 1),
+              ($1, $5, $2, $4, 0, NULL, NULL, NULL, 0)`,
+      [tenantId, owned.partitionId, owned.leaseId, CONSUMER_GROUP, owned.queueId],
     );
     await manager.query(
       `INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq,

@@ -12,6 +12,10 @@ export class ConsumerEntity {
   @PrimaryColumn({ name: 'consumer_group', type: 'text' })
   consumerGroup: string;
 
+  /** The partition's queue, copied so a pop finds the group's cursors through one index. */
+  @Column({ name: 'queue_id', type: 'uuid' })
+  queueId: string;
+
   @Column({ name: 'committed_offset', type: 'bigint' })
   committedOffset: string;
 
