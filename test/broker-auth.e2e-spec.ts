@@ -82,7 +82,7 @@ describe('message routes with authentication on', () => {
     const foreign = await http().get('/api/v1/pop/queue/q').set('authorization', `Bearer ${stranger}`);
     const own = await http().get('/api/v1/pop/queue/q').set('authorization', `Bearer ${consumer}`);
 
-    expect(foreign.status).toBe(404);
+    expect(foreign.status).toBe(204);
     expect(own.status).toBe(200);
     expect(own.body.messages[0].producerSub).toBe('producer-7');
   });

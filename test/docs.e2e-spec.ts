@@ -86,8 +86,8 @@ describe('OpenAPI documentation of the message routes', () => {
 
   it.each([
     ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '500']],
-    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '404', '500', '503']],
-    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '404', '500', '503']],
+    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '500', '503']],
+    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '500', '503']],
     ['post', '/api/v1/ack', ['200', '400', '401', '403', '500']],
     ['post', '/api/v1/ack/batch', ['200', '400', '401', '403', '500']],
     ['post', '/api/v1/configure', ['200', '400', '401', '403', '500']],

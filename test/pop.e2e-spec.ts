@@ -43,6 +43,16 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     client = new BrokerClient(app, newTenant());
   });
 
+  const stored = () =>
+    sql(
+      dataSource,
+      `SELECT (SELECT count(*) FROM queues WHERE tenant_id = $1)::int AS queues,
+              (SELECT count(*) FROM partitions WHERE tenant_id = $1)::int AS partitions,
+              (SELECT count(*) FROM consumer_groups WHERE tenant_id = $1)::int AS groups,
+              (SELECT count(*) FROM consumers WHERE tenant_id = $1)::int AS consumers`,
+      [client.tenant],
+    );
+
   describe('a pop that finds messages', () => {
     it('returns 200 with every contract key in order and a fresh UUIDv7 lease shared by its messages', async () => {
       const [pushed] = (await client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }])).body;
@@ -180,27 +190,28 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it.each([
-      ['an unknown queue', 'nope', undefined, 'queue nope not found'],
-      ['an unknown partition', 'orders', 'nope', 'partition nope not found in queue orders'],
-    ])('answers 404 for %s', async (_case, queue, partition, error) => {
+      ['an unknown queue', 'nope', undefined],
+      ['an unknown partition', 'orders', 'nope'],
+    ])('answers a bare 204 for %s and creates nothing, as the Queen reference has it', async (_case, queue, partition) => {
       await client.pushMany('orders', 1);
+      const before = await stored();
 
       const response = await client.pop(queue, {}, partition);
 
-      expect(response.status).toBe(404);
-      expect(response.body).toEqual({ error });
+      expect(response.status).toBe(204);
+      expect(response.text).toBe('');
+      expect(await stored()).toEqual(before);
     });
 
-    it("answers 404 for another tenant's queue and partition, exactly as for unknown ones, and leaves its messages alone", async () => {
+    it("answers 204 for another tenant's queue and partition, exactly as for unknown ones, and leaves its messages alone", async () => {
       const owner = new BrokerClient(app, newTenant());
       await owner.pushMany('private', 1, 'p');
 
       const queue = await client.pop('private');
       const partition = await client.pop('private', {}, 'p');
 
-      expect(queue.status).toBe(404);
-      expect(queue.body).toEqual({ error: 'queue private not found' });
-      expect(partition.status).toBe(404);
+      expect(queue.status).toBe(204);
+      expect(partition.status).toBe(204);
       expect((await owner.pop('private')).body.messages[0].deliveryAttempt).toBe(1);
     });
   });
@@ -281,6 +292,20 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
       expect(transactionIds(response.body)).toEqual(['recent-0', 'recent-1']);
     });
+
+    it.each(['now', 'NOW'])(
+      'with subscriptionFrom=%s starts the group at its first pop, as subscriptionMode=new does (what Queen clients send)',
+      async (from) => {
+        await client.pushMany('events', 2, undefined, 'before');
+
+        const first = await client.pop('events', { consumerGroup: 'late', subscriptionFrom: from });
+        await client.pushMany('events', 1, undefined, 'after');
+        const second = await client.pop('events', { consumerGroup: 'late', batch: 10 });
+
+        expect(first.status).toBe(204);
+        expect(transactionIds(second.body)).toEqual(['after-0']);
+      },
+    );
 
     it('applies a group starting point to partitions created after the group', async () => {
       await client.pushMany('events', 1, 'a');

@@ -229,7 +229,8 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
         dead_letters: 0,
       });
       expect((await client.extend(pop.leaseId!)).body).toMatchObject({ renewed: 0 });
-      expect((await client.pop('orders')).status).toBe(404);
+      expect((await client.pop('orders')).status).toBe(204);
+      expect((await client.get('/api/v1/resources/queues/orders')).status).toBe(404);
     });
 
     it('is idempotent: a missing queue answers 200 deleted false, existed false', async () => {

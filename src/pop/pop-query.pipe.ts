@@ -56,10 +56,27 @@ export class PopQueryPipe implements PipeTransform<unknown, PopOptions> {
       timeoutMs: int('timeout') ?? POP_LIMITS.timeout.fallback,
       leaseSeconds: int('leaseSeconds'),
       consumerGroup: queryName(raw.consumerGroup, 'consumerGroup') ?? QUEUE_MODE_GROUP,
-      subscriptionMode: subscriptionMode(raw.subscriptionMode),
-      subscriptionFrom: queryTimestamp(raw.subscriptionFrom, 'subscriptionFrom'),
+      // `subscriptionFrom=now` is what Queen's clients send for "new messages only".
+      subscriptionMode: fromNow(raw.subscriptionFrom) ? 'new' : subscriptionMode(raw.subscriptionMode),
+      subscriptionFrom: fromNow(raw.subscriptionFrom) ? undefined : subscriptionFrom(raw.subscriptionFrom),
       autoAck: queryBoolean(raw.autoAck, 'autoAck') ?? false,
     };
+  }
+}
+
+function fromNow(value: unknown): boolean {
+  return typeof value === 'string' && value.toLowerCase() === 'now';
+}
+
+/**
+ * Unparsable is a 400, not ignored as Queen does: ignoring it would start a
+ * new group at the first message, the history its consumer asked not to get.
+ */
+function subscriptionFrom(value: unknown): string | undefined {
+  try {
+    return queryTimestamp(value, 'subscriptionFrom');
+  } catch {
+    throw invalid('subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z');
   }
 }
 

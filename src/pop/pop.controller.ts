@@ -5,7 +5,6 @@ import {
   ApiExcludeEndpoint,
   ApiForbiddenResponse,
   ApiNoContentResponse,
-  ApiNotFoundResponse,
   ApiOkResponse,
   ApiServiceUnavailableResponse,
   ApiOperation,
@@ -46,7 +45,7 @@ const PopQueryDocs = () =>
       name: 'subscriptionFrom',
       required: false,
       type: String,
-      description: 'ISO-8601 starting point for a new group; wins over subscriptionMode',
+      description: "ISO-8601 starting point for a new group, or `now` (the same as subscriptionMode=new); wins over subscriptionMode",
     }),
     ApiQuery({ name: 'autoAck', required: false, type: 'boolean', description: 'Commit on delivery: leaseId null' }),
   );
@@ -56,15 +55,18 @@ const POP_DESCRIPTION =
   "group's cursor and no live lease, under ONE new lease id (UUIDv7) shared by every claimed partition. " +
   'Two consumers of one group never hold a partition at once; each group sees every message, in order per ' +
   'partition. A batch whose lease expired or was nacked is redelivered alone, with deliveryAttempt increased. ' +
-  'With wait=true the request parks (holding no database connection) until a push on any broker process ' +
-  'wakes it, or answers 204 at the timeout.';
+  'With wait=true the request parks (holding no database connection) until something it could claim becomes ' +
+  'claimable through any broker process (a push, a nack or retry, a lease released by an ack or expiring), ' +
+  'or answers 204 at the timeout. A queue or partition that does not exist yet parks the same way: the push ' +
+  'that creates it wakes the poll.';
 
 @ApiTags('messages')
 @ApiBearerAuth()
 @ApiOkResponse({ type: PopResponseDto })
-@ApiNoContentResponse({ description: 'Nothing to deliver (empty body)' })
+@ApiNoContentResponse({
+  description: 'Nothing to deliver (empty body), also for a queue or partition that does not exist (yet): nothing is created',
+})
 @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'A query parameter or name is invalid' })
-@ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue or partition in this tenant' })
 @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
 @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
 @ApiDatabaseErrors('Nothing was handed out; messages the pop may have claimed redeliver when that lease ends.')

@@ -1,4 +1,4 @@
-import { HttpStatus, Inject, Injectable, Logger, NotFoundException } from '@nestjs/common';
+import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
 import { RetryLaterException } from '../common/retry-later.exception';
@@ -62,6 +62,8 @@ export class PopService {
     options: PopOptions,
     signal: AbortSignal,
   ): Promise<JsonText | undefined> {
+    // This request's own copy: a first pop may fix its starting point for the attempts after it.
+    options = { ...options };
     const deadline = Date.now() + options.timeoutMs;
     let woken = false;
     for (;;) {
@@ -121,16 +123,21 @@ export class PopService {
     const leaseId = uuidv7();
     let claimSentAt = 0;
     const { claimed, leaseSeconds } = await this.transactions.run(tenantId, async (manager) => {
+      // A queue or partition that does not exist (yet) has nothing to deliver: 204, and a long poll
+      // parks so that the push that creates it wakes it. Nothing is created here.
+      const nothing = async () => {
+        // "new" means messages from this first pop on, also when the queue comes later.
+        if (options.subscriptionMode === 'new' && options.subscriptionFrom === undefined) {
+          options.subscriptionFrom = await this.pops.databaseNow(manager);
+        }
+        return { claimed: [] as ClaimedMessage[], leaseSeconds: 0 };
+      };
       const queue = await this.queues.find(tenantId, queueName, manager);
-      if (!queue) {
-        throw new NotFoundException({ error: `queue ${queueName} not found` });
-      }
+      if (!queue) return nothing();
       let partitionId: string | undefined;
       if (partitionName !== undefined) {
         partitionId = await this.queues.findPartitionId(tenantId, queue.id, partitionName, manager);
-        if (!partitionId) {
-          throw new NotFoundException({ error: `partition ${partitionName} not found in queue ${queueName}` });
-        }
+        if (!partitionId) return nothing();
       }
       await this.pops.ensureGroup(
         tenantId,
