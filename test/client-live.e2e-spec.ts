@@ -16,7 +16,8 @@ import {
   type PopResponse,
   type RequestOptions,
 } from '../client/src';
-import { cursors, expireLeases } from './support/db-state';
+import { WakeupService } from '../src/wakeup/wakeup.service';
+import { cursors, expireLeases, storedCounts } from './support/db-state';
 import { sleep } from './support/sleep';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant } from './support/test-app';
@@ -25,7 +26,11 @@ const QUEUE = 'jobs';
 const GROUP = 'workers';
 /** Slack on multi-second budgets for timers, the event loop and a request's way there and back. */
 const MARGIN_MS = 300;
-/** A rival's long poll is not woken by an expiry or a nack, only by a push: keep it short so it looks again soon. */
+/**
+ * Consumers here poll briefly: the tests time renewals and redeliveries, and a
+ * short poll keeps a consumer stopped by a test from lingering. That parked
+ * polls wake on redelivery is tested in wakeups.e2e-spec.ts and below.
+ */
 const RIVAL_WAIT_MS = 200;
 
 /** The longest time between two renewals with the keeper's default renewFraction of a third. */
@@ -241,6 +246,7 @@ describe('the client against a live broker', () => {
     client?: RecordingClient;
     handler?: (messages: Message[], context: ConsumeContext) => Promise<void>;
     stopOnLeaseLost?: boolean;
+    waitTimeoutMs?: number;
   }): RunningConsumer {
     const client = options.client ?? new RecordingClient(baseUrl, tenant);
     const stopping = new AbortController();
@@ -270,7 +276,7 @@ describe('the client against a live broker', () => {
         consumerGroup: GROUP,
         batch: 10,
         leaseSeconds: options.leaseSeconds,
-        waitTimeoutMs: RIVAL_WAIT_MS,
+        waitTimeoutMs: options.waitTimeoutMs ?? RIVAL_WAIT_MS,
         // Whatever a test leaves running is let go at once in afterEach, never acked on the way out.
         onStop: 'abandon',
         onLeaseLost: (error) => {
@@ -316,6 +322,22 @@ describe('the client against a live broker', () => {
 
   const transactionIds = (delivery: Delivery) => delivery.messages.map((message) => message.transactionId);
   const attempts = (delivery: Delivery) => delivery.messages.map((message) => message.deliveryAttempt);
+
+  it('started before its queue exists, waits in a long poll and gets the first message pushed, without a single onError call', async () => {
+    const consumer = startConsumer({ leaseSeconds: 30, waitTimeoutMs: 120_000 });
+    const wakeup = app.get(WakeupService);
+    await waitFor(() => wakeup.parkedCount(tenant, QUEUE, GROUP) === 1, 15_000, 'the first poll parks');
+    expect(await storedCounts(dataSource, tenant)).toMatchObject({ queues: 0 });
+
+    await pushJobs(1);
+
+    await waitFor(() => ackAnswered(consumer), 15_000, 'the message is handled and acked');
+    expect(consumer.deliveries.map(transactionIds)).toEqual([['job-0']]);
+    // The parked poll itself brought it: not a 204 at its timeout and a second poll.
+    expect(consumer.client.pops.map((pop) => pop.batch.messages.length)).toEqual([1]);
+    expect(consumer.client.polls).toBe(1);
+    expect(consumer.errors).toEqual([]);
+  });
 
   it('keeps the lease of a handler working five times longer than leaseSeconds, acks once, and a second consumer of the group polling all along never gets the batch', async () => {
     await pushJobs(3);

@@ -2,6 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { TransactionRunner } from '../database/transaction-runner';
+import { WakeupRepository } from '../wakeup/wakeup.repository';
+import { Redelivery, WakeupService } from '../wakeup/wakeup.service';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repository';
@@ -21,19 +23,31 @@ export class AckService {
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly acks: AckRepository,
+    private readonly wakeup: WakeupService,
+    private readonly notices: WakeupRepository,
   ) {}
 
   /**
    * Applies acknowledgments in order, in one transaction with every touched
    * consumer row locked. Each one succeeds or fails on its own; a failed one
-   * changes nothing.
+   * changes nothing. A lease it ends (a nack, a retry, a batch completed)
+   * with messages left after the cursor wakes that group's parked polls,
+   * here and (by NOTIFY on commit) in every other broker process.
    */
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
-    return this.transactions.run(tenantId, (manager) => this.apply(tenantId, commands, manager));
+    const { results, redeliveries } = await this.transactions.run(tenantId, (manager) =>
+      this.apply(tenantId, commands, manager),
+    );
+    this.wakeup.announceRedeliveries(tenantId, redeliveries);
+    return results;
   }
 
-  private async apply(tenantId: string, commands: AckCommand[], manager: EntityManager): Promise<AckResultDto[]> {
+  private async apply(
+    tenantId: string,
+    commands: AckCommand[],
+    manager: EntityManager,
+  ): Promise<{ results: AckResultDto[]; redeliveries: Redelivery[] }> {
     const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
     const cursors = new Map<string, WorkingCursor>(
       (await this.acks.lockCursors(tenantId, keys, manager)).map((cursor) => [
@@ -59,7 +73,9 @@ export class AckService {
     const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
     if (updates.length > 0) await this.acks.saveCursors(tenantId, updates, manager);
     if (letters.length > 0) await this.acks.deadLetter(tenantId, letters, manager);
-    return results;
+    const redeliveries = claimableAgain([...cursors.values()]);
+    await this.notices.notify(this.wakeup.redeliveryNotificationsFor(tenantId, redeliveries), manager);
+    return { results, redeliveries };
   }
 
   private decide(
@@ -135,6 +151,22 @@ export class AckService {
     }
     return wasLive;
   }
+}
+
+/** Per queue and group, the messages that released leases left claimable. */
+function claimableAgain(cursors: WorkingCursor[]): Redelivery[] {
+  const byGroup = new Map<string, Redelivery>();
+  for (const cursor of cursors) {
+    if (!cursor.releaseLease || cursor.lastOffset <= cursor.committedOffset) continue;
+    const key = compositeKey(cursor.queue, cursor.consumerGroup);
+    let redelivery = byGroup.get(key);
+    if (!redelivery) {
+      redelivery = { queue: cursor.queue, consumerGroup: cursor.consumerGroup, partitions: new Map() };
+      byGroup.set(key, redelivery);
+    }
+    redelivery.partitions.set(cursor.partition, cursor.lastOffset - cursor.committedOffset);
+  }
+  return [...byGroup.values()];
 }
 
 function uniqueBy<T>(items: T[], key: (item: T) => string): T[] {

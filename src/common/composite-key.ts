@@ -5,3 +5,8 @@
 export function compositeKey(...parts: string[]): string {
   return parts.join('\n');
 }
+
+/** The parts of a compositeKey. */
+export function splitCompositeKey(key: string): string[] {
+  return key.split('\n');
+}

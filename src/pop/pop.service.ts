@@ -9,6 +9,7 @@ import { monotonicNow } from '../database/deadline';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { QueuesRepository } from '../queues/queues.repository';
+import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, PopRepository } from './pop.repository';
@@ -34,6 +35,7 @@ export class PopService {
     private readonly queues: QueuesRepository,
     private readonly pops: PopRepository,
     private readonly wakeup: WakeupService,
+    private readonly expiries: LeaseExpiryService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
@@ -43,9 +45,10 @@ export class PopService {
   /**
    * Claims messages under one fresh lease, or undefined (204) when there are
    * none. With wait, parks between attempts without a database connection
-   * until a push brings this poll work (from any broker process), the
+   * until something it could claim becomes claimable (a push, a nack, a
+   * lease released by an ack or ending, through any broker process), the
    * timeout, the caller hanging up or shutdown. The wakeup subscription is
-   * taken before each attempt, so a push committed during the attempt still
+   * taken before each attempt, so work committed during the attempt still
    * wakes it.
    *
    * A tenant's long polls claim through a quarter of the pool at most, in turn,
@@ -172,6 +175,11 @@ export class PopService {
     // gets it with a live lease.
     if (!options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000) {
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
+    }
+    if (!options.autoAck) {
+      const partitions = new Map<string, number>();
+      for (const { partition } of claimed) partitions.set(partition, (partitions.get(partition) ?? 0) + 1);
+      this.expiries.leased(tenantId, queueName, options.consumerGroup, partitions, leaseSeconds * 1000);
     }
     return this.answer(queueName, options, options.autoAck ? null : leaseId, claimed);
   }

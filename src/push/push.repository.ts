@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
-import { PUSH_CHANNEL } from '../wakeup/wakeup.service';
 
 export interface NewMessage {
   partitionId: string;
@@ -76,12 +75,5 @@ export class PushRepository {
         WHERE p.tenant_id = $1 AND p.id = t.id`,
       [tenantId, [...lastOffsets.keys()], [...lastOffsets.values()]],
     );
-  }
-
-  /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back push. */
-  async notify(payloads: string[], manager: EntityManager): Promise<void> {
-    await manager.query(`SELECT pg_notify('${PUSH_CHANNEL}', t.payload) FROM unnest($1::text[]) AS t(payload)`, [
-      payloads,
-    ]);
   }
 }

@@ -4,6 +4,7 @@ import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
+import { WakeupRepository } from '../wakeup/wakeup.repository';
 import { QueueWork, WakeupService } from '../wakeup/wakeup.service';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
@@ -22,6 +23,7 @@ export class PushService {
     private readonly queues: QueuesRepository,
     private readonly pushes: PushRepository,
     private readonly wakeup: WakeupService,
+    private readonly notices: WakeupRepository,
   ) {}
 
   /**
@@ -104,7 +106,7 @@ export class PushService {
 
     if (fresh.length > 0) {
       await this.pushes.insert(tenantId, producerSub, fresh, lastOffsets, manager);
-      await this.pushes.notify(this.wakeup.notificationsFor(tenantId, work), manager);
+      await this.notices.notify(this.wakeup.notificationsFor(tenantId, work), manager);
     }
     return { results, work };
   }

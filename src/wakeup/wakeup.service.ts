@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { Client, Notification } from 'pg';
-import { compositeKey } from '../common/composite-key';
+import { compositeKey, splitCompositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseServer } from '../database/database-server';
 import { DrainService } from '../lifecycle/drain.service';
 
 /** The PostgreSQL channel every broker process listens on for pushes. */
 export const PUSH_CHANNEL = 'leasehold_push';
+/** And for messages claimable again by one consumer group: a nack, a lease released by an ack. */
+export const REDELIVERY_CHANNEL = 'leasehold_redelivery';
 
 export type WaitOutcome = 'woken' | 'timeout' | 'aborted' | 'closing';
 
@@ -17,6 +19,19 @@ const HEARTBEAT_MS = 15_000;
 
 /** What one push brought to one queue: new messages per partition name. */
 export type QueueWork = Map<string, number>;
+
+/** Messages of one queue claimable again by one consumer group, per partition name. */
+export interface Redelivery {
+  queue: string;
+  consumerGroup: string;
+  partitions: QueueWork;
+}
+
+/** A NOTIFY to send inside a transaction, so that it goes out on commit. */
+export interface Notice {
+  channel: string;
+  payload: string;
+}
 
 /** NOTIFY payloads stay below PostgreSQL's 8000 bytes; past this a push names no partitions. */
 const NOTIFY_PAYLOAD_BYTES = 7_000;
@@ -38,6 +53,11 @@ export class WakeupSubscription {
 
   get settled(): boolean {
     return this.outcome !== undefined;
+  }
+
+  /** Waiting in wait(): its poll looked and found nothing. */
+  get parked(): boolean {
+    return this.resolve !== undefined && this.outcome === undefined;
   }
 
   settle(outcome: WaitOutcome): void {
@@ -68,17 +88,20 @@ export class WakeupSubscription {
 }
 
 /**
- * Wakes parked long polls when messages arrive. Pushes made by this process
- * wake its own waiters directly; pushes made by any other process arrive as
- * NOTIFY on one dedicated connection outside the pool, so a parked poll holds
- * no pooled connection. The embedded database delivers NOTIFY to whichever
- * connection happens to be active, which is why the in-process path exists.
+ * Wakes parked long polls when something they could claim becomes
+ * claimable: a push, a nack or a lease released by an ack, a lease expiring
+ * (LeaseExpiryService). What this process did wakes its own waiters directly;
+ * what any other process did arrives as NOTIFY on one dedicated connection
+ * outside the pool, so a parked poll holds no pooled connection. The
+ * embedded database delivers NOTIFY to whichever connection happens to be
+ * active, which is why the in-process path exists.
  *
  * A push wakes only as many waiters as it brought messages, per consumer
  * group, oldest first, and a partition's waiters only for that partition's
  * messages: a thousand parked polls and a push of five messages make five
- * claims, not a thousand. A tenant may have POP_MAX_WAITING_PER_TENANT polls
- * parked in this process; more are refused (429) instead of parked.
+ * claims, not a thousand. A redelivery wakes only its own group's waiters.
+ * A tenant may have POP_MAX_WAITING_PER_TENANT polls parked in this
+ * process; more are refused (429) instead of parked.
  */
 @Injectable()
 export class WakeupService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -88,6 +111,8 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
   /** Per (tenant, queue), in the order they parked. */
   private readonly waiters = new Map<string, Set<WakeupSubscription>>();
   private readonly parkedPerTenant = new Map<string, number>();
+  /** Parked polls per (tenant, queue, consumer group): what LeaseExpiryService looks for. */
+  private readonly parkedPerGroup = new Map<string, number>();
   private readonly maxParkedPerTenant: number;
   private client: Client | undefined;
   private url: string | undefined;
@@ -127,6 +152,7 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     }
     this.waiters.clear();
     this.parkedPerTenant.clear();
+    this.parkedPerGroup.clear();
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -157,7 +183,31 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     }
     set.add(subscription);
     this.parkedPerTenant.set(tenantId, parked + 1);
+    const groupKey = compositeKey(tenantId, queue, consumerGroup);
+    this.parkedPerGroup.set(groupKey, (this.parkedPerGroup.get(groupKey) ?? 0) + 1);
     return subscription;
+  }
+
+  /** Whether a poll of this group is parked here. */
+  isWaiting(tenantId: string, queue: string, consumerGroup: string): boolean {
+    return this.parkedPerGroup.has(compositeKey(tenantId, queue, consumerGroup));
+  }
+
+  /** Polls of the group that looked, found nothing and now wait here. */
+  parkedCount(tenantId: string, queue: string, consumerGroup: string): number {
+    let parked = 0;
+    for (const subscription of this.waiters.get(compositeKey(tenantId, queue)) ?? []) {
+      if (subscription.consumerGroup === consumerGroup && subscription.parked) parked += 1;
+    }
+    return parked;
+  }
+
+  /** Every (tenant, queue, consumer group) with a poll parked here. */
+  waitingGroups(): Array<{ tenantId: string; queue: string; consumerGroup: string }> {
+    return [...this.parkedPerGroup.keys()].map((key) => {
+      const [tenantId, queue, consumerGroup] = splitCompositeKey(key);
+      return { tenantId, queue, consumerGroup };
+    });
   }
 
   /** Wakes this process's waiters for what a push brought; call after it committed. */
@@ -165,30 +215,51 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     for (const [queue, partitions] of work) this.wake(compositeKey(tenantId, queue), partitions);
   }
 
-  /**
-   * NOTIFY payloads for a push, to be sent inside its transaction so they go
-   * out on commit: origin, tenant, queue, message count, then each partition
-   * with its count (left out when they would not fit: then any waiter may go).
-   */
-  notificationsFor(tenantId: string, work: Map<string, QueueWork>): string[] {
-    return [...work].map(([queue, partitions]) => {
-      const total = [...partitions.values()].reduce((sum, count) => sum + count, 0);
-      const head = compositeKey(this.origin, tenantId, queue, String(total));
-      const full = compositeKey(head, ...[...partitions].map(([partition, count]) => `${partition}\t${count}`));
-      return Buffer.byteLength(full) <= NOTIFY_PAYLOAD_BYTES ? full : head;
-    });
+  /** Wakes this process's waiters of each group for messages it can claim again; call after commit. */
+  announceRedeliveries(tenantId: string, redeliveries: Redelivery[]): void {
+    for (const { queue, consumerGroup, partitions } of redeliveries) {
+      this.wake(compositeKey(tenantId, queue), partitions, sumOf(partitions), consumerGroup);
+    }
   }
 
   /**
-   * Per consumer group, wakes waiters oldest first while the push's messages
-   * last: one message each, and a partition's waiter only for its
-   * partition's messages. `partitions` undefined: the push did not say which.
+   * NOTIFY payloads for a push: origin, tenant, queue, message count, then
+   * each partition with its count (left out when they would not fit: then
+   * any waiter may go).
    */
-  private wake(key: string, partitions: QueueWork | undefined, total = sumOf(partitions)): void {
+  notificationsFor(tenantId: string, work: Map<string, QueueWork>): Notice[] {
+    return [...work].map(([queue, partitions]) => ({
+      channel: PUSH_CHANNEL,
+      payload: this.payload([tenantId, queue], partitions),
+    }));
+  }
+
+  /** NOTIFY payloads for redeliveries: as for a push, with the consumer group after the queue. */
+  redeliveryNotificationsFor(tenantId: string, redeliveries: Redelivery[]): Notice[] {
+    return redeliveries.map(({ queue, consumerGroup, partitions }) => ({
+      channel: REDELIVERY_CHANNEL,
+      payload: this.payload([tenantId, queue, consumerGroup], partitions),
+    }));
+  }
+
+  private payload(names: string[], partitions: QueueWork): string {
+    const head = compositeKey(this.origin, ...names, String(sumOf(partitions)));
+    const full = compositeKey(head, ...[...partitions].map(([partition, count]) => `${partition}\t${count}`));
+    return Buffer.byteLength(full) <= NOTIFY_PAYLOAD_BYTES ? full : head;
+  }
+
+  /**
+   * Per consumer group (or only `consumerGroup`'s), wakes waiters oldest
+   * first while the messages last: one message each, and a partition's
+   * waiter only for its partition's messages. `partitions` undefined: the
+   * sender did not say which.
+   */
+  wake(key: string, partitions: QueueWork | undefined, total = sumOf(partitions), consumerGroup?: string): void {
     const set = this.waiters.get(key);
     if (!set) return;
     const left = new Map<string, { total: number; partitions: Map<string, number> | undefined }>();
     for (const subscription of set) {
+      if (consumerGroup !== undefined && subscription.consumerGroup !== consumerGroup) continue;
       let budget = left.get(subscription.consumerGroup);
       if (!budget) {
         budget = { total, partitions: partitions && new Map(partitions) };
@@ -215,19 +286,23 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     const set = this.waiters.get(key);
     if (!set?.delete(subscription)) return;
     if (set.size === 0) this.waiters.delete(key);
-    const parked = (this.parkedPerTenant.get(subscription.tenantId) ?? 1) - 1;
-    if (parked > 0) this.parkedPerTenant.set(subscription.tenantId, parked);
-    else this.parkedPerTenant.delete(subscription.tenantId);
+    decrement(this.parkedPerTenant, subscription.tenantId);
+    decrement(this.parkedPerGroup, compositeKey(key, subscription.consumerGroup));
   }
 
   private onNotification(message: Notification): void {
-    const [origin, tenantId, queue, total, ...partitions] = (message.payload ?? '').split('\n');
-    if (message.channel !== PUSH_CHANNEL || total === undefined || origin === this.origin) return;
+    const fields = (message.payload ?? '').split('\n');
+    const redelivery = message.channel === REDELIVERY_CHANNEL;
+    if (!redelivery && message.channel !== PUSH_CHANNEL) return;
+    const [origin, tenantId, queue] = fields;
+    const consumerGroup = redelivery ? fields[3] : undefined;
+    const [total, ...partitions] = fields.slice(redelivery ? 4 : 3);
+    if (total === undefined || origin === this.origin) return;
     const work: QueueWork | undefined =
       partitions.length === 0
         ? undefined
         : new Map(partitions.map((entry) => [entry.slice(0, entry.lastIndexOf('\t')), Number(entry.slice(entry.lastIndexOf('\t') + 1))]));
-    this.wake(compositeKey(tenantId, queue), work, Number(total));
+    this.wake(compositeKey(tenantId, queue), work, Number(total), consumerGroup);
   }
 
   private async connect(): Promise<void> {
@@ -245,7 +320,7 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     client.on('end', () => this.dropped(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${PUSH_CHANNEL}`);
+      await client.query(`LISTEN ${PUSH_CHANNEL}; LISTEN ${REDELIVERY_CHANNEL}`);
     } catch (error) {
       await client.end().catch(() => undefined);
       this.logger.warn(`LISTEN connection failed (${messageOf(error)}); retrying in ${this.reconnectDelayMs} ms`);
@@ -292,7 +367,13 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-function sumOf(partitions: QueueWork | undefined): number {
+function decrement(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
+}
+
+export function sumOf(partitions: QueueWork | undefined): number {
   let total = 0;
   for (const count of partitions?.values() ?? []) total += count;
   return total;

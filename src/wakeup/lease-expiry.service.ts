@@ -1,0 +1,149 @@
+import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { compositeKey, splitCompositeKey } from '../common/composite-key';
+import { TransactionRunner } from '../database/transaction-runner';
+import { DrainService } from '../lifecycle/drain.service';
+import { WakeupRepository } from './wakeup.repository';
+import { QueueWork, WakeupService } from './wakeup.service';
+
+/** How often parked polls' groups are looked up for leases that end. */
+export const EXPIRY_SWEEP_MS = 500;
+/** A sweep plans wakeups for leases ending this far ahead, so consecutive sweeps overlap. */
+const SWEEP_LOOKAHEAD_MS = 3 * EXPIRY_SWEEP_MS;
+/** Leases one sweep reads at most; the soonest come first, the rest wait for the next sweep. */
+const SWEEP_MAX_LEASES = 5_000;
+/** Planned wakeups held at most; past it a lease's end is left to the sweep. */
+const MAX_PLANNED = 10_000;
+/** Past the lease's end as this process measures it, so the claim finds it ended. */
+const AFTER_END_MS = 5;
+
+interface Planned {
+  at: number;
+  messages: number;
+}
+
+/**
+ * Wakes parked polls when a lease of their group ends, so a crashed
+ * worker's batch goes to a waiting consumer at once, not at that consumer's
+ * timeout. One timer per process, set for the earliest planned end, fed by
+ * the leases this process hands out while a poll of the same group is
+ * parked here, and by a sweep every EXPIRY_SWEEP_MS while any poll is parked
+ * that reads, for the parked polls' groups only, the leases that have ended
+ * or end within the look-ahead. The sweep is what sees leases handed out by
+ * other broker processes, and it is the safety net for everything else, so
+ * a missed end costs at most a sweep interval. A claim does not NOTIFY the
+ * end of its lease: that would be a NOTIFY per pop, and NOTIFY serialises
+ * committing transactions.
+ *
+ * A planned end that a renewal moved or an ack made moot wakes a poll that
+ * finds nothing and parks again.
+ */
+@Injectable()
+export class LeaseExpiryService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(LeaseExpiryService.name);
+  /** Per (tenant, queue, consumer group, partition). */
+  private readonly planned = new Map<string, Planned>();
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping = false;
+  private stopped = false;
+  private sweepFailing = false;
+
+  constructor(
+    private readonly wakeup: WakeupService,
+    private readonly transactions: TransactionRunner,
+    private readonly repository: WakeupRepository,
+    drain: DrainService,
+  ) {
+    drain.onDrain(() => this.stop());
+  }
+
+  onApplicationBootstrap(): void {
+    this.sweepTimer = setInterval(() => void this.sweep(), EXPIRY_SWEEP_MS).unref();
+  }
+
+  onApplicationShutdown(): void {
+    this.stop();
+  }
+
+  /** A lease this process handed out: plan its group's waiters' wakeup at its end. */
+  leased(tenantId: string, queue: string, consumerGroup: string, partitions: QueueWork, leaseMs: number): void {
+    if (this.stopped || !this.wakeup.isWaiting(tenantId, queue, consumerGroup)) return;
+    const at = Date.now() + leaseMs + AFTER_END_MS;
+    for (const [partition, messages] of partitions) {
+      this.plan(compositeKey(tenantId, queue, consumerGroup, partition), at, messages);
+    }
+  }
+
+  /** Looks for ended and ending leases of the groups with parked polls; one sweep at a time. */
+  async sweep(): Promise<void> {
+    const groups = this.wakeup.waitingGroups();
+    if (this.stopped || this.sweeping || groups.length === 0) return;
+    this.sweeping = true;
+    try {
+      const leases = await this.transactions.run(undefined, (manager) =>
+        this.repository.endingLeases(groups, SWEEP_LOOKAHEAD_MS, SWEEP_MAX_LEASES, manager),
+      );
+      const now = Date.now();
+      for (const lease of leases) {
+        const key = compositeKey(lease.tenantId, lease.queue, lease.consumerGroup, lease.partition);
+        this.plan(key, now + lease.dueInMs + (lease.dueInMs > 0 ? AFTER_END_MS : 0), lease.messages);
+      }
+      if (this.sweepFailing) this.logger.log('Lease expiry sweep works again');
+      this.sweepFailing = false;
+    } catch (error) {
+      // Parked polls still answer at their timeout; say so once, not every 500 ms.
+      if (!this.sweepFailing && !this.stopped) {
+        this.logger.warn(`Lease expiry sweep failed (${error instanceof Error ? error.message : String(error)}); retrying`);
+      }
+      this.sweepFailing = true;
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  private plan(key: string, at: number, messages: number): void {
+    if (at <= Date.now()) {
+      this.planned.delete(key);
+      this.fire(key, messages);
+      return;
+    }
+    if (!this.planned.has(key) && this.planned.size >= MAX_PLANNED) return;
+    this.planned.set(key, { at, messages });
+    if (at < this.timerAt) this.arm(at);
+  }
+
+  private arm(at: number): void {
+    clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => this.due(), Math.max(0, at - Date.now())).unref();
+  }
+
+  private due(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const now = Date.now();
+    let next = Infinity;
+    for (const [key, planned] of this.planned) {
+      if (planned.at <= now) {
+        this.planned.delete(key);
+        this.fire(key, planned.messages);
+      } else {
+        next = Math.min(next, planned.at);
+      }
+    }
+    if (next < Infinity && !this.stopped) this.arm(next);
+  }
+
+  private fire(key: string, messages: number): void {
+    const [tenantId, queue, consumerGroup, partition] = splitCompositeKey(key);
+    this.wakeup.announceRedeliveries(tenantId, [{ queue, consumerGroup, partitions: new Map([[partition, messages]]) }]);
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    clearInterval(this.sweepTimer);
+    clearTimeout(this.timer);
+    this.planned.clear();
+  }
+}

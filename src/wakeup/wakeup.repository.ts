@@ -1,0 +1,75 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import type { Notice } from './wakeup.service';
+
+export interface WaitingGroup {
+  tenantId: string;
+  queue: string;
+  consumerGroup: string;
+}
+
+/** A lease of a waiting group that has ended or ends soon. */
+export interface EndingLease extends WaitingGroup {
+  partition: string;
+  /** Messages it holds: claimable again once it ends. */
+  messages: number;
+  /** Milliseconds until it ends by the database clock; 0 when it already has. */
+  dueInMs: number;
+}
+
+/** SQL for the wakeup transport (NOTIFY) and for finding leases that end. */
+@Injectable()
+export class WakeupRepository {
+  /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back one. */
+  async notify(notices: Notice[], manager: EntityManager): Promise<void> {
+    if (notices.length === 0) return;
+    await manager.query('SELECT pg_notify(t.channel, t.payload) FROM unnest($1::text[], $2::text[]) AS t(channel, payload)', [
+      notices.map((notice) => notice.channel),
+      notices.map((notice) => notice.payload),
+    ]);
+  }
+
+  /**
+   * The leases of the given groups that have ended or end within
+   * `withinMs`, soonest first. Unlike other statements this one spans
+   * tenants: every waiting group names its tenant, and every join is on it.
+   * Read through idx_consumers_claim: the group's cursors, not every lease.
+   */
+  async endingLeases(groups: WaitingGroup[], withinMs: number, limit: number, manager: EntityManager): Promise<EndingLease[]> {
+    const rows: Array<{
+      tenant_id: string;
+      queue: string;
+      consumer_group: string;
+      partition: string;
+      messages: number;
+      due_in_ms: number;
+    }> = await manager.query(
+      `SELECT w.tenant_id, w.queue, w.consumer_group, p.name AS partition,
+              GREATEST(1, c.lease_end_offset - c.committed_offset)::int AS messages,
+              GREATEST(0, ceil(extract(epoch FROM c.lease_expires_at - clock_timestamp()) * 1000))::int AS due_in_ms
+         FROM unnest($1::uuid[], $2::text[], $3::text[]) AS w(tenant_id, queue, consumer_group)
+         JOIN queues q ON q.tenant_id = w.tenant_id AND q.name = w.queue
+         JOIN consumers c ON c.tenant_id = q.tenant_id AND c.queue_id = q.id AND c.consumer_group = w.consumer_group
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+        WHERE c.lease_id IS NOT NULL
+          AND c.lease_expires_at <= clock_timestamp() + make_interval(secs => $4::double precision / 1000)
+        ORDER BY c.lease_expires_at
+        LIMIT $5`,
+      [
+        groups.map((group) => group.tenantId),
+        groups.map((group) => group.queue),
+        groups.map((group) => group.consumerGroup),
+        withinMs,
+        limit,
+      ],
+    );
+    return rows.map((row) => ({
+      tenantId: row.tenant_id,
+      queue: row.queue,
+      consumerGroup: row.consumer_group,
+      partition: row.partition,
+      messages: row.messages,
+      dueInMs: row.due_in_ms,
+    }));
+  }
+}
