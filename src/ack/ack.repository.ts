@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
+import { DatabaseEngine } from '../database/database-engine';
 
 export interface CursorKey {
   partitionId: string;
@@ -40,6 +41,8 @@ export interface DeadLetter extends CursorKey {
 /** SQL for acknowledgments: cursors, lease release and the dead-letter queue. */
 @Injectable()
 export class AckRepository {
+  constructor(private readonly engine: DatabaseEngine) {}
+
   /**
    * Locks the consumer rows in primary-key order, the order lease renewal
    * locks them in, so concurrent acks and extends queue instead of deadlocking.
@@ -63,7 +66,9 @@ export class AckRepository {
       lease_id: string | null;
       lease_live: boolean;
       retry_count: number;
-    }> = await manager.query(
+    }> = await this.engine.prepared(
+      manager,
+      'leasehold_ack_lock',
       `WITH locked AS (
          SELECT c.*
            FROM (SELECT * FROM unnest($2::uuid[], $3::text[]) AS u(partition_id, consumer_group)
@@ -116,7 +121,9 @@ export class AckRepository {
     keys: Array<{ partitionId: string; transactionId: string }>,
     manager: EntityManager,
   ): Promise<Map<string, number>> {
-    const rows: Array<{ partition_id: string; transaction_id: string; seq: string }> = await manager.query(
+    const rows: Array<{ partition_id: string; transaction_id: string; seq: string }> = await this.engine.prepared(
+      manager,
+      'leasehold_ack_offsets',
       `SELECT m.partition_id, m.transaction_id, m.seq
          FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
         CROSS JOIN LATERAL (
@@ -135,7 +142,9 @@ export class AckRepository {
    * holds rows that have one.
    */
   async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
-    await manager.query(
+    await this.engine.prepared(
+      manager,
+      'leasehold_ack_save',
       `UPDATE consumers c
           SET committed_offset = t.committed_offset,
               retry_count = t.retry_count,

@@ -1,6 +1,7 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import type { PoolClient } from 'pg';
+import { DataSource, EntityManager } from 'typeorm';
 
 /**
  * What the connected server is, learnt once at boot. The embedded PGlite
@@ -22,5 +23,19 @@ export class DatabaseEngine implements OnModuleInit {
   /** True when single statements need an explicit transaction to stay whole. */
   get needsExplicitTransactions(): boolean {
     return this.embedded;
+  }
+
+  /**
+   * Runs a hot statement of a transaction as a named prepared statement on
+   * the transaction's own connection, so it is parsed (and, once PostgreSQL
+   * settles on a generic plan, planned) once per connection instead of on
+   * every call. On the embedded database, one shared session in which every
+   * pooled connection would prepare the same name, it runs unnamed.
+   */
+  async prepared<T = any>(manager: EntityManager, name: string, text: string, values: unknown[]): Promise<T[]> {
+    const runner = manager.queryRunner;
+    if (this.embedded || !runner) return manager.query(text, values);
+    const client = (await runner.connect()) as PoolClient;
+    return (await client.query({ name, text, values })).rows as T[];
   }
 }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
+import { DatabaseEngine } from '../database/database-engine';
 
 /** What a message adds to a pop's answer besides its payload and names: keys, ids, timestamps, punctuation. */
 export const MESSAGE_ENVELOPE_BYTES = 400;
@@ -117,9 +118,48 @@ const CLAIM_SQL = `
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
    ORDER BY k.claim_order, m.seq`;
 
+export interface PopTarget {
+  queueId: string;
+  leaseTime: number;
+  /** The named partition's id; null when there is no such partition (or none was named). */
+  partitionId: string | null;
+  groupExists: boolean;
+}
+
 /** SQL for consumer groups and the claim. */
 @Injectable()
 export class PopRepository {
+  constructor(private readonly engine: DatabaseEngine) {}
+
+  /**
+   * What a pop needs to know before claiming, in one round trip: the queue,
+   * the named partition (null when it does not exist), and whether the group
+   * has had its first pop. Undefined when the queue does not exist.
+   */
+  async target(
+    tenantId: string,
+    queue: string,
+    partition: string | undefined,
+    consumerGroup: string,
+    manager: EntityManager,
+  ): Promise<PopTarget | undefined> {
+    const rows: Array<{ id: string; lease_time: number; partition_id: string | null; group_exists: boolean }> =
+      await this.engine.prepared(
+        manager,
+        'leasehold_pop_target',
+        `SELECT q.id, q.lease_time,
+                (SELECT p.id FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = $3) AS partition_id,
+                EXISTS (SELECT 1 FROM consumer_groups g
+                         WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $4) AS group_exists
+           FROM queues q
+          WHERE q.tenant_id = $1 AND q.name = $2`,
+        [tenantId, queue, partition ?? null, consumerGroup],
+      );
+    if (rows.length === 0) return undefined;
+    const [row] = rows;
+    return { queueId: row.id, leaseTime: row.lease_time, partitionId: row.partition_id, groupExists: row.group_exists };
+  }
+
   /**
    * Records the group's starting point at its first pop, even one that finds
    * nothing: null (everything), now() for subscription mode new, or an
@@ -139,11 +179,6 @@ export class PopRepository {
     startAt: { newOnly: boolean; from: string | undefined },
     manager: EntityManager,
   ): Promise<void> {
-    const existing: unknown[] = await manager.query(
-      'SELECT 1 FROM consumer_groups WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
-      [tenantId, queueId, consumerGroup],
-    );
-    if (existing.length > 0) return;
     await manager.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, queueId]);
     await manager.query(
       `WITH g AS (
@@ -180,7 +215,7 @@ export class PopRepository {
       partition_id: string;
       partition: string;
       delivery_attempt: number;
-    }> = await manager.query(CLAIM_SQL, [
+    }> = await this.engine.prepared(manager, 'leasehold_claim', CLAIM_SQL, [
       tenantId,
       request.queueId,
       request.consumerGroup,

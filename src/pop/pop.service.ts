@@ -8,7 +8,6 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
-import { QueuesRepository } from '../queues/queues.repository';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PopOptions } from './pop-query.pipe';
@@ -32,7 +31,6 @@ export class PopService {
 
   constructor(
     private readonly transactions: TransactionRunner,
-    private readonly queues: QueuesRepository,
     private readonly pops: PopRepository,
     private readonly wakeup: WakeupService,
     private readonly expiries: LeaseExpiryService,
@@ -135,27 +133,24 @@ export class PopService {
         }
         return { claimed: [] as ClaimedMessage[], leaseSeconds: 0 };
       };
-      const queue = await this.queues.find(tenantId, queueName, manager);
-      if (!queue) return nothing();
-      let partitionId: string | undefined;
-      if (partitionName !== undefined) {
-        partitionId = await this.queues.findPartitionId(tenantId, queue.id, partitionName, manager);
-        if (!partitionId) return nothing();
+      const target = await this.pops.target(tenantId, queueName, partitionName, options.consumerGroup, manager);
+      if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
+      if (!target.groupExists) {
+        await this.pops.ensureGroup(
+          tenantId,
+          target.queueId,
+          options.consumerGroup,
+          { newOnly: options.subscriptionMode === 'new', from: options.subscriptionFrom },
+          manager,
+        );
       }
-      await this.pops.ensureGroup(
-        tenantId,
-        queue.id,
-        options.consumerGroup,
-        { newOnly: options.subscriptionMode === 'new', from: options.subscriptionFrom },
-        manager,
-      );
-      const leaseSeconds = options.leaseSeconds ?? queue.leaseTime;
+      const leaseSeconds = options.leaseSeconds ?? target.leaseTime;
       claimSentAt = monotonicNow();
       const claimed = await this.pops.claim(
         tenantId,
         {
-          queueId: queue.id,
-          partitionId,
+          queueId: target.queueId,
+          partitionId: target.partitionId ?? undefined,
           consumerGroup: options.consumerGroup,
           leaseId,
           leaseSeconds,
