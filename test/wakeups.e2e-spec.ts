@@ -1,6 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
+import { WakeupRepository } from '../src/wakeup/wakeup.repository';
 import { WakeupService } from '../src/wakeup/wakeup.service';
 import { BrokerClient, PopBody, Query } from './support/broker-client';
 import { expireLeases, sql } from './support/db-state';
@@ -132,6 +133,29 @@ describe('parked polls wake when something they could claim becomes claimable', 
     const woken = await within(parked.answer, 'the parked poll answers', WOKEN_WITHIN_MS);
     expect(woken.status).toBe(200);
     expect(attempts(woken.body)).toEqual([2]);
+  });
+
+  it('does not wake a parked poll, sweep after sweep, for an ended lease with nothing left past its cursor', async () => {
+    await client.pushMany('jobs', 1);
+    const held = await holder('jobs', { leaseSeconds: 3_600 });
+    const parked = await parkedPop('jobs');
+    // Its messages were acked behind the lease's back: the lease stays set, and ending it frees nothing.
+    await sql(dataSource, 'UPDATE consumers SET committed_offset = 1 WHERE tenant_id = $1', [client.tenant]);
+    await expireLeases(dataSource, client.tenant, held.leaseId!);
+    const repository = app.get(WakeupRepository);
+    const sweeps = jest.spyOn(repository, 'endingLeases');
+    const announced = jest.spyOn(wakeup, 'announceRedeliveries');
+    try {
+      await waitFor(() => sweeps.mock.calls.length >= 3, 'three sweeps run');
+      await Promise.all(sweeps.mock.results.map((result) => result.value));
+      expect(announced.mock.calls.filter(([tenant]) => tenant === client.tenant)).toEqual([]);
+      expect(await settledWithin(parked.answer, 0)).toBe(false);
+    } finally {
+      sweeps.mockRestore();
+      announced.mockRestore();
+    }
+    await client.pushMany('jobs', 1, undefined, 'next');
+    expect((await within(parked.answer, 'the parked poll answers the next push', WOKEN_WITHIN_MS)).status).toBe(200);
   });
 
   it("wakes only the group whose batch came back: another group's parked poll stays parked", async () => {

@@ -34,6 +34,8 @@ export class WakeupRepository {
    * `withinMs`, soonest first. Unlike other statements this one spans
    * tenants: every waiting group names its tenant, and every join is on it.
    * Read through idx_consumers_claim: the group's cursors, not every lease.
+   * A lease with nothing left past its cursor is left out: its end makes
+   * nothing claimable, and waking for it would make a parked poll spin.
    */
   async endingLeases(groups: WaitingGroup[], withinMs: number, limit: number, manager: EntityManager): Promise<EndingLease[]> {
     const rows: Array<{
@@ -52,6 +54,7 @@ export class WakeupRepository {
          JOIN consumers c ON c.tenant_id = q.tenant_id AND c.queue_id = q.id AND c.consumer_group = w.consumer_group
          JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
         WHERE c.lease_id IS NOT NULL
+          AND p.last_offset > c.committed_offset
           AND c.lease_expires_at <= clock_timestamp() + make_interval(secs => $4::double precision / 1000)
         ORDER BY c.lease_expires_at
         LIMIT $5`,
