@@ -1,10 +1,12 @@
 import { ChildProcess, execSync, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import autocannon, { Result } from 'autocannon';
 import { Client } from 'pg';
+import { DrainRow, measureDrain } from './drain';
 import { IsolationRow, measureIsolation } from './tenants';
+import { measureWakeups, WakeupRow } from './wakeups';
 
 /*
  * `npm run bench`: starts the broker (real PostgreSQL, fresh database) and a
@@ -21,6 +23,10 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const BROKER_PORT = 6700;
 const CEILING_PORT = 6701;
 const ISOLATION_PORT = 6702;
+const SECOND_BROKER_PORT = 6703;
+const DRAIN_PARTITIONS = Number(process.env.BENCH_DRAIN_PARTITIONS ?? 5000);
+/** Text after this line in RESULTS.md is written by hand and kept across runs. */
+const KEPT_MARKER = '<!-- Written by hand from here on; npm run bench keeps it. -->';
 const ISOLATION_SECRET = 'bench-isolation-secret-of-enough-length';
 const BROKER = `http://127.0.0.1:${BROKER_PORT}`;
 
@@ -53,6 +59,8 @@ async function main(): Promise<void> {
   });
   const ceiling = start('ceiling', join(ROOT, 'dist-bench', 'bench', 'ceiling-app.js'), [String(CEILING_PORT)], {});
   const rows: Row[] = [];
+  const drains: DrainRow[] = [];
+  let wakeups: WakeupRow[] = [];
   let isolation: IsolationRow[] = [];
   try {
     await waitFor(`${BROKER}/health`);
@@ -84,6 +92,29 @@ async function main(): Promise<void> {
 
     rows.push({ ...(await measurePush()), rssMb: rss(broker) });
     rows.push({ ...(await measurePopAck()), rssMb: rss(broker) });
+
+    for (const [query, label] of [
+      ['batch=10', 'batch'],
+      ['batch=10&partitions=10', 'partitions'],
+    ]) {
+      log(`draining ${DRAIN_PARTITIONS} one-message partitions, ${query}`);
+      drains.push(await measureDrain(BROKER, databaseUrl(), DRAIN_PARTITIONS, query, label));
+    }
+
+    const second = start('second broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
+      PORT: String(SECOND_BROKER_PORT),
+      HOST: '127.0.0.1',
+      DATABASE_URL: databaseUrl(),
+      DB_POOL_SIZE: '4',
+      JWT_ENABLED: 'false',
+    });
+    try {
+      await waitFor(`http://127.0.0.1:${SECOND_BROKER_PORT}/health`);
+      log('wakeups: redelivery to a parked poll, in the same and in another broker process');
+      wakeups = await measureWakeups(BROKER, `http://127.0.0.1:${SECOND_BROKER_PORT}`, databaseUrl());
+    } finally {
+      second.kill('SIGTERM');
+    }
   } finally {
     broker.kill('SIGTERM');
     ceiling.kill('SIGTERM');
@@ -107,7 +138,7 @@ async function main(): Promise<void> {
   } finally {
     isolated.kill('SIGTERM');
   }
-  writeResults(rows, isolation);
+  writeResults(rows, drains, wakeups, isolation);
 }
 
 function databaseUrl(): string {
@@ -139,7 +170,7 @@ async function assertPortFree(port: number): Promise<void> {
 }
 
 function start(name: string, script: string, args: string[], env: Record<string, string>): ChildProcess {
-  const flags = name === 'broker' ? startFlags() : [];
+  const flags = name.endsWith('broker') ? startFlags() : [];
   const child = spawn(process.execPath, [...flags, script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM') {
@@ -348,7 +379,7 @@ function rss(child: ChildProcess): number {
   return Math.round(kb / 1024);
 }
 
-function writeResults(rows: Row[], isolation: IsolationRow[]): void {
+function writeResults(rows: Row[], drains: DrainRow[], wakeups: WakeupRow[], isolation: IsolationRow[]): void {
   const find = (scenario: string, connections: number) =>
     rows.find((row) => row.scenario.startsWith(scenario) && row.connections === connections);
   const ceiling50 = find('ceiling', 50)!;
@@ -382,6 +413,33 @@ function writeResults(rows: Row[], isolation: IsolationRow[]): void {
     `- hot lease / random leases = ${(hot50.requestsPerSecond / extend50.requestsPerSecond).toFixed(2)} (target ≥ 0.5), errors ${hot50.errors}: ${verdict(hot50.requestsPerSecond >= 0.5 * extend50.requestsPerSecond && hot50.errors === 0)}`,
     `- broker RSS max = ${maxRss} MB (target ≤ 200 MB): ${verdict(maxRss <= 200)}`,
     '',
+    '## Draining many partitions',
+    '',
+    `${DRAIN_PARTITIONS} partitions of one message each, pushed in batches of 500, statistics refreshed (\`VACUUM ANALYZE\`, as autovacuum would), ` +
+      'then drained by 4 consumers of one group, each popping without wait and acking what it got until the queue answers 204. ' +
+      'Messages per second from the first pop to the last ack; pop and ack latencies in ms as each consumer saw them.',
+    '',
+    '| scenario | consumers | messages | seconds | messages/s | pops | pop p50 | pop p99 | ack p50 | ack p99 | errors |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...drains.map(
+      (row) =>
+        `| ${row.scenario} | ${row.consumers} | ${row.messages} | ${row.seconds} | ${row.messagesPerSecond} | ${row.pops} | ${row.popP50} | ${row.popP99} | ${row.ackP50} | ${row.ackP99} | ${row.errors} |`,
+    ),
+    '',
+    '## Redelivery to a parked consumer',
+    '',
+    'A batch held through the main broker is nacked, or its 1 s lease left to expire, while a long poll of the same group ' +
+      'is parked in the same process or in a second broker process on the same database (pool 4). Milliseconds from the ' +
+      "nack's answer, or from the lease's expiry by the database clock, to the parked poll's answer; 5 rounds at a time.",
+    '',
+    '| scenario | rounds | p50 | p99 | max | errors |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+    ...wakeups.map((row) => `| ${row.scenario} | ${row.rounds} | ${row.p50} | ${row.p99} | ${row.max} | ${row.errors} |`),
+    '',
+    ...wakeups.map(
+      (row) => `- ${row.scenario}: max ${row.max} ms (target ≤ 1000 ms), errors ${row.errors}: ${verdict(row.max <= 1000 && row.errors === 0)}`,
+    ),
+    '',
     '## Tenant isolation',
     '',
     'A second broker, auth on (HS256), pool ' + (process.env.BENCH_POOL_SIZE ?? '10') + ', every limit at its default. ' +
@@ -401,7 +459,10 @@ function writeResults(rows: Row[], isolation: IsolationRow[]): void {
     ),
     '',
   ];
-  writeFileSync(join(ROOT, 'bench', 'RESULTS.md'), lines.join('\n'));
+  const path = join(ROOT, 'bench', 'RESULTS.md');
+  const previous = existsSync(path) ? readFileSync(path, 'utf8') : '';
+  const kept = previous.includes(KEPT_MARKER) ? previous.slice(previous.indexOf(KEPT_MARKER)) : `${KEPT_MARKER}\n`;
+  writeFileSync(path, `${lines.join('\n')}\n${kept}`);
   log(lines.join('\n'));
 }
 
