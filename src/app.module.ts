@@ -7,6 +7,7 @@ import { DlqModule } from './dlq/dlq.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 import { QueuesModule } from './queues/queues.module';
@@ -16,6 +17,7 @@ import { QueuesModule } from './queues/queues.module';
     ConfigModule,
     DatabaseModule,
     LifecycleModule,
+    MetricsModule,
     AuthModule,
     HealthModule,
     LeaseModule,

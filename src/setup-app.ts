@@ -11,6 +11,8 @@ import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 import { DrainService } from './lifecycle/drain.service';
+import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
+import { MetricsService } from './metrics/metrics.service';
 
 /** Nest's own body parser is off: bodies are read after authentication (RequestBodyInterceptor). */
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
@@ -30,6 +32,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   app.disable('x-powered-by');
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
+  app.use(httpMetricsMiddleware(app.get(MetricsService)));
   app.use(requestIdMiddleware);
   app.use(app.get(DrainService).middleware);
   if (options.leaseFastPath ?? true) {

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { TransactionRunner } from '../database/transaction-runner';
+import { MetricsService, RedeliveryCause } from '../metrics/metrics.service';
 import { WakeupRepository } from '../wakeup/wakeup.repository';
 import { Redelivery, WakeupService } from '../wakeup/wakeup.service';
 import { AckCommand } from './dto/ack-request.dto';
@@ -25,6 +26,7 @@ export class AckService {
     private readonly acks: AckRepository,
     private readonly wakeup: WakeupService,
     private readonly notices: WakeupRepository,
+    private readonly metrics: MetricsService,
   ) {}
 
   /**
@@ -36,17 +38,33 @@ export class AckService {
    */
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
-    const { results, redeliveries } = await this.transactions.run(tenantId, (manager) =>
-      this.apply(tenantId, commands, manager),
-    );
+    const tally: Tally = { handedBack: [], deadLettered: [] };
+    const { results, redeliveries } = await this.transactions.run(tenantId, (manager) => {
+      tally.handedBack = [];
+      tally.deadLettered = [];
+      return this.apply(tenantId, commands, manager, tally);
+    });
     this.wakeup.announceRedeliveries(tenantId, redeliveries);
+    this.count(tenantId, commands, results, tally);
     return results;
+  }
+
+  /** Counted once committed. */
+  private count(tenantId: string, commands: AckCommand[], results: AckResultDto[], tally: Tally): void {
+    results.forEach((result, index) =>
+      this.metrics.acks.inc({ status: commands[index].outcome, outcome: result.success ? 'accepted' : 'refused' }),
+    );
+    for (const { queue, cause, messages } of tally.handedBack) {
+      this.metrics.redeliveredMessages.inc({ ...this.metrics.queue(tenantId, queue), cause }, messages);
+    }
+    for (const queue of tally.deadLettered) this.metrics.deadLettered.inc(this.metrics.queue(tenantId, queue));
   }
 
   private async apply(
     tenantId: string,
     commands: AckCommand[],
     manager: EntityManager,
+    tally: Tally,
   ): Promise<{ results: AckResultDto[]; redeliveries: Redelivery[] }> {
     const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
     const cursors = new Map<string, WorkingCursor>(
@@ -66,7 +84,7 @@ export class AckService {
     const results = commands.map((command, index) => {
       const cursor = cursors.get(compositeKey(command.partitionId, command.consumerGroup));
       const seq = offsets.get(compositeKey(command.partitionId, command.transactionId));
-      const outcome = this.decide(command, cursor, partitions.has(command.partitionId), seq, letters);
+      const outcome = this.decide(command, cursor, partitions.has(command.partitionId), seq, letters, tally);
       return { index, transactionId: command.transactionId, ...outcome };
     });
 
@@ -84,6 +102,7 @@ export class AckService {
     partitionExists: boolean,
     seq: number | undefined,
     letters: DeadLetter[],
+    tally: Tally,
   ): Omit<AckResultDto, 'index' | 'transactionId'> {
     const refused = (error: string) => ({ success: false, error, leaseReleased: false, dlq: false });
     const done = (leaseReleased: boolean, dlq = false) => ({ success: true, error: null, leaseReleased, dlq });
@@ -109,8 +128,17 @@ export class AckService {
 
     if (seq <= cursor.committedOffset) return refused('message already acknowledged');
     // Any failure hands the whole batch back at once.
+    const batchEnd = cursor.leaseEndOffset ?? cursor.deliveredOffset;
     const leaseReleased = this.release(cursor);
-    if (command.outcome === 'retry') return done(leaseReleased);
+    const handBack = (): void => {
+      const messages = batchEnd - cursor.committedOffset;
+      const cause: RedeliveryCause = command.outcome === 'retry' ? 'retry' : 'nack';
+      if (leaseReleased && messages > 0) tally.handedBack.push({ queue: cursor.queue, cause, messages });
+    };
+    if (command.outcome === 'retry') {
+      handBack();
+      return done(leaseReleased);
+    }
 
     // Only the next message in order can leave the partition: moving the
     // cursor past a later one would skip the unacknowledged ones before it.
@@ -118,6 +146,7 @@ export class AckService {
     if (atCursor && (command.outcome === 'dlq' || cursor.retryCount >= cursor.retryLimit)) {
       const keep = command.outcome === 'dlq' || cursor.deadLetterQueue;
       if (keep) {
+        tally.deadLettered.push(cursor.queue);
         letters.push({
           partitionId: cursor.partitionId,
           consumerGroup: cursor.consumerGroup,
@@ -129,6 +158,7 @@ export class AckService {
       cursor.committedOffset = seq;
       cursor.retryCount = 0;
       cursor.changed = true;
+      handBack();
       return done(leaseReleased, keep);
     }
     if (!cursor.failureCounted) {
@@ -136,6 +166,7 @@ export class AckService {
       cursor.failureCounted = true;
       cursor.changed = true;
     }
+    handBack();
     return done(leaseReleased);
   }
 
@@ -151,6 +182,14 @@ export class AckService {
     }
     return wasLive;
   }
+}
+
+/** What an ack request did that metrics count, once it has committed. */
+interface Tally {
+  /** Batches a nack or retry handed back, with the messages made claimable again. */
+  handedBack: Array<{ queue: string; cause: RedeliveryCause; messages: number }>;
+  /** The queue of each message moved to the dead-letter queue. */
+  deadLettered: string[];
 }
 
 /** Per queue and group, the messages that released leases left claimable. */

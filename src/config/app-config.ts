@@ -79,8 +79,33 @@ export interface AppConfig {
   limits: LimitsConfig;
   /** Serve Swagger UI and the OpenAPI document (/docs, /docs-json). */
   docsEnabled: boolean;
+  metrics: MetricsConfig;
+  log: LogConfig;
   defaultTenantId: string;
 }
 
 /** Injection token for the validated configuration. */
 export const APP_CONFIG = Symbol('APP_CONFIG');
+
+export interface MetricsConfig {
+  /** Serve /metrics at all. */
+  enabled: boolean;
+  /** A port of its own for /metrics (not on the API port); undefined: the API port. */
+  port: number | undefined;
+  /** Bearer token /metrics requires on the API port when auth is on. */
+  token: string | undefined;
+  /** Label per-queue series with the tenant id (one series per tenant and queue). */
+  tenantLabels: boolean;
+  /** Most (queue, consumer group) rows the scrape-time depth and lag query reads. */
+  maxQueueSeries: number;
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface LogConfig {
+  level: LogLevel;
+  /** `json`: one JSON object per line; `pretty`: coloured lines for a terminal (needs the dev dependency pino-pretty). */
+  format: 'json' | 'pretty';
+  /** Log one line per HTTP request. */
+  requests: boolean;
+}

@@ -97,6 +97,23 @@ describe('loadConfig', () => {
     });
     expect(config.leaseRenewalBatchRows).toBe(2_000);
     expect(config.docsEnabled).toBe(true);
+    expect(config.metrics).toEqual({ enabled: true, port: undefined, token: undefined, tenantLabels: false, maxQueueSeries: 1_000 });
+    expect(config.log).toEqual({ level: 'info', format: 'json', requests: true });
+  });
+
+  it('reads the observability settings and refuses a short metrics token', () => {
+    const config = loadConfig({
+      METRICS_PORT: '9464',
+      METRICS_TENANT_LABELS: 'true',
+      LOG_LEVEL: 'debug',
+      LOG_FORMAT: 'pretty',
+      LOG_REQUESTS: 'false',
+    });
+    expect(config.metrics).toMatchObject({ port: 9464, tenantLabels: true });
+    expect(config.log).toEqual({ level: 'debug', format: 'pretty', requests: false });
+    expect(loadConfig({ NODE_ENV: 'development' }).log.format).toBe('pretty');
+    expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow('METRICS_TOKEN must be at least 16 characters');
+    expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow('LOG_LEVEL');
   });
 
   it('keeps a fifth of the pool (at least one connection) out of any one tenant reach', () => {

@@ -1,8 +1,9 @@
 import { createPublicKey } from 'node:crypto';
-import { AppConfig, JwtAlgorithm } from './app-config';
+import { AppConfig, JwtAlgorithm, LogLevel } from './app-config';
 
 export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
 
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512'];
 const MIN_SECRET_BYTES = 32;
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
@@ -110,6 +111,18 @@ export function loadConfig(env: Env = process.env): AppConfig {
     },
     docsEnabled: reader.bool('DOCS_ENABLED', true),
     defaultTenantId: DEFAULT_TENANT_ID,
+    metrics: {
+      enabled: reader.bool('METRICS_ENABLED', true),
+      port: reader.optionalInt('METRICS_PORT', 0, 65535),
+      token: reader.string('METRICS_TOKEN'),
+      tenantLabels: reader.bool('METRICS_TENANT_LABELS', false),
+      maxQueueSeries: reader.int('METRICS_MAX_QUEUE_SERIES', 1_000, 1, 1_000_000),
+    },
+    log: {
+      level: reader.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+      format: reader.oneOf('LOG_FORMAT', ['json', 'pretty'] as const, env.NODE_ENV === 'development' ? 'pretty' : 'json'),
+      requests: reader.bool('LOG_REQUESTS', true),
+    },
   };
 
   if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
@@ -119,6 +132,9 @@ export function loadConfig(env: Env = process.env): AppConfig {
     // PGlite runs one transaction at a time and cannot carry NOTIFY between
     // processes, so extra workers would only queue and miss long-poll wakeups.
     problems.push('WORKERS > 1 needs DATABASE_URL: the embedded database serves one broker process');
+  }
+  if (config.metrics.token !== undefined && config.metrics.token.length < 16) {
+    problems.push('METRICS_TOKEN must be at least 16 characters');
   }
   if (problems.length > 0) {
     throw new ConfigError(problems);
@@ -202,7 +218,7 @@ class EnvReader {
   oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
     const value = this.string(name);
     if (value === undefined) return fallback;
-    const found = allowed.find((candidate) => candidate === value.toUpperCase());
+    const found = allowed.find((candidate) => candidate.toUpperCase() === value.toUpperCase());
     if (!found) {
       this.problems.push(`${name} must be one of ${allowed.join(', ')}, got "${value}"`);
       return fallback;

@@ -19,6 +19,8 @@ export interface LeaseRenewal {
   renewed: number;
   /** Earliest expiry among the renewed rows, already in the contract's format. */
   earliestExpiresAt: string | null;
+  /** Seconds the lease had left when this renewal reached it (its tightest row); absent when nothing was renewed. */
+  slackSeconds?: number;
 }
 
 /** The renewal statement failed after a connection was obtained. */
@@ -58,7 +60,7 @@ const RENEW_SQL = `
   ), wanted AS (
     SELECT tenant_id, lease_id, max(seconds) AS seconds FROM requested GROUP BY tenant_id, lease_id
   ), locked AS (
-    SELECT c.tenant_id, c.partition_id, c.consumer_group, c.lease_id, w.seconds
+    SELECT c.tenant_id, c.partition_id, c.consumer_group, c.lease_id, c.lease_expires_at AS old_expires_at, w.seconds
       FROM consumers AS c
       JOIN wanted AS w ON c.tenant_id = w.tenant_id AND c.lease_id = w.lease_id
      WHERE c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp()
@@ -75,12 +77,13 @@ const RENEW_SQL = `
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = l.lease_id
        AND c.lease_expires_at > l.now
-    RETURNING c.tenant_id, c.lease_id, c.lease_expires_at
+    RETURNING c.tenant_id, c.lease_id, c.lease_expires_at, l.old_expires_at - l.now AS slack
   ), per_lease AS (
-    SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest
+    SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest, min(slack) AS slack
       FROM renewed GROUP BY tenant_id, lease_id
   )
-  SELECT r.idx, coalesce(p.renewed, 0) AS renewed, ${isoTimestamp('p.earliest')} AS earliest_expires_at
+  SELECT r.idx, coalesce(p.renewed, 0) AS renewed, ${isoTimestamp('p.earliest')} AS earliest_expires_at,
+         extract(epoch FROM p.slack)::float8 AS slack_seconds
     FROM requested AS r
     LEFT JOIN per_lease AS p ON p.tenant_id = r.tenant_id AND p.lease_id = r.lease_id`;
 
@@ -91,7 +94,7 @@ const RENEW_SQL = `
  */
 const RENEW_ONE_SQL = `
   WITH locked AS (
-    SELECT partition_id, consumer_group
+    SELECT partition_id, consumer_group, lease_expires_at AS old_expires_at
       FROM consumers
      WHERE tenant_id = $1 AND lease_id = $2 AND lease_id IS NOT NULL AND lease_expires_at > clock_timestamp()
      ORDER BY partition_id, consumer_group
@@ -107,15 +110,17 @@ const RENEW_ONE_SQL = `
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = $2
        AND c.lease_expires_at > l.now
-    RETURNING c.lease_expires_at
+    RETURNING c.lease_expires_at, l.old_expires_at - l.now AS slack
   )
-  SELECT 0 AS idx, count(*)::int AS renewed, ${isoTimestamp('min(lease_expires_at)')} AS earliest_expires_at
+  SELECT 0 AS idx, count(*)::int AS renewed, ${isoTimestamp('min(lease_expires_at)')} AS earliest_expires_at,
+         extract(epoch FROM min(slack))::float8 AS slack_seconds
     FROM renewed`;
 
 interface RenewalRow {
   idx: number;
   renewed: number;
   earliest_expires_at: string | null;
+  slack_seconds: number | null;
 }
 
 /**
@@ -155,7 +160,11 @@ export class LeaseRepository {
       });
       const answers: LeaseRenewal[] = new Array(requests.length);
       for (const row of rows) {
-        answers[row.idx] = { renewed: row.renewed, earliestExpiresAt: row.earliest_expires_at };
+        answers[row.idx] = {
+          renewed: row.renewed,
+          earliestExpiresAt: row.earliest_expires_at,
+          ...(row.slack_seconds === null ? {} : { slackSeconds: row.slack_seconds }),
+        };
       }
       return answers;
     } finally {

@@ -1,6 +1,7 @@
 import { Inject, Injectable, InternalServerErrorException, Logger } from '@nestjs/common';
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { MetricsService } from '../metrics/metrics.service';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
 import { LeaseRenewal, RenewalFailedError } from './lease.repository';
 import { RenewalBatcher } from './renewal-batcher';
@@ -14,6 +15,7 @@ export class LeaseService {
   constructor(
     private readonly renewals: RenewalBatcher,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly metrics: MetricsService,
   ) {}
 
   /**
@@ -27,6 +29,8 @@ export class LeaseService {
       ? await this.renew(tenantId, leaseId.toLowerCase(), this.capped(seconds))
       : NOTHING_RENEWED;
     const expiry = renewal.earliestExpiresAt;
+    this.metrics.renewals.inc({ outcome: renewal.renewed > 0 ? 'renewed' : 'not_renewed' });
+    if (renewal.slackSeconds !== undefined) this.metrics.renewalSlack.observe(Math.max(0, renewal.slackSeconds));
     return {
       leaseId,
       success: renewal.renewed > 0,

@@ -1,7 +1,8 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { PoolUnavailableError } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow, requestBoundMs } from '../database/deadline';
+import { MetricsService } from '../metrics/metrics.service';
 import { LeaseRenewal, LeaseRepository, RenewalFailedError, RenewalRequest } from './lease.repository';
 
 interface Pending {
@@ -63,6 +64,7 @@ export class RenewalBatcher {
   constructor(
     private readonly leases: LeaseRepository,
     @Inject(APP_CONFIG) config: AppConfig,
+    @Optional() private readonly metrics?: MetricsService,
   ) {
     // More statements in flight than pooled connections would only queue in the pool.
     this.maxInFlight = Math.min(config.leaseRenewalConcurrency, config.database.poolSize);
@@ -160,10 +162,16 @@ export class RenewalBatcher {
     try {
       // First in, first out per tenant: the group's earliest deadline bounds its statement.
       const deadline = Math.min(...batch.map((pending) => pending.deadline));
-      renewals = await this.leases.renew(
-        batch.map((pending) => pending.request),
-        deadline,
-      );
+      this.metrics?.renewalGroupSize.observe(batch.length);
+      const timer = this.metrics?.renewalStatementSeconds.startTimer();
+      try {
+        renewals = await this.leases.renew(
+          batch.map((pending) => pending.request),
+          deadline,
+        );
+      } finally {
+        timer?.();
+      }
     } catch (error) {
       const parts = error instanceof RenewalFailedError ? split(batch) : [];
       if (parts.length === 0) {

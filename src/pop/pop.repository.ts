@@ -34,6 +34,8 @@ export interface ClaimedMessage {
   partitionId: string;
   partition: string;
   deliveryAttempt: number;
+  /** Claimed back from a lease that expired unrenewed (not released by a nack). */
+  leaseLost: boolean;
 }
 
 /*
@@ -50,7 +52,9 @@ export interface ClaimedMessage {
  * lease never covers a message it did not deliver. A row whose cursor is
  * below its delivered offset is a redelivery: it repeats only messages
  * delivered before, with deliveryAttempt increased, so every message of one
- * partition's span shares one attempt number. The database clock sets every
+ * partition's span shares one attempt number; one taken back from an
+ * expired lease (not from a nack, which clears the lease) is a lost lease.
+ * The database clock sets every
  * expiry, read when the claim runs (clock_timestamp(), once): now() is the
  * transaction's start, and a lease must be counted from the claim, however
  * long ago that was. Payloads come back as the stored JSON text, to be
@@ -60,7 +64,8 @@ const CLAIM_SQL = `
   WITH clock AS (
     SELECT clock_timestamp() AS now
   ), candidates AS (
-    SELECT c.partition_id, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition, p.last_offset
+    SELECT c.partition_id, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition, p.last_offset,
+           c.lease_id AS ended_lease_id
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
      WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
@@ -109,10 +114,11 @@ const CLAIM_SQL = `
       JOIN fitting f ON f.partition_id = z.partition_id
      WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
     RETURNING c.partition_id, c.delivery_attempt, z.partition, z.claim_order,
-              z.committed_offset AS after_offset, f.through_offset
+              z.committed_offset AS after_offset, f.through_offset,
+              z.ended_lease_id IS NOT NULL AND z.committed_offset < z.delivered_offset AS lease_lost
   )
   SELECT m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
-         ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt
+         ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost
     FROM claimed k
     JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
@@ -215,6 +221,7 @@ export class PopRepository {
       partition_id: string;
       partition: string;
       delivery_attempt: number;
+      lease_lost: boolean;
     }> = await this.engine.prepared(manager, 'leasehold_claim', CLAIM_SQL, [
       tenantId,
       request.queueId,
@@ -237,6 +244,7 @@ export class PopRepository {
       partitionId: row.partition_id,
       partition: row.partition,
       deliveryAttempt: row.delivery_attempt,
+      leaseLost: row.lease_lost,
     }));
   }
 }

@@ -8,6 +8,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
+import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { WakeupService } from '../wakeup/wakeup.service';
 import { PopOptions } from './pop-query.pipe';
@@ -34,6 +35,7 @@ export class PopService {
     private readonly pops: PopRepository,
     private readonly wakeup: WakeupService,
     private readonly expiries: LeaseExpiryService,
+    private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
@@ -57,6 +59,18 @@ export class PopService {
    * polls already waiting is answered 429 at once.
    */
   async pop(
+    tenantId: string,
+    queue: string,
+    partition: string | undefined,
+    options: PopOptions,
+    signal: AbortSignal,
+  ): Promise<JsonText | undefined> {
+    const delivery = await this.poll(tenantId, queue, partition, options, signal);
+    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
+    return delivery;
+  }
+
+  private async poll(
     tenantId: string,
     queue: string,
     partition: string | undefined,
@@ -171,12 +185,22 @@ export class PopService {
     if (!options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000) {
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
     }
+    this.count(tenantId, queueName, claimed);
     if (!options.autoAck) {
       const partitions = new Map<string, number>();
       for (const { partition } of claimed) partitions.set(partition, (partitions.get(partition) ?? 0) + 1);
       this.expiries.leased(tenantId, queueName, options.consumerGroup, partitions, leaseSeconds * 1000);
     }
     return this.answer(queueName, options, options.autoAck ? null : leaseId, claimed);
+  }
+
+  private count(tenantId: string, queue: string, claimed: ClaimedMessage[]): void {
+    const labels = this.metrics.queue(tenantId, queue);
+    this.metrics.poppedMessages.inc(labels, claimed.length);
+    const lost = claimed.filter((message) => message.leaseLost);
+    if (lost.length === 0) return;
+    this.metrics.leasesLost.inc(labels, new Set(lost.map((message) => message.partitionId)).size);
+    this.metrics.redeliveredMessages.inc({ ...labels, cause: 'expiry' }, lost.length);
   }
 
   /**

@@ -5,7 +5,8 @@ import { uuidv7 } from '../common/uuid';
 import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupRepository } from '../wakeup/wakeup.repository';
-import { QueueWork, WakeupService } from '../wakeup/wakeup.service';
+import { MetricsService } from '../metrics/metrics.service';
+import { QueueWork, sumOf, WakeupService } from '../wakeup/wakeup.service';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
 import { NewMessage, PushRepository } from './push.repository';
@@ -24,6 +25,7 @@ export class PushService {
     private readonly pushes: PushRepository,
     private readonly wakeup: WakeupService,
     private readonly notices: WakeupRepository,
+    private readonly metrics: MetricsService,
   ) {}
 
   /**
@@ -39,6 +41,9 @@ export class PushService {
       this.store(tenantId, producerSub ?? null, items, manager),
     );
     this.wakeup.announce(tenantId, outcome.work);
+    for (const [queue, partitions] of outcome.work) {
+      this.metrics.pushedMessages.inc(this.metrics.queue(tenantId, queue), sumOf(partitions));
+    }
     return outcome.results;
   }
 

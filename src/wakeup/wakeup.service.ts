@@ -188,6 +188,13 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     return subscription;
   }
 
+  /** Polls registered to wait in this process, every tenant. */
+  get parkedTotal(): number {
+    let total = 0;
+    for (const count of this.parkedPerTenant.values()) total += count;
+    return total;
+  }
+
   /** Whether a poll of this group is parked here. */
   isWaiting(tenantId: string, queue: string, consumerGroup: string): boolean {
     return this.parkedPerGroup.has(compositeKey(tenantId, queue, consumerGroup));

@@ -1,0 +1,28 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { LEASE_EXTEND_URL } from '../common/lease-extend-url';
+import { MetricsService } from './metrics.service';
+
+/** Served ahead of the router (LeaseFastPathMiddleware), so Express never sets its route. */
+const LEASE_EXTEND_ROUTE = '/api/v1/lease/:leaseId/extend';
+
+/**
+ * Times every request from arrival to the end of its answer (or the client
+ * leaving), labelled by the route pattern that served it, never by the raw
+ * path: a lease id or queue name in a label would make a series per id.
+ */
+export function httpMetricsMiddleware(metrics: MetricsService): RequestHandler {
+  return (request: Request, response: Response, next: NextFunction): void => {
+    const stop = metrics.httpDuration.startTimer();
+    response.once('close', () => {
+      stop({ method: request.method, route: routeOf(request), status_class: `${Math.floor(response.statusCode / 100)}xx` });
+    });
+    next();
+  };
+}
+
+function routeOf(request: Request): string {
+  const route = (request.route as { path?: unknown } | undefined)?.path;
+  if (typeof route === 'string') return `${request.baseUrl}${route}`;
+  if (LEASE_EXTEND_URL.test(request.originalUrl)) return LEASE_EXTEND_ROUTE;
+  return 'unmatched';
+}

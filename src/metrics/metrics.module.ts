@@ -1,0 +1,15 @@
+import { Global, Module } from '@nestjs/common';
+import { WakeupModule } from '../wakeup/wakeup.module';
+import { MetricsController } from './metrics.controller';
+import { MetricsServer } from './metrics.server';
+import { MetricsService } from './metrics.service';
+import { ScrapeCollector } from './scrape-collector';
+
+@Global()
+@Module({
+  imports: [WakeupModule],
+  controllers: [MetricsController],
+  providers: [MetricsService, ScrapeCollector, MetricsServer],
+  exports: [MetricsService],
+})
+export class MetricsModule {}

@@ -1,0 +1,126 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+
+/** Why a batch became claimable again. */
+export type RedeliveryCause = 'expiry' | 'nack' | 'retry';
+
+/**
+ * The broker's Prometheus metrics, one registry per application (several
+ * brokers may share a process in tests). Counters are moved by the code that
+ * does the work; gauges read at scrape time live in ScrapeCollector. Every
+ * metric is documented in docs/operations.md.
+ *
+ * Queue-level series carry a `queue` label and, only with
+ * METRICS_TENANT_LABELS, a `tenant` label: in a large SaaS one series per
+ * tenant and queue can outgrow what Prometheus should hold, so by default
+ * same-named queues of different tenants add up in one series.
+ */
+@Injectable()
+export class MetricsService {
+  readonly registry = new Registry();
+  private readonly tenantLabels: boolean;
+
+  readonly renewals: Counter<'outcome'>;
+  readonly renewalSlack: Histogram;
+  readonly renewalGroupSize: Histogram;
+  readonly renewalStatementSeconds: Histogram;
+  readonly leasesLost: Counter<string>;
+  readonly redeliveredMessages: Counter<string>;
+  readonly deadLettered: Counter<string>;
+  readonly pushedMessages: Counter<string>;
+  readonly poppedMessages: Counter<string>;
+  readonly acks: Counter<'status' | 'outcome'>;
+  readonly pops: Counter<'outcome'>;
+  readonly httpDuration: Histogram<'method' | 'route' | 'status_class'>;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.tenantLabels = config.metrics.tenantLabels;
+    const registers = [this.registry];
+    const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
+    collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_' });
+
+    this.renewals = new Counter({
+      name: 'leasehold_lease_renewals_total',
+      help: 'Lease extend requests, by outcome: renewed (at least one row extended) or not_renewed (renewed 0).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.renewalSlack = new Histogram({
+      name: 'leasehold_lease_renewal_slack_seconds',
+      help: 'Seconds the lease still had when a successful renewal reached it (its tightest row). Near zero: workers renew too late.',
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 900, 3600],
+      registers,
+    });
+    this.renewalGroupSize = new Histogram({
+      name: 'leasehold_renewal_group_size',
+      help: 'Renewal requests run together in one statement.',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+      registers,
+    });
+    this.renewalStatementSeconds = new Histogram({
+      name: 'leasehold_renewal_statement_seconds',
+      help: 'Time of one renewal statement, connection included, successful or not.',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.leasesLost = new Counter({
+      name: 'leasehold_leases_lost_total',
+      help: 'Batches claimed again because their lease had expired unrenewed (counted per partition, at the claim that took them back).',
+      labelNames: queueLabels,
+      registers,
+    });
+    this.redeliveredMessages = new Counter({
+      name: 'leasehold_redelivered_messages_total',
+      help: 'Messages made claimable again, by cause: expiry (counted when claimed again), nack, retry (counted at the ack).',
+      labelNames: [...queueLabels, 'cause'],
+      registers,
+    });
+    this.deadLettered = new Counter({
+      name: 'leasehold_dead_lettered_messages_total',
+      help: 'Messages moved to the dead-letter queue after their retry limit.',
+      labelNames: queueLabels,
+      registers,
+    });
+    this.pushedMessages = new Counter({
+      name: 'leasehold_pushed_messages_total',
+      help: 'Messages stored by push (duplicates not counted).',
+      labelNames: queueLabels,
+      registers,
+    });
+    this.poppedMessages = new Counter({
+      name: 'leasehold_popped_messages_total',
+      help: 'Messages delivered by pop, redeliveries included.',
+      labelNames: queueLabels,
+      registers,
+    });
+    this.pops = new Counter({
+      name: 'leasehold_pops_total',
+      help: 'Pop requests answered, by outcome: messages (200) or empty (204).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.acks = new Counter({
+      name: 'leasehold_acks_total',
+      help: 'Acknowledgments, by status (completed, failed, retry) and outcome (accepted, refused).',
+      labelNames: ['status', 'outcome'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'leasehold_http_request_duration_seconds',
+      help: 'HTTP requests, from arrival to the end of the answer, by route pattern and status class.',
+      labelNames: ['method', 'route', 'status_class'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+  }
+
+  /** The queue labels of a series: the tenant only when METRICS_TENANT_LABELS allows it. */
+  queue(tenantId: string, queue: string): Record<string, string> {
+    return this.tenantLabels ? { tenant: tenantId, queue } : { queue };
+  }
+
+  get withTenantLabels(): boolean {
+    return this.tenantLabels;
+  }
+}

@@ -1,0 +1,185 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { Pool } from 'pg';
+import { Counter, Gauge } from 'prom-client';
+import { DataSource, EntityManager } from 'typeorm';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { TransactionRunner } from '../database/transaction-runner';
+import { DrainService } from '../lifecycle/drain.service';
+import { WakeupService } from '../wakeup/wakeup.service';
+import { MetricsService } from './metrics.service';
+
+/** Queue depth and lag are read at most this often, however often Prometheus scrapes. */
+const QUEUE_STATS_MAX_AGE_MS = 10_000;
+/** The depth and lag statements may not run longer than this. */
+const QUEUE_STATS_TIMEOUT_MS = 2_000;
+
+interface QueueStats {
+  depth: Array<{ tenant: string | null; queue: string; messages: number }>;
+  lag: Array<{ tenant: string | null; queue: string; group: string; messages: number }>;
+}
+
+/**
+ * Gauges read when Prometheus scrapes: the pool, parked polls, the LISTEN
+ * connection, draining, and queue depth and consumer lag. The last two come
+ * from the database with a bounded cost: one read of the cursors and
+ * partitions at most every 10 s (cached between scrapes), a 2 s statement
+ * timeout, and at most METRICS_MAX_QUEUE_SERIES series each, the deepest
+ * and most lagging first. A read that fails keeps the previous values and
+ * counts a failure.
+ */
+@Injectable()
+export class ScrapeCollector {
+  private readonly logger = new Logger('Metrics');
+  private readonly maxSeries: number;
+  private readonly tenantLabels: boolean;
+  private cached: { at: number; stats: QueueStats } | undefined;
+  private reading: Promise<QueueStats> | undefined;
+  private readonly failures: Counter;
+
+  constructor(
+    metrics: MetricsService,
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
+    wakeup: WakeupService,
+    drain: DrainService,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.maxSeries = config.metrics.maxQueueSeries;
+    this.tenantLabels = config.metrics.tenantLabels;
+    const registers = [metrics.registry];
+    const pool = (): Pool | undefined => (this.dataSource.driver as unknown as { master?: Pool }).master;
+    const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
+    this.failures = new Counter({
+      name: 'leasehold_metrics_queue_stats_failures_total',
+      help: 'Scrape-time reads of queue depth and lag that failed (the previous values were kept).',
+      registers,
+    });
+
+    new Gauge({
+      name: 'leasehold_db_pool_connections',
+      help: "Connections of this process's database pool, by state: in_use (checked out) or idle.",
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const current = pool();
+        this.set({ state: 'in_use' }, current ? current.totalCount - current.idleCount : 0);
+        this.set({ state: 'idle' }, current?.idleCount ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_db_pool_max',
+      help: "Size of this process's database pool (DB_POOL_SIZE).",
+      registers,
+      collect() {
+        this.set(config.database.poolSize);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_db_pool_waiting',
+      help: "Requests waiting for a connection of this process's pool.",
+      registers,
+      collect() {
+        this.set(pool()?.waitingCount ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_parked_polls',
+      help: 'Long polls waiting in this process.',
+      registers,
+      collect() {
+        this.set(wakeup.parkedTotal);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_listener_connected',
+      help: "1 while this process's LISTEN connection is up (wakeups from other broker processes are heard), else 0.",
+      registers,
+      collect() {
+        this.set(wakeup.listening ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_draining',
+      help: '1 once this process has begun shutting down, else 0.',
+      registers,
+      collect() {
+        this.set(drain.draining ? 1 : 0);
+      },
+    });
+
+    const stats = (): Promise<QueueStats> => this.queueStats();
+    new Gauge({
+      name: 'leasehold_queue_depth_messages',
+      help: 'Messages of a queue not yet acknowledged by its slowest consumer group (all of them when it has no group).',
+      labelNames: queueLabels,
+      registers,
+      async collect() {
+        this.reset();
+        for (const row of (await stats()).depth) this.set(labels(row), row.messages);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_consumer_lag_messages',
+      help: 'Messages of a queue that a consumer group has not yet acknowledged.',
+      labelNames: [...queueLabels, 'consumer_group'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const row of (await stats()).lag) this.set({ ...labels(row), consumer_group: row.group }, row.messages);
+      },
+    });
+    const labels = (row: { tenant: string | null; queue: string }): Record<string, string> =>
+      row.tenant === null ? { queue: row.queue } : { tenant: row.tenant, queue: row.queue };
+  }
+
+  /** One read for both gauges of a scrape, and none within QUEUE_STATS_MAX_AGE_MS of the last. */
+  private queueStats(): Promise<QueueStats> {
+    if (this.cached && Date.now() - this.cached.at < QUEUE_STATS_MAX_AGE_MS) return Promise.resolve(this.cached.stats);
+    this.reading ??= this.read()
+      .then((stats) => {
+        this.cached = { at: Date.now(), stats };
+        return stats;
+      })
+      .catch((error: unknown) => {
+        this.failures.inc();
+        this.logger.warn(`Reading queue depth and lag failed: ${error instanceof Error ? error.message : String(error)}`);
+        return this.cached?.stats ?? { depth: [], lag: [] };
+      })
+      .finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  /** Spans tenants on purpose: these are the operator's numbers. */
+  private read(): Promise<QueueStats> {
+    const tenant = this.tenantLabels ? 'q.tenant_id::text' : 'NULL::text';
+    return this.transactions.run(undefined, async (manager: EntityManager) => {
+      await manager.query(`SET LOCAL statement_timeout = ${QUEUE_STATS_TIMEOUT_MS}`);
+      const lag: Array<{ tenant: string | null; queue: string; consumer_group: string; messages: string }> = await manager.query(
+        `SELECT ${tenant} AS tenant, q.name AS queue, c.consumer_group, sum(p.last_offset - c.committed_offset) AS messages
+           FROM consumers c
+           JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+           JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+          GROUP BY 1, 2, 3
+          ORDER BY 4 DESC, 2, 3
+          LIMIT $1`,
+        [this.maxSeries],
+      );
+      const depth: Array<{ tenant: string | null; queue: string; messages: string }> = await manager.query(
+        `SELECT ${tenant} AS tenant, q.name AS queue, sum(p.last_offset - COALESCE(s.committed, 0)) AS messages
+           FROM partitions p
+           JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+           LEFT JOIN LATERAL (SELECT min(c.committed_offset) AS committed FROM consumers c
+                               WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id) s ON true
+          GROUP BY 1, 2
+          ORDER BY 3 DESC, 2
+          LIMIT $1`,
+        [this.maxSeries],
+      );
+      return {
+        lag: lag.map((row) => ({ tenant: row.tenant, queue: row.queue, group: row.consumer_group, messages: Number(row.messages) })),
+        depth: depth.map((row) => ({ tenant: row.tenant, queue: row.queue, messages: Number(row.messages) })),
+      };
+    });
+  }
+}
