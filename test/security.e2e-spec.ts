@@ -48,6 +48,11 @@ interface RouteRow {
   swagger?: true;
   /** Registered only to refuse the method (405) for everyone. */
   refusesMethod?: true;
+  /**
+   * Spans tenants, so no tenant's role opens it: with auth on it takes
+   * METRICS_TOKEN instead, and without one (as here) it is not served.
+   */
+  metricsToken?: true;
   /** A concrete request; `queue` is a fresh name in the caller's fresh tenant. */
   request: (queue: string) => { path: string; body?: object };
 }
@@ -58,6 +63,9 @@ interface RouteRow {
  */
 const ROUTE_TABLE: RouteRow[] = [
   { route: 'GET /health', level: 'public', request: () => ({ path: '/health' }) },
+  { route: 'GET /health/live', level: 'public', request: () => ({ path: '/health/live' }) },
+  { route: 'GET /health/ready', level: 'public', request: () => ({ path: '/health/ready' }) },
+  { route: 'GET /metrics', level: 'public', metricsToken: true, request: () => ({ path: '/metrics' }) },
   { route: 'GET /docs', level: 'public', swagger: true, request: () => ({ path: '/docs' }) },
   { route: 'GET /docs-json', level: 'public', swagger: true, request: () => ({ path: '/docs-json' }) },
   {
@@ -231,6 +239,18 @@ describe('security', () => {
           const { path, body } = row.request(`security-${randomHex()}`);
           return call(app, row.route.split(' ')[0], path, { bearer, body });
         };
+
+        if (row.metricsToken) {
+          it('is not served to a token of any role, nor without one, when METRICS_TOKEN is unset', async () => {
+            const statuses = await Promise.all([undefined, ...ROLES].map(async (role) => {
+              const response = await send(role && token({ role, tenant: newTenant() }));
+              return response.status;
+            }));
+
+            expect(statuses).toEqual(Array(ROLES.length + 1).fill(404));
+          });
+          return;
+        }
 
         for (const role of ROLES) {
           if (CONTRACT_ROLES[row.level].includes(role)) {

@@ -1,20 +1,83 @@
-import { Controller, Get } from '@nestjs/common';
+import { Controller, Get, Res, ServiceUnavailableException } from '@nestjs/common';
+import { HealthCheckResult, HealthCheckService } from '@nestjs/terminus';
 import { ApiOkResponse, ApiOperation, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
+import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { HealthService, HealthStatus } from './health.service';
+import { ReadinessService } from './readiness.service';
 
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
-  constructor(private readonly healthService: HealthService) {}
+  constructor(
+    private readonly healthService: HealthService,
+    private readonly health: HealthCheckService,
+    private readonly readiness: ReadinessService,
+  ) {}
 
   @Get()
   @Access('public')
-  @ApiOperation({ summary: 'Liveness with a database round trip' })
+  @ApiOperation({ summary: 'Liveness with a database round trip (kept for existing clients; see /health/live and /health/ready)' })
   @ApiOkResponse({ description: 'The database answered', schema: { example: { status: 'ok', database: 'up' } } })
   @ApiServiceUnavailableResponse({ type: ErrorResponseDto, description: 'The database could not be reached' })
   check(): Promise<HealthStatus> {
     return this.healthService.check();
+  }
+
+  @Get('live')
+  @Access('public')
+  @ApiOperation({
+    summary: 'Liveness: the process is up and serving HTTP',
+    description: 'Touches nothing else, so a database outage never gets a broker restarted. Answers 200 while draining, too.',
+  })
+  @ApiOkResponse({ schema: { example: { status: 'ok', info: {}, error: {}, details: {} } } })
+  live(): Promise<HealthCheckResult> {
+    return this.health.check([]);
+  }
+
+  @Get('ready')
+  @Access('public')
+  @ApiOperation({
+    summary: 'Readiness: send this broker work?',
+    description:
+      'Ready when the database answers a round trip, every migration is applied, and the broker is not shutting down. ' +
+      'Turns 503 the moment shutdown begins, so a load balancer stops sending work while requests in flight finish.',
+  })
+  @ApiOkResponse({
+    schema: {
+      example: {
+        status: 'ok',
+        info: { database: { status: 'up' }, migrations: { status: 'up' }, shutdown: { status: 'up' } },
+        error: {},
+        details: { database: { status: 'up' }, migrations: { status: 'up' }, shutdown: { status: 'up' } },
+      },
+    },
+  })
+  @ApiServiceUnavailableResponse({
+    description: 'Not ready: `error` names the failing checks, the other keys are those of a healthy answer',
+    schema: {
+      example: {
+        status: 'error',
+        info: { migrations: { status: 'up' }, shutdown: { status: 'up' } },
+        details: { database: { status: 'down', message: 'pool' }, migrations: { status: 'up' }, shutdown: { status: 'up' } },
+        error: 'not ready: database',
+      },
+    },
+  })
+  async ready(@Res({ passthrough: true }) response: Response): Promise<unknown> {
+    try {
+      return await this.health.check([
+        () => this.readiness.database(),
+        () => this.readiness.migrations(),
+        () => this.readiness.shutdown(),
+      ]);
+    } catch (error) {
+      if (!(error instanceof ServiceUnavailableException)) throw error;
+      const result = error.getResponse() as HealthCheckResult;
+      response.status(503);
+      // Terminus's own `error` object repeats what `details` says; the contract wants a text there.
+      return { ...result, error: `not ready: ${Object.keys(result.error ?? {}).join(', ')}` };
+    }
   }
 }

@@ -1,6 +1,13 @@
 import { Module } from '@nestjs/common';
+import { TerminusModule } from '@nestjs/terminus';
 import { HealthController } from './health.controller';
 import { HealthService } from './health.service';
+import { ReadinessService } from './readiness.service';
 
-@Module({ controllers: [HealthController], providers: [HealthService] })
+// Terminus logs nothing itself: a failed readiness check is the answer, and the database's failures are logged where they happen.
+@Module({
+  imports: [TerminusModule.forRoot({ logger: false })],
+  controllers: [HealthController],
+  providers: [HealthService, ReadinessService],
+})
 export class HealthModule {}

@@ -6,6 +6,8 @@ import type { NextFunction, Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { RETRY_AFTER_SECONDS } from './shutting-down.exception';
 
+const LIVENESS_PATH = '/health/live';
+
 /**
  * Graceful shutdown of the HTTP side. Once draining begins the broker takes
  * no new request, on new connections or on kept-alive ones: the listener
@@ -58,8 +60,9 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /** The first middleware: refuses what arrives while draining and counts the rest until answered. */
-  readonly middleware = (_request: Request, response: Response, next: NextFunction): void => {
-    if (this.draining) {
+  readonly middleware = (request: Request, response: Response, next: NextFunction): void => {
+    // A draining process is still alive: a liveness probe failing now would only get it killed early.
+    if (this.draining && request.path !== LIVENESS_PATH) {
       response.setHeader('Connection', 'close');
       response.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
       response.status(503).json({ error: 'shutting down' });

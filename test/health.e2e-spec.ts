@@ -1,0 +1,66 @@
+import { NestExpressApplication } from '@nestjs/platform-express';
+import request from 'supertest';
+import { DrainService } from '../src/lifecycle/drain.service';
+import { TcpProxy } from './support/tcp-proxy';
+import { createTestApp } from './support/test-app';
+
+const databaseUrl = (): string => process.env.DATABASE_URL!;
+const up = { status: 'up' };
+
+describe('liveness and readiness', () => {
+  let proxy: TcpProxy;
+  let app: NestExpressApplication;
+
+  beforeEach(async () => {
+    proxy = TcpProxy.forDatabaseUrl(databaseUrl());
+    await proxy.start();
+    app = await createTestApp({ DATABASE_URL: proxy.rewrite(databaseUrl()), DB_ACQUIRE_TIMEOUT_MS: '500' });
+  });
+
+  afterEach(async () => {
+    await app.close();
+    await proxy.stop();
+  });
+
+  it('both answer 200 on a broker that can work', async () => {
+    const http = request(app.getHttpServer());
+    await http.get('/health/live').expect(200, { status: 'ok', info: {}, error: {}, details: {} });
+    await http.get('/health/ready').expect(200, {
+      status: 'ok',
+      info: { database: up, migrations: up, shutdown: up },
+      error: {},
+      details: { database: up, migrations: up, shutdown: up },
+    });
+  });
+
+  it('readiness is 503 naming the database while it cannot be reached, liveness stays 200, and readiness comes back with it', async () => {
+    const http = request(app.getHttpServer());
+    await proxy.stop();
+
+    const down = await http.get('/health/ready').expect(503);
+    expect(down.body).toMatchObject({
+      error: 'not ready: database',
+      status: 'error',
+      details: { database: { status: 'down' }, migrations: up, shutdown: up },
+    });
+    await http.get('/health/live').expect(200);
+
+    await proxy.start();
+    await http.get('/health/ready').expect(200);
+  });
+
+  it('readiness turns 503 the moment shutdown begins, while liveness stays 200 until the process exits', async () => {
+    await request(app.getHttpServer()).get('/health/ready').expect(200);
+
+    app.get(DrainService).begin();
+
+    // The broker's own listener is closed now; a connection still open to it (a load balancer's) goes
+    // through the same Express application, reached here on a server of the test's own.
+    const http = request(app.getHttpAdapter().getInstance());
+
+    const ready = await http.get('/health/ready').expect(503);
+    expect(ready.body).toEqual({ error: 'shutting down' });
+    expect(ready.headers['retry-after']).toBe('1');
+    await http.get('/health/live').expect(200);
+  });
+});
