@@ -7,6 +7,7 @@ import { DlqModule } from './dlq/dlq.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
+import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
@@ -15,6 +16,7 @@ import { QueuesModule } from './queues/queues.module';
 @Module({
   imports: [
     ConfigModule,
+    LoggingModule,
     DatabaseModule,
     LifecycleModule,
     MetricsModule,

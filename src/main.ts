@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
+import { Logger as PinoNestLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { runClusterPrimary } from './cluster/cluster-primary';
 import { AppConfig } from './config/app-config';
@@ -20,8 +21,12 @@ async function bootstrap(config: AppConfig): Promise<void> {
   const app = await NestFactory.create<NestExpressApplication>(
     AppModule,
     new LeaseholdHttpAdapter(config.http),
-    APP_OPTIONS,
+    // Held until the structured logger is in place, so boot logs are JSON lines too.
+    { ...APP_OPTIONS, bufferLogs: true },
   );
+  app.useLogger(app.get(PinoNestLogger));
+  // main.ts listens on the HTTP server itself, so Nest's flush at app.listen() never comes.
+  app.flushLogs();
   setupApp(app);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // once: a second signal gets Node's default, an immediate exit.

@@ -11,6 +11,7 @@ import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 import { DrainService } from './lifecycle/drain.service';
+import { requestLogMiddleware } from './logging/request-log';
 import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -32,8 +33,9 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   app.disable('x-powered-by');
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
-  app.use(httpMetricsMiddleware(app.get(MetricsService)));
   app.use(requestIdMiddleware);
+  if (config.log.requests) app.use(requestLogMiddleware());
+  app.use(httpMetricsMiddleware(app.get(MetricsService)));
   app.use(app.get(DrainService).middleware);
   if (options.leaseFastPath ?? true) {
     const leaseFastPath = app.get(LeaseFastPathMiddleware);

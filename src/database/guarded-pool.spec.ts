@@ -3,7 +3,7 @@ import { QueryFailedError } from 'typeorm';
 import { canRollBack, unsafeState } from './guarded-pool';
 
 /** The two things the driver tells about a connection: ReadyForQuery seen, and the server's transaction status. */
-function connection(readyForQuery: boolean, status: 'I' | 'T' | 'E'): PoolClient {
+function connection(readyForQuery: boolean, status: 'I' | 'T' | 'E' | null): PoolClient {
   return { readyForQuery, getTransactionStatus: () => status } as unknown as PoolClient;
 }
 
@@ -12,6 +12,10 @@ const refused = new DatabaseError('division by zero', 16, 'error');
 describe('unsafeState', () => {
   it('lets an idle connection outside any transaction go back to the pool', () => {
     expect(unsafeState(connection(true, 'I'))).toBeUndefined();
+  });
+
+  it('lets a connection go that has just connected and never sent a statement (its first ReadyForQuery still being handled)', () => {
+    expect(unsafeState(connection(false, null))).toBeUndefined();
   });
 
   it.each<[string, PoolClient, string]>([

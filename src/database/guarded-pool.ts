@@ -32,9 +32,12 @@ export function unsafeState(client: PoolClient): string | undefined {
 
 /**
  * Between a statement's error and the server's ReadyForQuery this is true as
- * well: a connection released then is closed, the safe side of the race.
+ * well: a connection released then is closed, the safe side of the race. A
+ * connection released from within its own connect callback (TypeORM's probe
+ * of a new pool) has no transaction status yet: nothing was ever sent on it.
  */
 export function statementInFlight(client: PoolClient): boolean {
+  if (client.getTransactionStatus() === null) return false;
   return (client as unknown as { readyForQuery?: boolean }).readyForQuery !== true;
 }
 

@@ -20,9 +20,10 @@ export function httpMetricsMiddleware(metrics: MetricsService): RequestHandler {
   };
 }
 
-function routeOf(request: Request): string {
+export function routeOf(request: Request): string {
   const route = (request.route as { path?: unknown } | undefined)?.path;
-  if (typeof route === 'string') return `${request.baseUrl}${route}`;
+  // Nest answers unknown paths from a catch-all route: not a route of the API.
+  if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
   if (LEASE_EXTEND_URL.test(request.originalUrl)) return LEASE_EXTEND_ROUTE;
   return 'unmatched';
 }

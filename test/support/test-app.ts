@@ -22,7 +22,8 @@ export async function createTestApp(
   setup: SetupOptions = {},
   beforeInit: (app: NestExpressApplication) => void = () => undefined,
 ): Promise<NestExpressApplication> {
-  const config = loadConfig({ TENANT_HEADER, DB_POOL_SIZE: '4', ...process.env, ...env });
+  // A JSON line per request would bury a failing test's output; the log tests run a broker process of their own.
+  const config = loadConfig({ TENANT_HEADER, DB_POOL_SIZE: '4', LOG_REQUESTS: 'false', ...process.env, ...env });
   const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
     .overrideProvider(APP_CONFIG)
     .useValue(config)

@@ -36,6 +36,10 @@ export class BrokerProcess {
     child.stderr!.on('data', onOutput);
   }
 
+  /**
+   * Started, and listening: found from its "Listening on" log line, or, when
+   * env.PORT is set (its logs may be quieter than info), from its liveness probe.
+   */
   static async start(env: Record<string, string>): Promise<BrokerProcess> {
     const child = spawn(process.execPath, ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')], {
       cwd: ROOT,
@@ -43,7 +47,10 @@ export class BrokerProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const broker = new BrokerProcess(child);
-    const started = broker.waitForLine(/Listening on (http:\/\/[\d.]+:\d+)/);
+    const fixedPort = env.PORT !== undefined && env.PORT !== '0' ? `http://127.0.0.1:${env.PORT}` : undefined;
+    const started = fixedPort
+      ? untilLive(fixedPort).then(() => `Listening on ${fixedPort}`)
+      : broker.waitForLine(/Listening on (http:\/\/[\d.]+:\d+)/);
     const line = await within(
       Promise.race([
         started,
@@ -85,5 +92,16 @@ export class BrokerProcess {
         waiter.resolve(line);
       }
     }
+  }
+}
+
+async function untilLive(base: string): Promise<void> {
+  for (;;) {
+    const live = await fetch(`${base}/health/live`).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (live) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

@@ -1,0 +1,34 @@
+import { Module } from '@nestjs/common';
+import { LoggerModule } from 'nestjs-pino';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { ConfigModule } from '../config/config.module';
+
+/**
+ * Structured logs through nestjs-pino: everything the application logs with
+ * Nest's Logger goes out as one JSON object per line (coloured lines with
+ * LOG_FORMAT=pretty), at LOG_LEVEL. The per-request line is written by the
+ * pino-http middleware that setupApp mounts first (see request-log.ts), so
+ * that the lease route, served ahead of the router, is logged too; the
+ * middleware nestjs-pino would mount on the router logs nothing itself.
+ */
+@Module({
+  imports: [
+    LoggerModule.forRootAsync({
+      imports: [ConfigModule],
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({
+        pinoHttp: {
+          level: config.log.level,
+          autoLogging: false,
+          quietReqLogger: true,
+          customAttributeKeys: { reqId: 'requestId' },
+          base: { service: 'leasehold', pid: process.pid },
+          ...(config.log.format === 'pretty'
+            ? { transport: { target: 'pino-pretty', options: { singleLine: true, translateTime: 'SYS:HH:MM:ss.l' } } }
+            : {}),
+        },
+      }),
+    }),
+  ],
+})
+export class LoggingModule {}
