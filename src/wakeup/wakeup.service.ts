@@ -120,6 +120,7 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
   private reconnectTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private closing = false;
+  private everConnected = false;
 
   constructor(
     private readonly server: DatabaseServer,
@@ -339,6 +340,8 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
       return;
     }
     this.client = client;
+    if (this.reconnectDelayMs > RECONNECT_MIN_MS || this.everConnected) this.logger.log('LISTEN connection up again');
+    this.everConnected = true;
     this.reconnectDelayMs = RECONNECT_MIN_MS;
     this.heartbeatTimer = setInterval(() => this.heartbeat(client), HEARTBEAT_MS).unref();
     // Pushes made while the connection was down were not heard: let every waiter look again.
