@@ -10,7 +10,7 @@ import { routeOf } from '../metrics/http-metrics.middleware';
  * One line per request, written when its answer is done: request id,
  * tenant (once the access guard resolved it), method, route pattern, path,
  * status and duration. Never headers (tokens), query strings or bodies
- * (payloads). 5xx lines are errors, 4xx warnings, the rest info.
+ * (payloads). 5xx lines are errors, 4xx and 503 warnings, the rest info.
  */
 export function requestLogMiddleware(): RequestHandler {
   const middleware = pinoHttp({
@@ -20,8 +20,9 @@ export function requestLogMiddleware(): RequestHandler {
     // Nothing of the request or response objects themselves: their headers carry tokens.
     serializers: { req: () => undefined, res: () => undefined, err: () => undefined },
     customAttributeKeys: { reqId: 'requestId', responseTime: 'durationMs' },
+    // 503 is a broker draining or asking to be retried elsewhere: expected, not an error.
     customLogLevel: (_request, response, error) =>
-      error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
+      error || (response.statusCode >= 500 && response.statusCode !== 503) ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
     customSuccessMessage: () => 'request',
     customErrorMessage: () => 'request',
     customSuccessObject: (request, response, logged: { durationMs?: number }) => line(request, response, logged),
