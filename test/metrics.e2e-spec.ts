@@ -51,7 +51,7 @@ describe('GET /metrics', () => {
       await app.close();
     });
 
-    it('push, pop, renew, an expired lease, a nack, a dead letter', async () => {
+    it('push, pop, renew, an expired lease, a nack, a retry, a dead letter', async () => {
       const counters = {
         pushed: () => valueOf(metrics, 'leasehold_pushed_messages_total', { queue }),
         popped: () => valueOf(metrics, 'leasehold_popped_messages_total', { queue }),
@@ -90,6 +90,10 @@ describe('GET /metrics', () => {
       const c = (await client.pop(queue, { leaseSeconds: 60, batch: 10 }, 'c')).body as PopBody;
       expect(c.messages).toHaveLength(3);
       expect((await client.ack({ ...pick(c, 0), status: 'failed' })).body).toMatchObject([{ success: true }]);
+      // e's message is handed back for a retry.
+      await client.pushMany(queue, 1, 'e');
+      const e = (await client.pop(queue, { leaseSeconds: 60 }, 'e')).body as PopBody;
+      expect((await client.ack({ ...pick(e, 0), status: 'retry' })).body).toMatchObject([{ success: true }]);
       // a is completed; one more ack of it is refused.
       expect((await client.ackAll(a)).body.every((result: { success: boolean }) => result.success)).toBe(true);
       expect((await client.ack({ ...pick(a, 0), status: 'completed' })).body).toMatchObject([{ success: false }]);
@@ -103,15 +107,15 @@ describe('GET /metrics', () => {
       const after = await snapshot();
       const delta = Object.fromEntries(Object.keys(counters).map((key) => [key, after[key] - before[key]]));
       expect(delta).toEqual({
-        pushed: 6,
-        popped: 2 + 1 + 1 + 3,
+        pushed: 7,
+        popped: 2 + 1 + 1 + 3 + 1,
         renewed: 1,
         notRenewed: 1,
         slackCount: 1,
         lost: 1,
         expiry: 1,
         nack: 3,
-        retry: 0,
+        retry: 1,
         deadLettered: 1,
         completed: 2,
         failed: 2,
@@ -128,9 +132,9 @@ describe('GET /metrics', () => {
       const scraped = await request(app.getHttpServer()).get('/metrics').expect(200);
       expect(scraped.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
       const samples = parse(scraped.text);
-      // Read when scraped: b holds one message under a live lease, c's three wait; a is done.
-      expect(samples.get(`leasehold_consumer_lag_messages{queue="${queue}",consumer_group="__QUEUE_MODE__"}`)).toBe(4);
-      expect(samples.get(`leasehold_queue_depth_messages{queue="${queue}"}`)).toBe(4);
+      // Read when scraped: b holds one message under a live lease, c's three and e's one wait; a is done.
+      expect(samples.get(`leasehold_consumer_lag_messages{queue="${queue}",consumer_group="__QUEUE_MODE__"}`)).toBe(5);
+      expect(samples.get(`leasehold_queue_depth_messages{queue="${queue}"}`)).toBe(5);
       expect(samples.get('leasehold_db_pool_max')).toBe(4);
       expect(samples.has('leasehold_db_pool_connections{state="in_use"}')).toBe(true);
       expect(samples.has('leasehold_parked_polls')).toBe(true);
