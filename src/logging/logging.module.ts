@@ -7,9 +7,9 @@ import { ConfigModule } from '../config/config.module';
  * Structured logs through nestjs-pino: everything the application logs with
  * Nest's Logger goes out as one JSON object per line (coloured lines with
  * LOG_FORMAT=pretty), at LOG_LEVEL. The per-request line is written by the
- * pino-http middleware that setupApp mounts first (see request-log.ts), so
- * that the lease route, served ahead of the router, is logged too; the
- * middleware nestjs-pino would mount on the router logs nothing itself.
+ * middleware that setupApp mounts first (request-log.ts), so that the lease
+ * route, served ahead of the router, is logged too; the pino-http
+ * middleware nestjs-pino mounts on the router logs nothing itself.
  */
 @Module({
   imports: [
