@@ -50,23 +50,37 @@ export async function withinBudget<T>(client: PoolClient, budgetMs: number, work
  * A connection that arrives after the caller gave up goes straight back.
  */
 export function acquireWithin(pool: Pool, timeoutMs: number): Promise<PoolClient> {
+  return connectWithin(() => pool.connect(), timeoutMs, { late: (client) => client.release() });
+}
+
+/**
+ * A connection from `connect` within `timeoutMs`, else PoolUnavailableError.
+ * `late` gets one that arrives after the caller gave up; `failed` runs when
+ * `connect` itself fails.
+ */
+export function connectWithin<T>(
+  connect: () => Promise<T>,
+  timeoutMs: number,
+  giveBack: { late: (connection: T) => void; failed?: () => void },
+): Promise<T> {
   return new Promise((resolve, reject) => {
     let settled = false;
     const timer = setTimeout(() => {
       settled = true;
       reject(new PoolUnavailableError(new Error(`no connection within ${Math.round(timeoutMs)} ms`)));
     }, Math.max(0, timeoutMs));
-    pool.connect().then(
-      (client) => {
+    connect().then(
+      (connection) => {
         if (settled) {
-          client.release();
+          giveBack.late(connection);
           return;
         }
         settled = true;
         clearTimeout(timer);
-        resolve(client);
+        resolve(connection);
       },
       (error: unknown) => {
+        giveBack.failed?.();
         if (settled) return;
         settled = true;
         clearTimeout(timer);

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import pg, { PoolClient } from 'pg';
+import type { DataSource } from 'typeorm';
 
 type ConnectCallback = (error: Error | undefined, client: PoolClient | undefined, release: (error?: unknown) => void) => void;
 
@@ -92,6 +93,11 @@ export class GuardedPool extends pg.Pool {
       callback(undefined, client, guardedRelease);
     });
   }
+}
+
+/** The pool TypeORM's Postgres driver holds (a GuardedPool); undefined once the data source is destroyed. */
+export function driverPool(dataSource: DataSource): pg.Pool | undefined {
+  return (dataSource.driver as unknown as { master?: pg.Pool }).master;
 }
 
 /** The pg module as TypeORM's `driver` option, building GuardedPools. */

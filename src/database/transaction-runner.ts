@@ -2,9 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient } from 'pg';
 import { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { PoolUnavailableError } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { monotonicNow, withinBudget, workBudgetMs } from './deadline';
+import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
 import { canRollBack } from './guarded-pool';
 import { TenantGate } from './tenant-gate';
 
@@ -38,7 +37,7 @@ export class TransactionRunner {
     const leave = tenantId === undefined ? () => undefined : await this.gate.enter(tenantId, this.acquireTimeoutMs);
     try {
       const runner = this.dataSource.createQueryRunner();
-      const client = await connectWithin(runner, this.acquireTimeoutMs - (monotonicNow() - started));
+      const client = await runnerConnectionWithin(runner, this.acquireTimeoutMs - (monotonicNow() - started));
       try {
         return await withinBudget(client, this.budgetMs, async () => {
           await runner.startTransaction();
@@ -66,30 +65,7 @@ export class TransactionRunner {
  * The runner's connection within `timeoutMs` (the pool's own acquire timeout
  * bounds it too). One that arrives after the caller gave up goes straight back.
  */
-function connectWithin(runner: QueryRunner, timeoutMs: number): Promise<PoolClient> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(() => {
-      settled = true;
-      reject(new PoolUnavailableError(new Error(`no connection within ${Math.round(timeoutMs)} ms`)));
-    }, Math.max(0, timeoutMs));
-    runner.connect().then(
-      (client: PoolClient) => {
-        if (settled) {
-          void runner.release();
-          return;
-        }
-        settled = true;
-        clearTimeout(timer);
-        resolve(client);
-      },
-      (error: unknown) => {
-        void runner.release();
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        reject(new PoolUnavailableError(error));
-      },
-    );
-  });
+function runnerConnectionWithin(runner: QueryRunner, timeoutMs: number): Promise<PoolClient> {
+  const release = (): void => void runner.release();
+  return connectWithin<PoolClient>(() => runner.connect(), timeoutMs, { late: release, failed: release });
 }

@@ -1,13 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool, PoolClient, QueryConfig } from 'pg';
+import type { PoolClient, QueryConfig } from 'pg';
 import { DataSource } from 'typeorm';
 import { databaseFailureOf, DatabaseTimeoutError, PoolUnavailableError } from '../common/database-errors';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
-import { canRollBack } from '../database/guarded-pool';
+import { canRollBack, driverPool } from '../database/guarded-pool';
 
 export interface RenewalRequest {
   tenantId: string;
@@ -151,8 +151,7 @@ export class LeaseRepository {
    * the statement failed or did not answer.
    */
   async renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
-    const pool = (this.dataSource.driver as unknown as { master: Pool }).master;
-    const client = await acquireWithin(pool, deadline - monotonicNow());
+    const client = await acquireWithin(driverPool(this.dataSource)!, deadline - monotonicNow());
     try {
       const budget = Math.min(this.budgetMs, deadline - monotonicNow());
       const rows = await withinBudget(client, budget, () => this.execute(client, requests)).catch((error: unknown) => {

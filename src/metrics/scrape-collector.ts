@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource, EntityManager } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { driverPool } from '../database/guarded-pool';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { WakeupService } from '../wakeup/wakeup.service';
@@ -48,7 +49,7 @@ export class ScrapeCollector {
     this.maxSeries = config.metrics.maxQueueSeries;
     this.tenantLabels = config.metrics.tenantLabels;
     const registers = [metrics.registry];
-    const pool = (): Pool | undefined => (this.dataSource.driver as unknown as { master?: Pool }).master;
+    const pool = (): Pool | undefined => driverPool(this.dataSource);
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
     this.failures = new Counter({
       name: 'leasehold_metrics_queue_stats_failures_total',
