@@ -11,8 +11,8 @@ import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 import { DrainService } from './lifecycle/drain.service';
-import { requestLogMiddleware } from './logging/request-log';
-import { httpMetricsMiddleware } from './metrics/http-metrics.middleware';
+import { requestLogger } from './logging/request-log';
+import { observeRequests } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
 
 /** Nest's own body parser is off: bodies are read after authentication (RequestBodyInterceptor). */
@@ -34,8 +34,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
   app.use(requestIdMiddleware);
-  if (config.log.requests) app.use(requestLogMiddleware());
-  app.use(httpMetricsMiddleware(app.get(MetricsService)));
+  app.use(observeRequests(app.get(MetricsService), config.log.requests ? requestLogger() : undefined));
   app.use(app.get(DrainService).middleware);
   if (options.leaseFastPath ?? true) {
     const leaseFastPath = app.get(LeaseFastPathMiddleware);

@@ -12,10 +12,14 @@ export class HealthService {
 
   constructor(private readonly transactions: TransactionRunner) {}
 
-  /** A round trip under the same bounds as every request: a stalled database is a 503, not a hang. */
+  /** A round trip under the same bounds as every request: a stalled database fails, it does not hang. */
+  async roundTrip(): Promise<void> {
+    await this.transactions.run(undefined, (manager) => manager.query('SELECT 1'));
+  }
+
   async check(): Promise<HealthStatus> {
     try {
-      await this.transactions.run(undefined, (manager) => manager.query('SELECT 1'));
+      await this.roundTrip();
       return { status: 'ok', database: 'up' };
     } catch (error) {
       this.logger.warn(`health check failed: ${error instanceof Error ? error.message : String(error)}`);

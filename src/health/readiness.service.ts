@@ -2,8 +2,8 @@ import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
+import { HealthService } from './health.service';
 
 /** The checks behind GET /health/ready, as @nestjs/terminus indicators. */
 @Injectable()
@@ -12,7 +12,7 @@ export class ReadinessService implements OnApplicationBootstrap {
 
   constructor(
     private readonly indicators: HealthIndicatorService,
-    private readonly transactions: TransactionRunner,
+    private readonly health: HealthService,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly drain: DrainService,
   ) {}
@@ -22,11 +22,11 @@ export class ReadinessService implements OnApplicationBootstrap {
     await this.migrations();
   }
 
-  /** A round trip under the bounds of every request: a stalled database is "down" within them, not a hang. */
+  /** The same bounded round trip as GET /health: a stalled database is "down" within the bounds, not a hang. */
   async database(): Promise<HealthIndicatorResult> {
     const check = this.indicators.check('database');
     try {
-      await this.transactions.run(undefined, (manager) => manager.query('SELECT 1'));
+      await this.health.roundTrip();
       return check.up();
     } catch (error) {
       return check.down({ message: error instanceof Error ? error.message : String(error) });

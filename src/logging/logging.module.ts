@@ -6,10 +6,10 @@ import { ConfigModule } from '../config/config.module';
 /**
  * Structured logs through nestjs-pino: everything the application logs with
  * Nest's Logger goes out as one JSON object per line (coloured lines with
- * LOG_FORMAT=pretty), at LOG_LEVEL. The per-request line is written by the
- * middleware that setupApp mounts first (request-log.ts), so that the lease
- * route, served ahead of the router, is logged too; the pino-http
- * middleware nestjs-pino mounts on the router logs nothing itself.
+ * LOG_FORMAT=pretty), at LOG_LEVEL. The per-request line (request-log.ts)
+ * is written by the middleware setupApp mounts ahead of every route, so
+ * that the lease route, served ahead of the router, is logged too; the
+ * pino-http middleware nestjs-pino mounts on the router logs nothing itself.
  */
 @Module({
   imports: [

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { LEASE_EXTEND_URL } from '../common/lease-extend-url';
+import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
 /** Served ahead of the router (LeaseFastPathMiddleware), so Express never sets its route. */
@@ -9,12 +10,19 @@ const LEASE_EXTEND_ROUTE = '/api/v1/lease/:leaseId/extend';
  * Times every request from arrival to the end of its answer (or the client
  * leaving), labelled by the route pattern that served it, never by the raw
  * path: a lease id or queue name in a label would make a series per id.
+ * The request's log line, when there is one, comes from the same timing.
  */
-export function httpMetricsMiddleware(metrics: MetricsService): RequestHandler {
+export function observeRequests(metrics: MetricsService, log?: RequestLogger): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {
-    const stop = metrics.httpDuration.startTimer();
+    const started = performance.now();
     response.once('close', () => {
-      stop({ method: request.method, route: routeOf(request), status_class: `${Math.floor(response.statusCode / 100)}xx` });
+      const durationMs = performance.now() - started;
+      const route = routeOf(request);
+      metrics.httpDuration.observe(
+        { method: request.method, route, status_class: `${Math.floor(response.statusCode / 100)}xx` },
+        durationMs / 1000,
+      );
+      log?.(request, response, durationMs, route);
     });
     next();
   };
