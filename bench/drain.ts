@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { call, percentile, popAndAck } from './http';
 
 /*
  * Many-partition draining: PARTITIONS partitions of one message each, pushed
@@ -26,30 +27,15 @@ export interface DrainRow {
 const CONSUMERS = 4;
 const PUSH_BATCH = 500;
 
-interface PopAnswer {
-  leaseId: string;
-  messages: Array<{ transactionId: string; partitionId: string }>;
-}
-
 export async function measureDrain(base: string, databaseUrl: string, partitions: number, query: string, label: string): Promise<DrainRow> {
   const queue = `bench-drain-${label.replace(/\W+/g, '-')}`;
-  const call = async <T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T; ms: number }> => {
-    const started = performance.now();
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T, ms: performance.now() - started };
-  };
 
   for (let start = 0; start < partitions; start += PUSH_BATCH) {
     const items = [];
     for (let index = start; index < Math.min(partitions, start + PUSH_BATCH); index += 1) {
       items.push({ queue, partition: `d${index}`, payload: { index } });
     }
-    const pushed = await call('POST', '/api/v1/push', { items });
+    const pushed = await call(base, 'POST', '/api/v1/push', { items });
     if (pushed.status !== 201) throw new Error(`push answered ${pushed.status}`);
   }
   const db = new Client({ connectionString: databaseUrl });
@@ -65,24 +51,12 @@ export async function measureDrain(base: string, databaseUrl: string, partitions
   await Promise.all(
     Array.from({ length: CONSUMERS }, async () => {
       for (;;) {
-        const popped = await call<PopAnswer>('GET', `/api/v1/pop/queue/${queue}?${query}&leaseSeconds=60`);
-        popMs.push(popped.ms);
-        if (popped.status === 204) return;
-        if (popped.status !== 200) {
-          errors += 1;
-          continue;
-        }
-        const acked = await call<Array<{ success: boolean }>>('POST', '/api/v1/ack/batch', {
-          acknowledgments: popped.body.messages.map((message) => ({
-            transactionId: message.transactionId,
-            partitionId: message.partitionId,
-            leaseId: popped.body.leaseId,
-            status: 'completed',
-          })),
-        });
-        ackMs.push(acked.ms);
-        if (acked.status !== 200 || acked.body.some((answer) => !answer.success)) errors += 1;
-        messages += popped.body.messages.length;
+        const step = await popAndAck(base, `/api/v1/pop/queue/${queue}?${query}&leaseSeconds=60`);
+        popMs.push(step.popMs);
+        if (step.status === 204) return;
+        if (step.failed) errors += 1;
+        if (step.ackMs !== undefined) ackMs.push(step.ackMs);
+        messages += step.messages;
       }
     }),
   );
@@ -95,15 +69,14 @@ export async function measureDrain(base: string, databaseUrl: string, partitions
     seconds: Math.round(seconds * 10) / 10,
     messagesPerSecond: Math.round(messages / seconds),
     pops: popMs.length,
-    popP50: percentile(popMs, 0.5),
-    popP99: percentile(popMs, 0.99),
-    ackP50: percentile(ackMs, 0.5),
-    ackP99: percentile(ackMs, 0.99),
+    popP50: tenths(percentile(popMs, 0.5)),
+    popP99: tenths(percentile(popMs, 0.99)),
+    ackP50: tenths(percentile(ackMs, 0.5)),
+    ackP99: tenths(percentile(ackMs, 0.99)),
     errors,
   };
 }
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return Math.round((sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0) * 10) / 10;
+function tenths(ms: number): number {
+  return Math.round(ms * 10) / 10;
 }

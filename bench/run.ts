@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import autocannon, { Result } from 'autocannon';
 import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
+import { Answer, call as callAt, percentile, popAndAck } from './http';
 import { IsolationRow, measureIsolation } from './tenants';
 import { measureWakeups, WakeupRow } from './wakeups';
 
@@ -194,14 +195,8 @@ async function waitFor(url: string, method = 'GET'): Promise<void> {
   throw new Error(`${url} did not come up`);
 }
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const response = await fetch(`${BROKER}${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T };
+function call<T>(method: string, path: string, body?: unknown): Promise<Answer<T>> {
+  return callAt<T>(BROKER, method, path, body);
 }
 
 async function push(queue: string, items: Array<{ partition: string; payload: unknown }>): Promise<void> {
@@ -306,38 +301,22 @@ async function measurePopAck(): Promise<Row> {
     Array.from({ length: consumers }, async () => {
       while (Date.now() < deadline) {
         const started = performance.now();
-        const popped = await call<{ leaseId: string; messages: Array<{ transactionId: string; partitionId: string }> }>(
-          'GET',
-          `/api/v1/pop/queue/${queue}?batch=100&leaseSeconds=60`,
-        );
-        if (popped.status === 204) break;
-        if (popped.status !== 200) {
-          errors += 1;
-          continue;
-        }
-        const acked = await call<Array<{ success: boolean }>>('POST', '/api/v1/ack/batch', {
-          acknowledgments: popped.body.messages.map((message) => ({
-            transactionId: message.transactionId,
-            partitionId: message.partitionId,
-            leaseId: popped.body.leaseId,
-            status: 'completed',
-          })),
-        });
-        if (acked.status !== 200 || acked.body.some((answer) => !answer.success)) errors += 1;
-        messages += popped.body.messages.length;
+        const step = await popAndAck(BROKER, `/api/v1/pop/queue/${queue}?batch=100&leaseSeconds=60`);
+        if (step.status === 204) break;
+        if (step.failed) errors += 1;
+        if (step.status !== 200) continue;
+        messages += step.messages;
         latencies.push(performance.now() - started);
       }
     }),
   );
-  latencies.sort((a, b) => a - b);
-  const percentile = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
   const elapsed = SECONDS;
   return {
     scenario: 'pop + ack, batch 100, 10 partitions, 4 consumers',
     connections: consumers,
     requestsPerSecond: Math.round(latencies.length / elapsed),
-    p50: Math.round(percentile(0.5) * 10) / 10,
-    p99: Math.round(percentile(0.99) * 10) / 10,
+    p50: Math.round(percentile(latencies, 0.5) * 10) / 10,
+    p99: Math.round(percentile(latencies, 0.99) * 10) / 10,
     errors,
     extra: `${Math.round(messages / elapsed)} messages/s (pop+ack round trips in the req/s column)`,
   };

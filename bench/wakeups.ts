@@ -1,4 +1,5 @@
 import { Pool } from 'pg';
+import { call, percentile } from './http';
 
 /*
  * How soon a parked long poll gets a batch that became claimable again:
@@ -24,12 +25,6 @@ const AT_ONCE = 5;
 const POLL_TIMEOUT_MS = 30_000;
 /** Time for the poll to reach the broker and park before the event; a benchmark, not a test. */
 const PARK_MS = 300;
-
-interface Answer<T> {
-  status: number;
-  body: T;
-  at: number;
-}
 
 interface Popped {
   leaseId: string;
@@ -62,14 +57,13 @@ export async function measureWakeups(a: string, b: string, databaseUrl: string):
             else latencies.push(latency);
           }
         }
-        latencies.sort((x, y) => x - y);
-        const at = (p: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0);
+        const at = (p: number) => Math.round(percentile(latencies, p));
         rows.push({
           scenario: `${event}, poll parked in the ${where}`,
           rounds: latencies.length,
           p50: at(0.5),
           p99: at(0.99),
-          max: Math.round(latencies[latencies.length - 1] ?? 0),
+          max: Math.round(Math.max(0, ...latencies)),
           errors,
         });
       }
@@ -118,15 +112,6 @@ async function push(base: string, queue: string): Promise<void> {
   if (pushed.status !== 201) throw new Error(`push answered ${pushed.status}`);
 }
 
-async function call<T>(base: string, method: string, path: string, body?: unknown): Promise<Answer<T>> {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T, at: performance.now() };
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
