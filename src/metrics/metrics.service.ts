@@ -119,8 +119,4 @@ export class MetricsService {
   queue(tenantId: string, queue: string): Record<string, string> {
     return this.tenantLabels ? { tenant: tenantId, queue } : { queue };
   }
-
-  get withTenantLabels(): boolean {
-    return this.tenantLabels;
-  }
 }

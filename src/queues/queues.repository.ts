@@ -99,19 +99,6 @@ export class QueuesRepository {
     return rows.length > 0 ? toQueue(rows[0]) : undefined;
   }
 
-  async findPartitionId(
-    tenantId: string,
-    queueId: string,
-    name: string,
-    manager: EntityManager,
-  ): Promise<string | undefined> {
-    const rows: Array<{ id: string }> = await manager.query(
-      'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
-      [tenantId, queueId, name],
-    );
-    return rows[0]?.id;
-  }
-
   /**
    * Creates the missing queues and returns the id of each, holding a key-share
    * lock so none can be deleted before this transaction commits. Rows are
