@@ -8,7 +8,17 @@ import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
-const POP_KEYS = ['success', 'queue', 'partition', 'partitionId', 'leaseId', 'consumerGroup', 'messages', 'partitionsClaimed'];
+const POP_KEYS = [
+  'success',
+  'queue',
+  'partition',
+  'partitionId',
+  'leaseId',
+  'consumerGroup',
+  'messages',
+  'partitionsClaimed',
+  'claimedPartitions',
+];
 const MESSAGE_KEYS = [
   'id',
   'transactionId',
@@ -21,6 +31,7 @@ const MESSAGE_KEYS = [
   'leaseId',
   'consumerGroup',
   'deliveryAttempt',
+  'leaseEpoch',
 ];
 
 const transactionIds = (body: PopBody): string[] => body.messages.map((message) => message.transactionId);
@@ -78,7 +89,11 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
         leaseId: body.leaseId,
         consumerGroup: '__QUEUE_MODE__',
         deliveryAttempt: 1,
+        leaseEpoch: 1,
       });
+      expect(body.claimedPartitions).toEqual([
+        { partitionId: body.partitionId, partition: 'Default', leaseEpoch: 1, messages: 1 },
+      ]);
     });
 
     it('delivers a partition in offset order, batch by batch', async () => {

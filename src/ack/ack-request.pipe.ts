@@ -1,5 +1,13 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { invalid, optionalName, optionalUuid, requireName, requireObject, requireUuid } from '../common/input';
+import {
+  invalid,
+  optionalInteger,
+  optionalName,
+  optionalUuid,
+  requireName,
+  requireObject,
+  requireUuid,
+} from '../common/input';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
 import { AckCommand, AckOutcome } from './dto/ack-request.dto';
 
@@ -43,6 +51,7 @@ function readAck(ack: Record<string, unknown>, prefix: string, defaultGroup: str
     outcome: outcomeOf(ack.status, `${prefix}status`),
     consumerGroup: optionalName(ack.consumerGroup, `${prefix}consumerGroup`) ?? defaultGroup ?? QUEUE_MODE_GROUP,
     leaseId: optionalUuid(ack.leaseId, `${prefix}leaseId`),
+    leaseEpoch: optionalInteger(ack.leaseEpoch ?? undefined, `${prefix}leaseEpoch`, 1, Number.MAX_SAFE_INTEGER),
     error: errorText(ack.error, `${prefix}error`),
   };
 }

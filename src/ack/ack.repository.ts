@@ -23,6 +23,8 @@ export interface Cursor extends CursorKey {
   leaseId: string | null;
   /** lease_expires_at > clock_timestamp(): live when the row was locked, by the database clock. */
   leaseLive: boolean;
+  /** How many claims this row has had: the fencing token of the latest. */
+  leaseEpoch: number;
   retryCount: number;
 }
 
@@ -65,6 +67,7 @@ export class AckRepository {
       lease_end_offset: string | null;
       lease_id: string | null;
       lease_live: boolean;
+      lease_epoch: string;
       retry_count: number;
     }> = await this.engine.prepared(
       manager,
@@ -75,7 +78,7 @@ export class AckRepository {
                   ORDER BY partition_id, consumer_group) AS t
           CROSS JOIN LATERAL (
                 SELECT c.partition_id, c.consumer_group, c.committed_offset, c.delivered_offset,
-                       c.lease_end_offset, c.lease_id, c.lease_expires_at, c.retry_count
+                       c.lease_end_offset, c.lease_id, c.lease_expires_at, c.lease_epoch, c.retry_count
                   FROM consumers c
                  WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
                    FOR UPDATE
@@ -83,7 +86,7 @@ export class AckRepository {
        )
        SELECT l.partition_id, l.consumer_group, q.name AS queue, p.name AS partition, p.last_offset,
               q.retry_limit, q.dead_letter_queue, l.committed_offset, l.delivered_offset, l.lease_end_offset,
-              l.lease_id, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
+              l.lease_id, l.lease_epoch, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
          FROM locked l
          JOIN partitions p ON p.tenant_id = $1 AND p.id = l.partition_id
          JOIN queues q ON q.tenant_id = $1 AND q.id = p.queue_id
@@ -103,6 +106,7 @@ export class AckRepository {
       leaseEndOffset: row.lease_end_offset === null ? null : Number(row.lease_end_offset),
       leaseId: row.lease_id,
       leaseLive: row.lease_live,
+      leaseEpoch: Number(row.lease_epoch),
       retryCount: row.retry_count,
     }));
   }

@@ -109,6 +109,8 @@ export class AckService {
 
     if (!cursor && !partitionExists) return refused('partition not found');
     if (seq === undefined) return refused('message not found in this partition');
+    // A later claim of the partition fences out every ack carrying an earlier one.
+    if (command.leaseEpoch !== undefined && cursor?.leaseEpoch !== command.leaseEpoch) return refused(INVALID_LEASE);
     if (command.leaseId !== undefined) {
       if (!cursor?.leaseLive || cursor.leaseId !== command.leaseId) return refused(INVALID_LEASE);
       if (seq > cursor.leaseEndOffset!) return refused('message is not in the batch of this lease');

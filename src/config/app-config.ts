@@ -69,6 +69,8 @@ export interface AppConfig {
   jwt: JwtConfig;
   tenantHeader: string | undefined;
   leaseMaxExtendSeconds: number | undefined;
+  /** How far past its claim a lease may run, renewals included; undefined for no ceiling. */
+  leaseMaxTotalSeconds: number | undefined;
   /** Renewal statements allowed in flight at once; further renewals are grouped behind them. */
   leaseRenewalConcurrency: number;
   /** Most renewals one statement may carry. */

@@ -19,6 +19,7 @@ describe('loadConfig', () => {
       jwt: { enabled: false, algorithm: 'HS256', tenantClaim: 'tenant', clockToleranceSeconds: 30 },
       tenantHeader: undefined,
       leaseMaxExtendSeconds: undefined,
+      leaseMaxTotalSeconds: undefined,
       defaultTenantId: DEFAULT_TENANT_ID,
     });
   });
@@ -30,6 +31,7 @@ describe('loadConfig', () => {
       JWT_ENABLED: 'true',
       JWT_SECRET: 'a-secret-of-at-least-thirty-two-bytes',
       LEASE_MAX_EXTEND_SECONDS: '300',
+      LEASE_MAX_TOTAL_SECONDS: '3600',
       TENANT_HEADER: 'X-Queen-Tenant',
     });
 
@@ -37,6 +39,7 @@ describe('loadConfig', () => {
     expect(config.port).toBe(7000);
     expect(config.jwt.enabled).toBe(true);
     expect(config.leaseMaxExtendSeconds).toBe(300);
+    expect(config.leaseMaxTotalSeconds).toBe(3600);
     expect(config.tenantHeader).toBe('x-queen-tenant');
   });
 

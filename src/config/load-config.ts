@@ -86,6 +86,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     },
     tenantHeader,
     leaseMaxExtendSeconds: reader.optionalInt('LEASE_MAX_EXTEND_SECONDS', 1, 2_147_483_647),
+    leaseMaxTotalSeconds: reader.optionalInt('LEASE_MAX_TOTAL_SECONDS', 1, 2_147_483_647),
     leaseRenewalConcurrency: reader.int('LEASE_RENEWAL_CONCURRENCY', 2, 1, 1000),
     leaseRenewalBatchSize: reader.int('LEASE_RENEWAL_BATCH_SIZE', 256, 1, 10_000),
     leaseRenewalBatchRows: reader.int('LEASE_RENEWAL_BATCH_ROWS', 2_000, 1, 1_000_000),

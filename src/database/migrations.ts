@@ -3,6 +3,7 @@ import { ConsumerDeliveredOffset1796032521539 } from '../../migrations/179603252
 import { HotLeaseRenewals1796037387818 } from '../../migrations/1796037387818-HotLeaseRenewals';
 import { MessagePayloadBytes1796091820254 } from '../../migrations/1796091820254-MessagePayloadBytes';
 import { EagerCursors1796104437615 } from '../../migrations/1796104437615-EagerCursors';
+import { LeaseFencing1796200000000 } from '../../migrations/1796200000000-LeaseFencing';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -11,4 +12,5 @@ export const MIGRATIONS = [
   HotLeaseRenewals1796037387818,
   MessagePayloadBytes1796091820254,
   EagerCursors1796104437615,
+  LeaseFencing1796200000000,
 ];

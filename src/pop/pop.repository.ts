@@ -4,8 +4,13 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { DatabaseEngine } from '../database/database-engine';
 
-/** What a message adds to a pop's answer besides its payload and names: keys, ids, timestamps, punctuation. */
-export const MESSAGE_ENVELOPE_BYTES = 400;
+/**
+ * What a message adds to a pop's answer besides its payload and names (its
+ * partition's, twice, and its group's are counted with it): keys,
+ * ids, timestamps, punctuation, and its partition's claimedPartitions entry
+ * (counted with every message, as if each came from a partition of its own).
+ */
+export const MESSAGE_ENVELOPE_BYTES = 560;
 
 export interface ClaimRequest {
   queueId: string;
@@ -21,6 +26,8 @@ export interface ClaimRequest {
   autoAck: boolean;
   /** The answer's size in bytes, roughly: messages past it are left for the next pop (at least one is taken). */
   maxBytes: number;
+  /** The longest the lease may run from its claim, renewals included (LEASE_MAX_TOTAL_SECONDS); undefined for no ceiling. */
+  maxTotalSeconds?: number | undefined;
 }
 
 export interface ClaimedMessage {
@@ -36,6 +43,8 @@ export interface ClaimedMessage {
   deliveryAttempt: number;
   /** Claimed back from a lease that expired unrenewed (not released by a nack). */
   leaseLost: boolean;
+  /** The partition's claim count, this claim included: the fencing token. */
+  leaseEpoch: number;
 }
 
 /*
@@ -54,8 +63,10 @@ export interface ClaimedMessage {
  * delivered before, with deliveryAttempt increased, so every message of one
  * partition's span shares one attempt number; one taken back from an
  * expired lease (not from a nack, which clears the lease) is a lost lease.
- * The database clock sets every
- * expiry, read when the claim runs (clock_timestamp(), once): now() is the
+ * Every claim adds one to the row's lease_epoch, the fencing token handed
+ * out with the messages, and fixes the latest the lease may be renewed to
+ * (lease_deadline, with a ceiling on lease length). The database clock sets
+ * every expiry, read when the claim runs (clock_timestamp(), once): now() is the
  * transaction's start, and a lease must be counted from the claim, however
  * long ago that was. Payloads come back as the stored JSON text, to be
  * passed to the client without being parsed and serialised again.
@@ -88,7 +99,7 @@ const CLAIM_SQL = `
     SELECT z.partition_id, m.seq,
            sum(coalesce(m.payload_bytes, octet_length(m.payload::text)) + octet_length(m.transaction_id)
                + coalesce(octet_length(m.trace_id), 0) + coalesce(octet_length(m.producer_sub), 0)
-               + octet_length(z.partition) + ${MESSAGE_ENVELOPE_BYTES})
+               + 2 * octet_length(z.partition) + octet_length($3) + ${MESSAGE_ENVELOPE_BYTES})
              OVER (ORDER BY z.claim_order, m.seq) AS answer_bytes,
            row_number() OVER (ORDER BY z.claim_order, m.seq) AS position
       FROM sized z
@@ -109,16 +120,20 @@ const CLAIM_SQL = `
            retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
            delivered_offset = GREATEST(c.delivered_offset, f.through_offset),
            delivery_attempt = CASE WHEN z.committed_offset < z.delivered_offset THEN c.delivery_attempt + 1 ELSE 1 END,
+           lease_epoch = c.lease_epoch + 1,
+           lease_deadline = CASE WHEN $9 OR $11::int IS NULL THEN NULL
+                                 ELSE (SELECT now FROM clock) + make_interval(secs => $11) END,
            updated_at = now()
       FROM sized z
       JOIN fitting f ON f.partition_id = z.partition_id
      WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
-    RETURNING c.partition_id, c.delivery_attempt, z.partition, z.claim_order,
+    RETURNING c.partition_id, c.delivery_attempt, c.lease_epoch, z.partition, z.claim_order,
               z.committed_offset AS after_offset, f.through_offset,
               z.ended_lease_id IS NOT NULL AND z.committed_offset < z.delivered_offset AS lease_lost
   )
   SELECT m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
-         ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost
+         ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost,
+         k.lease_epoch
     FROM claimed k
     JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
@@ -222,6 +237,7 @@ export class PopRepository {
       partition: string;
       delivery_attempt: number;
       lease_lost: boolean;
+      lease_epoch: string;
     }> = await this.engine.prepared(manager, 'leasehold_claim', CLAIM_SQL, [
       tenantId,
       request.queueId,
@@ -233,6 +249,7 @@ export class PopRepository {
       request.leaseSeconds,
       request.autoAck,
       request.maxBytes,
+      request.maxTotalSeconds ?? null,
     ]);
     return rows.map((row) => ({
       id: row.id,
@@ -245,6 +262,7 @@ export class PopRepository {
       partition: row.partition,
       deliveryAttempt: row.delivery_attempt,
       leaseLost: row.lease_lost,
+      leaseEpoch: Number(row.lease_epoch),
     }));
   }
 }

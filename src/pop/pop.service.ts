@@ -29,6 +29,7 @@ export class PopService {
   private readonly answerBudget: number;
   /** Per tenant: long polls claim through this many connections at once; the rest queue, holding nothing. */
   private readonly pollClaims: KeyedSemaphore;
+  private readonly maxTotalSeconds: number | undefined;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -39,6 +40,7 @@ export class PopService {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
+    this.maxTotalSeconds = config.leaseMaxTotalSeconds;
     this.pollClaims = new KeyedSemaphore(Math.max(1, Math.floor(config.database.poolSize * POLL_CLAIMS_PER_POOL)));
   }
 
@@ -158,7 +160,8 @@ export class PopService {
           manager,
         );
       }
-      const leaseSeconds = options.leaseSeconds ?? target.leaseTime;
+      // A lease may not outlast the ceiling from its first second.
+      const leaseSeconds = Math.min(options.leaseSeconds ?? target.leaseTime, this.maxTotalSeconds ?? Infinity);
       claimSentAt = monotonicNow();
       const claimed = await this.pops.claim(
         tenantId,
@@ -172,6 +175,7 @@ export class PopService {
           maxPartitions: options.partitions,
           autoAck: options.autoAck,
           maxBytes: this.answerBudget,
+          maxTotalSeconds: this.maxTotalSeconds,
         },
         manager,
       );
@@ -216,13 +220,24 @@ export class PopService {
         `{"id":${text(message.id)},"transactionId":${text(message.transactionId)},"traceId":${text(message.traceId)},` +
         `"data":${message.dataJson},"producerSub":${text(message.producerSub)},"createdAt":${text(message.createdAt)},` +
         `"partitionId":${text(message.partitionId)},"partition":${text(message.partition)},"leaseId":${lease},` +
-        `"consumerGroup":${group},"deliveryAttempt":${message.deliveryAttempt}}`,
+        `"consumerGroup":${group},"deliveryAttempt":${message.deliveryAttempt},"leaseEpoch":${message.leaseEpoch}}`,
     );
-    const partitionsClaimed = new Set(claimed.map((message) => message.partitionId)).size;
+    const partitions = new Map<string, { first: ClaimedMessage; messages: number }>();
+    for (const message of claimed) {
+      const seen = partitions.get(message.partitionId);
+      if (seen) seen.messages += 1;
+      else partitions.set(message.partitionId, { first: message, messages: 1 });
+    }
+    const claims = [...partitions.values()].map(
+      ({ first, messages: count }) =>
+        `{"partitionId":${text(first.partitionId)},"partition":${text(first.partition)},` +
+        `"leaseEpoch":${first.leaseEpoch},"messages":${count}}`,
+    );
     return new JsonText(
       `{"success":true,"queue":${text(queue)},"partition":${text(claimed[0].partition)},` +
         `"partitionId":${text(claimed[0].partitionId)},"leaseId":${lease},"consumerGroup":${group},` +
-        `"messages":[${messages.join(',')}],"partitionsClaimed":${partitionsClaimed}}`,
+        `"messages":[${messages.join(',')}],"partitionsClaimed":${claims.length},` +
+        `"claimedPartitions":[${claims.join(',')}]}`,
     );
   }
 }

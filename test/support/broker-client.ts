@@ -92,6 +92,14 @@ export interface PopMessage {
   leaseId: string | null;
   consumerGroup: string;
   deliveryAttempt: number;
+  leaseEpoch: number;
+}
+
+export interface ClaimedPartition {
+  partitionId: string;
+  partition: string;
+  leaseEpoch: number;
+  messages: number;
 }
 
 export interface PopBody {
@@ -103,4 +111,5 @@ export interface PopBody {
   consumerGroup: string;
   messages: PopMessage[];
   partitionsClaimed: number;
+  claimedPartitions: ClaimedPartition[];
 }

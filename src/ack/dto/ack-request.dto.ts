@@ -9,6 +9,7 @@ export interface AckCommand {
   outcome: AckOutcome;
   consumerGroup: string;
   leaseId: string | undefined;
+  leaseEpoch?: number | undefined;
   error: string | null;
 }
 
@@ -39,6 +40,17 @@ export class AckRequestDto {
     example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
   })
   leaseId?: string;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    description:
+      'The leaseEpoch of this message from the pop: the fencing token of its claim. With it the ack is refused ' +
+      "(invalid or expired lease) unless the partition's latest claim for this group is that one, whatever " +
+      'leaseId says.',
+    example: 3,
+  })
+  leaseEpoch?: number;
 
   @ApiPropertyOptional({
     type: String,

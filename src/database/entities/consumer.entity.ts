@@ -32,6 +32,14 @@ export class ConsumerEntity {
   @Column({ name: 'lease_expires_at', type: 'timestamptz', nullable: true })
   leaseExpiresAt: Date | null;
 
+  /** How many times this cursor has been claimed: the fencing token handed out with each lease. */
+  @Column({ name: 'lease_epoch', type: 'bigint', default: 0 })
+  leaseEpoch: string;
+
+  /** The latest a lease on this row may run to (LEASE_MAX_TOTAL_SECONDS after its claim); null without a ceiling. */
+  @Column({ name: 'lease_deadline', type: 'timestamptz', nullable: true })
+  leaseDeadline: Date | null;
+
   @Column({ name: 'retry_count', type: 'integer' })
   retryCount: number;
 

@@ -46,6 +46,32 @@ export class PopMessageDto {
     example: 1,
   })
   deliveryAttempt: number;
+
+  @ApiProperty({
+    type: 'integer',
+    description:
+      "The fencing token of this message's claim: how many times its partition has been claimed by this group, " +
+      'this claim included. It only grows, and a redelivery carries a higher one. Write it with what the ' +
+      'handler stores elsewhere, and refuse a write carrying a lower epoch than the highest seen for the ' +
+      'partition: a worker that stalled past its lease can then not overwrite the next holder. An ack may ' +
+      'carry it (leaseEpoch).',
+    example: 3,
+  })
+  leaseEpoch: number;
+}
+
+export class ClaimedPartitionDto {
+  @ApiProperty({ example: EXAMPLE_ID })
+  partitionId: string;
+
+  @ApiProperty({ example: 'Default' })
+  partition: string;
+
+  @ApiProperty({ type: 'integer', description: "This claim's fencing token (see the messages' leaseEpoch)", example: 3 })
+  leaseEpoch: number;
+
+  @ApiProperty({ type: 'integer', description: 'How many messages of this answer come from this partition', example: 10 })
+  messages: number;
 }
 
 export class PopResponseDto {
@@ -81,4 +107,10 @@ export class PopResponseDto {
     example: 1,
   })
   partitionsClaimed: number;
+
+  @ApiProperty({
+    type: [ClaimedPartitionDto],
+    description: 'Each partition this pop claimed, in the order its messages come, with its fencing token',
+  })
+  claimedPartitions: ClaimedPartitionDto[];
 }
