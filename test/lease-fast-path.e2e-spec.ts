@@ -10,6 +10,8 @@ import { AccessGuard } from '../src/auth/access.guard';
 import { TenantThrottlerGuard } from '../src/limits/tenant-throttler.guard';
 import { HttpExceptionFilter } from '../src/common/http-exception.filter';
 import { LeaseFastPathMiddleware } from '../src/lease/lease-fast-path.middleware';
+import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
+import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
 import { createLease, expiries } from './support/lease-fixture';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
@@ -63,6 +65,8 @@ interface Case {
   body?: Buffer | string;
   /** The lease lives in another tenant than the caller's. */
   foreign?: boolean;
+  /** The lease has run out unrenewed. */
+  expired?: boolean;
 }
 
 const post = (path: string, ...headers: string[]) => [`POST ${path} HTTP/1.1`, ...headers].join('\r\n');
@@ -120,6 +124,8 @@ const CASES: Case[] = [
   { name: 'an upper-case path', status: 200, head: (c) => post(`/API/V1/LEASE/${c.leaseId}/EXTEND`, auth(c)) },
   { name: 'a trailing slash and a query', status: 200, head: (c) => post(`/api/v1/lease/${c.leaseId}/extend/?x=1`, auth(c)) },
   { name: "another tenant's lease", status: 200, foreign: true, head: (c) => extendOwn(c) },
+  { name: 'an expired lease', status: 200, expired: true, head: (c) => extendOwn(c) },
+  { name: "another tenant's expired lease", status: 200, foreign: true, expired: true, head: (c) => extendOwn(c) },
   { name: 'a request id of its own', status: 200, head: (c) => extendOwn(c, 'X-Request-Id: renewal-42') },
   { name: 'no token', status: 401, head: (c) => post(`/api/v1/lease/${c.leaseId}/extend`) },
   {
@@ -160,8 +166,17 @@ const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
  * and each timestamp read as whole seconds from the moment of the answer,
  * which is how long the renewal was for.
  */
+/** The renewal length a hint of this many seconds can be the jittered share of, to the nearest 30 s. */
+function renewalShareOf(hint: number): number {
+  const fromMost = hint / RENEW_FRACTION;
+  const fromLeast = hint / (RENEW_FRACTION * (1 - RENEW_JITTER));
+  return Math.round((fromMost + fromLeast) / 2 / 30) * 30;
+}
+
 function comparable(response: WireResponse, caller: Caller): unknown {
-  const { date: _date, 'x-request-id': requestId, ...headers } = response.headers;
+  const { date: _date, 'x-request-id': requestId, 'leasehold-renew-after': renewAfter, ...headers } = response.headers;
+  // The hint is jittered: compare what it is a share of (the renewal's length), not its value.
+  if (renewAfter !== undefined) headers['leasehold-renew-after'] = `share of ${renewalShareOf(Number(renewAfter))} s`;
   const body = response.body
     .split(caller.leaseId)
     .join('<lease>')
@@ -195,9 +210,11 @@ describe('lease route served ahead of the router', () => {
     jest.restoreAllMocks();
   });
 
-  async function caller(app: NestExpressApplication, foreign = false): Promise<Caller> {
+  async function caller(app: NestExpressApplication, foreign = false, expired = false): Promise<Caller> {
     const tenant = newTenant();
-    const lease = await createLease(app, foreign ? newTenant() : tenant, [30]);
+    const owner = foreign ? newTenant() : tenant;
+    const lease = await createLease(app, owner, [30]);
+    if (expired) await expireLeases(dataSource, owner, lease.leaseId);
     return { tenant, leaseId: lease.leaseId, token: hsToken({ role: 'read-write', tenant }) };
   }
 
@@ -228,8 +245,8 @@ describe('lease route served ahead of the router', () => {
   it.each(CASES.map((testCase) => [testCase.name, testCase] as const))(
     'answers %s exactly as the router does',
     async (_name, testCase) => {
-      const fastCaller = await caller(fast, testCase.foreign);
-      const routedCaller = await caller(routed, testCase.foreign);
+      const fastCaller = await caller(fast, testCase.foreign, testCase.expired);
+      const routedCaller = await caller(routed, testCase.foreign, testCase.expired);
 
       const fastResponse = await onTheWire(fast, testCase.head(fastCaller), testCase.body);
       const routedResponse = await onTheWire(routed, testCase.head(routedCaller), testCase.body);

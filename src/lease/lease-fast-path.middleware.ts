@@ -131,7 +131,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware, OnModuleInit {
       }
       // Read only once the guards let the caller in, as RequestBodyInterceptor does on the router.
       const body = await readBody(request, length);
-      const answer = await this.controller.extend(tenantIdOf(request), leaseId, this.pipe.transform(body));
+      const answer = await this.controller.extend(tenantIdOf(request), leaseId, this.pipe.transform(body), response);
       sendJson(response, answer);
     } catch (error) {
       pipeline.filter.catch(error, context);

@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, HttpStatus, Param, Post } from '@nestjs/common';
+import { Body, Controller, HttpCode, HttpStatus, Param, Post, Res } from '@nestjs/common';
 import {
   ApiBearerAuth,
   ApiBody,
@@ -10,6 +10,7 @@ import {
   ApiTags,
   ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
+import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
@@ -19,6 +20,14 @@ import { RateLimited } from '../limits/route-class.decorator';
 import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
 import { LeaseService } from './lease.service';
+import {
+  DEADLINE_AFTER_HEADER,
+  hintHeaders,
+  LEASE_STATUS_HEADER,
+  RENEW_AFTER_HEADER,
+  RENEW_FRACTION,
+  RENEW_JITTER,
+} from './renewal-hints';
 
 @ApiTags('lease')
 @ApiBearerAuth()
@@ -45,6 +54,28 @@ export class LeaseController {
   @ApiOkResponse({
     type: ExtendLeaseResponseDto,
     description: 'The renewal ran, whether or not it renewed anything.',
+    headers: {
+      [RENEW_AFTER_HEADER]: {
+        description:
+          `When renewed > 0: renew again after this many seconds (decimal, from this answer), ` +
+          `${Math.round(RENEW_FRACTION * 100)}% of what the lease has left less up to ${RENEW_JITTER * 100}% of ` +
+          'that at random, so that workers that popped together do not renew together. Absent when the lease ' +
+          'stands at its ceiling and renewing again would extend nothing.',
+        schema: { type: 'string', example: '9.871' },
+      },
+      [DEADLINE_AFTER_HEADER]: {
+        description:
+          'When renewed > 0 and the broker caps total lease length (LEASE_MAX_TOTAL_SECONDS): seconds (decimal, ' +
+          'from this answer) until the hard end of the lease, fixed at its claim. No renewal extends it past that.',
+        schema: { type: 'string', example: '84.120' },
+      },
+      [LEASE_STATUS_HEADER]: {
+        description:
+          "When renewed = 0: `expired` when the caller's own lease ran out unrenewed and has not been claimed " +
+          "again; `unknown` otherwise (released by an ack or nack, re-claimed, never existed, or another tenant's).",
+        schema: { type: 'string', enum: ['expired', 'unknown'] },
+      },
+    },
   })
   @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
   @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'Auth is on and the token has no read-write role' })
@@ -55,11 +86,14 @@ export class LeaseController {
       'renewal failed or did not finish in time (`renew failed: …`, e.g. `renew failed: database timeout`)',
   })
   @RawBody()
-  extend(
+  async extend(
     @TenantId() tenantId: string,
     @Param('leaseId') leaseId: string,
     @Body(LenientSecondsPipe) seconds: number,
+    @Res({ passthrough: true }) response: Response,
   ): Promise<ExtendLeaseResponseDto> {
-    return this.leaseService.extend(tenantId, leaseId, seconds);
+    const { body, hints } = await this.leaseService.extend(tenantId, leaseId, seconds);
+    for (const [name, value] of hintHeaders(hints)) response.setHeader(name, value);
+    return body;
   }
 }

@@ -21,6 +21,12 @@ export interface LeaseRenewal {
   earliestExpiresAt: string | null;
   /** Seconds the lease had left when this renewal reached it (its tightest row); absent when nothing was renewed. */
   slackSeconds?: number;
+  /** Seconds the lease has left after this renewal (its tightest row); absent when nothing was renewed. */
+  remainingSeconds?: number;
+  /** Seconds until the lease's ceiling (LEASE_MAX_TOTAL_SECONDS from its claim); absent without one. */
+  deadlineSeconds?: number;
+  /** When nothing was renewed: whether a row still holds this lease id in the tenant (so it expired). */
+  held?: boolean;
 }
 
 /** The renewal statement failed after a connection was obtained. */
@@ -41,6 +47,9 @@ export class RenewalFailedError extends Error {
  * - `locked` takes the row locks in primary-key order. An UPDATE alone locks
  *   rows in whatever order it meets them, and two concurrent renewals of one
  *   multi-partition lease then deadlock; in one global order they queue.
+ * - The new expiry stops at the row's lease_deadline (the ceiling fixed at
+ *   its claim; LEAST ignores a null one) but never goes below the current
+ *   expiry, so a ceiling lowered since the claim does not shorten a lease.
  * - A lease asked for twice in one group is renewed once, with the largest
  *   `seconds`: the stored expiry is what a serial execution ending with that
  *   request would leave, and every requester of that lease is told it.
@@ -53,6 +62,10 @@ export class RenewalFailedError extends Error {
  *   while we waited. The test is a join condition on `clocked` so that the
  *   planner cannot check it while scanning consumers, before the wait.
  * - `lease_id IS NOT NULL` lets the planner use the partial lease index.
+ * - A lease that renewed nothing is looked up once more (`held`): a row of
+ *   the tenant still carrying its id means it expired unrenewed; released
+ *   and re-claimed leases no longer appear. The CASE keeps the lookup off
+ *   every renewal that succeeded.
  */
 const RENEW_SQL = `
   WITH requested AS (
@@ -70,20 +83,26 @@ const RENEW_SQL = `
     SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, l.now + make_interval(secs => l.seconds))
+       SET lease_expires_at = GREATEST(c.lease_expires_at, LEAST(l.now + make_interval(secs => l.seconds), c.lease_deadline))
       FROM clocked AS l
      WHERE c.tenant_id = l.tenant_id
        AND c.partition_id = l.partition_id
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = l.lease_id
        AND c.lease_expires_at > l.now
-    RETURNING c.tenant_id, c.lease_id, c.lease_expires_at, l.old_expires_at - l.now AS slack
+    RETURNING c.tenant_id, c.lease_id, c.lease_expires_at, l.old_expires_at - l.now AS slack,
+              c.lease_expires_at - l.now AS remaining, c.lease_deadline - l.now AS deadline
   ), per_lease AS (
-    SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest, min(slack) AS slack
+    SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest, min(slack) AS slack,
+           min(remaining) AS remaining, min(deadline) AS deadline
       FROM renewed GROUP BY tenant_id, lease_id
   )
   SELECT r.idx, coalesce(p.renewed, 0) AS renewed, ${isoTimestamp('p.earliest')} AS earliest_expires_at,
-         extract(epoch FROM p.slack)::float8 AS slack_seconds
+         extract(epoch FROM p.slack)::float8 AS slack_seconds, extract(epoch FROM p.remaining)::float8 AS remaining_seconds,
+         extract(epoch FROM p.deadline)::float8 AS deadline_seconds,
+         CASE WHEN p.renewed IS NULL
+              THEN EXISTS (SELECT 1 FROM consumers AS c WHERE c.tenant_id = r.tenant_id AND c.lease_id = r.lease_id)
+         END AS held
     FROM requested AS r
     LEFT JOIN per_lease AS p ON p.tenant_id = r.tenant_id AND p.lease_id = r.lease_id`;
 
@@ -103,17 +122,22 @@ const RENEW_ONE_SQL = `
     SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, l.now + make_interval(secs => $3))
+       SET lease_expires_at = GREATEST(c.lease_expires_at, LEAST(l.now + make_interval(secs => $3), c.lease_deadline))
       FROM clocked AS l
      WHERE c.tenant_id = $1
        AND c.partition_id = l.partition_id
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = $2
        AND c.lease_expires_at > l.now
-    RETURNING c.lease_expires_at, l.old_expires_at - l.now AS slack
+    RETURNING c.lease_expires_at, l.old_expires_at - l.now AS slack, c.lease_expires_at - l.now AS remaining,
+              c.lease_deadline - l.now AS deadline
   )
   SELECT 0 AS idx, count(*)::int AS renewed, ${isoTimestamp('min(lease_expires_at)')} AS earliest_expires_at,
-         extract(epoch FROM min(slack))::float8 AS slack_seconds
+         extract(epoch FROM min(slack))::float8 AS slack_seconds, extract(epoch FROM min(remaining))::float8 AS remaining_seconds,
+         extract(epoch FROM min(deadline))::float8 AS deadline_seconds,
+         CASE WHEN count(*) = 0
+              THEN EXISTS (SELECT 1 FROM consumers WHERE tenant_id = $1 AND lease_id = $2)
+         END AS held
     FROM renewed`;
 
 interface RenewalRow {
@@ -121,6 +145,9 @@ interface RenewalRow {
   renewed: number;
   earliest_expires_at: string | null;
   slack_seconds: number | null;
+  remaining_seconds: number | null;
+  deadline_seconds: number | null;
+  held: boolean | null;
 }
 
 /**
@@ -159,11 +186,12 @@ export class LeaseRepository {
       });
       const answers: LeaseRenewal[] = new Array(requests.length);
       for (const row of rows) {
-        answers[row.idx] = {
-          renewed: row.renewed,
-          earliestExpiresAt: row.earliest_expires_at,
-          ...(row.slack_seconds === null ? {} : { slackSeconds: row.slack_seconds }),
-        };
+        const answer: LeaseRenewal = { renewed: row.renewed, earliestExpiresAt: row.earliest_expires_at };
+        if (row.slack_seconds !== null) answer.slackSeconds = row.slack_seconds;
+        if (row.remaining_seconds !== null) answer.remainingSeconds = row.remaining_seconds;
+        if (row.deadline_seconds !== null) answer.deadlineSeconds = row.deadline_seconds;
+        if (row.held !== null) answer.held = row.held;
+        answers[row.idx] = answer;
       }
       return answers;
     } finally {

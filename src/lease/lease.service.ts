@@ -5,8 +5,15 @@ import { MetricsService } from '../metrics/metrics.service';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
 import { LeaseRenewal, RenewalFailedError } from './lease.repository';
 import { RenewalBatcher } from './renewal-batcher';
+import { atCeiling, RenewalHints, renewalHints } from './renewal-hints';
 
-const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null };
+const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null, held: false };
+
+/** The answer's body (the reference page's six keys) and what goes into its headers. */
+export interface LeaseExtension {
+  body: ExtendLeaseResponseDto;
+  hints: RenewalHints;
+}
 
 @Injectable()
 export class LeaseService {
@@ -21,23 +28,29 @@ export class LeaseService {
   /**
    * Renews every live lease row held by `leaseId` in the caller's tenant.
    * Unknown, expired, released, foreign and malformed ids all produce the
-   * same answer, so a leaked id cannot be used to probe for existence.
+   * same body, so a leaked id cannot be used to probe for existence. The
+   * hints may say `expired`: only the tenant's own rows are ever looked at,
+   * so another tenant's lease reads as unknown.
    */
-  async extend(tenantId: string, leaseId: string, seconds: number): Promise<ExtendLeaseResponseDto> {
+  async extend(tenantId: string, leaseId: string, seconds: number): Promise<LeaseExtension> {
     // A non-UUID cannot hold a lease; asking PostgreSQL would only fail the cast.
     const renewal = isUuid(leaseId)
       ? await this.renew(tenantId, leaseId.toLowerCase(), this.capped(seconds))
       : NOTHING_RENEWED;
     const expiry = renewal.earliestExpiresAt;
-    this.metrics.renewals.inc({ outcome: renewal.renewed > 0 ? 'renewed' : 'not_renewed' });
+    const outcome = renewal.renewed === 0 ? 'not_renewed' : atCeiling(renewal) ? 'at_ceiling' : 'renewed';
+    this.metrics.renewals.inc({ outcome });
     if (renewal.slackSeconds !== undefined) this.metrics.renewalSlack.observe(Math.max(0, renewal.slackSeconds));
     return {
-      leaseId,
-      success: renewal.renewed > 0,
-      renewed: renewal.renewed,
-      newExpiresAt: expiry,
-      expiresAt: expiry,
-      lease_expires_at: expiry,
+      body: {
+        leaseId,
+        success: renewal.renewed > 0,
+        renewed: renewal.renewed,
+        newExpiresAt: expiry,
+        expiresAt: expiry,
+        lease_expires_at: expiry,
+      },
+      hints: renewalHints(renewal),
     };
   }
 

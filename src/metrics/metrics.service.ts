@@ -42,7 +42,9 @@ export class MetricsService {
 
     this.renewals = new Counter({
       name: 'leasehold_lease_renewals_total',
-      help: 'Lease extend requests, by outcome: renewed (at least one row extended) or not_renewed (renewed 0).',
+      help:
+        'Lease extend requests, by outcome: renewed (at least one row extended), at_ceiling (live, but held at ' +
+        'LEASE_MAX_TOTAL_SECONDS) or not_renewed (renewed 0).',
       labelNames: ['outcome'],
       registers,
     });
