@@ -371,10 +371,11 @@ describe('the client against a live broker', () => {
     expect(beforeAck.every((renewal) => renewal.renewed === 1)).toBe(true);
     expect(slow.client.renewals.length - beforeAck.length).toBeLessThanOrEqual(1);
     expect(ack.acknowledgments).toEqual(
-      delivery.messages.map(({ transactionId, partitionId }) => ({
+      delivery.messages.map(({ transactionId, partitionId, leaseEpoch }) => ({
         transactionId,
         partitionId,
         leaseId: delivery.leaseId,
+        leaseEpoch,
         status: 'completed',
       })),
     );
@@ -573,5 +574,64 @@ describe('the client against a live broker', () => {
         await expectAllAckedAndNoLease(2);
       },
     );
+  });
+});
+
+describe('the client against a broker with a ceiling on lease length', () => {
+  const CEILING_SECONDS = 4;
+  let app: NestExpressApplication;
+  let baseUrl: string;
+
+  beforeAll(async () => {
+    app = await createTestApp({ LEASE_MAX_TOTAL_SECONDS: String(CEILING_SECONDS) });
+    await app.listen(0, '127.0.0.1');
+    baseUrl = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('hears of the coming end before it, and loses the lease at the ceiling, not later', async () => {
+    const tenant = newTenant();
+    const producer = new LeaseholdClient({ baseUrl, tenant });
+    await producer.push([{ queue: QUEUE, payload: { n: 0 }, transactionId: 'stuck' }]);
+    const stopping = new AbortController();
+    const events: Array<{ what: 'handler' | 'ending' | 'lost'; at: number; remainingMs?: number; kind?: string }> = [];
+    let epoch = 0;
+
+    const done = consume(
+      QUEUE,
+      async (messages, context) => {
+        epoch = messages[0].leaseEpoch;
+        events.push({ what: 'handler', at: performance.now() });
+        // A stuck handler: it only ever stops when its lease does.
+        await new Promise((resolve) => context.signal.addEventListener('abort', resolve, { once: true }));
+      },
+      {
+        client: new LeaseholdClient({ baseUrl, tenant }),
+        consumerGroup: GROUP,
+        leaseSeconds: 2,
+        waitTimeoutMs: 200,
+        signal: stopping.signal,
+        onLeaseEnding: (notice) => events.push({ what: 'ending', at: performance.now(), remainingMs: notice.remainingMs }),
+        onLeaseLost: (error) => {
+          events.push({ what: 'lost', at: performance.now(), kind: error.kind });
+          stopping.abort();
+        },
+      },
+    );
+    await done;
+
+    expect(events.map((event) => event.what)).toEqual(['handler', 'ending', 'lost']);
+    const [handler, ending, lost] = events;
+    expect(lost.kind).toBe('ceiling-reached');
+    expect(ending.remainingMs).toBeGreaterThan(0);
+    expect(lost.at).toBeGreaterThan(ending.at);
+    // The keeper's deadline is on the safe side of the broker's: never after the ceiling (give or
+    // take a late timer on a loaded machine).
+    expect(lost.at - handler.at).toBeLessThanOrEqual(CEILING_SECONDS * 1000 + 1000);
+    const redelivered = await producer.pop(QUEUE, { consumerGroup: GROUP, wait: true, timeout: 10_000 });
+    expect(redelivered?.messages[0]).toMatchObject({ transactionId: 'stuck', leaseEpoch: epoch + 1 });
   });
 });

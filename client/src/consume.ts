@@ -1,6 +1,11 @@
-import { checkKeeperOptions, LeaseKeeper } from './lease-keeper';
+import {
+  checkKeeperOptions,
+  LeaseKeeper,
+  type LeaseEndingNotice,
+} from './lease-keeper';
 import { LeaseLostError } from './lease-lost-error';
 import type { LeaseholdClient } from './leasehold-client';
+import { notify } from './notify';
 import { linkSignals } from './signals';
 import { backoffDelay, monotonicNow, sleep } from './timing';
 import type {
@@ -50,6 +55,8 @@ export interface ConsumeOptions<T = unknown> extends Pick<
   backoffMaxMs?: number | undefined;
   onLeaseLost?:
     ((error: LeaseLostError, messages: Message<T>[]) => void) | undefined;
+  onLeaseEnding?:
+    ((notice: LeaseEndingNotice, messages: Message<T>[]) => void) | undefined;
   onError?: ((error: unknown, stage: ConsumeStage) => void) | undefined;
 }
 
@@ -159,6 +166,7 @@ class Consumer<T> {
       acquiredAt,
       renewFraction: this.options.renewFraction,
       jitter: this.options.jitter,
+      onEnding: (notice) => this.options.onLeaseEnding?.(notice, pop.messages),
     });
     const handlerSignal = linkSignals([keeper.signal, abandonOnStop]);
     try {
@@ -262,6 +270,10 @@ class Consumer<T> {
       transactionId: message.transactionId,
       partitionId: message.partitionId,
       leaseId: pop.leaseId,
+      // A broker that predates fencing epochs sends none, and is sent none.
+      ...(typeof message.leaseEpoch === 'number'
+        ? { leaseEpoch: message.leaseEpoch }
+        : {}),
     }));
   }
 
@@ -271,14 +283,6 @@ class Consumer<T> {
 
   private report(error: unknown, stage: ConsumeStage): void {
     notify(() => this.options.onError?.(error, stage));
-  }
-}
-
-function notify(callback: () => void): void {
-  try {
-    callback();
-  } catch {
-    return;
   }
 }
 

@@ -8,7 +8,11 @@ export type {
   ConsumerClient,
 } from './consume';
 export { LeaseKeeper } from './lease-keeper';
-export type { LeaseExtender, LeaseKeeperOptions } from './lease-keeper';
+export type {
+  LeaseEndingNotice,
+  LeaseExtender,
+  LeaseKeeperOptions,
+} from './lease-keeper';
 export { LeaseLostError } from './lease-lost-error';
 export type { LeaseLossKind } from './lease-lost-error';
 export { LeaseholdClient } from './leasehold-client';

@@ -1,7 +1,8 @@
 import { LeaseLostError, type LeaseLossKind } from './lease-lost-error';
+import { notify } from './notify';
 import { linkSignals } from './signals';
 import { backoffDelay, MAX_TIMER_MS, monotonicNow } from './timing';
-import type { ExtendResult, RequestOptions } from './types';
+import type { ExtendResult, LeaseStatus, RequestOptions } from './types';
 
 export interface LeaseExtender {
   extend(
@@ -19,11 +20,21 @@ export interface LeaseKeeperOptions {
   acquiredAt?: number | undefined;
   renewFraction?: number | undefined;
   jitter?: number | undefined;
+  // Called once, before the end, when the broker's ceiling stops renewals.
+  onEnding?: ((notice: LeaseEndingNotice) => void) | undefined;
+}
+
+export interface LeaseEndingNotice {
+  leaseId: string;
+  // Until the local deadline, when the signal aborts with 'ceiling-reached'.
+  remainingMs: number;
+  reason: 'ceiling';
 }
 
 const DEFAULT_RENEW_FRACTION = 1 / 3;
 const DEFAULT_JITTER = 0.2;
 const RETRY_INITIAL_MS = 250;
+const MIN_HINTED_DELAY_MS = 50;
 const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 
 // Shared with consume, so a bad option fails before the first pop rather than in a worker.
@@ -63,6 +74,7 @@ export class LeaseKeeper {
 
   private readonly renewFraction: number;
   private readonly jitter: number;
+  private readonly onEnding: ((notice: LeaseEndingNotice) => void) | undefined;
   private readonly lease = new AbortController();
   private readonly requests = new AbortController();
   private deadline: number;
@@ -71,6 +83,7 @@ export class LeaseKeeper {
   private failures = 0;
   private lastFailure: unknown;
   private stopped = false;
+  private endingNotice: LeaseEndingNotice | null = null;
 
   constructor(
     private readonly client: LeaseExtender,
@@ -81,6 +94,7 @@ export class LeaseKeeper {
     this.leaseSeconds = options.leaseSeconds;
     this.renewFraction = options.renewFraction ?? DEFAULT_RENEW_FRACTION;
     this.jitter = options.jitter ?? DEFAULT_JITTER;
+    this.onEnding = options.onEnding;
     const acquiredAt = options.acquiredAt ?? monotonicNow();
     this.deadline = acquiredAt + this.leaseMs;
     this.armDeadline();
@@ -97,6 +111,11 @@ export class LeaseKeeper {
     return this.lease.signal.aborted
       ? (this.lease.signal.reason as LeaseLostError)
       : null;
+  }
+
+  // Set once the broker's ceiling has stopped renewals; the lease then ends at the deadline.
+  get ending(): LeaseEndingNotice | null {
+    return this.endingNotice;
   }
 
   stop(): void {
@@ -124,10 +143,25 @@ export class LeaseKeeper {
     this.renewTimer.unref();
   }
 
+  // The broker spreads renewals with its hint, later than our own schedule if it likes, but
+  // never so late that one attempt's full budget no longer fits before the local deadline,
+  // nor so soon that a hint of 0 turns into a busy loop.
+  private hintedDelay(renewAfterSeconds: number): number {
+    const latest =
+      this.deadline - monotonicNow() - this.leaseMs * this.renewFraction;
+    return Math.max(
+      MIN_HINTED_DELAY_MS,
+      Math.min(renewAfterSeconds * 1000, latest),
+    );
+  }
+
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = setTimeout(
-      () => this.lose('deadline-passed', this.lastFailure),
+      () =>
+        this.endingNotice === null
+          ? this.lose('deadline-passed', { cause: this.lastFailure })
+          : this.lose('ceiling-reached'),
       Math.max(0, this.deadline - monotonicNow()),
     );
     this.deadlineTimer.unref();
@@ -169,31 +203,59 @@ export class LeaseKeeper {
       return;
     }
     if (result.lost) {
-      this.lose('not-renewed');
+      this.lose('not-renewed', {
+        leaseStatus: result.leaseStatus ?? undefined,
+      });
       return;
     }
     this.failures = 0;
     this.lastFailure = undefined;
+    const renewAfter = hintSeconds(result.renewAfterSeconds);
+    const hardEnd = hintSeconds(result.deadlineSeconds);
     // The broker set the expiry to at least its now() + leaseSeconds, and its now() was no
     // earlier than our send: counting from the send keeps the local deadline on the safe side.
     this.deadline = Math.max(this.deadline, sentAt + this.leaseMs);
+    if (hardEnd !== null) {
+      // Likewise for the hard end, which also cuts a deadline counted from a pop whose lease
+      // the ceiling made shorter than leaseSeconds.
+      this.deadline = Math.min(this.deadline, sentAt + hardEnd * 1000);
+    }
     this.armDeadline();
-    this.scheduleRenewal(this.renewInterval());
+    if (
+      hardEnd !== null &&
+      (renewAfter === null || hardEnd <= this.leaseSeconds)
+    ) {
+      this.announceEnding();
+    } else {
+      this.scheduleRenewal(
+        renewAfter === null
+          ? this.renewInterval()
+          : this.hintedDelay(renewAfter),
+      );
+    }
   }
 
-  private lose(kind: LeaseLossKind, cause?: unknown): void {
+  // Renewing again would gain nothing: say so while there is still time left to use.
+  private announceEnding(): void {
+    const notice: LeaseEndingNotice = {
+      leaseId: this.leaseId,
+      remainingMs: Math.max(0, this.deadline - monotonicNow()),
+      reason: 'ceiling',
+    };
+    this.endingNotice = notice;
+    notify(() => this.onEnding?.(notice));
+  }
+
+  private lose(
+    kind: LeaseLossKind,
+    details: { cause?: unknown; leaseStatus?: LeaseStatus | undefined } = {},
+  ): void {
     if (this.finished) {
       return;
     }
     this.clearTimers();
     this.requests.abort();
-    this.lease.abort(
-      new LeaseLostError(
-        this.leaseId,
-        kind,
-        cause === undefined ? undefined : { cause },
-      ),
-    );
+    this.lease.abort(new LeaseLostError(this.leaseId, kind, details));
   }
 
   private clearTimers(): void {
@@ -202,4 +264,12 @@ export class LeaseKeeper {
     this.renewTimer = undefined;
     this.deadlineTimer = undefined;
   }
+}
+
+// An extender other than LeaseholdClient may predate the hints or get them wrong: anything
+// but a finite, non-negative number is no hint.
+function hintSeconds(value: number | null | undefined): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0
+    ? value
+    : null;
 }

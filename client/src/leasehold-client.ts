@@ -11,6 +11,7 @@ import type {
   ExtendResponse,
   ExtendResult,
   LeaseholdClientOptions,
+  LeaseStatus,
   PopOptions,
   PopResponse,
   PushItem,
@@ -25,8 +26,16 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const BROKER_LONG_POLL_DEFAULT_MS = 30_000;
 const DEFAULT_EXTEND_SECONDS = 60;
 const MAX_INT32 = 2_147_483_647;
+const RENEW_AFTER_HEADER = 'leasehold-renew-after';
+const DEADLINE_AFTER_HEADER = 'leasehold-deadline-after';
+const LEASE_STATUS_HEADER = 'leasehold-lease-status';
 
 type HttpMethod = 'GET' | 'POST';
+
+interface Exchange<T> {
+  body: T;
+  headers: Headers;
+}
 
 export class LeaseholdClient {
   private readonly baseUrl: string;
@@ -100,18 +109,26 @@ export class LeaseholdClient {
         `lease seconds must be an integer from 1 to ${MAX_INT32}, got ${seconds}`,
       );
     }
-    const answer = await this.request<ExtendResponse>(
+    const { body: answer, headers } = await this.exchange<ExtendResponse>(
       'POST',
       `/api/v1/lease/${encodeURIComponent(leaseId)}/extend`,
       { seconds },
       options,
     );
     const lost = answer.renewed === 0;
+    // Each hint belongs to one outcome: one that contradicts `renewed` is not trusted.
     return {
       ...answer,
       lost,
       expiry:
         !lost && answer.expiresAt !== null ? new Date(answer.expiresAt) : null,
+      renewAfterSeconds: lost
+        ? null
+        : hintSeconds(headers.get(RENEW_AFTER_HEADER)),
+      deadlineSeconds: lost
+        ? null
+        : hintSeconds(headers.get(DEADLINE_AFTER_HEADER)),
+      leaseStatus: lost ? leaseStatus(headers.get(LEASE_STATUS_HEADER)) : null,
     };
   }
 
@@ -199,6 +216,23 @@ export class LeaseholdClient {
     options: RequestOptions = {},
     extraTimeoutMs = 0,
   ): Promise<T> {
+    const answer = await this.exchange<T>(
+      method,
+      path,
+      body,
+      options,
+      extraTimeoutMs,
+    );
+    return answer.body;
+  }
+
+  private async exchange<T>(
+    method: HttpMethod,
+    path: string,
+    body: unknown,
+    options: RequestOptions = {},
+    extraTimeoutMs = 0,
+  ): Promise<Exchange<T>> {
     const headers = { ...this.headers };
     if (body !== undefined) {
       headers['content-type'] = 'application/json';
@@ -225,8 +259,26 @@ export class LeaseholdClient {
         path,
       );
     }
-    return (text === '' ? null : JSON.parse(text)) as T;
+    return {
+      body: (text === '' ? null : JSON.parse(text)) as T,
+      headers: response.headers,
+    };
   }
+}
+
+// Plain decimal seconds only: Number() alone would also read '' as 0 and take '0x1f' or '1e9'.
+function hintSeconds(value: string | null): number | null {
+  const text = value?.trim() ?? '';
+  if (!/^\d+(?:\.\d+)?$/.test(text)) {
+    return null;
+  }
+  const seconds = Number(text);
+  return Number.isFinite(seconds) ? seconds : null;
+}
+
+function leaseStatus(value: string | null): LeaseStatus | null {
+  const status = value?.trim().toLowerCase();
+  return status === 'expired' || status === 'unknown' ? status : null;
 }
 
 function errorText(text: string, statusText: string): string {

@@ -64,6 +64,18 @@ export interface Message<T = unknown> {
   leaseId: string | null;
   consumerGroup: string | null;
   deliveryAttempt: number;
+  // The fencing token of this message's partition claim: it grows with every claim, so a
+  // store that refuses a lower one than it has seen shuts out a holder whose lease ran out.
+  // Absent from brokers that predate it.
+  leaseEpoch: number;
+}
+
+export interface ClaimedPartition {
+  partitionId: string;
+  partition: string;
+  leaseEpoch: number;
+  // How many of this answer's messages came from the partition.
+  messages: number;
 }
 
 export interface PopResponse<T = unknown> {
@@ -75,6 +87,8 @@ export interface PopResponse<T = unknown> {
   consumerGroup: string | null;
   messages: Message<T>[];
   partitionsClaimed: number;
+  // In claim order. Absent from brokers that predate fencing epochs.
+  claimedPartitions: ClaimedPartition[];
 }
 
 export interface ExtendResponse {
@@ -86,11 +100,22 @@ export interface ExtendResponse {
   lease_expires_at: BrokerTimestamp | null;
 }
 
+// 'expired': the lease ran out unrenewed and nobody has claimed it since. 'unknown': released
+// by an ack or a nack, claimed again, never issued, or another tenant's.
+export type LeaseStatus = 'expired' | 'unknown';
+
 export interface ExtendResult extends ExtendResponse {
   // renewed === 0: an HTTP 200 that renewed nothing is a lost lease, not a success.
   lost: boolean;
   // By the broker's database clock: compare it with nothing on this machine.
   expiry: Date | null;
+  // The hints below are seconds counted from the broker's answer, null when it sent none.
+  // Renew again after this long; null also once renewing can extend the lease no further.
+  renewAfterSeconds: number | null;
+  // Time left before the broker's ceiling on total lease length; no renewal reaches past it.
+  deadlineSeconds: number | null;
+  // Only on a lost lease, and only from a broker that says why.
+  leaseStatus: LeaseStatus | null;
 }
 
 export type AckStatus =
@@ -110,6 +135,8 @@ export interface Acknowledgment {
   consumerGroup?: string | null;
   // Without it the broker skips the lease check and can move the cursor under another worker.
   leaseId?: string;
+  // The message's leaseEpoch: the broker refuses the ack once another claim has followed.
+  leaseEpoch?: number;
   error?: string;
 }
 

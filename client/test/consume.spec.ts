@@ -7,6 +7,7 @@ import {
   type ConsumeHandler,
   type ConsumeOptions,
   type ConsumeStage,
+  type LeaseEndingNotice,
   type Message,
 } from '../src';
 import { FakeBroker, type RecordedRequest } from './fake-broker';
@@ -165,6 +166,106 @@ describe('consume', () => {
     expect(errors).toEqual([
       [expect.objectContaining({ message: 'boom' }), 'handler'],
     ]);
+  });
+
+  it("sends each message's leaseEpoch on the nack and on the ack of its redelivery", async () => {
+    await client.push([{ queue: 'jobs', payload: 'flaky' }]);
+    const epochs: number[] = [];
+    start(async (messages) => {
+      epochs.push(messages[0].leaseEpoch);
+      if (epochs.length === 1) {
+        throw new Error('boom');
+      }
+    });
+
+    await waitFor(() => broker.requestsTo('ack-batch').length === 2);
+
+    const [nack, ack] = broker.requestsTo('ack-batch').map(acknowledgments);
+    // Each claim of the partition moves its epoch on.
+    expect(epochs).toEqual([1, 2]);
+    expect(nack).toEqual([
+      expect.objectContaining({ status: 'failed', leaseEpoch: 1 }),
+    ]);
+    expect(ack).toEqual([
+      expect.objectContaining({ status: 'completed', leaseEpoch: 2 }),
+    ]);
+    expect(errors).toEqual([
+      [expect.objectContaining({ message: 'boom' }), 'handler'],
+    ]);
+  });
+
+  it('sends no leaseEpoch to a broker whose messages carry none', async () => {
+    broker.epochs = false;
+    await client.push([{ queue: 'jobs', payload: 'flaky' }]);
+    let calls = 0;
+    start(async () => {
+      calls += 1;
+      if (calls === 1) {
+        throw new Error('boom');
+      }
+    });
+
+    await waitFor(() => broker.requestsTo('ack-batch').length === 2);
+
+    const sent = broker.requestsTo('ack-batch').flatMap(acknowledgments);
+    expect(sent.map((entry) => entry.status)).toEqual(['failed', 'completed']);
+    expect(sent.filter((entry) => 'leaseEpoch' in entry)).toEqual([]);
+  });
+
+  it("tells onLeaseEnding before the broker's ceiling ends the lease, then reports ceiling-reached through onLeaseLost and does not ack", async () => {
+    broker.renewalHints = true;
+    broker.leaseMaxTotalSeconds = 2;
+    await client.push([{ queue: 'jobs', payload: 'long' }]);
+    const endings: [LeaseEndingNotice, Message[]][] = [];
+    const endingsAtAbort: number[] = [];
+    const leases: string[] = [];
+    start(
+      async (_messages, { signal, leaseId }) => {
+        leases.push(leaseId);
+        if (leases.length > 1) {
+          return;
+        }
+        await aborted(signal);
+        endingsAtAbort.push(endings.length);
+      },
+      {
+        leaseSeconds: 1,
+        waitTimeoutMs: 300,
+        onLeaseEnding: (notice, messages) => endings.push([notice, messages]),
+      },
+    );
+
+    await waitFor(() => broker.requestsTo('ack-batch').length === 1);
+
+    expect(endings).toEqual([
+      [
+        {
+          leaseId: leases[0],
+          remainingMs: expect.any(Number),
+          reason: 'ceiling',
+        },
+        [expect.objectContaining({ data: 'long', leaseEpoch: 1 })],
+      ],
+    ]);
+    expect(endingsAtAbort).toEqual([1]);
+    expect(lost).toEqual([
+      [
+        expect.objectContaining({
+          kind: 'ceiling-reached',
+          leaseId: leases[0],
+        }),
+        [expect.objectContaining({ data: 'long' })],
+      ],
+    ]);
+    const [only] = broker.requestsTo('ack-batch').map(acknowledgments);
+    expect(only).toEqual([
+      expect.objectContaining({
+        status: 'completed',
+        leaseId: leases[1],
+        leaseEpoch: 2,
+      }),
+    ]);
+    expect(errors).toEqual([]);
   });
 
   it.each(['returns', 'throws'])(

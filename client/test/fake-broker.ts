@@ -37,6 +37,9 @@ interface ConsumerRow {
   cursor: number;
   leaseId: string | null;
   leaseExpiresAt: number;
+  /** The ceiling's hard end for the current lease; Infinity without a ceiling. */
+  leaseHardEnd: number;
+  leaseEpoch: number;
   leaseEnd: number;
   lastClaimedCursor: number;
   deliveryAttempt: number;
@@ -59,6 +62,9 @@ interface Queue {
 const DEFAULT_TENANT = '00000000-0000-0000-0000-000000000001';
 const QUEUE_MODE = '__QUEUE_MODE__';
 const LEASE_REJECTION = 'invalid or expired lease';
+const RENEW_AFTER_HEADER = 'Leasehold-Renew-After';
+const DEADLINE_AFTER_HEADER = 'Leasehold-Deadline-After';
+const LEASE_STATUS_HEADER = 'Leasehold-Lease-Status';
 
 class HttpError extends Error {
   constructor(
@@ -72,12 +78,25 @@ class HttpError extends Error {
 /**
  * An in-process broker that follows CONTRACT.md for the routes the client uses: leases expire
  * by this broker's own clock, extend answers 200 with `renewed: 0` for any lease that is not
- * live, pop answers a bare 204 when empty and parks with `wait=true`.
+ * live, pop answers a bare 204 when empty and parks with `wait=true`. Every claim bumps the
+ * partition's fencing epoch, and an ack that carries a stale one is refused.
  */
 export class FakeBroker {
   readonly requests: RecordedRequest[] = [];
   /** When set, every request needs `Authorization: Bearer <token>`. */
   token: string | undefined;
+  /** False: pop answers carry no `leaseEpoch` and no `claimedPartitions`, as older brokers. */
+  epochs = true;
+  /**
+   * True: extend answers carry the `Leasehold-*` hint headers. Off by default, so the tests
+   * written before them still measure the keeper's own schedule. Renew-After is a third of
+   * what remains (the real broker jitters it).
+   */
+  renewalHints = false;
+  /** As the broker's LEASE_MAX_TOTAL_SECONDS: caps a pop's lease and every renewal. */
+  leaseMaxTotalSeconds: number | undefined;
+  /** When set, every extend answer carries exactly these headers instead of computed hints. */
+  extendHeaders: Record<string, string> | undefined;
 
   private readonly server: Server;
   private readonly tenants = new Map<string, Map<string, Queue>>();
@@ -192,7 +211,7 @@ export class FakeBroker {
         return;
       }
       const tenant = this.tenant(req);
-      const [status, answer] = await this.dispatch(
+      const [status, answer, headers] = await this.dispatch(
         match.route,
         match.params,
         url.searchParams,
@@ -211,7 +230,10 @@ export class FakeBroker {
         res.writeHead(204).end();
       } else {
         res
-          .writeHead(status, { 'content-type': 'application/json' })
+          .writeHead(status, {
+            ...headers,
+            'content-type': 'application/json',
+          })
           .end(JSON.stringify(answer));
       }
     } catch (error) {
@@ -255,14 +277,16 @@ export class FakeBroker {
     body: unknown,
     queues: Map<string, Queue>,
     res: ServerResponse,
-  ): Promise<[number, unknown]> {
+  ): Promise<[number, unknown, Record<string, string>?]> {
     switch (route) {
       case 'push':
         return [201, this.push(queues, body)];
       case 'pop':
         return this.pop(queues, params[0], params[1], query, res);
-      case 'extend':
-        return [200, this.extend(queues, params[0], body)];
+      case 'extend': {
+        const { answer, headers } = this.extend(queues, params[0], body);
+        return [200, answer, headers];
+      }
       case 'ack':
         return [200, [this.ack(queues, body, 0, undefined)]];
       case 'ack-batch':
@@ -374,12 +398,15 @@ export class FakeBroker {
     const group = query.get('consumerGroup') ?? QUEUE_MODE;
     let room = Number(query.get('batch') ?? 200);
     const maxPartitions = Number(query.get('partitions') ?? 1);
-    const leaseSeconds = Number(
-      query.get('leaseSeconds') ?? queue.options.leaseTime ?? 60,
+    const ceiling = this.leaseMaxTotalSeconds ?? Infinity;
+    const leaseSeconds = Math.min(
+      ceiling,
+      Number(query.get('leaseSeconds') ?? queue.options.leaseTime ?? 60),
     );
     const leaseId = randomUUID();
     const now = this.now();
     const claimed: Partition[] = [];
+    const claimedPartitions: unknown[] = [];
     const messages: unknown[] = [];
     for (const partition of queue.partitions.values()) {
       if (claimed.length >= maxPartitions || room <= 0) {
@@ -399,9 +426,18 @@ export class FakeBroker {
       row.lastClaimedCursor = row.cursor;
       row.leaseId = leaseId;
       row.leaseExpiresAt = now + leaseSeconds * 1000;
+      row.leaseHardEnd = now + ceiling * 1000;
+      row.leaseEpoch += 1;
       row.leaseEnd = row.cursor + span.length;
       room -= span.length;
       claimed.push(partition);
+      const epoch = this.epochs ? { leaseEpoch: row.leaseEpoch } : {};
+      claimedPartitions.push({
+        partitionId: partition.id,
+        partition: partition.name,
+        ...epoch,
+        messages: span.length,
+      });
       for (const message of span) {
         messages.push({
           ...message,
@@ -411,6 +447,7 @@ export class FakeBroker {
           consumerGroup: group === QUEUE_MODE ? null : group,
           producerSub: null,
           deliveryAttempt: row.deliveryAttempt,
+          ...epoch,
         });
       }
     }
@@ -426,6 +463,7 @@ export class FakeBroker {
       consumerGroup: group === QUEUE_MODE ? null : group,
       messages,
       partitionsClaimed: claimed.length,
+      ...(this.epochs ? { claimedPartitions } : {}),
     };
   }
 
@@ -433,7 +471,7 @@ export class FakeBroker {
     queues: Map<string, Queue>,
     leaseId: string,
     body: unknown,
-  ): unknown {
+  ): { answer: unknown; headers: Record<string, string> } {
     const requested = (body as { seconds?: unknown } | undefined)?.seconds;
     const valid =
       Number.isInteger(requested) &&
@@ -442,15 +480,26 @@ export class FakeBroker {
     const now = this.now();
     let renewed = 0;
     let earliest = Infinity;
+    let hardEnd = Infinity;
+    let expired = false;
     for (const row of this.rows(queues)) {
-      if (row.leaseId === leaseId && row.leaseExpiresAt > now) {
-        row.leaseExpiresAt = Math.max(row.leaseExpiresAt, now + seconds * 1000);
-        earliest = Math.min(earliest, row.leaseExpiresAt);
-        renewed += 1;
+      if (row.leaseId !== leaseId) {
+        continue;
       }
+      if (row.leaseExpiresAt <= now) {
+        expired = true;
+        continue;
+      }
+      row.leaseExpiresAt = Math.max(
+        row.leaseExpiresAt,
+        Math.min(row.leaseHardEnd, now + seconds * 1000),
+      );
+      earliest = Math.min(earliest, row.leaseExpiresAt);
+      hardEnd = Math.min(hardEnd, row.leaseHardEnd);
+      renewed += 1;
     }
     const expiry = renewed > 0 ? this.timestamp(earliest) : null;
-    return {
+    const answer = {
       leaseId,
       success: renewed > 0,
       renewed,
@@ -458,6 +507,24 @@ export class FakeBroker {
       expiresAt: expiry,
       lease_expires_at: expiry,
     };
+    const headers: Record<string, string> = {};
+    if (this.extendHeaders !== undefined) {
+      return { answer, headers: this.extendHeaders };
+    }
+    if (!this.renewalHints) {
+      return { answer, headers };
+    }
+    if (renewed === 0) {
+      headers[LEASE_STATUS_HEADER] = expired ? 'expired' : 'unknown';
+      return { answer, headers };
+    }
+    if (earliest < hardEnd) {
+      headers[RENEW_AFTER_HEADER] = seconds3((earliest - now) / 3);
+    }
+    if (hardEnd !== Infinity) {
+      headers[DEADLINE_AFTER_HEADER] = seconds3(hardEnd - now);
+    }
+    return { answer, headers };
   }
 
   private ackBatch(queues: Map<string, Queue>, body: unknown): unknown[] {
@@ -480,6 +547,7 @@ export class FakeBroker {
     batchGroup: string | null | undefined,
   ): unknown {
     const ack = (body ?? {}) as Record<string, string | null | undefined>;
+    const { leaseEpoch } = (body ?? {}) as { leaseEpoch?: unknown };
     const transactionId = ack.transactionId ?? '';
     const group = ack.consumerGroup ?? batchGroup ?? QUEUE_MODE;
     const refuse = (error: string): unknown => ({
@@ -501,6 +569,9 @@ export class FakeBroker {
       ack.leaseId !== null &&
       !(live && row.leaseId === ack.leaseId)
     ) {
+      return refuse(LEASE_REJECTION);
+    }
+    if (leaseEpoch !== undefined && leaseEpoch !== row.leaseEpoch) {
       return refuse(LEASE_REJECTION);
     }
     const position = partition.messages.findIndex(
@@ -594,6 +665,8 @@ export class FakeBroker {
         cursor: 0,
         leaseId: null,
         leaseExpiresAt: 0,
+        leaseHardEnd: Infinity,
+        leaseEpoch: 0,
         leaseEnd: 0,
         lastClaimedCursor: -1,
         deliveryAttempt: 0,
@@ -657,6 +730,10 @@ function routeOf(
     }
   }
   return undefined;
+}
+
+function seconds3(ms: number): string {
+  return (ms / 1000).toFixed(3);
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

@@ -3,7 +3,9 @@ import {
   LeaseKeeper,
   LeaseLostError,
   type ExtendResult,
+  type LeaseEndingNotice,
   type LeaseExtender,
+  type LeaseKeeperOptions,
   type RequestOptions,
 } from '../src';
 import { FakeBroker } from './fake-broker';
@@ -32,13 +34,23 @@ describe('LeaseKeeper on a fake clock', () => {
     },
   };
 
-  function keep(leaseSeconds: number, acquiredAt?: number): LeaseKeeper {
+  function keep(
+    leaseSeconds: number,
+    acquiredAt?: number,
+    options: Partial<LeaseKeeperOptions> = {},
+  ): LeaseKeeper {
     keeper = new LeaseKeeper(extender, {
       leaseId: LEASE_ID,
       leaseSeconds,
       acquiredAt,
+      ...options,
     });
     return keeper;
+  }
+
+  /** Answers the renewals in turn with these hints, then with none. */
+  function answerWith(...hints: Parameters<typeof extendAnswer>[2][]): void {
+    answer = () => Promise.resolve(extendAnswer(LEASE_ID, 1, hints.shift()));
   }
 
   beforeEach(() => {
@@ -171,6 +183,172 @@ describe('LeaseKeeper on a fake clock', () => {
     expect(signal.reason).toMatchObject({ kind: 'deadline-passed' });
   });
 
+  it.each([
+    [4, 4_000],
+    [0.5, 500],
+    [0, 50],
+    [1e9, 20_000],
+  ])(
+    'follows a Renew-After of %p s with the next renewal %p ms after the answer: no sooner than 50 ms, no later than a full attempt before the deadline',
+    async (renewAfterSeconds, expectedMs) => {
+      jest.spyOn(Math, 'random').mockReturnValue(0);
+      answerWith({ renewAfterSeconds });
+      const start = performance.now();
+      keep(30);
+
+      await jest.advanceTimersByTimeAsync(10_000 + expectedMs - 1);
+      expect(calls).toHaveLength(1);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(calls).toHaveLength(2);
+      // The second answer has no hint: back to a third of the lease.
+      await jest.advanceTimersByTimeAsync(10_000);
+
+      expect(calls.map((call) => call.at - start)).toEqual([
+        10_000,
+        10_000 + expectedMs,
+        20_000 + expectedMs,
+      ]);
+    },
+  );
+
+  it('never lets the lease lapse when every answer hints at a renewal far past its end', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    answer = () =>
+      Promise.resolve(extendAnswer(LEASE_ID, 1, { renewAfterSeconds: 3_600 }));
+    const start = performance.now();
+    const signal = keep(30).signal;
+
+    await jest.advanceTimersByTimeAsync(300_000);
+
+    // Each renewal leaves 30 s; the next comes with a third of it still to go.
+    expect(calls.slice(0, 4).map((call) => call.at - start)).toEqual([
+      10_000, 30_000, 50_000, 70_000,
+    ]);
+    expect(calls).toHaveLength(15);
+    expect(signal.aborted).toBe(false);
+  });
+
+  it.each([Number.NaN, -1, Infinity, undefined])(
+    'keeps its own schedule when an extender hands it a Renew-After of %p',
+    async (renewAfterSeconds) => {
+      jest.spyOn(Math, 'random').mockReturnValue(0);
+      answerWith({ renewAfterSeconds: renewAfterSeconds as number });
+      const start = performance.now();
+      keep(30);
+
+      await jest.advanceTimersByTimeAsync(30_000);
+
+      expect(calls.map((call) => call.at - start)).toEqual([
+        10_000, 20_000, 30_000,
+      ]);
+    },
+  );
+
+  it('at the ceiling stops renewing, tells onEnding once with the time left, and aborts with ceiling-reached at the hard end', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    const notices: LeaseEndingNotice[] = [];
+    // At 10 s the hard end is 40 s away; at 25 s it is 25 s away, and renewals stop.
+    answerWith(
+      { renewAfterSeconds: 15, deadlineSeconds: 40 },
+      { renewAfterSeconds: null, deadlineSeconds: 25 },
+    );
+    const start = performance.now();
+    const signal = keep(30, undefined, {
+      onEnding: (notice) => notices.push(notice),
+    }).signal;
+
+    await jest.advanceTimersByTimeAsync(24_999);
+    expect(keeper?.ending).toBeNull();
+    await jest.advanceTimersByTimeAsync(1);
+    expect(notices).toEqual([
+      { leaseId: LEASE_ID, remainingMs: 25_000, reason: 'ceiling' },
+    ]);
+    expect(keeper?.ending).toEqual(notices[0]);
+    // 25 s + 30 s would be 55 s: the hard end at 50 s comes first.
+    await jest.advanceTimersByTimeAsync(24_999);
+    expect(signal.aborted).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+
+    expect(signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(signal.reason).toMatchObject({
+      kind: 'ceiling-reached',
+      message: `lease ${LEASE_ID} is lost: it reached the broker's ceiling on total lease length`,
+    });
+    expect(calls.map((call) => call.at - start)).toEqual([10_000, 25_000]);
+    expect(notices).toHaveLength(1);
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it('takes a Deadline-After no longer than the lease as the ceiling, even with a Renew-After', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    answerWith({ renewAfterSeconds: 5, deadlineSeconds: 30 });
+    const signal = keep(30).signal;
+
+    await jest.advanceTimersByTimeAsync(39_999);
+    expect(calls).toHaveLength(1);
+    expect(keeper?.ending).toMatchObject({ remainingMs: 30_000 });
+    expect(signal.aborted).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+
+    expect(signal.reason).toMatchObject({ kind: 'ceiling-reached' });
+  });
+
+  it('pulls the deadline in to the hard end when the ceiling made the lease shorter than leaseSeconds', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    // The pop was capped to 22 s: at 10 s only 12 s are left, not the 20 s assumed.
+    answerWith({ renewAfterSeconds: null, deadlineSeconds: 12 });
+    const notices: LeaseEndingNotice[] = [];
+    const signal = keep(30, undefined, {
+      onEnding: (notice) => notices.push(notice),
+    }).signal;
+
+    await jest.advanceTimersByTimeAsync(21_999);
+    expect(signal.aborted).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+
+    expect(notices).toEqual([expect.objectContaining({ remainingMs: 12_000 })]);
+    expect(signal.reason).toMatchObject({ kind: 'ceiling-reached' });
+  });
+
+  it('keeps its deadline and ending when onEnding throws', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    answerWith({ renewAfterSeconds: null, deadlineSeconds: 20 });
+    const onEnding = jest.fn(() => {
+      throw new Error('logger down');
+    });
+    const signal = keep(30, undefined, { onEnding }).signal;
+
+    await jest.advanceTimersByTimeAsync(29_999);
+    expect(onEnding).toHaveBeenCalledTimes(1);
+    expect(keeper?.ending).toMatchObject({ remainingMs: 20_000 });
+    expect(signal.aborted).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+
+    expect(signal.reason).toMatchObject({ kind: 'ceiling-reached' });
+    expect(calls).toHaveLength(1);
+  });
+
+  it.each([
+    ['expired' as const, ': the broker renewed nothing (expired)'],
+    ['unknown' as const, ': the broker renewed nothing (unknown)'],
+    [null, ': the broker renewed nothing'],
+  ])(
+    'carries a Lease-Status of %p on a not-renewed loss',
+    async (leaseStatus, ending) => {
+      jest.spyOn(Math, 'random').mockReturnValue(0);
+      answer = () =>
+        Promise.resolve(extendAnswer(LEASE_ID, 0, { leaseStatus }));
+      const signal = keep(30).signal;
+
+      await jest.advanceTimersByTimeAsync(10_000);
+
+      const reason = signal.reason as LeaseLostError;
+      expect(reason.kind).toBe('not-renewed');
+      expect(reason.leaseStatus).toBe(leaseStatus ?? undefined);
+      expect(reason.message).toBe(`lease ${LEASE_ID} is lost${ending}`);
+    },
+  );
+
   it('gives each attempt a signal that stop() aborts', async () => {
     jest.spyOn(Math, 'random').mockReturnValue(0);
     answer = () => new Promise(() => undefined);
@@ -261,6 +439,7 @@ describe('LeaseKeeper against a broker over HTTP', () => {
 
   async function popAndKeep(
     leaseSeconds: number,
+    options: Partial<LeaseKeeperOptions> = {},
   ): Promise<{ leaseId: string; transactionId: string; partitionId: string }> {
     await client.push([{ queue: 'jobs', payload: { slow: true } }]);
     const acquiredAt = performance.now();
@@ -272,6 +451,7 @@ describe('LeaseKeeper against a broker over HTTP', () => {
       leaseId: pop.leaseId,
       leaseSeconds,
       acquiredAt,
+      ...options,
     });
     const [message] = pop.messages;
     return {
@@ -343,6 +523,61 @@ describe('LeaseKeeper against a broker over HTTP', () => {
     });
     expect(elapsed).toBeGreaterThanOrEqual(990);
     expect(elapsed).toBeLessThan(1_500);
+  });
+
+  it("follows the broker's hints to its ceiling, tells onEnding, then aborts with ceiling-reached no later than the broker's hard end", async () => {
+    broker.renewalHints = true;
+    broker.leaseMaxTotalSeconds = 2;
+    const notices: { notice: LeaseEndingNotice; at: number }[] = [];
+    await popAndKeep(1, {
+      onEnding: (notice) => notices.push({ notice, at: performance.now() }),
+    });
+    const signal = keeper?.signal as AbortSignal;
+
+    const reason = await aborted(signal);
+
+    // The fake broker shares this clock: its hard end is 2 s after the pop arrived.
+    const hardEnd = broker.requestsTo('pop')[0].at + 2_000;
+    expect(reason).toMatchObject({ kind: 'ceiling-reached' });
+    expect(notices).toHaveLength(1);
+    expect(notices[0].notice.remainingMs).toBeGreaterThan(0);
+    expect(notices[0].notice.remainingMs).toBeLessThanOrEqual(1_000);
+    // Where the local deadline was, to the broker's rounding of the header to a millisecond.
+    const deadline = notices[0].at + notices[0].notice.remainingMs;
+    expect(deadline - hardEnd).toBeLessThan(1);
+    expect(performance.now() - hardEnd).toBeGreaterThan(-500);
+    expect(broker.requestsTo('extend').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('carries Lease-Status expired when the broker says the lease ran out', async () => {
+    broker.renewalHints = true;
+    await popAndKeep(3);
+    const signal = keeper?.signal as AbortSignal;
+    broker.advanceClock(3_500);
+
+    const reason = await aborted(signal);
+
+    expect(reason).toMatchObject({
+      kind: 'not-renewed',
+      leaseStatus: 'expired',
+      message: expect.stringMatching(/renewed nothing \(expired\)$/),
+    });
+  });
+
+  it('ignores a malformed Renew-After and keeps its own schedule', async () => {
+    // Read loosely, this would be 10 ms.
+    broker.extendHeaders = { 'Leasehold-Renew-After': '0.01s' };
+    await popAndKeep(1);
+
+    await delay(1_200);
+
+    const renewals = broker.requestsTo('extend');
+    const gaps = renewals
+      .slice(1)
+      .map((request, i) => request.at - renewals[i].at);
+    expect(renewals.length).toBeGreaterThanOrEqual(3);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(260);
+    expect(keeper?.signal.aborted).toBe(false);
   });
 
   it('sends no renewal after stop(), not even when the answer to one in flight arrives later', async () => {

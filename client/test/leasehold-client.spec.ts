@@ -84,7 +84,16 @@ describe('LeaseholdClient', () => {
           partition: 'p1',
           leaseId: pop?.leaseId,
           deliveryAttempt: 1,
+          leaseEpoch: 1,
         }),
+      ]);
+      expect(pop?.claimedPartitions).toEqual([
+        {
+          partitionId: pop?.messages[0].partitionId,
+          partition: 'p1',
+          leaseEpoch: 1,
+          messages: 1,
+        },
       ]);
     });
 
@@ -130,7 +139,7 @@ describe('LeaseholdClient', () => {
       expect(result.expiry?.getTime()).toBeLessThanOrEqual(Date.now() + 10_000);
     });
 
-    it('reports lost with a null expiry when the broker answers 200 with renewed 0 for an unknown id', async () => {
+    it('reports lost with a null expiry and no hints when a broker without them answers 200 with renewed 0 for an unknown id', async () => {
       const result = await client.extend(
         '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
         10,
@@ -145,6 +154,9 @@ describe('LeaseholdClient', () => {
         lease_expires_at: null,
         lost: true,
         expiry: null,
+        renewAfterSeconds: null,
+        deadlineSeconds: null,
+        leaseStatus: null,
       });
     });
 
@@ -160,6 +172,130 @@ describe('LeaseholdClient', () => {
       const result = await client.extend(pop.leaseId, 10);
 
       expect(result.lost).toBe(true);
+    });
+
+    it('reads Renew-After and Deadline-After as seconds when the broker runs with a ceiling', async () => {
+      broker.renewalHints = true;
+      broker.leaseMaxTotalSeconds = 60;
+      const pop = await pushAndPop('jobs', 5);
+
+      const result = await client.extend(pop.leaseId, 9);
+
+      // The fake asks for a third of the 9 s left, to the millisecond.
+      expect(result.renewAfterSeconds).toBeGreaterThan(2.9);
+      expect(result.renewAfterSeconds).toBeLessThanOrEqual(3);
+      expect(result.deadlineSeconds).toBeGreaterThan(59);
+      expect(result.deadlineSeconds).toBeLessThanOrEqual(60);
+      expect(result.leaseStatus).toBeNull();
+    });
+
+    it('reports no Renew-After once a renewal has reached the ceiling, only the time left', async () => {
+      broker.renewalHints = true;
+      broker.leaseMaxTotalSeconds = 5;
+      const pop = await pushAndPop('jobs', 5);
+
+      const result = await client.extend(pop.leaseId, 10);
+
+      expect(result.lost).toBe(false);
+      expect(result.renewAfterSeconds).toBeNull();
+      expect(result.deadlineSeconds).toBeGreaterThan(4);
+      expect(result.deadlineSeconds).toBeLessThanOrEqual(5);
+    });
+
+    it('reads any case of the header names, as fetch does', async () => {
+      const pop = await pushAndPop('jobs');
+      broker.extendHeaders = {
+        'LEASEHOLD-RENEW-AFTER': '2.5',
+        'leasehold-deadline-after': '84.120',
+      };
+
+      const result = await client.extend(pop.leaseId, 10);
+
+      expect(result).toMatchObject({
+        renewAfterSeconds: 2.5,
+        deadlineSeconds: 84.12,
+      });
+    });
+
+    it.each([
+      ['empty', ''],
+      ['a word', 'soon'],
+      ['negative', '-3'],
+      ['an exponent', '1e3'],
+      ['hexadecimal', '0x10'],
+      ['Infinity', 'Infinity'],
+      ['NaN', 'NaN'],
+      ['a decimal comma', '12,5'],
+      ['without an integer part', '.5'],
+      ['a trailing point', '5.'],
+      ['400 digits long', '9'.repeat(400)],
+    ])(
+      'ignores a seconds hint that is %s: no hint rather than a guess',
+      async (_label, value) => {
+        const pop = await pushAndPop('jobs');
+        broker.extendHeaders = {
+          'Leasehold-Renew-After': value,
+          'Leasehold-Deadline-After': value,
+        };
+
+        const result = await client.extend(pop.leaseId, 10);
+
+        expect(result).toMatchObject({
+          lost: false,
+          renewAfterSeconds: null,
+          deadlineSeconds: null,
+        });
+      },
+    );
+
+    it('reports Lease-Status expired when the lease ran out unrenewed', async () => {
+      broker.renewalHints = true;
+      const pop = await pushAndPop('jobs', 1);
+      broker.advanceClock(1_500);
+
+      const result = await client.extend(pop.leaseId, 10);
+
+      expect(result).toMatchObject({
+        lost: true,
+        leaseStatus: 'expired',
+        renewAfterSeconds: null,
+        deadlineSeconds: null,
+      });
+    });
+
+    it('reports Lease-Status unknown once an ack has released the lease', async () => {
+      broker.renewalHints = true;
+      const pop = await pushAndPop('jobs');
+      const [message] = pop.messages;
+      await client.ack({
+        transactionId: message.transactionId,
+        partitionId: message.partitionId,
+        leaseId: pop.leaseId,
+      });
+
+      const result = await client.extend(pop.leaseId, 10);
+
+      expect(result).toMatchObject({ lost: true, leaseStatus: 'unknown' });
+    });
+
+    it('ignores a Lease-Status it does not know, and every hint that contradicts renewed', async () => {
+      const pop = await pushAndPop('jobs');
+      broker.extendHeaders = {
+        'Leasehold-Renew-After': '5',
+        'Leasehold-Deadline-After': '50',
+        'Leasehold-Lease-Status': 'gone',
+      };
+      const lost = await client.extend('0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90');
+      broker.extendHeaders = { 'Leasehold-Lease-Status': 'expired' };
+      const renewed = await client.extend(pop.leaseId, 10);
+
+      expect(lost).toMatchObject({
+        lost: true,
+        leaseStatus: null,
+        renewAfterSeconds: null,
+        deadlineSeconds: null,
+      });
+      expect(renewed).toMatchObject({ lost: false, leaseStatus: null });
     });
 
     it('sends 60 seconds explicitly when no duration is given', async () => {
@@ -271,6 +407,38 @@ describe('LeaseholdClient', () => {
           }),
         ],
       });
+    });
+
+    it('sends leaseEpoch on an ack, which the broker refuses once a later claim has moved past it', async () => {
+      const first = await pushAndPop('jobs');
+      const [message] = first.messages;
+      await client.nack(
+        {
+          transactionId: message.transactionId,
+          partitionId: message.partitionId,
+          leaseId: first.leaseId,
+          leaseEpoch: message.leaseEpoch,
+        },
+        'retry',
+      );
+      const second = await client.pop('jobs');
+      const stale = { ...message, leaseId: second?.leaseId };
+
+      const refused = await client.ack(stale);
+      const accepted = await client.ack({
+        ...stale,
+        leaseEpoch: second?.messages[0].leaseEpoch,
+      });
+
+      expect(broker.requestsTo('ack')[1].body).toMatchObject({
+        leaseEpoch: 1,
+      });
+      expect(second?.messages[0].leaseEpoch).toBe(2);
+      expect(refused).toMatchObject({
+        success: false,
+        error: 'invalid or expired lease',
+      });
+      expect(accepted).toMatchObject({ success: true });
     });
 
     it('returns success false with "invalid or expired lease" when acking after the lease expired', async () => {

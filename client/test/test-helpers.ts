@@ -30,7 +30,13 @@ export function aborted(signal: AbortSignal): Promise<unknown> {
   });
 }
 
-export function extendAnswer(leaseId: string, renewed: number): ExtendResult {
+export function extendAnswer(
+  leaseId: string,
+  renewed: number,
+  hints: Partial<
+    Pick<ExtendResult, 'renewAfterSeconds' | 'deadlineSeconds' | 'leaseStatus'>
+  > = {},
+): ExtendResult {
   const expiresAt =
     renewed > 0 ? new Date(Date.now() + 30_000).toISOString() : null;
   return {
@@ -42,6 +48,10 @@ export function extendAnswer(leaseId: string, renewed: number): ExtendResult {
     lease_expires_at: expiresAt,
     lost: renewed === 0,
     expiry: expiresAt === null ? null : new Date(expiresAt),
+    renewAfterSeconds: null,
+    deadlineSeconds: null,
+    leaseStatus: null,
+    ...hints,
   };
 }
 
