@@ -5,11 +5,11 @@ import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { RequestHandler } from 'express';
 import { HttpExceptionFilter } from './common/http-exception.filter';
 import { JSON_MAX_DEPTH } from './common/input';
-import { decodesCleanly, LEASE_EXTEND_URL } from './common/lease-extend-url';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
+import { decodesCleanly, matchLeaseExtend } from './lease/lease-route';
 import { DrainService } from './lifecycle/drain.service';
 import { requestLogger } from './logging/request-log';
 import { observeRequests } from './metrics/http-metrics.middleware';
@@ -54,9 +54,9 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
  * % signs lets the route see, and echo, the value as sent.
  */
 const beforeRouting: RequestHandler = (request, _response, next) => {
-  const lease = LEASE_EXTEND_URL.exec(request.url);
-  if (lease && !decodesCleanly(lease[2])) {
-    request.url = `${lease[1]}${lease[2].replace(/%/g, '%25')}${lease[3]}`;
+  const lease = matchLeaseExtend(request.url);
+  if (lease && !decodesCleanly(lease.segment)) {
+    request.url = `${lease.prefix}${lease.segment.replace(/%/g, '%25')}${lease.suffix}`;
   }
   next();
 };

@@ -218,18 +218,24 @@ describe('lease route served ahead of the router', () => {
     return { tenant, leaseId: lease.leaseId, token: hsToken({ role: 'read-write', tenant }) };
   }
 
-  it('serves lease requests itself, with the application global guard and exception filter', async () => {
+  it('serves lease requests itself, through the application global guards and exception filter', async () => {
     const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const guard = jest.spyOn(AccessGuard.prototype, 'canActivate');
+    const throttle = jest.spyOn(TenantThrottlerGuard.prototype, 'canActivate');
+    const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
     const c = await caller(fast);
 
     const response = await onTheWire(fast, extendOwn(c));
+    const refused = await onTheWire(fast, post(`/api/v1/lease/${c.leaseId}/extend`));
 
     expect(response.status).toBe(200);
     expect(JSON.parse(response.body)).toMatchObject({ leaseId: c.leaseId, success: true, renewed: 1 });
-    expect(serve).toHaveBeenCalledTimes(1);
-    const pipeline = fast.get(LeaseFastPathMiddleware).activePipeline();
-    expect(pipeline?.guards).toEqual([expect.any(AccessGuard), expect.any(TenantThrottlerGuard)]);
-    expect(pipeline?.filter).toBeInstanceOf(HttpExceptionFilter);
+    expect(refused.status).toBe(401);
+    expect(serve).toHaveBeenCalledTimes(2);
+    expect(guard).toHaveBeenCalledTimes(2);
+    expect(throttle).toHaveBeenCalledTimes(1);
+    expect(filter).toHaveBeenCalledTimes(1);
+    expect(fast.get(LeaseFastPathMiddleware).leaseHandler()).not.toBeNull();
   });
 
   it('leaves the route to the router when turned off', async () => {
@@ -328,6 +334,6 @@ describe('lease route in an application with a global interceptor', () => {
     expect(response.headers['x-intercepted']).toBe('yes');
     expect(JSON.parse(response.body)).toMatchObject({ success: true, renewed: 1 });
     expect(serve).not.toHaveBeenCalled();
-    expect(app.get(LeaseFastPathMiddleware).activePipeline()).toBeNull();
+    expect(app.get(LeaseFastPathMiddleware).leaseHandler()).toBeNull();
   });
 });

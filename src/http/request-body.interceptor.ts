@@ -1,21 +1,29 @@
 import {
   CallHandler,
+  createParamDecorator,
   ExecutionContext,
+  Inject,
   Injectable,
   NestInterceptor,
   PayloadTooLargeException,
+  PipeTransform,
   SetMetadata,
+  Type,
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
 import { from, Observable, switchMap } from 'rxjs';
-import { AppConfig } from '../config/app-config';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { BodyAbortedError, BodyLimits, parseJsonBody, readBody } from './request-body';
 
-const RAW_BODY = 'leasehold:raw-body';
+const OWN_BODY = 'leasehold:own-body';
 
-/** The handler gets the body's bytes (or undefined) and decides itself what a malformed one means. */
-export const RawBody = (): MethodDecorator => SetMetadata(RAW_BODY, true);
+/**
+ * The route reads its body itself, through a parameter (RawRequestBody), so
+ * this interceptor leaves it alone. Pipes run after the guards, as this
+ * interceptor does, so the body is still read only once the caller is let in.
+ */
+export const ReadsOwnBody = (): MethodDecorator => SetMetadata(OWN_BODY, true);
 
 /** Bodies nest this much deeper than the payloads in them (items, item, payload). */
 const ENVELOPE_DEPTH = 8;
@@ -39,43 +47,66 @@ export class RequestBodyInterceptor implements NestInterceptor {
     config: AppConfig,
     payloadDepth: number,
   ) {
-    this.limits = {
-      limit: config.bodyLimitBytes,
-      maxInflateRatio: config.limits.bodyMaxInflateRatio,
-      maxJsonElements: config.limits.bodyMaxJsonValues,
-      maxJsonDepth: payloadDepth + ENVELOPE_DEPTH,
-    };
-  }
-
-  get bodyLimits(): BodyLimits {
-    return this.limits;
+    this.limits = bodyLimitsOf(config, payloadDepth + ENVELOPE_DEPTH);
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request = context.switchToHttp().getRequest<Request>();
     if (request.body !== undefined || !hasBody(request)) return next.handle();
-    const raw = this.reflector.get<boolean | undefined>(RAW_BODY, context.getHandler()) === true;
-    return from(raw ? this.readRaw(request) : this.readJson(request)).pipe(switchMap(() => next.handle()));
-  }
-
-  /**
-   * Only an oversized body, or a client gone before its body arrived (who
-   * must not have work done for it), is an error here; any other failure to
-   * read the body means "no body".
-   */
-  private async readRaw(request: Request): Promise<void> {
-    try {
-      request.body = await readBody(request, this.limits);
-    } catch (error) {
-      if (error instanceof PayloadTooLargeException || error instanceof BodyAbortedError) throw error;
-      request.body = undefined;
-    }
+    if (this.reflector.get<boolean | undefined>(OWN_BODY, context.getHandler()) === true) return next.handle();
+    return from(this.readJson(request)).pipe(switchMap(() => next.handle()));
   }
 
   private async readJson(request: Request): Promise<void> {
     const body = await readBody(request, this.limits);
     request.body = body !== undefined && isJson(request) ? parseJsonBody(body, this.limits) : undefined;
   }
+}
+
+/** The request itself, for pipes that read from it. */
+const RequestObject = createParamDecorator((_data: unknown, context: ExecutionContext) =>
+  context.switchToHttp().getRequest<Request>(),
+);
+
+/**
+ * The body's bytes (or undefined), read when the route's pipes run, then
+ * passed through `pipes`. Goes with @ReadsOwnBody() on the route.
+ */
+export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
+  RequestObject(RawBodyPipe, ...pipes);
+
+/**
+ * Reads the body whole within BODY_LIMIT. Only an oversized body, or a
+ * client gone before its body arrived (who must not have work done for it),
+ * is an error here; any other failure to read the body means "no body".
+ */
+@Injectable()
+export class RawBodyPipe implements PipeTransform<Request, Promise<Buffer | undefined>> {
+  private readonly limits: BodyLimits;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    // Bytes are not parsed here: the JSON limits do not apply.
+    this.limits = bodyLimitsOf(config, Number.MAX_SAFE_INTEGER);
+  }
+
+  async transform(request: Request): Promise<Buffer | undefined> {
+    if (!hasBody(request)) return undefined;
+    try {
+      return await readBody(request, this.limits);
+    } catch (error) {
+      if (error instanceof PayloadTooLargeException || error instanceof BodyAbortedError) throw error;
+      return undefined;
+    }
+  }
+}
+
+function bodyLimitsOf(config: AppConfig, maxJsonDepth: number): BodyLimits {
+  return {
+    limit: config.bodyLimitBytes,
+    maxInflateRatio: config.limits.bodyMaxInflateRatio,
+    maxJsonElements: config.limits.bodyMaxJsonValues,
+    maxJsonDepth,
+  };
 }
 
 function hasBody(request: Request): boolean {

@@ -1,29 +1,13 @@
-import {
-  ArgumentsHost,
-  CanActivate,
-  Catch,
-  ExceptionFilter,
-  HttpException,
-  Logger,
-  PipeTransform,
-  VersioningType,
-} from '@nestjs/common';
+import { CanActivate, Logger, PipeTransform, VersioningType } from '@nestjs/common';
 import { EXCEPTION_FILTERS_METADATA, GUARDS_METADATA, INTERCEPTORS_METADATA, PIPES_METADATA } from '@nestjs/common/constants';
-import { ApplicationConfig, ModuleRef } from '@nestjs/core';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
+import { ApplicationConfig, ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import type { NextFunction, Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
-import { LeaseFastPathMiddleware } from './lease-fast-path.middleware';
+import { RequestBodyInterceptor } from '../http/request-body.interceptor';
+import { ExpressParamsFactory, LeaseFastPathMiddleware } from './lease-fast-path.middleware';
 import { LeaseController } from './lease.controller';
-
-@Catch()
-class CatchAll implements ExceptionFilter {
-  catch(_exception: unknown, _host: ArgumentsHost): void {}
-}
-
-@Catch(HttpException)
-class CatchHttpOnly implements ExceptionFilter {
-  catch(_exception: unknown, _host: ArgumentsHost): void {}
-}
 
 class Allow implements CanActivate {
   canActivate(): boolean {
@@ -37,16 +21,20 @@ class Identity implements PipeTransform {
   }
 }
 
-const CONFIG = { bodyLimitBytes: 1024 } as AppConfig;
+const CONFIG = { bodyLimitBytes: 1024, limits: { bodyMaxInflateRatio: 10, bodyMaxJsonValues: 10 } } as AppConfig;
 
-function middlewareFor(configure: (config: ApplicationConfig) => void): LeaseFastPathMiddleware {
+function middlewareFor(configure: (config: ApplicationConfig) => void = () => undefined) {
   const config = new ApplicationConfig();
-  config.useGlobalFilters(new CatchAll());
   configure(config);
-  return new LeaseFastPathMiddleware({} as ModuleRef, config, CONFIG);
+  const handler = jest.fn(async () => ({ renewed: 1 }));
+  const contexts = { create: jest.fn(() => handler) } as unknown as ExternalContextCreator;
+  const controller = {};
+  const moduleRef = { get: jest.fn(() => controller) } as unknown as ModuleRef;
+  const adapterHost = { httpAdapter: {} } as HttpAdapterHost;
+  return { middleware: new LeaseFastPathMiddleware(moduleRef, contexts, config, adapterHost), contexts, controller, config };
 }
 
-describe('LeaseFastPathMiddleware.activePipeline', () => {
+describe('LeaseFastPathMiddleware.leaseHandler', () => {
   let warn: jest.SpyInstance;
 
   beforeEach(() => {
@@ -57,21 +45,29 @@ describe('LeaseFastPathMiddleware.activePipeline', () => {
     jest.restoreAllMocks();
   });
 
-  it('runs the global guards, in order, and the one catch-all filter', () => {
-    const first = new Allow();
-    const second = new Allow();
-    const middleware = middlewareFor((config) => config.useGlobalGuards(first, second));
+  it("calls the route's own handler on its controller in Nest's context: guards, pipes and filters, no interceptor chain", () => {
+    const { middleware, contexts, controller } = middlewareFor((config) => {
+      config.useGlobalGuards(new Allow());
+      config.useGlobalPipes(new Identity());
+      config.useGlobalInterceptors(new RequestBodyInterceptor({} as never, CONFIG, 1));
+    });
 
-    const pipeline = middleware.activePipeline();
-
-    expect(pipeline?.guards).toEqual([first, second]);
-    expect(pipeline?.guards[0]).toBe(first);
-    expect(pipeline?.filter).toBeInstanceOf(CatchAll);
+    expect(middleware.leaseHandler()).not.toBeNull();
+    expect(contexts.create).toHaveBeenCalledWith(
+      controller,
+      LeaseController.prototype.extend,
+      'extend',
+      expect.any(String),
+      expect.any(ExpressParamsFactory),
+      undefined,
+      undefined,
+      { guards: true, interceptors: false, filters: true },
+    );
     expect(warn).not.toHaveBeenCalled();
   });
 
   it('says why when it leaves the route to the router', () => {
-    middlewareFor((config) => config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() })).activePipeline();
+    middlewareFor((config) => config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() })).middleware.leaseHandler();
 
     expect(warn).toHaveBeenCalledWith('The router serves the lease route: global interceptors are registered');
   });
@@ -79,22 +75,16 @@ describe('LeaseFastPathMiddleware.activePipeline', () => {
   it.each<[string, (config: ApplicationConfig) => void]>([
     ['a global prefix', (config) => config.setGlobalPrefix('v1')],
     ['versioning', (config) => config.enableVersioning({ type: VersioningType.URI })],
-    ['a global pipe', (config) => config.useGlobalPipes(new Identity())],
     ['a global interceptor', (config) => config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() })],
     ['a request-scoped global guard', (config) => config.addGlobalRequestGuard(new InstanceWrapper())],
     ['a request-scoped global interceptor', (config) => config.addGlobalRequestInterceptor(new InstanceWrapper())],
     ['a request-scoped global pipe', (config) => config.addGlobalRequestPipe(new InstanceWrapper())],
     ['a request-scoped global filter', (config) => config.addGlobalRequestFilter(new InstanceWrapper())],
-    ['a second exception filter', (config) => config.useGlobalFilters(new CatchAll())],
   ])('leaves the route to the router with %s', (_name, configure) => {
-    expect(middlewareFor(configure).activePipeline()).toBeNull();
-  });
+    const { middleware, contexts } = middlewareFor(configure);
 
-  it('leaves the route to the router when the only filter catches some exceptions only', () => {
-    const config = new ApplicationConfig();
-    config.useGlobalFilters(new CatchHttpOnly());
-
-    expect(new LeaseFastPathMiddleware({} as ModuleRef, config, CONFIG).activePipeline()).toBeNull();
+    expect(middleware.leaseHandler()).toBeNull();
+    expect(contexts.create).not.toHaveBeenCalled();
   });
 
   it.each([
@@ -106,7 +96,7 @@ describe('LeaseFastPathMiddleware.activePipeline', () => {
     for (const target of [LeaseController, LeaseController.prototype.extend]) {
       Reflect.defineMetadata(key, [Allow], target);
       try {
-        expect(middlewareFor(() => undefined).activePipeline()).toBeNull();
+        expect(middlewareFor().middleware.leaseHandler()).toBeNull();
       } finally {
         Reflect.deleteMetadata(key, target);
       }
@@ -114,13 +104,73 @@ describe('LeaseFastPathMiddleware.activePipeline', () => {
   });
 
   it('decides once', () => {
-    const config = new ApplicationConfig();
-    config.useGlobalFilters(new CatchAll());
-    const middleware = new LeaseFastPathMiddleware({} as ModuleRef, config, CONFIG);
-    const pipeline = middleware.activePipeline();
+    const { middleware, contexts, config } = middlewareFor();
+    const handler = middleware.leaseHandler();
 
     config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() });
 
-    expect(middleware.activePipeline()).toBe(pipeline);
+    expect(middleware.leaseHandler()).toBe(handler);
+    expect(contexts.create).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('LeaseFastPathMiddleware.use', () => {
+  const response = {} as Response;
+
+  it.each([
+    ['another method', 'GET', '/api/v1/lease/abc/extend'],
+    ['another path', 'POST', '/api/v1/push'],
+    ['an empty lease id', 'POST', '/api/v1/lease//extend'],
+  ])('passes %s on to the router', (_name, method, url) => {
+    const { middleware, contexts } = middlewareFor();
+    const next = jest.fn();
+
+    middleware.use({ method, url } as Request, response, next);
+
+    expect(next).toHaveBeenCalledTimes(1);
+    expect(contexts.create).not.toHaveBeenCalled();
+  });
+
+  it("hands the handler the decoded id as the route parameter, and answers with the handler's result", async () => {
+    const { middleware } = middlewareFor();
+    const request = { method: 'POST', url: '/API/v1/lease/a%20b/extend/?x=1' } as Request;
+    const answered = new Promise<string>((resolve) => {
+      Object.assign(response, { headersSent: false, statusCode: 0, setHeader: jest.fn(), end: resolve });
+    });
+    const next = jest.fn();
+
+    middleware.use(request, response, next);
+
+    expect(next).not.toHaveBeenCalled();
+    expect(request.params).toEqual({ leaseId: 'a b' });
+    expect(await answered).toBe('{"renewed":1}');
+    expect(response.statusCode).toBe(200);
+  });
+});
+
+describe('ExpressParamsFactory', () => {
+  const request = {
+    body: { seconds: 5 },
+    params: { leaseId: 'x' },
+    query: { wait: 'true' },
+    headers: { 'x-request-id': 'r1' },
+    ip: '127.0.0.1',
+  } as unknown as Request;
+  const response = {} as Response;
+  const next = (() => undefined) as NextFunction;
+  const args: [Request, Response, NextFunction] = [request, response, next];
+  const value = (type: RouteParamtypes, data?: string) =>
+    new ExpressParamsFactory().exchangeKeyForValue(type, data as string, args);
+
+  it('reads what Nest route parameters read', () => {
+    expect(value(RouteParamtypes.REQUEST)).toBe(request);
+    expect(value(RouteParamtypes.RESPONSE)).toBe(response);
+    expect(value(RouteParamtypes.NEXT)).toBe(next);
+    expect(value(RouteParamtypes.BODY)).toBe(request.body);
+    expect(value(RouteParamtypes.BODY, 'seconds')).toBe(5);
+    expect(value(RouteParamtypes.PARAM, 'leaseId')).toBe('x');
+    expect(value(RouteParamtypes.QUERY, 'wait')).toBe('true');
+    expect(value(RouteParamtypes.HEADERS, 'X-Request-Id')).toBe('r1');
+    expect(value(RouteParamtypes.IP)).toBe('127.0.0.1');
   });
 });

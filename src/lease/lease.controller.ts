@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, HttpStatus, Param, Post, Res } from '@nestjs/common';
+import { Controller, HttpCode, HttpStatus, Param, Post, Res } from '@nestjs/common';
 import {
   ApiBearerAuth,
   ApiBody,
@@ -15,10 +15,11 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ErrorResponseDto } from '../common/error-response.dto';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
-import { RawBody } from '../http/request-body.interceptor';
+import { RawRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
+import { LEASE_CONTROLLER_PATH, LEASE_EXTEND_PATH } from './lease-route';
 import { LeaseService } from './lease.service';
 import {
   DEADLINE_AFTER_HEADER,
@@ -32,11 +33,11 @@ import {
 @ApiTags('lease')
 @ApiBearerAuth()
 @RateLimited('renew')
-@Controller('api/v1/lease')
+@Controller(LEASE_CONTROLLER_PATH)
 export class LeaseController {
   constructor(private readonly leaseService: LeaseService) {}
 
-  @Post(':leaseId/extend')
+  @Post(LEASE_EXTEND_PATH)
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({
@@ -85,11 +86,11 @@ export class LeaseController {
       'No database connection within the acquire timeout, or the database could not be reached (`pool`); or the ' +
       'renewal failed or did not finish in time (`renew failed: …`, e.g. `renew failed: database timeout`)',
   })
-  @RawBody()
+  @ReadsOwnBody()
   async extend(
     @TenantId() tenantId: string,
     @Param('leaseId') leaseId: string,
-    @Body(LenientSecondsPipe) seconds: number,
+    @RawRequestBody(LenientSecondsPipe) seconds: number,
     @Res({ passthrough: true }) response: Response,
   ): Promise<ExtendLeaseResponseDto> {
     const { body, hints } = await this.leaseService.extend(tenantId, leaseId, seconds);

@@ -7,7 +7,9 @@ import { RenewalBatcher } from './renewal-batcher';
 
 @Module({
   controllers: [LeaseController],
-  providers: [LeaseService, LeaseRepository, RenewalBatcher, LeaseFastPathMiddleware],
+  // LeaseController is a provider too, for LeaseFastPathMiddleware: Nest resolves a handler's enhancers
+  // and parameter pipes from the module that provides its host.
+  providers: [LeaseService, LeaseRepository, RenewalBatcher, LeaseFastPathMiddleware, LeaseController],
   exports: [LeaseService],
 })
 export class LeaseModule {}

@@ -1,10 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { LEASE_EXTEND_URL } from '../common/lease-extend-url';
+import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
-
-/** Served ahead of the router (LeaseFastPathMiddleware), so Express never sets its route. */
-const LEASE_EXTEND_ROUTE = '/api/v1/lease/:leaseId/extend';
 
 /**
  * Times every request from arrival to the end of its answer (or the client
@@ -32,6 +29,7 @@ export function routeOf(request: Request): string {
   const route = (request.route as { path?: unknown } | undefined)?.path;
   // Nest answers unknown paths from a catch-all route: not a route of the API.
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
-  if (LEASE_EXTEND_URL.test(request.originalUrl)) return LEASE_EXTEND_ROUTE;
+  // Served ahead of the router (LeaseFastPathMiddleware), so Express never sets its route.
+  if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
   return 'unmatched';
 }
