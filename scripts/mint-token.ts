@@ -1,6 +1,6 @@
 import 'reflect-metadata';
-import { ConfigModule } from '@nestjs/config';
 import { MINT_TOKEN_USAGE, MintTokenError, mintToken, parseMintTokenArgs } from '../src/auth/token-minting';
+import { loadEnvFile } from '../src/config/env-file';
 import { ConfigError, loadConfig } from '../src/config/load-config';
 
 /**
@@ -17,7 +17,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     // Reads .env the same way the broker does, so both use one secret.
-    await ConfigModule.forRoot();
+    loadEnvFile();
     const minted = mintToken(request, loadConfig().jwt);
     for (const warning of minted.warnings) {
       process.stderr.write(`warning: ${warning}\n`);

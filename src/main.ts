@@ -7,6 +7,7 @@ import { Logger as PinoNestLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { runClusterPrimary } from './cluster/cluster-primary';
 import { AppConfig } from './config/app-config';
+import { loadEnvFile } from './config/env-file';
 import { ConfigError, loadConfig } from './config/load-config';
 import { workBudgetMs } from './database/deadline';
 import { LeaseholdHttpAdapter } from './http/http-adapter';
@@ -69,6 +70,7 @@ async function shutDown(app: NestExpressApplication, config: AppConfig, signal: 
 }
 
 function configOrExit(): AppConfig {
+  loadEnvFile();
   try {
     return loadConfig();
   } catch (error) {

@@ -1,13 +1,14 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { PoolClient } from 'pg';
+import type { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
+import { canRollBack } from './guarded-pool';
 
 /**
- * What the connected server is, learnt once at boot. The embedded PGlite
- * socket server interleaves the protocol messages of statements that run
- * outside a transaction on different connections, so code that may run
- * concurrently wraps even single statements in a transaction there.
+ * What the connected server is, learnt once at boot, and the only place that
+ * adapts statements to it. The embedded PGlite socket server interleaves the
+ * protocol messages of statements that run outside a transaction on
+ * different connections, so there even single statements get a transaction.
  */
 @Injectable()
 export class DatabaseEngine implements OnModuleInit {
@@ -20,9 +21,29 @@ export class DatabaseEngine implements OnModuleInit {
     this.embedded = row.version.includes('PGlite');
   }
 
-  /** True when single statements need an explicit transaction to stay whole. */
-  get needsExplicitTransactions(): boolean {
-    return this.embedded;
+  /**
+   * Runs one statement, outside any transaction, on a connection checked out
+   * of the pool, and keeps it whole: on PostgreSQL it is sent as it is (a
+   * named statement is prepared once per connection); on the embedded
+   * database it runs unnamed, since every connection shares one session, and
+   * inside an explicit transaction. Not async, so the PostgreSQL path costs
+   * no extra promise.
+   */
+  runWhole<R extends QueryResultRow>(client: PoolClient, statement: QueryConfig): Promise<QueryResult<R>> {
+    if (!this.embedded) return client.query<R>(statement);
+    return this.runInTransaction<R>(client, statement);
+  }
+
+  private async runInTransaction<R extends QueryResultRow>(client: PoolClient, statement: QueryConfig): Promise<QueryResult<R>> {
+    await client.query('BEGIN');
+    try {
+      const result = await client.query<R>({ text: statement.text, values: statement.values });
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      if (canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
   }
 
   /**

@@ -7,7 +7,7 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
-import { canRollBack, driverPool } from '../database/guarded-pool';
+import { driverPool } from '../database/guarded-pool';
 
 export interface RenewalRequest {
   tenantId: string;
@@ -154,9 +154,8 @@ interface RenewalRow {
  * Renewal runs on the driver's pg pool rather than a TypeORM query runner:
  * it is the hottest statement in the broker, and pg's named prepared
  * statements (parsed and planned once per connection) cut its cost by a
- * third. The embedded PGlite is one shared session in which every pooled
- * connection would try to prepare the same name, so there the statements
- * stay unnamed and run inside an explicit transaction (see DatabaseEngine).
+ * third. DatabaseEngine.runWhole sends them, adapted to the embedded
+ * database where needed.
  */
 @Injectable()
 export class LeaseRepository {
@@ -200,19 +199,7 @@ export class LeaseRepository {
   }
 
   private async execute(client: PoolClient, requests: readonly RenewalRequest[]): Promise<RenewalRow[]> {
-    const statement = this.statementFor(requests);
-    if (!this.engine.needsExplicitTransactions) {
-      return (await client.query<RenewalRow>(statement)).rows;
-    }
-    await client.query('BEGIN');
-    try {
-      const { rows } = await client.query<RenewalRow>({ text: statement.text, values: statement.values });
-      await client.query('COMMIT');
-      return rows;
-    } catch (error) {
-      if (canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    }
+    return (await this.engine.runWhole<RenewalRow>(client, this.statementFor(requests))).rows;
   }
 
   private statementFor(requests: readonly RenewalRequest[]): QueryConfig {

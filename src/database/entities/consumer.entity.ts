@@ -1,26 +1,38 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+import { PartitionEntity } from './partition.entity';
 
-/** A consumer group's cursor in one partition and the one lease that may be live on it. */
+/**
+ * A consumer group's cursor in one partition and the one lease that may be
+ * live on it. The table also has fillfactor 70 (HotLeaseRenewals), which
+ * TypeORM cannot express; test/entity-schema.e2e-spec.ts checks it instead.
+ */
 @Entity({ name: 'consumers' })
+// Partial, and without lease_expires_at, so renewals stay heap-only updates.
+@Index('idx_consumers_lease', ['tenantId', 'leaseId'], { where: 'lease_id IS NOT NULL' })
+@Index('idx_consumers_claim', ['tenantId', 'queueId', 'consumerGroup', 'updatedAt', 'partitionId'])
+@ForeignKey(() => PartitionEntity, ['tenantId', 'partitionId'], ['tenantId', 'id'], {
+  name: 'fk_consumers_partition',
+  onDelete: 'CASCADE',
+})
 export class ConsumerEntity {
-  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_consumers' })
   tenantId: string;
 
-  @PrimaryColumn({ name: 'partition_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'partition_id', type: 'uuid', primaryKeyConstraintName: 'pk_consumers' })
   partitionId: string;
 
-  @PrimaryColumn({ name: 'consumer_group', type: 'text' })
+  @PrimaryColumn({ name: 'consumer_group', type: 'text', primaryKeyConstraintName: 'pk_consumers' })
   consumerGroup: string;
 
   /** The partition's queue, copied so a pop finds the group's cursors through one index. */
   @Column({ name: 'queue_id', type: 'uuid' })
   queueId: string;
 
-  @Column({ name: 'committed_offset', type: 'bigint' })
+  @Column({ name: 'committed_offset', type: 'bigint', default: 0 })
   committedOffset: string;
 
   /** Highest offset ever delivered to this group here; claims at or below it are redeliveries. */
-  @Column({ name: 'delivered_offset', type: 'bigint' })
+  @Column({ name: 'delivered_offset', type: 'bigint', default: 0 })
   deliveredOffset: string;
 
   @Column({ name: 'lease_end_offset', type: 'bigint', nullable: true })
@@ -40,15 +52,15 @@ export class ConsumerEntity {
   @Column({ name: 'lease_deadline', type: 'timestamptz', nullable: true })
   leaseDeadline: Date | null;
 
-  @Column({ name: 'retry_count', type: 'integer' })
+  @Column({ name: 'retry_count', type: 'integer', default: 0 })
   retryCount: number;
 
-  @Column({ name: 'delivery_attempt', type: 'integer' })
+  @Column({ name: 'delivery_attempt', type: 'integer', default: 0 })
   deliveryAttempt: number;
 
-  @Column({ name: 'created_at', type: 'timestamptz' })
+  @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
 
-  @Column({ name: 'updated_at', type: 'timestamptz' })
+  @Column({ name: 'updated_at', type: 'timestamptz', default: () => 'now()' })
   updatedAt: Date;
 }

@@ -1,11 +1,17 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+import { QueueEntity } from './queue.entity';
 
 @Entity({ name: 'dead_letters' })
+@Index('idx_dead_letters_queue', ['tenantId', 'queueId', 'consumerGroup', 'createdAt'])
+@ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
+  name: 'fk_dead_letters_queue',
+  onDelete: 'CASCADE',
+})
 export class DeadLetterEntity {
-  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_dead_letters' })
   tenantId: string;
 
-  @PrimaryColumn({ name: 'id', type: 'uuid' })
+  @PrimaryColumn({ name: 'id', type: 'uuid', primaryKeyConstraintName: 'pk_dead_letters' })
   id: string;
 
   @Column({ name: 'queue_id', type: 'uuid' })
@@ -41,9 +47,9 @@ export class DeadLetterEntity {
   @Column({ name: 'error_message', type: 'text', nullable: true })
   errorMessage: string | null;
 
-  @Column({ name: 'retry_count', type: 'integer' })
+  @Column({ name: 'retry_count', type: 'integer', default: 0 })
   retryCount: number;
 
-  @Column({ name: 'created_at', type: 'timestamptz' })
+  @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
 }

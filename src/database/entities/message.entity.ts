@@ -1,14 +1,20 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, ForeignKey, PrimaryColumn, Unique } from 'typeorm';
+import { PartitionEntity } from './partition.entity';
 
 @Entity({ name: 'messages' })
+@Unique('uq_messages_transaction', ['tenantId', 'partitionId', 'transactionId'])
+@ForeignKey(() => PartitionEntity, ['tenantId', 'partitionId'], ['tenantId', 'id'], {
+  name: 'fk_messages_partition',
+  onDelete: 'CASCADE',
+})
 export class MessageEntity {
-  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_messages' })
   tenantId: string;
 
-  @PrimaryColumn({ name: 'partition_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'partition_id', type: 'uuid', primaryKeyConstraintName: 'pk_messages' })
   partitionId: string;
 
-  @PrimaryColumn({ name: 'seq', type: 'bigint' })
+  @PrimaryColumn({ name: 'seq', type: 'bigint', primaryKeyConstraintName: 'pk_messages' })
   seq: string;
 
   @Column({ name: 'id', type: 'uuid' })
@@ -23,12 +29,13 @@ export class MessageEntity {
   @Column({ name: 'payload', type: 'jsonb', nullable: true })
   payload: unknown;
 
+  /** Written by the push; null on rows written before the column existed. */
   @Column({ name: 'payload_bytes', type: 'integer', nullable: true })
   payloadBytes: number | null;
 
   @Column({ name: 'producer_sub', type: 'text', nullable: true })
   producerSub: string | null;
 
-  @Column({ name: 'created_at', type: 'timestamptz' })
+  @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
 }

@@ -1,11 +1,17 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, ForeignKey, PrimaryColumn, Unique } from 'typeorm';
+import { QueueEntity } from './queue.entity';
 
 @Entity({ name: 'partitions' })
+@Unique('uq_partitions_name', ['tenantId', 'queueId', 'name'])
+@ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
+  name: 'fk_partitions_queue',
+  onDelete: 'CASCADE',
+})
 export class PartitionEntity {
-  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_partitions' })
   tenantId: string;
 
-  @PrimaryColumn({ name: 'id', type: 'uuid' })
+  @PrimaryColumn({ name: 'id', type: 'uuid', primaryKeyConstraintName: 'pk_partitions' })
   id: string;
 
   @Column({ name: 'queue_id', type: 'uuid' })
@@ -15,9 +21,9 @@ export class PartitionEntity {
   name: string;
 
   /** Highest offset handed out in this partition; pushes lock the row to bump it. */
-  @Column({ name: 'last_offset', type: 'bigint' })
+  @Column({ name: 'last_offset', type: 'bigint', default: 0 })
   lastOffset: string;
 
-  @Column({ name: 'created_at', type: 'timestamptz' })
+  @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
 }

@@ -1,31 +1,32 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, PrimaryColumn, Unique } from 'typeorm';
 
 @Entity({ name: 'queues' })
+@Unique('uq_queues_name', ['tenantId', 'name'])
 export class QueueEntity {
-  @PrimaryColumn({ name: 'tenant_id', type: 'uuid' })
+  @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_queues' })
   tenantId: string;
 
-  @PrimaryColumn({ name: 'id', type: 'uuid' })
+  @PrimaryColumn({ name: 'id', type: 'uuid', primaryKeyConstraintName: 'pk_queues' })
   id: string;
 
   @Column({ name: 'name', type: 'text' })
   name: string;
 
-  @Column({ name: 'lease_time', type: 'integer' })
+  @Column({ name: 'lease_time', type: 'integer', default: 60 })
   leaseTime: number;
 
-  @Column({ name: 'retry_limit', type: 'integer' })
+  @Column({ name: 'retry_limit', type: 'integer', default: 3 })
   retryLimit: number;
 
-  @Column({ name: 'dead_letter_queue', type: 'boolean' })
+  @Column({ name: 'dead_letter_queue', type: 'boolean', default: true })
   deadLetterQueue: boolean;
 
-  @Column({ name: 'options', type: 'jsonb' })
+  @Column({ name: 'options', type: 'jsonb', default: () => "'{}'" })
   options: Record<string, unknown>;
 
-  @Column({ name: 'created_at', type: 'timestamptz' })
+  @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
 
-  @Column({ name: 'updated_at', type: 'timestamptz' })
+  @Column({ name: 'updated_at', type: 'timestamptz', default: () => 'now()' })
   updatedAt: Date;
 }
