@@ -1,7 +1,7 @@
 import { Server } from 'node:http';
 import { AddressInfo, connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import { CallHandler, ExecutionContext, Logger, NestInterceptor } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import type { Response } from 'express';
 import { Observable, tap } from 'rxjs';
@@ -223,6 +223,7 @@ describe('lease route served ahead of the router', () => {
     const guard = jest.spyOn(AccessGuard.prototype, 'canActivate');
     const throttle = jest.spyOn(TenantThrottlerGuard.prototype, 'canActivate');
     const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
+    const logged = jest.spyOn(Logger.prototype, 'error');
     const c = await caller(fast);
 
     const response = await onTheWire(fast, extendOwn(c));
@@ -235,6 +236,8 @@ describe('lease route served ahead of the router', () => {
     expect(guard).toHaveBeenCalledTimes(2);
     expect(throttle).toHaveBeenCalledTimes(1);
     expect(filter).toHaveBeenCalledTimes(1);
+    // A refusal the filter answered is not an error of the broker's.
+    expect(logged).not.toHaveBeenCalled();
     expect(fast.get(LeaseFastPathMiddleware).leaseHandler()).not.toBeNull();
   });
 

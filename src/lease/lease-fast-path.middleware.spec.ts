@@ -1,7 +1,7 @@
-import { CanActivate, Logger, PipeTransform, VersioningType } from '@nestjs/common';
+import { CanActivate, Catch, ExceptionFilter, ForbiddenException, Logger, PipeTransform, VersioningType } from '@nestjs/common';
 import { EXCEPTION_FILTERS_METADATA, GUARDS_METADATA, INTERCEPTORS_METADATA, PIPES_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
-import { ApplicationConfig, ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
+import { ApplicationConfig, BaseExceptionFilter, ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { NextFunction, Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
@@ -61,7 +61,7 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
       expect.any(ExpressParamsFactory),
       undefined,
       undefined,
-      { guards: true, interceptors: false, filters: true },
+      { guards: true, interceptors: false, filters: false },
     );
     expect(warn).not.toHaveBeenCalled();
   });
@@ -145,6 +145,54 @@ describe('LeaseFastPathMiddleware.use', () => {
     expect(request.params).toEqual({ leaseId: 'a b' });
     expect(await answered).toBe('{"renewed":1}');
     expect(response.statusCode).toBe(200);
+  });
+});
+
+describe('LeaseFastPathMiddleware failures', () => {
+  @Catch()
+  class CatchAll implements ExceptionFilter {
+    catch = jest.fn();
+  }
+
+  @Catch(ForbiddenException)
+  class CatchForbidden implements ExceptionFilter {
+    catch = jest.fn();
+  }
+
+  async function fail(error: unknown, configure: (config: ApplicationConfig) => void): Promise<void> {
+    const config = new ApplicationConfig();
+    configure(config);
+    const contexts = { create: () => () => Promise.reject(error) } as unknown as ExternalContextCreator;
+    const moduleRef = { get: () => ({}) } as unknown as ModuleRef;
+    const middleware = new LeaseFastPathMiddleware(moduleRef, contexts, config, { httpAdapter: {} } as HttpAdapterHost);
+    const request = { method: 'POST', url: '/api/v1/lease/x/extend' } as Request;
+    const serving = jest.spyOn(middleware as never, 'serve');
+    middleware.use(request, {} as Response, jest.fn());
+    await serving.mock.results[0].value;
+  }
+
+  it('goes to the filter the router would choose: the last registered that catches it', async () => {
+    const all = new CatchAll();
+    const forbidden = new CatchForbidden();
+
+    await fail(new ForbiddenException(), (config) => config.useGlobalFilters(all, forbidden));
+    await fail(new Error('boom'), (config) => config.useGlobalFilters(all, forbidden));
+
+    expect(forbidden.catch).toHaveBeenCalledTimes(1);
+    expect(forbidden.catch.mock.calls[0][0]).toBeInstanceOf(ForbiddenException);
+    expect(all.catch).toHaveBeenCalledTimes(1);
+    expect(all.catch.mock.calls[0][0]).toEqual(new Error('boom'));
+  });
+
+  it("falls back to Nest's BaseExceptionFilter when no filter catches it", async () => {
+    const base = jest.spyOn(BaseExceptionFilter.prototype, 'catch').mockImplementation(() => undefined);
+    const forbidden = new CatchForbidden();
+
+    await fail(new Error('boom'), (config) => config.useGlobalFilters(forbidden));
+
+    expect(forbidden.catch).not.toHaveBeenCalled();
+    expect(base).toHaveBeenCalledTimes(1);
+    base.mockRestore();
   });
 });
 

@@ -1,8 +1,9 @@
-import { ArgumentsHost, HttpStatus, Injectable, Logger, NestMiddleware, ParamData } from '@nestjs/common';
+import { ArgumentsHost, ExceptionFilter, HttpStatus, Injectable, Logger, NestMiddleware, ParamData } from '@nestjs/common';
 // Nest's route metadata keys and parameter kinds: @nestjs/common's own, stable, not re-exported at its root.
 import {
   CUSTOM_ROUTE_ARGS_METADATA,
   EXCEPTION_FILTERS_METADATA,
+  FILTER_CATCH_EXCEPTIONS,
   GUARDS_METADATA,
   INTERCEPTORS_METADATA,
   PIPES_METADATA,
@@ -80,9 +81,9 @@ export class ExpressParamsFactory implements ParamsFactory {
  * middleware and interceptor chain run around it. Here the route's handler
  * is called directly through Nest's ExternalContextCreator, which runs the
  * application's global guards, the route's parameter decorators and pipes
- * (its body is read by one of them, after the guards) and the exception
- * filters exactly as the router does. An exception no filter handles is
- * answered by Nest's BaseExceptionFilter, as on the router.
+ * (its body is read by one of them, after the guards) exactly as the router
+ * does, and a failure goes to the application's exception filter the router
+ * would choose, or to Nest's BaseExceptionFilter when none catches it.
  *
  * It steps aside, and the router serves the request, for what it does not
  * run: global interceptors (other than RequestBodyInterceptor, which leaves
@@ -138,8 +139,10 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
           new ExpressParamsFactory(),
           undefined,
           undefined,
-          // Nest's interceptor chain costs a fifth of this route's throughput; none is needed here (see below).
-          { guards: true, interceptors: false, filters: true },
+          // Nest's interceptor chain costs a fifth of this route's throughput; none is needed here (see
+          // below). Its external exception handling is made for contexts whose filters return the
+          // answer (it logs and rethrows after an HTTP filter has answered): failures are caught here.
+          { guards: true, interceptors: false, filters: false },
         ) as LeaseHandler;
         this.unhandled = new BaseExceptionFilter(this.adapterHost.httpAdapter);
       }
@@ -154,13 +157,29 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
       if (!response.headersSent) sendJson(response, body);
     } catch (error) {
       try {
-        this.unhandled!.catch(error, httpHost(request, response, next));
+        await this.filterFor(error).catch(error, httpHost(request, response, next));
       } catch (failure) {
         // Nothing may escape as an unhandled rejection: that would stop the broker.
         this.logger.error(`A lease request could not be answered: ${String(failure)}`);
         response.destroy();
       }
     }
+  }
+
+  /**
+   * The exception filter Nest's router would pick: the last registered global
+   * filter that catches this exception (the route declares none of its own),
+   * else Nest's default.
+   */
+  private filterFor(error: unknown): ExceptionFilter {
+    const filters = this.applicationConfig.getGlobalFilters();
+    for (let index = filters.length - 1; index >= 0; index -= 1) {
+      const caught = (Reflect.getMetadata(FILTER_CATCH_EXCEPTIONS, filters[index].constructor) ?? []) as Array<
+        abstract new (...args: never[]) => unknown
+      >;
+      if (caught.length === 0 || caught.some((type) => error instanceof type)) return filters[index];
+    }
+    return this.unhandled!;
   }
 
   /** Why this application's lease route must go through the router, if it must. */
