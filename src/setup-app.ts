@@ -79,6 +79,7 @@ function setupSwagger(app: NestExpressApplication): void {
   dropDuplicateSecurity(document);
   SwaggerModule.setup('docs', app, document, {
     jsonDocumentUrl: 'docs-json',
+    customSiteTitle: 'Leasehold',
     swaggerOptions: { persistAuthorization: true },
   });
 }

@@ -1,6 +1,38 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
+import { INSUFFICIENT_PERMISSIONS } from '../src/auth/access.guard';
+import { AUTHENTICATION_REQUIRED } from '../src/auth/token-problem';
+import { PAYLOAD_TOO_LARGE } from '../src/http/request-body';
+import { TOO_MANY_REQUESTS } from '../src/limits/route-class.decorator';
 import { createTestApp } from './support/test-app';
+
+interface Operation {
+  parameters?: Array<{ name: string; in: string; example?: unknown; examples?: unknown; schema?: { example?: unknown } }>;
+  requestBody?: unknown;
+  responses: Record<string, { content?: Record<string, ErrorMedia> }>;
+}
+
+interface ErrorMedia {
+  example?: { error: string };
+  examples?: Record<string, { value: { error: string } }>;
+  schema?: { example?: { error: string } };
+}
+
+/** Every operation of the document, as [method path, operation]. */
+function operationsOf(document: { paths: Record<string, Record<string, Operation>> }): Array<[string, Operation]> {
+  return Object.entries(document.paths).flatMap(([path, methods]) =>
+    Object.entries(methods).map(([method, operation]): [string, Operation] => [`${method.toUpperCase()} ${path}`, operation]),
+  );
+}
+
+/** The error texts a documented status shows in Swagger UI, the default one first. */
+function errorExamples(operation: Operation, status: string): string[] {
+  const media = operation.responses[status]?.content?.['application/json'];
+  if (!media) return [];
+  if (media.example) return [media.example.error];
+  if (media.schema?.example) return [media.schema.example.error];
+  return Object.values(media.examples ?? {}).map((example) => example.value.error);
+}
 
 describe('OpenAPI documentation', () => {
   let app: NestExpressApplication;
@@ -33,7 +65,7 @@ describe('OpenAPI documentation', () => {
     const document = response.body;
     const operation = document.paths['/api/v1/lease/{leaseId}/extend'].post;
 
-    expect(Object.keys(operation.responses).sort()).toEqual(['200', '401', '403', '500']);
+    expect(Object.keys(operation.responses).sort()).toEqual(['200', '401', '403', '413', '429', '500']);
     expect(operation.security).toEqual([{ bearer: [] }]);
     expect(document.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     const bodyRef = operation.requestBody.content['application/json'].schema.$ref as string;
@@ -85,16 +117,16 @@ describe('OpenAPI documentation of the message routes', () => {
   });
 
   it.each([
-    ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '500']],
-    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '500', '503']],
-    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '500', '503']],
-    ['post', '/api/v1/ack', ['200', '400', '401', '403', '500']],
-    ['post', '/api/v1/ack/batch', ['200', '400', '401', '403', '500']],
-    ['post', '/api/v1/configure', ['200', '400', '401', '403', '500']],
-    ['get', '/api/v1/resources/queues', ['200', '400', '401', '403', '500']],
-    ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404', '500']],
-    ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '500']],
-    ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404', '500']],
+    ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '429', '500']],
+    ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '429', '500', '503']],
+    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '429', '500', '503']],
+    ['post', '/api/v1/ack', ['200', '400', '401', '403', '413', '429', '500']],
+    ['post', '/api/v1/ack/batch', ['200', '400', '401', '403', '413', '429', '500']],
+    ['post', '/api/v1/configure', ['200', '400', '401', '403', '413', '429', '500']],
+    ['get', '/api/v1/resources/queues', ['200', '400', '401', '403', '429', '500']],
+    ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404', '429', '500']],
+    ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '429', '500']],
+    ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404', '429', '500']],
   ])('documents %s %s with its statuses and bearer auth', async (method, path, statuses) => {
     const response = await request(app.getHttpServer()).get('/docs-json');
     const operation = response.body.paths[path][method];
@@ -118,5 +150,104 @@ describe('OpenAPI documentation of the message routes', () => {
       'subscriptionFrom',
       'autoAck',
     ]);
+  });
+});
+
+describe('OpenAPI documentation: titles, per-status examples and path parameters', () => {
+  let app: NestExpressApplication;
+  let document: { info: { title: string }; paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, { properties: Record<string, { example?: unknown }> }> } };
+  let operations: Array<[string, Operation]>;
+
+  beforeAll(async () => {
+    app = await createTestApp();
+    document = (await request(app.getHttpServer()).get('/docs-json').expect(200)).body;
+    operations = operationsOf(document);
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('titles the Swagger UI page and the OpenAPI document Leasehold', async () => {
+    const page = await request(app.getHttpServer()).get('/docs/');
+
+    expect(page.text).toMatch(/<title>Leasehold<\/title>/);
+    expect(document.info.title).toBe('Leasehold');
+  });
+
+  it('gives every documented error status its own example, and none to the shared error schema', () => {
+    const errorStatuses = operations.flatMap(([name, operation]) =>
+      Object.keys(operation.responses)
+        .filter((status) => Number(status) >= 400 && operation.responses[status].content?.['application/json'])
+        .map((status) => [name, status, errorExamples(operation, status)] as const),
+    );
+
+    expect(errorStatuses.length).toBeGreaterThan(50);
+    expect(errorStatuses.filter(([, , examples]) => examples.length === 0)).toEqual([]);
+    expect(document.components.schemas.ErrorResponseDto.properties.error.example).toBeUndefined();
+  });
+
+  it('shows the auth guard\'s reasons on 401 and Insufficient permissions on 403, never the one for the other', () => {
+    const protectedOperations = operations.filter(([, operation]) => operation.responses['401']);
+    expect(protectedOperations.length).toBeGreaterThanOrEqual(11);
+
+    for (const [name, operation] of protectedOperations) {
+      const unauthorized = errorExamples(operation, '401');
+      const forbidden = errorExamples(operation, '403');
+      expect([name, unauthorized[0]]).toEqual([name, AUTHENTICATION_REQUIRED]);
+      for (const text of unauthorized) expect([name, text]).toEqual([name, expect.stringMatching(/^(Authentication required|Token |Invalid token)/)]);
+      expect([name, forbidden[0]]).toEqual([name, INSUFFICIENT_PERMISSIONS]);
+      expect(unauthorized.filter((text) => forbidden.includes(text))).toEqual([]);
+    }
+  });
+
+  it('shows the contract\'s 500 bodies (pool first), 429 too many requests and 503 shutting down', () => {
+    for (const [name, operation] of operations.filter(([, candidate]) => candidate.responses['500'])) {
+      expect([name, errorExamples(operation, '500')[0]]).toEqual([name, 'pool']);
+      expect(errorExamples(operation, '500')).not.toContain(INSUFFICIENT_PERMISSIONS);
+    }
+    const extend = document.paths['/api/v1/lease/{leaseId}/extend'].post;
+    expect(errorExamples(extend, '500')).toEqual(expect.arrayContaining(['pool', 'renew failed: statement timeout']));
+    expect(errorExamples(document.paths['/api/v1/push'].post, '500')).toEqual(expect.arrayContaining(['pool', 'database timeout']));
+    for (const [name, operation] of operations.filter(([, candidate]) => candidate.responses['429'])) {
+      expect([name, errorExamples(operation, '429')[0]]).toEqual([name, TOO_MANY_REQUESTS]);
+    }
+    expect(errorExamples(document.paths['/api/v1/pop/queue/{queue}'].get, '429')).toContain('too many waiting pops');
+    expect(errorExamples(document.paths['/api/v1/pop/queue/{queue}'].get, '503')).toEqual(['shutting down']);
+  });
+
+  it('documents 413 payload too large on every route that takes a body', () => {
+    const withBody = operations.filter(([, operation]) => operation.requestBody !== undefined);
+
+    expect(withBody.map(([name]) => name).sort()).toEqual([
+      'POST /api/v1/ack',
+      'POST /api/v1/ack/batch',
+      'POST /api/v1/configure',
+      'POST /api/v1/lease/{leaseId}/extend',
+      'POST /api/v1/push',
+    ]);
+    for (const [name, operation] of withBody) {
+      expect([name, errorExamples(operation, '413')[0]]).toEqual([name, PAYLOAD_TOO_LARGE]);
+    }
+    expect(errorExamples(document.paths['/api/v1/push'].post, '413')).toContain('items[1].payload is larger than 1048576 bytes (1048578)');
+  });
+
+  it('pre-fills no path parameter in Swagger UI, and describes the lease id instead', () => {
+    const pathParameters = operations.flatMap(([name, operation]) =>
+      (operation.parameters ?? []).filter((parameter) => parameter.in === 'path').map((parameter) => [name, parameter] as const),
+    );
+
+    expect(pathParameters.length).toBeGreaterThanOrEqual(5);
+    for (const [name, parameter] of pathParameters) {
+      expect([name, parameter.name, parameter.example, parameter.examples, parameter.schema?.example]).toEqual([
+        name,
+        parameter.name,
+        undefined,
+        undefined,
+        undefined,
+      ]);
+    }
+    const leaseId = document.paths['/api/v1/lease/{leaseId}/extend'].post.parameters!.find((parameter) => parameter.name === 'leaseId');
+    expect(leaseId).toMatchObject({ in: 'path', required: true, description: expect.stringMatching(/UUID.*8-4-4-4-12/) });
   });
 });

@@ -1,18 +1,13 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import {
-  invalid,
-  optionalInteger,
-  optionalName,
-  optionalUuid,
-  requireName,
-  requireObject,
-  requireUuid,
-} from '../common/input';
+import { validateBody } from '../common/dto-validation';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
-import { AckCommand, AckOutcome } from './dto/ack-request.dto';
-
-export const MAX_ACKS = 10_000;
-export const ERROR_TEXT_MAX_LENGTH = 10_000;
+import {
+  AckBatchRequestDto,
+  AckCommand,
+  AckOutcome,
+  AckRequestDto,
+  ERROR_TEXT_MAX_LENGTH,
+} from './dto/ack-request.dto';
 
 const COMPLETED = new Set(['completed', 'success', 'acked', 'ok']);
 
@@ -20,7 +15,7 @@ const COMPLETED = new Set(['completed', 'success', 'acked', 'ok']);
 @Injectable()
 export class AckRequestPipe implements PipeTransform<unknown, AckCommand[]> {
   transform(body: unknown): AckCommand[] {
-    return [readAck(requireObject(body, 'request body'), '', undefined)];
+    return [toCommand(validateBody(AckRequestDto, body), undefined)];
   }
 }
 
@@ -28,39 +23,25 @@ export class AckRequestPipe implements PipeTransform<unknown, AckCommand[]> {
 @Injectable()
 export class AckBatchRequestPipe implements PipeTransform<unknown, AckCommand[]> {
   transform(body: unknown): AckCommand[] {
-    const request = requireObject(body, 'request body');
-    const consumerGroup = optionalName(request.consumerGroup, 'consumerGroup');
-    const { acknowledgments } = request;
-    if (!Array.isArray(acknowledgments)) {
-      throw invalid('acknowledgments must be an array');
-    }
-    if (acknowledgments.length > MAX_ACKS) {
-      throw invalid(`acknowledgments may hold at most ${MAX_ACKS} items`);
-    }
-    return acknowledgments.map((raw, index) => {
-      const field = `acknowledgments[${index}]`;
-      return readAck(requireObject(raw, field), `${field}.`, consumerGroup);
-    });
+    const request = validateBody(AckBatchRequestDto, body);
+    return request.acknowledgments.map((ack) => toCommand(ack, request.consumerGroup));
   }
 }
 
-function readAck(ack: Record<string, unknown>, prefix: string, defaultGroup: string | undefined): AckCommand {
+function toCommand(ack: AckRequestDto, defaultGroup: string | null | undefined): AckCommand {
   return {
-    transactionId: requireName(ack.transactionId, `${prefix}transactionId`),
-    partitionId: requireUuid(ack.partitionId, `${prefix}partitionId`),
-    outcome: outcomeOf(ack.status, `${prefix}status`),
-    consumerGroup: optionalName(ack.consumerGroup, `${prefix}consumerGroup`) ?? defaultGroup ?? QUEUE_MODE_GROUP,
-    leaseId: optionalUuid(ack.leaseId, `${prefix}leaseId`),
-    leaseEpoch: optionalInteger(ack.leaseEpoch ?? undefined, `${prefix}leaseEpoch`, 1, Number.MAX_SAFE_INTEGER),
-    error: errorText(ack.error, `${prefix}error`),
+    transactionId: ack.transactionId,
+    partitionId: ack.partitionId.toLowerCase(),
+    outcome: outcomeOf(ack.status),
+    consumerGroup: ack.consumerGroup ?? defaultGroup ?? QUEUE_MODE_GROUP,
+    leaseId: ack.leaseId?.toLowerCase() ?? undefined,
+    leaseEpoch: ack.leaseEpoch ?? undefined,
+    error: errorText(ack.error),
   };
 }
 
-function outcomeOf(status: unknown, field: string): AckOutcome {
+function outcomeOf(status: string | null | undefined): AckOutcome {
   if (status === undefined || status === null) return 'completed';
-  if (typeof status !== 'string') {
-    throw invalid(`${field} must be a string`);
-  }
   const normalized = status.toLowerCase();
   if (COMPLETED.has(normalized)) return 'completed';
   if (normalized === 'retry' || normalized === 'dlq') return normalized;
@@ -68,10 +49,8 @@ function outcomeOf(status: unknown, field: string): AckOutcome {
 }
 
 /** Free text from a failing handler: kept, shortened to a sane size, minus the one character PostgreSQL refuses. */
-function errorText(value: unknown, field: string): string | null {
+function errorText(value: string | null | undefined): string | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'string') {
-    throw invalid(`${field} must be a string`);
-  }
+  // eslint-disable-next-line no-control-regex -- NUL is the character PostgreSQL refuses
   return value.replace(/\u0000/g, '').slice(0, ERROR_TEXT_MAX_LENGTH);
 }

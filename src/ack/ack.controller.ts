@@ -1,18 +1,15 @@
 import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
 import {
-  ApiBadRequestResponse,
   ApiBearerAuth,
   ApiBody,
-  ApiForbiddenResponse,
   ApiOkResponse,
   ApiOperation,
   ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
 import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
 import { AckService } from './ack.service';
@@ -30,9 +27,15 @@ const ACK_DESCRIPTION =
 @ApiTags('messages')
 @ApiBearerAuth()
 @ApiOkResponse({ type: [AckResultDto], description: 'One result per acknowledgment, in request order' })
-@ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Malformed request (the error names the field)' })
-@ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-@ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
+@ApiErrorResponse(
+  400,
+  'Malformed request (the error names the field); nothing is applied',
+  'partitionId must be a UUID',
+  'acknowledgments must be an array',
+  'transactionId is required',
+)
+@ApiAuthErrors('the token has no read-write or admin role')
+@ApiBodyTooLarge(JSON_BODY_ELEMENTS)
 @ApiDatabaseErrors(
   'The acknowledgments may or may not have been applied; do not repeat them blindly: if they were not, the batch ' +
     'redelivers when its lease expires.',

@@ -1,14 +1,13 @@
-import { applyDecorators } from '@nestjs/common';
-import { ApiInternalServerErrorResponse } from '@nestjs/swagger';
-import { ErrorResponseDto } from './error-response.dto';
+import { ApiErrorResponse } from './api-errors.decorator';
 
 /** The 500s every database-backed route shares (docs/failures.md), with what they mean for this route. */
 export const ApiDatabaseErrors = (consequence: string) =>
-  applyDecorators(
-    ApiInternalServerErrorResponse({
-      type: ErrorResponseDto,
-      description:
-        'The database could not be reached (`pool`), or did not finish within DB_STATEMENT_TIMEOUT_MS + 1 s ' +
-        `(\`database timeout\`). ${consequence}`,
-    }),
+  ApiErrorResponse(
+    500,
+    'The database could not be reached (`pool`), or did not finish within DB_STATEMENT_TIMEOUT_MS + 1 s ' +
+      `(\`database timeout\`). ${consequence} Anything unexpected answers \`internal error\` and is logged with the ` +
+      'request id.',
+    'pool',
+    'database timeout',
+    'internal error',
   );

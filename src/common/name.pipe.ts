@@ -1,11 +1,14 @@
 import { PipeTransform } from '@nestjs/common';
-import { requireName } from './input';
+import { messageOf, nameProblem } from './contract-validators';
+import { contractException } from './dto-validation';
 
-/** Validates a name taken from the path (queue, partition) with the same rule as names in bodies. */
+/** Validates a name taken from the path (queue, partition) with the rule IsName applies to names in bodies. */
 export class NamePipe implements PipeTransform<unknown, string> {
   constructor(private readonly field: string) {}
 
   transform(value: unknown): string {
-    return requireName(value, this.field);
+    const problem = nameProblem(value);
+    if (problem !== undefined) throw contractException(messageOf(this.field, problem));
+    return value as string;
   }
 }

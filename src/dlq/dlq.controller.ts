@@ -1,32 +1,14 @@
-import { applyDecorators, Controller, Get, Query } from '@nestjs/common';
-import {
-  ApiBadRequestResponse,
-  ApiBearerAuth,
-  ApiForbiddenResponse,
-  ApiNotFoundResponse,
-  ApiOkResponse,
-  ApiOperation,
-  ApiQuery,
-  ApiTags,
-  ApiUnauthorizedResponse,
-} from '@nestjs/swagger';
+import { Controller, Get, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
 import { DlqQuery, DlqQueryPipe } from './dlq-query.pipe';
 import { DlqService } from './dlq.service';
 import { DeadLetterPageDto } from './dto/dead-letter.dto';
-
-/** The query parameters, documented in the order a reader wants them. */
-const DlqQueryDocs = () =>
-  applyDecorators(
-    ApiQuery({ name: 'queue', required: false, type: String, description: 'Only this queue (404 when unknown)' }),
-    ApiQuery({ name: 'consumerGroup', required: false, type: String, description: 'Only this consumer group' }),
-    ApiQuery({ name: 'limit', required: false, type: 'integer', description: 'Page size, 1-1000', example: 100 }),
-    ApiQuery({ name: 'offset', required: false, type: 'integer', description: 'Rows to skip', example: 0 }),
-  );
+import { DlqQueryDto } from './dto/dlq-query.dto';
 
 @ApiTags('queues')
 @ApiBearerAuth()
@@ -38,12 +20,11 @@ export class DlqController {
   @Get()
   @Access('read-only')
   @ApiOperation({ summary: 'Read the dead-letter queue' })
-  @DlqQueryDocs()
+  @ApiQuery({ type: DlqQueryDto })
   @ApiOkResponse({ type: DeadLetterPageDto })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid query parameter' })
-  @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue in this tenant' })
-  @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-  @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-only, read-write or admin role' })
+  @ApiErrorResponse(400, 'Invalid query parameter', 'limit must be an integer between 1 and 1000')
+  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue orders not found')
+  @ApiAuthErrors('the token has no read-only, read-write or admin role')
   @ApiDatabaseErrors('Nothing was changed.')
   list(@TenantId() tenantId: string, @Query(DlqQueryPipe) query: DlqQuery): Promise<DeadLetterPageDto> {
     return this.dlqService.list(tenantId, query);

@@ -3,7 +3,7 @@ import { HealthCheckResult, HealthCheckService } from '@nestjs/terminus';
 import { ApiOkResponse, ApiOperation, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiErrorResponse } from '../common/api-errors.decorator';
 import { HealthService, HealthStatus } from './health.service';
 import { ReadinessService } from './readiness.service';
 
@@ -20,7 +20,7 @@ export class HealthController {
   @Access('public')
   @ApiOperation({ summary: 'Liveness with a database round trip (kept for existing clients; see /health/live and /health/ready)' })
   @ApiOkResponse({ description: 'The database answered', schema: { example: { status: 'ok', database: 'up' } } })
-  @ApiServiceUnavailableResponse({ type: ErrorResponseDto, description: 'The database could not be reached' })
+  @ApiErrorResponse(503, 'The database could not be reached', 'database unavailable')
   check(): Promise<HealthStatus> {
     return this.healthService.check();
   }

@@ -2,18 +2,15 @@ import { Controller, HttpCode, HttpStatus, Param, Post, Res } from '@nestjs/comm
 import {
   ApiBearerAuth,
   ApiBody,
-  ApiForbiddenResponse,
-  ApiInternalServerErrorResponse,
   ApiOkResponse,
   ApiOperation,
   ApiParam,
   ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse } from '../common/api-errors.decorator';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
 import { RawRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
@@ -50,7 +47,12 @@ export class LeaseController {
       "expired, released or other tenant's id, or one that is not a UUID, answers 200 with success false, " +
       'renewed 0 and null timestamps, indistinguishably.',
   })
-  @ApiParam({ name: 'leaseId', description: 'The leaseId returned by the pop', example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' })
+  @ApiParam({
+    name: 'leaseId',
+    description:
+      'The leaseId the pop returned, minted by the broker: a UUIDv7 in its 36-character form, 8-4-4-4-12 ' +
+      'hexadecimal digits. Any other value answers 200 with renewed 0.',
+  })
   @ApiBody({ type: ExtendLeaseRequestDto, required: false })
   @ApiOkResponse({
     type: ExtendLeaseResponseDto,
@@ -78,14 +80,19 @@ export class LeaseController {
       },
     },
   })
-  @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-  @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'Auth is on and the token has no read-write role' })
-  @ApiInternalServerErrorResponse({
-    type: ErrorResponseDto,
-    description:
-      'No database connection within the acquire timeout, or the database could not be reached (`pool`); or the ' +
-      'renewal failed or did not finish in time (`renew failed: …`, e.g. `renew failed: database timeout`)',
-  })
+  @ApiAuthErrors('the token has no read-write or admin role')
+  @ApiBodyTooLarge()
+  @ApiErrorResponse(
+    500,
+    'No database connection within DB_ACQUIRE_TIMEOUT_MS, or the database could not be reached (`pool`); or the ' +
+      'renewal failed (`renew failed: statement timeout` past DB_STATEMENT_TIMEOUT_MS, `renew failed: database ' +
+      'timeout` when the database did not answer, `renew failed: database error` otherwise). Retrying is safe: ' +
+      'a renewal never shortens a lease.',
+    'pool',
+    'renew failed: statement timeout',
+    'renew failed: database timeout',
+    'renew failed: database error',
+  )
   @ReadsOwnBody()
   async extend(
     @TenantId() tenantId: string,

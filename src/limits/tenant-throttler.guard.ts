@@ -11,9 +11,7 @@ import {
 import { principalOf, tenantIdOf } from '../auth/principal.decorator';
 import { RetryLaterException } from '../common/retry-later.exception';
 import { APP_CONFIG, AppConfig, RateLimits } from '../config/app-config';
-import { ROUTE_CLASS, RouteClass } from './route-class.decorator';
-
-export const TOO_MANY_REQUESTS = 'too many requests';
+import { ROUTE_CLASS, RouteClass, TOO_MANY_REQUESTS } from './route-class.decorator';
 
 /**
  * Per-tenant request rates, per route class (RATE_LIMIT_RENEW, _CONSUME,

@@ -1,54 +1,27 @@
-import { applyDecorators, Controller, Get, Head, HttpCode, HttpStatus, Param, Query, UseInterceptors } from '@nestjs/common';
+import { Controller, Get, Head, HttpCode, HttpStatus, Param, Query, UseInterceptors } from '@nestjs/common';
 import {
-  ApiBadRequestResponse,
   ApiBearerAuth,
   ApiExcludeEndpoint,
-  ApiForbiddenResponse,
   ApiNoContentResponse,
   ApiOkResponse,
-  ApiServiceUnavailableResponse,
   ApiOperation,
   ApiQuery,
   ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ClientAbortSignal } from '../common/client-abort.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { JsonText } from '../common/json-text';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
+import { PopQueryDto } from './dto/pop-query.dto';
 import { PopResponseDto } from './dto/pop-response.dto';
 import { PopOptions, PopQueryPipe } from './pop-query.pipe';
-import { PopService } from './pop.service';
-
-/** The query parameters, documented in the order a reader wants them. */
-const PopQueryDocs = () =>
-  applyDecorators(
-    ApiQuery({ name: 'batch', required: false, type: 'integer', description: 'Most messages in total (1-10000)' }),
-    ApiQuery({ name: 'partitions', required: false, type: 'integer', description: 'Most partitions claimed (1-1000)' }),
-    ApiQuery({ name: 'wait', required: false, type: 'boolean', description: 'Long poll for messages or timeout' }),
-    ApiQuery({ name: 'timeout', required: false, type: 'integer', description: 'Long-poll timeout in ms (0-600000)' }),
-    ApiQuery({ name: 'leaseSeconds', required: false, type: 'integer', description: "Default: the queue's leaseTime" }),
-    ApiQuery({ name: 'consumerGroup', required: false, type: String, description: 'Default __QUEUE_MODE__' }),
-    ApiQuery({
-      name: 'subscriptionMode',
-      required: false,
-      enum: ['all', 'new', 'from_beginning', 'new-only', 'now'],
-      description: "A new group's starting point, fixed at its first pop: everything (all) or after that pop (new)",
-    }),
-    ApiQuery({
-      name: 'subscriptionFrom',
-      required: false,
-      type: String,
-      description: "ISO-8601 starting point for a new group, or `now` (the same as subscriptionMode=new); wins over subscriptionMode",
-    }),
-    ApiQuery({ name: 'autoAck', required: false, type: 'boolean', description: 'Commit on delivery: leaseId null' }),
-  );
+import { PopService, TOO_MANY_WAITING } from './pop.service';
 
 const POP_DESCRIPTION =
   'Claims up to `batch` messages (in total) from up to `partitions` partitions that have messages past the ' +
@@ -66,19 +39,26 @@ const POP_DESCRIPTION =
 @ApiNoContentResponse({
   description: 'Nothing to deliver (empty body), also for a queue or partition that does not exist (yet): nothing is created',
 })
-@ApiBadRequestResponse({ type: ErrorResponseDto, description: 'A query parameter or name is invalid' })
-@ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-@ApiForbiddenResponse({ type: ErrorResponseDto, description: 'The token has no read-write role' })
+@ApiErrorResponse(
+  400,
+  'A query parameter or name is invalid (the error names it)',
+  'batch must be an integer between 1 and 10000',
+  'queue must be 1 to 255 characters long',
+)
+@ApiAuthErrors('the token has no read-write or admin role')
 @ApiDatabaseErrors('Nothing was handed out; messages the pop may have claimed redeliver when that lease ends.')
-@ApiServiceUnavailableResponse({
-  type: ErrorResponseDto,
-  description:
-    'shutting down: this broker is draining (a parked long poll answers this at once), with Retry-After: 1 and ' +
+@ApiErrorResponse(
+  503,
+  'shutting down: this broker is draining (a parked long poll answers this at once), with Retry-After: 1 and ' +
     'Connection: close. Poll another broker.',
-})
-@PopQueryDocs()
+  'shutting down',
+)
+@ApiQuery({ type: PopQueryDto })
 @UseInterceptors(NoContentWhenEmptyInterceptor)
-@RateLimited('consume')
+@RateLimited('consume', {
+  when: 'with wait=true, the tenant already has POP_MAX_WAITING_PER_TENANT polls waiting on this process',
+  error: TOO_MANY_WAITING,
+})
 @Controller('api/v1/pop/queue')
 export class PopController {
   constructor(private readonly popService: PopService) {}

@@ -1,20 +1,16 @@
 import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
 import {
-  ApiBadRequestResponse,
   ApiBearerAuth,
   ApiBody,
   ApiCreatedResponse,
-  ApiForbiddenResponse,
   ApiOperation,
-  ApiPayloadTooLargeResponse,
   ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { Principal } from '../auth/principal';
 import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
@@ -40,10 +36,18 @@ export class PushController {
   })
   @ApiBody({ type: PushRequestDto })
   @ApiCreatedResponse({ type: [PushResultDto], description: 'One result per item, in request order' })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'items is not an array, or an item is invalid' })
-  @ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-  @ApiForbiddenResponse({ type: ErrorResponseDto, description: 'No write-only, read-write or admin role' })
-  @ApiPayloadTooLargeResponse({ type: ErrorResponseDto, description: 'Body above BODY_LIMIT' })
+  @ApiErrorResponse(
+    400,
+    'items is not an array, or an item is invalid (the error names it); nothing is stored',
+    'items[2].payload is required (null is allowed)',
+    'items may hold at most 10000 messages',
+    'invalid JSON body',
+  )
+  @ApiAuthErrors('the token has no write-only, read-write or admin role')
+  @ApiBodyTooLarge(JSON_BODY_ELEMENTS, {
+    when: "an item's payload is above MESSAGE_MAX_BYTES as JSON",
+    error: 'items[1].payload is larger than 1048576 bytes (1048578)',
+  })
   @ApiDatabaseErrors(
     'The push may or may not have been stored: retry it with the same transactionIds, and a stored message ' +
       'answers duplicate with its original message_id.',

@@ -1,24 +1,21 @@
 import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
 import {
-  ApiBadRequestResponse,
   ApiBearerAuth,
   ApiBody,
-  ApiForbiddenResponse,
-  ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
   ApiQuery,
   ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ErrorResponseDto } from '../common/error-response.dto';
+import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { NamePipe } from '../common/name.pipe';
 import { RateLimited } from '../limits/route-class.decorator';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
+import { QueueListQueryDto } from './dto/queue-list-query.dto';
 import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
 import {
   ConfigureResponseDto,
@@ -30,8 +27,7 @@ import { QueuesService } from './queues.service';
 
 @ApiTags('queues')
 @ApiBearerAuth()
-@ApiUnauthorizedResponse({ type: ErrorResponseDto, description: 'Auth is on and the token is missing or invalid' })
-@ApiForbiddenResponse({ type: ErrorResponseDto, description: "The token's roles do not allow this route" })
+@ApiAuthErrors("the token's roles do not open this route (configure: read-write; listings: read-only; delete: admin)")
 @RateLimited('manage')
 @Controller('api/v1')
 export class QueuesController {
@@ -49,7 +45,16 @@ export class QueuesController {
   })
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name or option value' })
+  @ApiErrorResponse(
+    400,
+    'Invalid queue name or option value (the error names it); nothing is changed',
+    'options.leaseTime must be an integer between 1 and 2147483647',
+    'queue is required',
+  )
+  @ApiBodyTooLarge(JSON_BODY_ELEMENTS, {
+    when: 'the options are above 64 KiB as JSON',
+    error: 'options are larger than 65536 bytes (70000)',
+  })
   @ApiDatabaseErrors('The options may or may not have been applied; configure is idempotent: send it again.')
   configure(
     @TenantId() tenantId: string,
@@ -66,10 +71,9 @@ export class QueuesController {
       'By name, up to `limit` queues, fewer when the answer would pass RESPONSE_MAX_BYTES; `next` is the name to ' +
       'pass as `after` for the rest (null: there is none).',
   })
-  @ApiQuery({ name: 'after', required: false, type: String, description: 'Only queues whose name sorts after this' })
-  @ApiQuery({ name: 'limit', required: false, type: 'integer', description: 'Most queues (1-1000, default 1000)' })
+  @ApiQuery({ type: QueueListQueryDto })
   @ApiOkResponse({ type: QueueListDto })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid after or limit' })
+  @ApiErrorResponse(400, 'Invalid after or limit', 'limit must be an integer between 1 and 1000')
   @ApiDatabaseErrors('Nothing was changed.')
   list(@TenantId() tenantId: string, @Query(QueueListQueryPipe) page: QueueListQuery): Promise<QueueListDto> {
     return this.queuesService.list(tenantId, page);
@@ -82,8 +86,8 @@ export class QueuesController {
     description: 'Lease ids are never shown: a read-only caller could otherwise extend or ack with them.',
   })
   @ApiOkResponse({ type: QueueDetailDto })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
-  @ApiNotFoundResponse({ type: ErrorResponseDto, description: 'No such queue in this tenant' })
+  @ApiErrorResponse(400, 'Invalid queue name', 'queue must be 1 to 255 characters long')
+  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue orders not found')
   @ApiDatabaseErrors('Nothing was changed.')
   detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
     return this.queuesService.detail(tenantId, queue);
@@ -97,7 +101,7 @@ export class QueuesController {
     description: 'Idempotent: a queue that does not exist answers 200 with deleted and existed false.',
   })
   @ApiOkResponse({ type: DeleteQueueResponseDto })
-  @ApiBadRequestResponse({ type: ErrorResponseDto, description: 'Invalid queue name' })
+  @ApiErrorResponse(400, 'Invalid queue name', 'queue must not contain control characters')
   @ApiDatabaseErrors('The queue may or may not have been deleted; delete is idempotent: send it again.')
   delete(
     @TenantId() tenantId: string,

@@ -1,8 +1,13 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsIntegerBetween, IsName, IsOptionalText, IsUuidText } from '../../common/contract-validators';
+import { IsArrayOf } from '../../common/dto-validation';
+
+export const MAX_ACKS = 10_000;
+export const ERROR_TEXT_MAX_LENGTH = 10_000;
 
 export type AckOutcome = 'completed' | 'retry' | 'dlq' | 'failed';
 
-/** One acknowledgment, as validated by the ack pipes. */
+/** One acknowledgment, as the ack pipes hand it to the service. */
 export interface AckCommand {
   transactionId: string;
   partitionId: string;
@@ -15,9 +20,11 @@ export interface AckCommand {
 
 export class AckRequestDto {
   @ApiProperty({ description: 'transactionId of the message being acknowledged', example: 'order-42-created' })
+  @IsName()
   transactionId: string;
 
   @ApiProperty({ description: 'partitionId from the pop', example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' })
+  @IsUuidText()
   partitionId: string;
 
   @ApiPropertyOptional({
@@ -28,9 +35,11 @@ export class AckRequestDto {
       'then the dead-letter queue).',
     example: 'completed',
   })
+  @IsOptionalText()
   status?: string;
 
   @ApiPropertyOptional({ type: String, nullable: true, description: 'Absent or null: queue mode (__QUEUE_MODE__)' })
+  @IsName({ optional: true })
   consumerGroup?: string | null;
 
   @ApiPropertyOptional({
@@ -39,34 +48,42 @@ export class AckRequestDto {
       "which can move the cursor under another worker's live lease.",
     example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
   })
+  @IsUuidText({ optional: true })
   leaseId?: string;
 
   @ApiPropertyOptional({
     type: 'integer',
     minimum: 1,
+    maximum: Number.MAX_SAFE_INTEGER,
+    nullable: true,
     description:
       'The leaseEpoch of this message from the pop: the fencing token of its claim. With it the ack is refused ' +
       "(invalid or expired lease) unless the partition's latest claim for this group is that one, whatever " +
       'leaseId says.',
     example: 3,
   })
-  leaseEpoch?: number;
+  @IsIntegerBetween(1, Number.MAX_SAFE_INTEGER, { nullMeansAbsent: true })
+  leaseEpoch?: number | null;
 
   @ApiPropertyOptional({
     type: String,
     nullable: true,
-    description: 'Why it failed; kept with a dead letter (first 10000 characters)',
+    description: `Why it failed; kept with a dead letter (first ${ERROR_TEXT_MAX_LENGTH} characters)`,
   })
+  @IsOptionalText()
   error?: string | null;
 }
 
 export class AckBatchRequestDto {
   @ApiPropertyOptional({ type: String, nullable: true, description: 'Default group for items that name none' })
+  @IsName({ optional: true })
   consumerGroup?: string | null;
 
   @ApiProperty({
     type: [AckRequestDto],
-    description: 'Up to 10000 acknowledgments, applied in order in one transaction',
+    maxItems: MAX_ACKS,
+    description: `Up to ${MAX_ACKS} acknowledgments, applied in order in one transaction`,
   })
+  @IsArrayOf(() => AckRequestDto, { max: MAX_ACKS, noun: 'items' })
   acknowledgments: AckRequestDto[];
 }

@@ -1,6 +1,11 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsName, IsStoredJson } from '../../common/contract-validators';
+import { IsArrayOf } from '../../common/dto-validation';
 
-/** One message to push, as validated by PushRequestPipe. */
+export const DEFAULT_PARTITION = 'Default';
+export const MAX_PUSH_ITEMS = 10_000;
+
+/** One message to push, as PushRequestPipe hands it to the service. */
 export interface PushItem {
   queue: string;
   partition: string;
@@ -12,9 +17,11 @@ export interface PushItem {
 
 export class PushItemDto {
   @ApiProperty({ description: 'Queue name (1-255 characters, no control characters); created on first push' })
+  @IsName()
   queue: string;
 
-  @ApiPropertyOptional({ description: 'Partition name; created on first push', default: 'Default' })
+  @ApiPropertyOptional({ description: 'Partition name; created on first push', default: DEFAULT_PARTITION })
+  @IsName({ optional: true })
   partition?: string;
 
   @ApiProperty({
@@ -23,6 +30,7 @@ export class PushItemDto {
       'default) and 100 levels deep; no \\u0000',
     example: { orderId: 42 },
   })
+  @IsStoredJson({ maxBytes: 'messageMaxBytes' })
   payload: unknown;
 
   @ApiPropertyOptional({
@@ -31,13 +39,20 @@ export class PushItemDto {
       'Minted (UUIDv7) when absent.',
     example: 'order-42-created',
   })
+  @IsName({ optional: true })
   transactionId?: string;
 
   @ApiPropertyOptional({ type: String, nullable: true, description: 'Carried to the consumer untouched' })
+  @IsName({ optional: true })
   traceId?: string | null;
 }
 
 export class PushRequestDto {
-  @ApiProperty({ type: [PushItemDto], description: 'Up to 10000 messages, written in one transaction' })
+  @ApiProperty({
+    type: [PushItemDto],
+    maxItems: MAX_PUSH_ITEMS,
+    description: `Up to ${MAX_PUSH_ITEMS} messages, written in one transaction`,
+  })
+  @IsArrayOf(() => PushItemDto, { max: MAX_PUSH_ITEMS, noun: 'messages' })
   items: PushItemDto[];
 }

@@ -1,0 +1,68 @@
+import { applyDecorators } from '@nestjs/common';
+import { ApiResponse } from '@nestjs/swagger';
+import { INSUFFICIENT_PERMISSIONS, TOKEN_WITHOUT_TENANT } from '../auth/access.guard';
+import { TENANT_MISMATCH } from '../auth/tenant-resolution';
+import { AUTHENTICATION_REQUIRED } from '../auth/token-problem';
+import { PAYLOAD_TOO_LARGE } from '../http/request-body';
+import { ErrorResponseDto } from './error-response.dto';
+
+/**
+ * One documented error status with the bodies the broker really sends for it,
+ * so that Swagger UI shows each status its own text instead of one shared
+ * example. The first error is the one shown by default.
+ */
+export const ApiErrorResponse = (status: number, description: string, ...errors: [string, ...string[]]) =>
+  ApiResponse({
+    status,
+    description,
+    type: ErrorResponseDto,
+    ...(errors.length === 1
+      ? { example: { error: errors[0] } }
+      : { examples: Object.fromEntries(errors.map((error) => [error, { summary: error, value: { error } }])) }),
+  });
+
+/** 401 and 403 of a protected route (AccessGuard); `forbidden` says which roles open it. */
+export const ApiAuthErrors = (forbidden: string) =>
+  applyDecorators(
+    ApiErrorResponse(
+      401,
+      'Auth is on and the token is missing or invalid; the body says why, and WWW-Authenticate carries a Bearer challenge',
+      AUTHENTICATION_REQUIRED,
+      'Token expired',
+      'Invalid token: invalid signature',
+    ),
+    ApiErrorResponse(
+      403,
+      `Auth is on and ${forbidden} (\`${INSUFFICIENT_PERMISSIONS}\`); or the token has no tenant claim while ` +
+        'JWT_REQUIRE_TENANT is on, or the tenant header names another tenant than the token',
+      INSUFFICIENT_PERMISSIONS,
+      TOKEN_WITHOUT_TENANT,
+      TENANT_MISMATCH,
+    ),
+  );
+
+/** A further reason a route refuses its body with 413, with the body it answers. */
+export interface BodyRefusal {
+  when: string;
+  error: string;
+}
+
+/** Routes whose body is JSON are measured before it is parsed. */
+export const JSON_BODY_ELEMENTS: BodyRefusal = {
+  when: 'a JSON body has more than BODY_MAX_JSON_VALUES elements',
+  error: 'JSON body has more than 500000 elements',
+};
+
+/** 413 of a route that takes a body; `more` adds the route's own bounds. */
+export const ApiBodyTooLarge = (...more: BodyRefusal[]) =>
+  ApiErrorResponse(
+    413,
+    [
+      'The body is above BODY_LIMIT (after decompression)',
+      'a compressed body inflates more than BODY_MAX_INFLATE_RATIO times',
+      ...more.map((refusal) => refusal.when),
+    ].join('; or ') + ' (the numbers shown are the defaults)',
+    PAYLOAD_TOO_LARGE,
+    'compressed body inflates more than 100 times',
+    ...more.map((refusal) => refusal.error),
+  );

@@ -1,0 +1,225 @@
+import { Transform } from 'class-transformer';
+import { registerDecorator, ValidationArguments, ValidationOptions } from 'class-validator';
+import { JSON_MAX_DEPTH, NAME_MAX_LENGTH } from './input';
+import { measureJsonText } from './json-text';
+import { isUuid } from './uuid';
+
+/** What is wrong with a value, as the end of the contract's message ("must be a string"); undefined when nothing is. */
+export type Problem = string | undefined;
+
+/** Limits that come from the configuration rather than from the DTO. */
+export interface ValidationLimits {
+  messageMaxBytes?: number;
+}
+
+// eslint-disable-next-line no-control-regex -- control characters are what it looks for
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+// PostgreSQL keeps text as UTF-8, which cannot encode half a surrogate pair:
+// the driver would store U+FFFD instead (so a name would no longer match
+// itself), and jsonb refuses the escape outright.
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+const INTEGER = /^-?\d+$/;
+// Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.
+const ISO_TIMESTAMP =
+  /^\d{4}-\d{2}-\d{2}(?:([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(Z|[+-](?:0\d|1[0-5]):?[0-5]\d)?)?$/i;
+const TOO_LARGE = / (?:is|are) larger than \d+ bytes \(\d+\)$/;
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The contract answers 413, not 400, to a value above a size limit. */
+export function isTooLargeMessage(message: string): boolean {
+  return TOO_LARGE.test(message);
+}
+
+export function tooLarge(bytes: number, max: number, verb: 'is' | 'are' = 'is'): Problem {
+  return bytes > max ? `${verb} larger than ${max} bytes (${bytes})` : undefined;
+}
+
+/** The field path and the problem: nested problems bring their own path (`[3].queue must ...`). */
+export function messageOf(property: string, problem: string): string {
+  return problem.startsWith('[') || problem.startsWith('.') ? `${property}${problem}` : `${property} ${problem}`;
+}
+
+let limits: ValidationLimits | undefined;
+
+/** Validation is synchronous, so limits can be in force for exactly one validation call. */
+export function withValidationLimits<T>(given: ValidationLimits | undefined, validate: () => T): T {
+  const previous = limits;
+  limits = given;
+  try {
+    return validate();
+  } finally {
+    limits = previous;
+  }
+}
+
+function limit(name: keyof ValidationLimits): number {
+  const value = limits?.[name];
+  if (value === undefined) throw new Error(`${name} is not in force: validate with withValidationLimits`);
+  return value;
+}
+
+/**
+ * Registers one class-validator rule on a property, whose message is the
+ * contract's: the property and the first problem found. One rule per
+ * property keeps "the first problem in field order" independent of the
+ * order in which stacked decorators run.
+ */
+export function contractRule(
+  name: string,
+  find: (value: unknown, object: object) => Problem,
+  options?: ValidationOptions,
+): PropertyDecorator {
+  // class-validator asks for the message right after a failed validate, with the same arguments.
+  let last: { object: object; value: unknown; problem: Problem } | undefined;
+  return (target, propertyName) =>
+    registerDecorator({
+      name,
+      target: target.constructor,
+      propertyName: propertyName as string,
+      options,
+      validator: {
+        validate(value: unknown, args: ValidationArguments): boolean {
+          const problem = find(value, args.object);
+          last = problem === undefined ? undefined : { object: args.object, value, problem };
+          return problem === undefined;
+        },
+        defaultMessage(args: ValidationArguments): string {
+          const problem =
+            last && last.object === args.object && last.value === args.value
+              ? last.problem
+              : find(args.value, args.object);
+          return messageOf(args.property, problem ?? 'is invalid');
+        },
+      },
+    });
+}
+
+/** 1-255 characters without control characters: names end up in URLs, logs and text columns. */
+export function nameProblem(value: unknown): Problem {
+  if (value === undefined || value === null) return 'is required';
+  if (typeof value !== 'string') return 'must be a string';
+  if (value.length === 0 || value.length > NAME_MAX_LENGTH) return `must be 1 to ${NAME_MAX_LENGTH} characters long`;
+  if (CONTROL_CHARACTER.test(value)) return 'must not contain control characters';
+  if (UNPAIRED_SURROGATE.test(value)) return 'must not contain an unpaired UTF-16 surrogate';
+  return undefined;
+}
+
+/** A name; optional ones take absent and null as "not given". In a query string a repeated name is refused. */
+export function IsName(options: { optional?: boolean; inQuery?: boolean } = {}): PropertyDecorator {
+  return contractRule('isName', (value) => {
+    if (options.optional && (value === undefined || value === null)) return undefined;
+    if (options.inQuery && Array.isArray(value)) return 'must be given once';
+    return nameProblem(value);
+  });
+}
+
+/** A textual UUID (any case; the pipes lower-case it). */
+export function IsUuidText(options: { optional?: boolean } = {}): PropertyDecorator {
+  return contractRule('isUuidText', (value) => {
+    if (value === undefined || value === null) return options.optional ? undefined : 'is required';
+    return isUuid(value) ? undefined : 'must be a UUID';
+  });
+}
+
+/** A JSON integer within [min, max]; absent is allowed, null only when it means absent. */
+export function IsIntegerBetween(
+  min: number,
+  max: number,
+  options: { nullMeansAbsent?: boolean } = {},
+): PropertyDecorator {
+  return contractRule('isIntegerBetween', (value) => {
+    if (value === undefined || (value === null && options.nullMeansAbsent)) return undefined;
+    const fits = typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
+    return fits ? undefined : `must be an integer between ${min} and ${max}`;
+  });
+}
+
+export function IsTrueOrFalse(): PropertyDecorator {
+  return contractRule('isTrueOrFalse', (value) =>
+    value === undefined || typeof value === 'boolean' ? undefined : 'must be true or false',
+  );
+}
+
+/** Free text, absent or null allowed. */
+export function IsOptionalText(): PropertyDecorator {
+  return contractRule('isOptionalText', (value) =>
+    value === undefined || value === null || typeof value === 'string' ? undefined : 'must be a string',
+  );
+}
+
+/**
+ * JSON text that PostgreSQL's jsonb can store: nothing nested past
+ * JSON_MAX_DEPTH, no \u0000, no half surrogate pair. Checked on the text
+ * (JSON.stringify writes both as escapes), without walking the value.
+ */
+export function storableJsonProblem(json: string): Problem {
+  const shape = measureJsonText(json, Infinity, JSON_MAX_DEPTH);
+  if (shape.depth > JSON_MAX_DEPTH) return `is nested more than ${JSON_MAX_DEPTH} levels deep`;
+  if (shape.nul) return 'must not contain the character \\u0000';
+  if (shape.loneSurrogate) return 'must not contain an unpaired UTF-16 surrogate';
+  return undefined;
+}
+
+const storedJson = new WeakMap<object, string>();
+
+/**
+ * The JSON text an IsStoredJson rule accepted on this object, so that the
+ * payload is serialised once per request.
+ */
+export function storedJsonOf(object: object, property: string): string {
+  return storedJson.get(object) ?? JSON.stringify((object as Record<string, unknown>)[property]);
+}
+
+/**
+ * Any JSON value, null included, that PostgreSQL can store, within
+ * MESSAGE_MAX_BYTES as JSON text (a 413 beyond). One stored value per object.
+ */
+export function IsStoredJson(options: { maxBytes: keyof ValidationLimits }): PropertyDecorator {
+  return contractRule('isStoredJson', (value, object) => {
+    if (value === undefined) return 'is required (null is allowed)';
+    const json = JSON.stringify(value);
+    const problem = storableJsonProblem(json) ?? tooLarge(Buffer.byteLength(json), limit(options.maxBytes));
+    if (problem === undefined) storedJson.set(object, json);
+    return problem;
+  });
+}
+
+/** A query-string integer: digits only (no "1.0", "1e3" or " 1"); anything else becomes NaN for the range rule. */
+export function queryInteger(value: unknown): unknown {
+  return typeof value === 'string' ? (INTEGER.test(value) ? Number(value) : NaN) : Array.isArray(value) ? NaN : value;
+}
+
+/** A query-string boolean: true/1 and false/0; anything else is left for IsTrueOrFalse to refuse. */
+export function queryBoolean(value: unknown): unknown {
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  return value;
+}
+
+export const ToQueryInteger = (): PropertyDecorator =>
+  Transform(({ value }) => queryInteger(value), { toClassOnly: true });
+
+export const ToQueryBoolean = (): PropertyDecorator =>
+  Transform(({ value }) => queryBoolean(value), { toClassOnly: true });
+
+/**
+ * An ISO-8601 date or date-time in a form PostgreSQL parses the same way
+ * whatever the session time zone (a value without an offset is UTC), or
+ * undefined when it is not one.
+ */
+export function zonedTimestamp(value: unknown): string | undefined {
+  const match = typeof value === 'string' ? ISO_TIMESTAMP.exec(value) : null;
+  if (!match) return undefined;
+  const zoned = match[2] ? match[0] : match[1] ? `${match[0]}Z` : `${match[0]}T00:00:00Z`;
+  return Number.isNaN(Date.parse(zoned)) || !isRealDate(match[0]) ? undefined : zoned;
+}
+
+/** Date.parse accepts 2026-02-30; PostgreSQL does not. */
+function isRealDate(value: string): boolean {
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number);
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return year >= 1 && date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}

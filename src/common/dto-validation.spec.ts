@@ -1,0 +1,200 @@
+import { BadRequestException, HttpException, PayloadTooLargeException } from '@nestjs/common';
+import { AckBatchRequestDto, AckRequestDto } from '../ack/dto/ack-request.dto';
+import { PopQueryDto } from '../pop/dto/pop-query.dto';
+import { PushItemDto, PushRequestDto } from '../push/dto/push-request.dto';
+import { ConfigureRequestDto } from '../queues/dto/configure-request.dto';
+import { withValidationLimits } from './contract-validators';
+import { compileDtoCheck, firstMessage, instantiate, validateBody, validateQuery } from './dto-validation';
+
+const LIMITS = { messageMaxBytes: 64 };
+const UUID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
+
+function thrown(run: () => unknown): HttpException {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof HttpException) return error;
+    throw error;
+  }
+  throw new Error('nothing was thrown');
+}
+
+describe('DTO validation', () => {
+  describe('the compiled check of an item DTO gives what class-validator gives', () => {
+    const pushItems: Record<string, unknown>[] = [
+      { queue: 'q', payload: 1 },
+      { queue: 'q', partition: 'p', payload: null, transactionId: 't', traceId: null },
+      {},
+      { payload: 1 },
+      { queue: 7 },
+      { queue: '', payload: 1 },
+      { queue: 'q', partition: {}, payload: 1 },
+      { queue: 'q' },
+      { queue: 'q', payload: { a: '\u0000' }, transactionId: 5 },
+      { queue: 'q', payload: 'x'.repeat(100) },
+      { queue: 'q', payload: 1, transactionId: 't\ud800' },
+      { queue: 'q', payload: 1, traceId: ['t'] },
+    ];
+    const acks: Record<string, unknown>[] = [
+      { transactionId: 't', partitionId: UUID },
+      {
+        transactionId: 't',
+        partitionId: UUID.toUpperCase(),
+        status: 'nack',
+        consumerGroup: null,
+        leaseId: UUID,
+        leaseEpoch: 3,
+        error: 'e',
+      },
+      {},
+      { transactionId: 1 },
+      { transactionId: 't', partitionId: 'x' },
+      { transactionId: 't', partitionId: UUID, status: 1 },
+      { transactionId: 't', partitionId: UUID, consumerGroup: '' },
+      { transactionId: 't', partitionId: UUID, leaseId: 'x' },
+      { transactionId: 't', partitionId: UUID, leaseEpoch: 0 },
+      { transactionId: 't', partitionId: UUID, leaseEpoch: null, error: {} },
+    ];
+
+    it.each([
+      ['PushItemDto', PushItemDto, pushItems],
+      ['AckRequestDto', AckRequestDto, acks],
+    ] as const)('for %s', (_name, dto, corpus) => {
+      const type: new () => object = dto;
+      const check = compileDtoCheck(type);
+      for (const plain of corpus) {
+        const expected = withValidationLimits(LIMITS, () => firstMessage(instantiate(type, plain)));
+        expect(withValidationLimits(LIMITS, () => check(plain))).toBe(expected);
+      }
+    });
+
+    it('refuses a DTO with rules it cannot run directly', () => {
+      expect(() => compileDtoCheck(PopQueryDto)).toThrow(/only contract rules can be compiled/);
+    });
+  });
+
+  describe('validateBody', () => {
+    it.each([
+      [undefined, 'request body must be a JSON object'],
+      [[], 'request body must be a JSON object'],
+      [{}, 'items must be an array'],
+      [{ items: null }, 'items must be an array'],
+      [{ items: [42] }, 'items[0] must be a JSON object'],
+      [{ items: [[{}]] }, 'items[0] must be a JSON object'],
+      [
+        { items: [{ queue: 'q', payload: 1 }, { queue: 'q', payload: 2 }, { queue: 'q' }] },
+        'items[2].payload is required (null is allowed)',
+      ],
+      [
+        {
+          items: [
+            { queue: 'q', payload: 1 },
+            { queue: 'q\n', payload: 1 },
+          ],
+        },
+        'items[1].queue must not contain control characters',
+      ],
+      [{ items: Array(10_001).fill({ queue: 'q', payload: 1 }) }, 'items may hold at most 10000 messages'],
+    ])('answers 400 to the push body %#', (body, message) => {
+      const error = thrown(() => validateBody(PushRequestDto, body, LIMITS));
+
+      expect(error).toBeInstanceOf(BadRequestException);
+      expect(error.getResponse()).toEqual({ error: message });
+    });
+
+    it('answers 413 naming the item to a payload above the limit, before a later item is judged', () => {
+      const error = thrown(() =>
+        validateBody(PushRequestDto, { items: [{ queue: 'q', payload: 'x'.repeat(100) }, { queue: '' }] }, LIMITS),
+      );
+
+      expect(error).toBeInstanceOf(PayloadTooLargeException);
+      expect(error.getResponse()).toEqual({ error: 'items[0].payload is larger than 64 bytes (102)' });
+    });
+
+    it('names the acknowledgment of an ack batch, after the batch consumerGroup', () => {
+      expect(
+        thrown(() => validateBody(AckBatchRequestDto, { consumerGroup: 7, acknowledgments: 'x' })).getResponse(),
+      ).toEqual({
+        error: 'consumerGroup must be a string',
+      });
+      expect(
+        thrown(() =>
+          validateBody(AckBatchRequestDto, { acknowledgments: [{ transactionId: 't', partitionId: 'bad' }] }),
+        ).getResponse(),
+      ).toEqual({ error: 'acknowledgments[0].partitionId must be a UUID' });
+    });
+
+    it.each([
+      [{ queue: 'q', options: [] }, 'options must be a JSON object'],
+      [{ queue: 'q', options: { note: 'a\u0000', leaseTime: 0 } }, 'options must not contain the character \\u0000'],
+      [{ queue: 'q', options: { leaseTime: null } }, 'options.leaseTime must be an integer between 1 and 2147483647'],
+      [{ queue: 'q', options: { deadLetterQueue: 'yes' } }, 'options.deadLetterQueue must be true or false'],
+    ])('answers 400 to the configure body %#', (body, message) => {
+      expect(thrown(() => validateBody(ConfigureRequestDto, body)).getResponse()).toEqual({ error: message });
+    });
+
+    it('answers 413 to unknown options above 64 KiB', () => {
+      const error = thrown(() =>
+        validateBody(ConfigureRequestDto, { queue: 'q', options: { note: 'x'.repeat(65_536) } }),
+      );
+
+      expect(error).toBeInstanceOf(PayloadTooLargeException);
+      expect(error.getResponse()).toEqual({ error: 'options are larger than 65536 bytes (65547)' });
+    });
+  });
+
+  describe('validateQuery', () => {
+    it('gives the defaults for an empty pop query', () => {
+      expect({ ...validateQuery(PopQueryDto, {}) }).toEqual({
+        batch: 200,
+        partitions: 1,
+        wait: false,
+        timeout: 30_000,
+        consumerGroup: '__QUEUE_MODE__',
+        subscriptionMode: 'all',
+        autoAck: false,
+      });
+    });
+
+    it('converts and normalises what a pop query sends', () => {
+      const query = validateQuery(PopQueryDto, {
+        batch: '10',
+        wait: '1',
+        autoAck: 'false',
+        subscriptionMode: 'New-Only',
+        subscriptionFrom: '2026-07-30T11:06:44',
+      });
+
+      expect(query).toMatchObject({
+        batch: 10,
+        wait: true,
+        autoAck: false,
+        subscriptionMode: 'new',
+        subscriptionFrom: '2026-07-30T11:06:44Z',
+      });
+    });
+
+    it('does not judge subscriptionMode when subscriptionFrom is now', () => {
+      expect(validateQuery(PopQueryDto, { subscriptionFrom: 'NOW', subscriptionMode: 'sometimes' })).toMatchObject({
+        subscriptionFrom: 'NOW',
+      });
+    });
+
+    it.each([
+      [{ batch: ['1', '2'] }, 'batch must be an integer between 1 and 10000'],
+      [{ timeout: '-1' }, 'timeout must be an integer between 0 and 600000'],
+      [{ consumerGroup: ['a', 'b'] }, 'consumerGroup must be given once'],
+      [{ subscriptionMode: 'sometimes' }, 'subscriptionMode must be one of all, from_beginning, new, new-only, now'],
+      [
+        { subscriptionFrom: ['now', 'now'] },
+        'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z',
+      ],
+      [{ autoAck: 'maybe', batch: '0' }, 'batch must be an integer between 1 and 10000'],
+    ])('answers 400 to the pop query %p', (query, message) => {
+      const error = thrown(() => validateQuery(PopQueryDto, query));
+
+      expect(error).toBeInstanceOf(BadRequestException);
+      expect(error.getResponse()).toEqual({ error: message });
+    });
+  });
+});

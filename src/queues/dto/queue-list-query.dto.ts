@@ -1,0 +1,21 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { IsIntegerBetween, IsName, ToQueryInteger } from '../../common/contract-validators';
+
+export const QUEUE_LIST_MAX = 1_000;
+
+export class QueueListQueryDto {
+  @ApiPropertyOptional({ type: String, description: 'Only queues whose name sorts after this' })
+  @IsName({ optional: true, inQuery: true })
+  after?: string;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: QUEUE_LIST_MAX,
+    default: QUEUE_LIST_MAX,
+    description: 'Most queues',
+  })
+  @ToQueryInteger()
+  @IsIntegerBetween(1, QUEUE_LIST_MAX)
+  limit = QUEUE_LIST_MAX;
+}
