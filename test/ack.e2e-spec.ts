@@ -26,11 +26,8 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
   });
 
   /** Pushes count messages to one queue and pops them all under one lease. */
-  async function leased(count = 3, query: Record<string, string | number> = {}): Promise<PopBody> {
-    await client.pushMany('jobs', count);
-    const pop = await client.pop('jobs', { batch: 100, ...query });
-    expect(pop.status).toBe(200);
-    return pop.body;
+  function leased(count = 3, query: Record<string, string | number> = {}): Promise<PopBody> {
+    return client.pushAndPop('jobs', count, { batch: 100, ...query });
   }
 
   const ackOf = (pop: PopBody, index: number, extra: Record<string, unknown> = {}) => ({

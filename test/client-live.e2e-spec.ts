@@ -18,9 +18,9 @@ import {
 } from '../client/src';
 import { WakeupService } from '../src/wakeup/wakeup.service';
 import { cursors, expireLeases, storedCounts } from './support/db-state';
-import { sleep } from './support/sleep';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant } from './support/test-app';
+import { waitFor } from './support/wait';
 
 const QUEUE = 'jobs';
 const GROUP = 'workers';
@@ -180,14 +180,6 @@ function work(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-async function waitFor(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const giveUpAt = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > giveUpAt) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(10);
-  }
-}
-
 /**
  * A live broker on a real port, driven only through the client package: the
  * lease keeper against real renewals, real expiry and real redelivery.
@@ -326,12 +318,12 @@ describe('the client against a live broker', () => {
   it('started before its queue exists, waits in a long poll and gets the first message pushed, without a single onError call', async () => {
     const consumer = startConsumer({ leaseSeconds: 30, waitTimeoutMs: 120_000 });
     const wakeup = app.get(WakeupService);
-    await waitFor(() => wakeup.parkedCount(tenant, QUEUE, GROUP) === 1, 15_000, 'the first poll parks');
+    await waitFor(() => wakeup.parkedCount(tenant, QUEUE, GROUP) === 1, 'the first poll parks', 15_000);
     expect(await storedCounts(dataSource, tenant)).toMatchObject({ queues: 0 });
 
     await pushJobs(1);
 
-    await waitFor(() => ackAnswered(consumer), 15_000, 'the message is handled and acked');
+    await waitFor(() => ackAnswered(consumer), 'the message is handled and acked', 15_000);
     expect(consumer.deliveries.map(transactionIds)).toEqual([['job-0']]);
     // The parked poll itself brought it: not a 204 at its timeout and a second poll.
     expect(consumer.client.pops.map((pop) => pop.batch.messages.length)).toEqual([1]);
@@ -342,13 +334,13 @@ describe('the client against a live broker', () => {
   it('keeps the lease of a handler working five times longer than leaseSeconds, acks once, and a second consumer of the group polling all along never gets the batch', async () => {
     await pushJobs(3);
     const slow = startConsumer({ leaseSeconds: 1, handler: (_messages, { signal }) => work(5_500, signal) });
-    await waitFor(() => slow.deliveries.length === 1, 5_000, 'the slow consumer gets the batch');
+    await waitFor(() => slow.deliveries.length === 1, 'the slow consumer gets the batch', 5_000);
     const rival = startConsumer({ leaseSeconds: 10 });
 
-    await waitFor(() => ackAnswered(slow), 10_000, 'the ack');
+    await waitFor(() => ackAnswered(slow), 'the ack', 10_000);
     const pollsAtAck = rival.client.polls;
     // Give the rival two more looks after the ack: nothing may come back.
-    await waitFor(() => rival.client.polls >= pollsAtAck + 2, 5_000, 'the rival polls after the ack');
+    await waitFor(() => rival.client.polls >= pollsAtAck + 2, 'the rival polls after the ack', 5_000);
     await Promise.all([slow.stop(), rival.stop()]);
 
     const [delivery] = slow.deliveries;
@@ -396,10 +388,10 @@ describe('the client against a live broker', () => {
       const leaseSeconds = 2;
       await pushJobs(2);
       const stale = startConsumer({ leaseSeconds, handler: untilLeaseLost, stopOnLeaseLost: true });
-      await waitFor(() => stale.deliveries.length === 1, 5_000, 'the stale consumer gets the batch');
+      await waitFor(() => stale.deliveries.length === 1, 'the stale consumer gets the batch', 5_000);
       const rival = startConsumer({ leaseSeconds: 10 });
       // Held right after a renewal, the keeper's own deadline is ~2 s off: it cannot be what ends the lease.
-      await waitFor(() => stale.client.renewals.some((renewal) => renewal.renewed === 1), 5_000, 'a first renewal');
+      await waitFor(() => stale.client.renewals.some((renewal) => renewal.renewed === 1), 'a first renewal', 5_000);
       stale.client.holdRenewals();
 
       // The broker's clock runs past the lease while this machine's monotonic clock stands still
@@ -407,12 +399,12 @@ describe('the client against a live broker', () => {
       // can find its lease expired: otherwise the keeper's own deadline, never later than the
       // broker's, comes first (the network tests below).
       await expireLeases(dataSource, tenant, stale.deliveries[0].leaseId);
-      await waitFor(() => ackAnswered(rival), 5_000, 'the rival acks');
-      await waitFor(() => stale.client.heldBack > 0, 5_000, 'the keeper tries to renew while held back');
+      await waitFor(() => ackAnswered(rival), 'the rival acks', 5_000);
+      await waitFor(() => stale.client.heldBack > 0, 'the keeper tries to renew while held back', 5_000);
       const lossesWhileHeld = stale.leaseLosses.length;
       const resumedAt = performance.now();
       stale.client.releaseRenewals();
-      await waitFor(() => stale.leaseLosses.length === 1, 5_000, 'the stale consumer reports the loss');
+      await waitFor(() => stale.leaseLosses.length === 1, 'the stale consumer reports the loss', 5_000);
       await stale.done;
       await rival.stop();
 
@@ -439,7 +431,7 @@ describe('the client against a live broker', () => {
       const leaseSeconds = 2;
       await pushJobs(2);
       const stale = startConsumer({ leaseSeconds, handler: untilLeaseLost, stopOnLeaseLost: true });
-      await waitFor(() => stale.deliveries.length === 1, 5_000, 'the stale consumer gets the batch');
+      await waitFor(() => stale.deliveries.length === 1, 'the stale consumer gets the batch', 5_000);
       const rival = startConsumer({ leaseSeconds: 10 });
       const [delivery] = stale.deliveries;
       const [first] = delivery.messages;
@@ -454,8 +446,8 @@ describe('the client against a live broker', () => {
         'cancelled by an operator',
       );
       const releasedAt = performance.now();
-      await waitFor(() => stale.leaseLosses.length === 1, 5_000, 'the stale consumer reports the loss');
-      await waitFor(() => ackAnswered(rival), 5_000, 'the rival acks');
+      await waitFor(() => stale.leaseLosses.length === 1, 'the stale consumer reports the loss', 5_000);
+      await waitFor(() => ackAnswered(rival), 'the rival acks', 5_000);
       await stale.done;
       await rival.stop();
 
@@ -480,7 +472,7 @@ describe('the client against a live broker', () => {
       const leaseSeconds = 2;
       await pushJobs(2);
       const stale = startConsumer({ leaseSeconds, handler: untilLeaseLost, stopOnLeaseLost: true });
-      await waitFor(() => stale.deliveries.length === 1, 5_000, 'the stale consumer gets the batch');
+      await waitFor(() => stale.deliveries.length === 1, 'the stale consumer gets the batch', 5_000);
       const rival = startConsumer({ leaseSeconds: 10 });
       const [delivery] = stale.deliveries;
 
@@ -493,10 +485,10 @@ describe('the client against a live broker', () => {
         { consumerGroup: GROUP },
       );
       const releasedAt = performance.now();
-      await waitFor(() => stale.leaseLosses.length === 1, 5_000, 'the stale consumer reports the loss');
+      await waitFor(() => stale.leaseLosses.length === 1, 'the stale consumer reports the loss', 5_000);
       await stale.done;
       const pollsAtLoss = rival.client.polls;
-      await waitFor(() => rival.client.polls >= pollsAtLoss + 2, 5_000, 'the rival polls after the loss');
+      await waitFor(() => rival.client.polls >= pollsAtLoss + 2, 'the rival polls after the loss', 5_000);
       await rival.stop();
 
       expect(acked.map(({ success, leaseReleased }) => ({ success, leaseReleased }))).toEqual([
@@ -538,12 +530,12 @@ describe('the client against a live broker', () => {
           },
           stopOnLeaseLost: true,
         });
-        await waitFor(() => stale.deliveries.length === 1, 5_000, 'the stale consumer gets the batch');
+        await waitFor(() => stale.deliveries.length === 1, 'the stale consumer gets the batch', 5_000);
         const rival = startConsumer({ leaseSeconds: 10 });
 
-        await waitFor(() => stale.leaseLosses.length === 1, 5_000, 'the stale consumer reports the loss');
+        await waitFor(() => stale.leaseLosses.length === 1, 'the stale consumer reports the loss', 5_000);
         await stale.done;
-        await waitFor(() => ackAnswered(rival), 5_000, 'the rival acks');
+        await waitFor(() => ackAnswered(rival), 'the rival acks', 5_000);
         await rival.stop();
 
         const [pop] = behindProxy.pops;

@@ -6,16 +6,9 @@ import { cursors } from './support/db-state';
 import { sleep } from './support/sleep';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { waitFor } from './support/wait';
 
 const randomInt = (min: number, max: number) => min + Math.floor(Math.random() * (max - min + 1));
-
-async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(25);
-  }
-}
 
 /** What a crowd of consumers saw: any violation is recorded, not thrown, so every worker runs to the end. */
 class Ledger {
@@ -234,9 +227,9 @@ class Ledger {
       expect(wakeup.listening).toBe(true);
 
       await proxy.stop();
-      await waitFor(() => !wakeup.listening, 5_000);
+      await waitFor(() => !wakeup.listening, 'the listener loses its connection', 5_000);
       await proxy.start();
-      await waitFor(() => wakeup.listening, 10_000);
+      await waitFor(() => wakeup.listening, 'the listener reconnects', 10_000);
 
       const parked = consumer.pop('events', { wait: true, timeout: 10_000 }).then((response) => response);
       await sleep(300);

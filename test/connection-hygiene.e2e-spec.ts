@@ -4,6 +4,7 @@ import { Client, Pool, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { DatabaseTimeoutError } from '../src/common/database-errors';
 import { TransactionRunner } from '../src/database/transaction-runner';
+import { openSession } from './support/pg-session';
 import { createTestApp, onEmbeddedDatabase } from './support/test-app';
 import { sessionExists, waitFor } from './support/wait';
 
@@ -20,8 +21,7 @@ const pidOf = async (client: PoolClient): Promise<number> =>
     // One connection: anything reused would be the same session.
     app = await createTestApp({ DB_POOL_SIZE: '1', DB_STATEMENT_TIMEOUT_MS: '500' });
     pool = (app.get(DataSource).driver as unknown as { master: Pool }).master;
-    observer = new Client({ connectionString: process.env.DATABASE_URL });
-    await observer.connect();
+    observer = await openSession();
   });
 
   afterAll(async () => {

@@ -1,9 +1,11 @@
 import { Agent, request as httpRequest } from 'node:http';
-import { AddressInfo, connect, Socket } from 'node:net';
+import { AddressInfo, connect } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import { DrainService } from '../src/lifecycle/drain.service';
 import { createLease } from './support/lease-fixture';
+import { lockTenantRows, openSession } from './support/pg-session';
+import { answerUntilClosed, openSocket } from './support/raw-socket';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
 import { waitFor, waitForLockWaiter } from './support/wait';
 
@@ -26,16 +28,6 @@ function call(port: number, agent: Agent, method: string, path: string, headers:
   });
 }
 
-/** Reads everything a raw socket receives until the server closes it. */
-function readUntilClosed(socket: Socket): Promise<string> {
-  return new Promise((resolve) => {
-    let text = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (text += chunk));
-    socket.on('close', () => resolve(text));
-  });
-}
-
 const refused = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
     const probe = connect(port, '127.0.0.1');
@@ -53,10 +45,8 @@ const refused = (port: number): Promise<boolean> =>
   let agent: Agent;
 
   beforeEach(async () => {
-    blocker = new Client({ connectionString: process.env.DATABASE_URL });
-    observer = new Client({ connectionString: process.env.DATABASE_URL });
-    await blocker.connect();
-    await observer.connect();
+    blocker = await openSession();
+    observer = await openSession();
     agent = new Agent({ keepAlive: true });
   });
 
@@ -70,8 +60,7 @@ const refused = (port: number): Promise<boolean> =>
   async function holdAnExtend(app: NestExpressApplication, port: number): Promise<{ answer: Promise<Answer> }> {
     const tenant = newTenant();
     const lease = await createLease(app, tenant, [30]);
-    await blocker.query('BEGIN');
-    await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
+    await lockTenantRows(blocker, 'consumers', tenant);
     const answer = call(port, agent, 'POST', `/api/v1/lease/${lease.leaseId}/extend`, {
       [TENANT_HEADER]: tenant,
       'content-type': 'application/json',
@@ -92,10 +81,9 @@ const refused = (port: number): Promise<boolean> =>
     const idle = Object.values(idleAgent.freeSockets).flat()[0]!;
     const idleClosed = new Promise<void>((resolve) => idle.once('close', () => resolve()));
     // A request whose headers are still arriving when draining begins.
-    const slow = connect(port, '127.0.0.1');
-    await new Promise((resolve) => slow.once('connect', resolve));
+    const slow = await openSocket(port);
     slow.write('GET /health HTTP/1.1\r\nHost: broker\r\n');
-    const slowAnswer = readUntilClosed(slow);
+    const slowAnswer = answerUntilClosed(slow);
     const inFlight = (await holdAnExtend(app, port)).answer;
 
     const closing = app.close();

@@ -1,10 +1,11 @@
-import { AddressInfo, connect } from 'node:net';
+import { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { storedCounts } from './support/db-state';
-import { rawRequest } from './support/raw-request';
+import { rawGzipRequest, rawRequest } from './support/raw-request';
+import { answerUntilClosed, openSocket } from './support/raw-socket';
 import { createTestApp, newTenant } from './support/test-app';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';
 import { within } from './support/wait';
@@ -38,12 +39,8 @@ describe('bodies sent to hurt the broker (auth on)', () => {
   });
 
   it('refuses an anonymous push with 401 from its headers, before its body has even arrived, and closes the connection', async () => {
-    const socket = connect(port, '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
-    let answer = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (answer += chunk));
-    const closed = new Promise((resolve) => socket.once('close', resolve));
+    const socket = await openSocket(port);
+    const closed = answerUntilClosed(socket);
     socket.write(
       [
         'POST /api/v1/push HTTP/1.1',
@@ -58,19 +55,14 @@ describe('bodies sent to hurt the broker (auth on)', () => {
     // A first kilobyte only: the rest is never sent.
     socket.write(bomb.subarray(0, 1024));
 
-    await within(closed, 'the broker answers and closes the connection');
+    const answer = await within(closed, 'the broker answers and closes the connection');
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(answer).toMatch(/\r\nConnection: close\r\n/i);
     expect(answer).toContain('{"error":"Authentication required"}');
   });
 
   it('refuses a push whose gzip body inflates more than 100 times with 413, and stores nothing', async () => {
-    const response = await rawRequest(app.getHttpServer(), 'POST', '/api/v1/push', {
-      authorization: writer(),
-      'content-type': 'application/json',
-      'content-encoding': 'gzip',
-      'content-length': String(bomb.length),
-    }, bomb);
+    const response = await rawGzipRequest(app.getHttpServer(), 'POST', '/api/v1/push', { authorization: writer() }, bomb);
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual({ error: 'compressed body inflates more than 100 times' });
@@ -85,12 +77,7 @@ describe('bodies sent to hurt the broker (auth on)', () => {
       BODY_MAX_INFLATE_RATIO: '100000',
     });
     try {
-      const response = await rawRequest(lenient.getHttpServer(), 'POST', '/api/v1/push', {
-        authorization: writer(),
-        'content-type': 'application/json',
-        'content-encoding': 'gzip',
-        'content-length': String(bomb.length),
-      }, bomb);
+      const response = await rawGzipRequest(lenient.getHttpServer(), 'POST', '/api/v1/push', { authorization: writer() }, bomb);
 
       expect(response.status).toBe(413);
       expect(response.body).toEqual({ error: 'JSON body has more than 500000 elements' });

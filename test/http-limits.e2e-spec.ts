@@ -1,25 +1,9 @@
-import { AddressInfo, connect, Socket } from 'node:net';
+import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
+import { answerUntilClosed, openSocket } from './support/raw-socket';
 import { createTestApp } from './support/test-app';
 import { within } from './support/wait';
-
-/** Resolves with what the server sent once it closes the connection. */
-function closed(socket: Socket): Promise<string> {
-  return new Promise((resolve) => {
-    let text = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (text += chunk));
-    socket.on('error', () => undefined);
-    socket.on('close', () => resolve(text));
-  });
-}
-
-async function open(port: number): Promise<Socket> {
-  const socket = connect(port, '127.0.0.1');
-  await new Promise((resolve) => socket.once('connect', resolve));
-  return socket;
-}
 
 describe('HTTP server limits', () => {
   let app: NestExpressApplication;
@@ -44,8 +28,8 @@ describe('HTTP server limits', () => {
   });
 
   it('cuts off a client that sends one header line at a time, at the header timeout (408), not after a minute', async () => {
-    const socket = await open(port);
-    const answer = closed(socket);
+    const socket = await openSocket(port);
+    const answer = answerUntilClosed(socket);
     socket.write('GET /health HTTP/1.1\r\n');
     let line = 0;
     timers.push(setInterval(() => socket.writable && socket.write(`X-Slow-${(line += 1)}: a\r\n`), 200));
@@ -57,8 +41,8 @@ describe('HTTP server limits', () => {
   });
 
   it('cuts off a client that sends its body too slowly, at the request timeout (408)', async () => {
-    const socket = await open(port);
-    const answer = closed(socket);
+    const socket = await openSocket(port);
+    const answer = answerUntilClosed(socket);
     socket.write('POST /api/v1/push HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{');
     timers.push(setInterval(() => socket.writable && socket.write(' '), 200));
     const started = Date.now();
@@ -68,18 +52,18 @@ describe('HTTP server limits', () => {
   });
 
   it('closes a kept-alive connection that stays idle past the keep-alive timeout', async () => {
-    const socket = await open(port);
-    const answer = closed(socket);
+    const socket = await openSocket(port);
+    const answer = answerUntilClosed(socket);
     socket.write('GET /health HTTP/1.1\r\nHost: broker\r\n\r\n');
 
     expect(await within(answer, 'the server closes the idle connection', 10_000)).toMatch(/^HTTP\/1\.1 200 /);
   });
 
   it('closes connections beyond HTTP_MAX_CONNECTIONS as they arrive, and serves again once they are gone', async () => {
-    const held = await Promise.all(Array.from({ length: 20 }, () => open(port)));
-    const extra = await open(port);
+    const held = await Promise.all(Array.from({ length: 20 }, () => openSocket(port)));
+    const extra = await openSocket(port);
 
-    await within(closed(extra), 'the connection past the cap is closed');
+    await within(answerUntilClosed(extra), 'the connection past the cap is closed');
     held.forEach((socket) => socket.destroy());
     await within(
       (async () => {

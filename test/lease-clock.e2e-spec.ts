@@ -7,6 +7,7 @@ import { PopRepository } from '../src/pop/pop.repository';
 import { QueuesRepository } from '../src/queues/queues.repository';
 import { BrokerClient } from './support/broker-client';
 import { createLease, expiries } from './support/lease-fixture';
+import { lockTenantRows, openSession } from './support/pg-session';
 import { sleep } from './support/sleep';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { waitFor, waitForLockWaiter } from './support/wait';
@@ -26,10 +27,8 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
 
   beforeAll(async () => {
     app = await createTestApp();
-    blocker = new Client({ connectionString: process.env.DATABASE_URL });
-    observer = new Client({ connectionString: process.env.DATABASE_URL });
-    await blocker.connect();
-    await observer.connect();
+    blocker = await openSession();
+    observer = await openSession();
   });
 
   afterAll(async () => {
@@ -50,8 +49,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
 
   /** Holds the tenant's consumer rows locked until the returned release() runs. */
   async function lockConsumers(tenant: string): Promise<{ release: () => Promise<Date> }> {
-    await blocker.query('BEGIN');
-    await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
+    await lockTenantRows(blocker, 'consumers', tenant);
     return {
       release: async () => {
         const { rows } = await blocker.query('SELECT clock_timestamp() AS at');

@@ -2,10 +2,9 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../src/common/uuid';
-import { sql } from './support/db-state';
+import { expireLeases, sql } from './support/db-state';
 import {
   createLease,
-  expireLease,
   expiries,
   releaseLease,
   secondsLeft,
@@ -199,7 +198,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
   describe('nothing renewed: indistinguishable answers', () => {
     async function notRenewedCases(): Promise<Array<[string, string, string]>> {
       const expired = await createLease(app, tenant, [30]);
-      await expireLease(dataSource, tenant, expired.leaseId);
+      await expireLeases(dataSource, tenant, expired.leaseId);
       const acked = await createLease(app, tenant, [30]);
       await releaseLease(app, tenant, acked, 'completed');
       const nacked = await createLease(app, tenant, [30]);
@@ -249,7 +248,7 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
 
     it('does not resurrect an expired lease', async () => {
       const lease = await createLease(app, tenant, [30]);
-      await expireLease(dataSource, tenant, lease.leaseId);
+      await expireLeases(dataSource, tenant, lease.leaseId);
       const [before] = await expiries(dataSource, tenant, lease.partitionIds);
 
       await extend(lease.leaseId, { seconds: 120 });

@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { createLease, expiries } from './support/lease-fixture';
+import { lockTenantRows, openSession } from './support/pg-session';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
 
@@ -93,8 +94,7 @@ describe('lease route and health under database faults', () => {
 
     beforeAll(async () => {
       app = await createTestApp({ DB_STATEMENT_TIMEOUT_MS: '300' });
-      blocker = new Client({ connectionString: databaseUrl() });
-      await blocker.connect();
+      blocker = await openSession();
     });
 
     afterAll(async () => {
@@ -107,8 +107,7 @@ describe('lease route and health under database faults', () => {
       const dataSource = app.get(DataSource);
       const lease = await createLease(app, tenant, [30]);
       const before = await expiries(dataSource, tenant, lease.partitionIds);
-      await blocker.query('BEGIN');
-      await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
+      await lockTenantRows(blocker, 'consumers', tenant);
       try {
         const started = Date.now();
         const response = await request(app.getHttpServer())

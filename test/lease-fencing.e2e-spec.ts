@@ -28,11 +28,8 @@ describe('fencing epochs', () => {
     client = new BrokerClient(app, newTenant());
   });
 
-  async function pop(queue: string, query: Record<string, string | number | boolean> = {}): Promise<PopBody> {
-    const response = await client.pop(queue, query);
-    expect(response.status).toBe(200);
-    return response.body as PopBody;
-  }
+  const pop = (queue: string, query: Record<string, string | number | boolean> = {}): Promise<PopBody> =>
+    client.popLeased(queue, query);
 
   describe('in the pop answer', () => {
     it('grows by one with every claim of the partition: after an ack, a nack and an expiry alike', async () => {

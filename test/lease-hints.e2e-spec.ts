@@ -3,7 +3,7 @@ import type { Response } from 'supertest';
 import { DataSource } from 'typeorm';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { BrokerClient, PopBody } from './support/broker-client';
+import { BrokerClient } from './support/broker-client';
 import { expireLeases, leaseSecondsLeft, sql } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
 import { waitFor } from './support/wait';
@@ -17,13 +17,6 @@ const SLACK_SECONDS = 5;
 
 const hint = (response: Response, header: string): number | undefined =>
   response.headers[header] === undefined ? undefined : Number(response.headers[header]);
-
-async function popOne(client: BrokerClient, queue: string, query: Record<string, string | number | boolean> = {}) {
-  await client.pushMany(queue, 1);
-  const response = await client.pop(queue, query);
-  expect(response.status).toBe(200);
-  return response.body as PopBody;
-}
 
 describe('what an extend answer says besides its body', () => {
   let app: NestExpressApplication;
@@ -45,7 +38,7 @@ describe('what an extend answer says besides its body', () => {
 
   describe('the renewal hint', () => {
     it('asks for the next renewal after a jittered third of what the lease has left, and names no deadline', async () => {
-      const { leaseId } = await popOne(client, 'orders');
+      const { leaseId } = await client.pushAndPop('orders', 1);
 
       const response = await client.extend(leaseId!, 60);
 
@@ -59,7 +52,7 @@ describe('what an extend answer says besides its body', () => {
     });
 
     it('differs between renewals, so that workers that popped together drift apart', async () => {
-      const { leaseId } = await popOne(client, 'orders');
+      const { leaseId } = await client.pushAndPop('orders', 1);
 
       const hints = new Set<string>();
       for (let n = 0; n < 12; n++) hints.add((await client.extend(leaseId!, 600)).headers[RENEW_AFTER]);
@@ -69,7 +62,7 @@ describe('what an extend answer says besides its body', () => {
     });
 
     it('is a share of the lease as it stands when a shorter renewal cannot shorten it', async () => {
-      const { leaseId } = await popOne(client, 'orders', { leaseSeconds: 300 });
+      const { leaseId } = await client.pushAndPop('orders', 1, { leaseSeconds: 300 });
 
       const response = await client.extend(leaseId!, 10);
 
@@ -79,7 +72,7 @@ describe('what an extend answer says besides its body', () => {
 
   describe("the reason for renewed 0, for the caller's own tenant only", () => {
     it('says expired when the lease ran out unrenewed and nobody claimed it again', async () => {
-      const { leaseId } = await popOne(client, 'orders');
+      const { leaseId } = await client.pushAndPop('orders', 1);
       await expireLeases(dataSource, client.tenant, leaseId!);
 
       const response = await client.extend(leaseId!);
@@ -90,14 +83,14 @@ describe('what an extend answer says besides its body', () => {
     });
 
     it('says unknown once the lease is released by an ack', async () => {
-      const pop = await popOne(client, 'orders');
+      const pop = await client.pushAndPop('orders', 1);
       expect((await client.ackAll(pop)).body[0].leaseReleased).toBe(true);
 
       expect((await client.extend(pop.leaseId!)).headers[STATUS]).toBe('unknown');
     });
 
     it('says unknown once another pop has claimed the batch again', async () => {
-      const { leaseId } = await popOne(client, 'orders');
+      const { leaseId } = await client.pushAndPop('orders', 1);
       await expireLeases(dataSource, client.tenant, leaseId!);
       expect((await client.pop('orders')).status).toBe(200);
 
@@ -112,7 +105,7 @@ describe('what an extend answer says besides its body', () => {
     });
 
     it("answers another tenant's expired lease exactly like one that never existed", async () => {
-      const { leaseId } = await popOne(client, 'orders');
+      const { leaseId } = await client.pushAndPop('orders', 1);
       await expireLeases(dataSource, client.tenant, leaseId!);
       const stranger = new BrokerClient(app, newTenant());
       const neverExisted = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
@@ -152,7 +145,7 @@ describe('LEASE_MAX_TOTAL_SECONDS', () => {
   });
 
   it("caps the pop's leaseSeconds", async () => {
-    const { leaseId } = await popOne(client, 'orders', { leaseSeconds: 3600 });
+    const { leaseId } = await client.pushAndPop('orders', 1, { leaseSeconds: 3600 });
 
     const [left] = await leaseSecondsLeft(dataSource, client.tenant, leaseId!);
     expect(left).toBeLessThanOrEqual(CEILING);
@@ -160,7 +153,7 @@ describe('LEASE_MAX_TOTAL_SECONDS', () => {
   });
 
   it('names the deadline on every renewal and keeps the hint while a renewal can still extend the lease', async () => {
-    const { leaseId } = await popOne(client, 'orders', { leaseSeconds: 10 });
+    const { leaseId } = await client.pushAndPop('orders', 1, { leaseSeconds: 10 });
 
     const response = await client.extend(leaseId!, 30);
 
@@ -171,7 +164,7 @@ describe('LEASE_MAX_TOTAL_SECONDS', () => {
   });
 
   it('stops extending at the ceiling: the lease stays live until it, and the answer drops the hint', async () => {
-    const { leaseId } = await popOne(client, 'orders', { leaseSeconds: 10 });
+    const { leaseId } = await client.pushAndPop('orders', 1, { leaseSeconds: 10 });
     const atCeiling = async () =>
       (await app.get(MetricsService).renewals.get()).values.find((value) => value.labels.outcome === 'at_ceiling')?.value ?? 0;
     const countedBefore = await atCeiling();
@@ -197,7 +190,7 @@ describe('LEASE_MAX_TOTAL_SECONDS', () => {
   });
 
   it('never shortens a lease that already runs past a ceiling lowered since its claim', async () => {
-    const { leaseId } = await popOne(client, 'orders', { leaseSeconds: 100 });
+    const { leaseId } = await client.pushAndPop('orders', 1, { leaseSeconds: 100 });
     await sql(
       dataSource,
       `UPDATE consumers SET lease_deadline = now() + interval '10 seconds' WHERE tenant_id = $1 AND lease_id = $2`,
@@ -216,7 +209,7 @@ describe('LEASE_MAX_TOTAL_SECONDS', () => {
   it('does not bind leases claimed while the ceiling was off', async () => {
     const unbound = await createTestApp();
     try {
-      const pop = await popOne(new BrokerClient(unbound, client.tenant), 'orders', { leaseSeconds: 10 });
+      const pop = await new BrokerClient(unbound, client.tenant).pushAndPop('orders', 1, { leaseSeconds: 10 });
 
       const response = await client.extend(pop.leaseId!, 3600);
 
@@ -241,7 +234,7 @@ describe('a stuck worker under a short ceiling', () => {
 
   it('cannot keep its partition by renewing: the lease expires at the ceiling and the batch goes to the next pop', async () => {
     const client = new BrokerClient(app, newTenant());
-    const held = await popOne(client, 'orders', { leaseSeconds: 1 });
+    const held = await client.pushAndPop('orders', 1, { leaseSeconds: 1 });
 
     let last: Response | undefined;
     const expiries = new Set<string>();

@@ -1,8 +1,8 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
-import { sleep } from './support/sleep';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { waitForValue } from './support/wait';
 
 /** Backends of this database that wait for a lock held by one of `holders`. */
 async function waitingOn(dataSource: DataSource, holders: number[]): Promise<number[]> {
@@ -13,16 +13,6 @@ async function waitingOn(dataSource: DataSource, holders: number[]): Promise<num
     [holders],
   );
   return rows.map((row) => row.pid);
-}
-
-async function waitUntil<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(20);
-  }
 }
 
 // PGlite runs one transaction at a time: it has no lock waits to order.
@@ -60,10 +50,10 @@ async function waitUntil<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_
       await holder.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE', [client.tenant, 'orders']);
 
       const deleting = client.delete('/api/v1/resources/queues/orders').then((response) => response);
-      const [deletePid] = await waitUntil(async () => {
+      const [deletePid] = await waitForValue(async () => {
         const pids = await waitingOn(dataSource, [holderPid]);
         return pids.length === 1 ? pids : undefined;
-      });
+      }, 'the delete waits for the held queue row');
       const acking = client
         .ack({
           transactionId: lease.messages[0].transactionId,
@@ -73,10 +63,10 @@ async function waitUntil<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_
           error: 'boom',
         })
         .then((response) => response);
-      await waitUntil(async () => {
+      await waitForValue(async () => {
         const pids = (await waitingOn(dataSource, [holderPid, deletePid])).filter((pid) => pid !== deletePid);
         return pids.length === 1 ? pids : undefined;
-      });
+      }, 'the ack waits behind the holder or the delete');
 
       await holder.commitTransaction();
       const [deleted, acked] = await Promise.all([deleting, acking]);

@@ -9,11 +9,11 @@ import { mintToken } from '../src/auth/token-minting';
 import { uuidv7 } from '../src/common/uuid';
 import { APP_CONFIG, AppConfig } from '../src/config/app-config';
 import { DEFAULT_TENANT_ID } from '../src/config/load-config';
-import { sql } from './support/db-state';
+import { sql, tenantSnapshot } from './support/db-state';
 import { createLease, expiries } from './support/lease-fixture';
 import { rawRequest, RawResponse } from './support/raw-request';
 import { discoverRoutes } from './support/routes';
-import { createOwnedQueue, OwnedQueue, randomHex, tenantSnapshot } from './support/tenant-fixture';
+import { createOwnedQueue, OwnedQueue, randomHex } from './support/tenant-fixture';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { rs256TokenFromAnyKey, TEST_JWT_SECRET, unsignedToken } from './support/tokens';
 

@@ -1,8 +1,9 @@
-import { Client } from 'pg';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { createLease } from './support/lease-fixture';
+import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
+import { waitForLockWaiter } from './support/wait';
 
 // Holding a request in flight needs a row lock from another session, which
 // only real PostgreSQL has.
@@ -14,21 +15,18 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     const dataSource = app.get(DataSource);
     const tenant = newTenant();
     const lease = await createLease(app, tenant, [30]);
-    const blocker = new Client({ connectionString: process.env.DATABASE_URL });
+    const blocker = await openSession();
     // pg_stat_activity is a snapshot per transaction: watch from outside the blocker's.
-    const observer = new Client({ connectionString: process.env.DATABASE_URL });
-    await blocker.connect();
-    await observer.connect();
+    const observer = await openSession();
     let closing: Promise<void> | undefined;
     try {
-      await blocker.query('BEGIN');
-      await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
+      await lockTenantRows(blocker, 'consumers', tenant);
       const inFlight = request(server)
         .post(`/api/v1/lease/${lease.leaseId}/extend`)
         .set(TENANT_HEADER, tenant)
         .send({ seconds: 120 })
         .then((response) => response);
-      await waitForLockWaiter(observer, tenant);
+      await waitForLockWaiter(observer, 'locked AS (');
 
       closing = app.close();
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -48,16 +46,3 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     }
   });
 });
-
-/** Waits until some session is blocked on a lock, i.e. the request is in flight inside PostgreSQL. */
-async function waitForLockWaiter(client: Client, tenant: string): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt += 1) {
-    const { rows } = await client.query(
-      `SELECT count(*)::int AS waiting FROM pg_stat_activity
-        WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%locked AS (%'`,
-    );
-    if (rows[0].waiting > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`no request blocked on the lock held for tenant ${tenant}`);
-}

@@ -5,6 +5,7 @@ import { DataSource, QueryRunner } from 'typeorm';
 import { PopRepository } from '../src/pop/pop.repository';
 import { BrokerClient } from './support/broker-client';
 import { createLease } from './support/lease-fixture';
+import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { CapturedLogs } from './faults/support/captured-logs';
 import { waitFor } from './support/wait';
@@ -118,10 +119,8 @@ describe('one tenant cannot starve another', () => {
     beforeAll(async () => {
       // A pool of 4 of which one tenant may hold 3.
       app = await createTestApp({ DB_POOL_SIZE: '4', DB_ACQUIRE_TIMEOUT_MS: '1000', DB_STATEMENT_TIMEOUT_MS: '10000' });
-      blocker = new Client({ connectionString: process.env.DATABASE_URL });
-      observer = new Client({ connectionString: process.env.DATABASE_URL });
-      await blocker.connect();
-      await observer.connect();
+      blocker = await openSession();
+      observer = await openSession();
     });
 
     afterAll(async () => {
@@ -134,8 +133,7 @@ describe('one tenant cannot starve another', () => {
       const greedy = new BrokerClient(app, newTenant());
       const other = new BrokerClient(app, newTenant());
       await greedy.pushMany('hot', 1);
-      await blocker.query('BEGIN');
-      await blocker.query('SELECT 1 FROM partitions WHERE tenant_id = $1 FOR UPDATE', [greedy.tenant]);
+      await lockTenantRows(blocker, 'partitions', greedy.tenant);
       try {
         const stuck = Array.from({ length: 3 }, (_, n) => greedy.push([{ queue: 'hot', payload: n }]).then((response) => response));
         await waitFor(async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import { openSession } from '../support/pg-session';
 import { newTenant, onEmbeddedDatabase, TENANT_HEADER } from '../support/test-app';
 import { waitFor, within } from '../support/wait';
 import { BrokerProcess } from './support/broker-process';
@@ -26,8 +27,7 @@ const POLL_TIMEOUT_MS = 5_000;
       DB_POOL_SIZE: '4',
     };
     brokers.push(...(await Promise.all([BrokerProcess.start(env), BrokerProcess.start(env)])));
-    db = new Client({ connectionString: process.env.DATABASE_URL });
-    await db.connect();
+    db = await openSession();
   });
 
   afterEach(async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
+import { openSession } from '../support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from '../support/test-app';
 import { TcpProxy } from '../support/tcp-proxy';
 import { waitFor, within } from '../support/wait';
@@ -44,8 +45,7 @@ const SLACK_MS = 1_500;
     );
     await app.listen(0, '127.0.0.1');
     base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
-    db = new Client({ connectionString: databaseUrl });
-    await db.connect();
+    db = await openSession(databaseUrl);
   });
 
   afterEach(async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
+import { openSession } from '../support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from '../support/test-app';
 import { TcpProxy } from '../support/tcp-proxy';
 import { waitFor, within } from '../support/wait';
@@ -57,8 +58,7 @@ const scenarios: Array<[string, string | RegExp, Partial<{ extend: boolean; nack
       DB_ACQUIRE_TIMEOUT_MS: String(ACQUIRE_TIMEOUT_MS),
     });
     await app.listen(0, '127.0.0.1');
-    db = new Client({ connectionString: databaseUrl });
-    await db.connect();
+    db = await openSession(databaseUrl);
   });
 
   afterEach(async () => {

@@ -42,6 +42,19 @@ export class BrokerClient {
     return this.http.get(path).set(TENANT_HEADER, this.tenant).query(query);
   }
 
+  /** Pops under a lease; fails the test unless the pop answers 200. */
+  async popLeased(queue: string, query: Query = {}, partition?: string): Promise<PopBody> {
+    const response = await this.pop(queue, query, partition);
+    expect(response.status).toBe(200);
+    return response.body as PopBody;
+  }
+
+  /** Pushes count messages (see pushMany) and pops under a lease; fails the test unless the pop answers 200. */
+  async pushAndPop(queue: string, count: number, query: Query = {}): Promise<PopBody> {
+    await this.pushMany(queue, count);
+    return this.popLeased(queue, query);
+  }
+
   ack(body: unknown): request.Test {
     return this.post('/api/v1/ack', body);
   }

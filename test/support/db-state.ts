@@ -66,10 +66,10 @@ export async function storedCounts(dataSource: DataSource, tenantId: string): Pr
   return row;
 }
 
-/** Ends a lease by the database clock, as if its time had run out. */
+/** Ends a lease (every row it holds) by the database clock, as if its time had run out. */
 export async function expireLeases(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
   await sql(dataSource,
-    `UPDATE consumers SET lease_expires_at = now() - interval '1 millisecond' WHERE tenant_id = $1 AND lease_id = $2`,
+    `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );
 }
@@ -83,20 +83,21 @@ export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string,
   return rows.map((row) => Number(row.left));
 }
 
-/** Every row the tenant has in every broker table, to prove a request changed nothing at all. */
-export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, unknown[]>> {
-  const snapshot: Record<string, unknown[]> = {};
-  for (const [table, order] of [
-    ['queues', 'id'],
-    ['partitions', 'id'],
-    ['messages', 'partition_id, seq'],
-    ['consumer_groups', 'queue_id, name'],
-    ['consumers', 'partition_id, consumer_group'],
-    ['dead_letters', 'id'],
-  ]) {
-    snapshot[table] = await sql(dataSource, `SELECT * FROM ${table} WHERE tenant_id = $1 ORDER BY ${order}`, [
-      tenantId,
-    ]);
+const TENANT_TABLES = ['queues', 'partitions', 'messages', 'consumer_groups', 'consumers', 'dead_letters'];
+
+/**
+ * Every row the tenant owns in every broker table, every column, as
+ * PostgreSQL renders it (so timestamps keep their microseconds). Equal
+ * snapshots mean a request changed nothing at all.
+ */
+export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, string[]>> {
+  const snapshot: Record<string, string[]> = {};
+  for (const table of TENANT_TABLES) {
+    const rows: Array<{ row: string }> = await sql(dataSource,
+      `SELECT to_jsonb(t)::text AS row FROM ${table} AS t WHERE tenant_id = $1 ORDER BY 1`,
+      [tenantId],
+    );
+    snapshot[table] = rows.map((entry) => entry.row);
   }
   return snapshot;
 }

@@ -140,11 +140,3 @@ export async function secondsUntil(dataSource: DataSource, isoTimestamp: string)
     dataSource,'SELECT extract(epoch FROM $1::timestamptz - now()) AS left', [isoTimestamp]);
   return Number(row.left);
 }
-
-export async function expireLease(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
-  await sql(
-    dataSource,
-    `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND lease_id = $2`,
-    [tenantId, leaseId],
-  );
-}

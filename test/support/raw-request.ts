@@ -44,3 +44,25 @@ export async function rawRequest(
     else call.end();
   });
 }
+
+/** A request carrying an already gzipped JSON body, sent as it is with its exact length. */
+export function rawGzipRequest(
+  server: Server,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  gzipped: Buffer,
+): Promise<RawResponse> {
+  return rawRequest(
+    server,
+    method,
+    path,
+    {
+      ...headers,
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+      'content-length': String(gzipped.length),
+    },
+    gzipped,
+  );
+}

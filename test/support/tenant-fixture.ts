@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../../src/common/uuid';
-import { sql } from './db-state';
 
 /** What one tenant owns after a push, a pop that is still leased, a consumer group and a dead letter. */
 export interface OwnedQueue {
@@ -90,22 +89,4 @@ export async function createOwnedQueue(dataSource: DataSource, tenantId: string)
     );
   });
   return owned;
-}
-
-const TENANT_TABLES = ['queues', 'partitions', 'messages', 'consumer_groups', 'consumers', 'dead_letters'];
-
-/**
- * Every row the tenant owns, every column, as PostgreSQL renders it (so
- * timestamps keep their microseconds). Equal snapshots mean nothing changed.
- */
-export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, string[]>> {
-  const snapshot: Record<string, string[]> = {};
-  for (const table of TENANT_TABLES) {
-    const rows: Array<{ row: string }> = await sql(dataSource,
-      `SELECT to_jsonb(t)::text AS row FROM ${table} AS t WHERE tenant_id = $1 ORDER BY 1`,
-      [tenantId],
-    );
-    snapshot[table] = rows.map((entry) => entry.row);
-  }
-  return snapshot;
 }

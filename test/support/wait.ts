@@ -14,6 +14,17 @@ export async function waitFor(
   }
 }
 
+/** Polls until the probe returns a value, and returns it. */
+export async function waitForValue<T>(
+  probe: () => Promise<T | undefined>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<T> {
+  let value: T | undefined;
+  await waitFor(async () => (value = await probe()) !== undefined, what, timeoutMs);
+  return value!;
+}
+
 /** Waits until a session runs a statement containing `fragment` and is blocked on a lock. */
 export async function waitForLockWaiter(observer: Client, fragment: string): Promise<void> {
   await waitFor(async () => {

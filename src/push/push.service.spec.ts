@@ -1,0 +1,348 @@
+import { ConflictException } from '@nestjs/common';
+import { compositeKey } from '../common/composite-key';
+import { TransactionRunner } from '../database/transaction-runner';
+import { MetricsService } from '../metrics/metrics.service';
+import { QueuesRepository } from '../queues/queues.repository';
+import { WakeupRepository } from '../wakeup/wakeup.repository';
+import { QueueWork, WakeupService } from '../wakeup/wakeup.service';
+import { PushItem } from './dto/push-request.dto';
+import { NewMessage, PushRepository } from './push.repository';
+import { PushService } from './push.service';
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+interface StoredPartition {
+  queue: string;
+  name: string;
+  lastOffset: number;
+  /** transactionId -> message id already stored there. */
+  messages?: Record<string, string>;
+}
+
+interface Harness {
+  service: PushService;
+  /** Each insert call: the new messages and the last offsets it moves the partitions to. */
+  inserts: Array<{ producerSub: string | null; messages: NewMessage[]; lastOffsets: Map<string, number> }>;
+  lockedPartitions: Array<Array<{ queueId: string; name: string }>>;
+  announced: Array<Map<string, QueueWork>>;
+  notified: number;
+  pushedCounts: Array<{ queue: string; value: number }>;
+  /** The id the fake gives a partition: `<queue>/<name>`. */
+  partitionId: (queue: string, name: string) => string;
+}
+
+/**
+ * A tenant whose queues and partitions the fake repositories create on first
+ * use, as the real ones do; `stored` sets the partitions that already hold
+ * messages. `vanished` names queues deleted before ensureQueues could lock them.
+ */
+function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harness {
+  const partitionId = (queue: string, name: string) => `${queue}/${name}`;
+  const queueId = (queue: string) => `queue:${queue}`;
+  const offsets = new Map(stored.map((p) => [partitionId(p.queue, p.name), p.lastOffset]));
+  const existing = new Map<string, string>();
+  for (const p of stored) {
+    for (const [transactionId, id] of Object.entries(p.messages ?? {})) {
+      existing.set(compositeKey(partitionId(p.queue, p.name), transactionId), id);
+    }
+  }
+  const h: Omit<Harness, 'service'> = {
+    inserts: [],
+    lockedPartitions: [],
+    announced: [],
+    notified: 0,
+    pushedCounts: [],
+    partitionId,
+  };
+
+  const transactions = {
+    run: (_tenantId: string, work: (manager: unknown) => unknown) => work({}),
+  } as unknown as TransactionRunner;
+  const queues = {
+    ensureQueues: async (_tenantId: string, names: string[]) =>
+      new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
+    lockPartitions: async (_tenantId: string, wanted: Array<{ queueId: string; name: string }>) => {
+      h.lockedPartitions.push(wanted);
+      return wanted.map((partition) => {
+        const queue = partition.queueId.slice('queue:'.length);
+        const id = partitionId(queue, partition.name);
+        return { id, queueId: partition.queueId, name: partition.name, lastOffset: offsets.get(id) ?? 0 };
+      });
+    },
+  } as unknown as QueuesRepository;
+  const pushes = {
+    findExisting: async (_tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>) =>
+      new Map(
+        keys
+          .map((key) => compositeKey(key.partitionId, key.transactionId))
+          .filter((key) => existing.has(key))
+          .map((key) => [key, existing.get(key)!]),
+      ),
+    insert: async (
+      _tenantId: string,
+      producerSub: string | null,
+      messages: NewMessage[],
+      lastOffsets: Map<string, number>,
+    ) => void h.inserts.push({ producerSub, messages, lastOffsets: new Map(lastOffsets) }),
+  } as unknown as PushRepository;
+  const wakeup = {
+    notificationsFor: () => [{ channel: 'leasehold_push', payload: '' }],
+    announce: (_tenantId: string, work: Map<string, QueueWork>) => void h.announced.push(work),
+  } as unknown as WakeupService;
+  const notices = {
+    notify: async () => {
+      h.notified += 1;
+    },
+  } as unknown as WakeupRepository;
+  const metrics = {
+    pushedMessages: {
+      inc: (labels: { queue: string }, value: number) => void h.pushedCounts.push({ queue: labels.queue, value }),
+    },
+    queue: (_tenantId: string, queue: string) => ({ queue }),
+  } as unknown as MetricsService;
+
+  return Object.assign(h, { service: new PushService(transactions, queues, pushes, wakeup, notices, metrics) });
+}
+
+function item(queue: string, partition: string, transactionId?: string, payload: unknown = {}): PushItem {
+  return { queue, partition, payloadJson: JSON.stringify(payload), transactionId, traceId: undefined };
+}
+
+/** [partitionId, seq, transactionId] of every inserted message, in insert order. */
+const insertedOffsets = (h: Harness) =>
+  h.inserts.flatMap(({ messages }) =>
+    messages.map((message) => [message.partitionId, message.seq, message.transactionId]),
+  );
+
+describe('PushService.push', () => {
+  it('stores nothing and opens no transaction for an empty push', async () => {
+    const h = harness();
+    const run = jest.spyOn(h.service['transactions'], 'run');
+
+    await expect(h.service.push('t', undefined, [])).resolves.toEqual([]);
+    expect(run).not.toHaveBeenCalled();
+    expect(h.inserts).toEqual([]);
+  });
+
+  describe('offsets', () => {
+    it('numbers a new partition from 1, one by one in request order', async () => {
+      const h = harness();
+
+      await h.service.push('t', 'producer', [item('q', 'p', 'a'), item('q', 'p', 'b'), item('q', 'p', 'c')]);
+
+      expect(insertedOffsets(h)).toEqual([
+        ['q/p', 1, 'a'],
+        ['q/p', 2, 'b'],
+        ['q/p', 3, 'c'],
+      ]);
+      expect(h.inserts[0].lastOffsets).toEqual(new Map([['q/p', 3]]));
+    });
+
+    it("continues from the partition's stored last offset", async () => {
+      const h = harness([{ queue: 'q', name: 'p', lastOffset: 41 }]);
+
+      await h.service.push('t', undefined, [item('q', 'p', 'a'), item('q', 'p', 'b')]);
+
+      expect(insertedOffsets(h)).toEqual([
+        ['q/p', 42, 'a'],
+        ['q/p', 43, 'b'],
+      ]);
+      expect(h.inserts[0].lastOffsets).toEqual(new Map([['q/p', 43]]));
+    });
+
+    it('keeps a sequence per partition when a request interleaves several', async () => {
+      const h = harness([{ queue: 'q', name: 'eu', lastOffset: 10 }]);
+
+      await h.service.push('t', undefined, [
+        item('q', 'eu', 'a'),
+        item('q', 'us', 'b'),
+        item('q', 'eu', 'c'),
+        item('q', 'us', 'd'),
+        item('q', 'eu', 'e'),
+      ]);
+
+      expect(insertedOffsets(h)).toEqual([
+        ['q/eu', 11, 'a'],
+        ['q/us', 1, 'b'],
+        ['q/eu', 12, 'c'],
+        ['q/us', 2, 'd'],
+        ['q/eu', 13, 'e'],
+      ]);
+      expect(h.inserts[0].lastOffsets).toEqual(
+        new Map([
+          ['q/eu', 13],
+          ['q/us', 2],
+        ]),
+      );
+    });
+
+    it('treats same-named partitions of different queues as different partitions', async () => {
+      const h = harness([{ queue: 'a', name: 'Default', lastOffset: 5 }]);
+
+      await h.service.push('t', undefined, [item('a', 'Default', 'x'), item('b', 'Default', 'x')]);
+
+      expect(insertedOffsets(h)).toEqual([
+        ['a/Default', 6, 'x'],
+        ['b/Default', 1, 'x'],
+      ]);
+    });
+
+    it('locks each partition once, however many items name it', async () => {
+      const h = harness();
+
+      await h.service.push('t', undefined, [item('q', 'p'), item('q', 'p'), item('q', 'r'), item('z', 'p')]);
+
+      expect(h.lockedPartitions).toEqual([
+        [
+          { queueId: 'queue:q', name: 'p' },
+          { queueId: 'queue:q', name: 'r' },
+          { queueId: 'queue:z', name: 'p' },
+        ],
+      ]);
+    });
+  });
+
+  describe('duplicates by transactionId', () => {
+    it('reports one already stored in the partition as duplicate with the original id, and spends no offset on it', async () => {
+      const h = harness([{ queue: 'q', name: 'p', lastOffset: 7, messages: { seen: 'original-id' } }]);
+
+      const results = await h.service.push('t', undefined, [item('q', 'p', 'seen'), item('q', 'p', 'new')]);
+
+      expect(results[0]).toEqual({
+        index: 0,
+        message_id: 'original-id',
+        transaction_id: 'seen',
+        queueName: 'q',
+        status: 'duplicate',
+      });
+      expect(results[1]).toMatchObject({ index: 1, transaction_id: 'new', status: 'queued' });
+      expect(insertedOffsets(h)).toEqual([['q/p', 8, 'new']]);
+      expect(h.inserts[0].lastOffsets).toEqual(new Map([['q/p', 8]]));
+    });
+
+    it('reports a repeat earlier in the same request as duplicate of the first, stored once', async () => {
+      const h = harness();
+
+      const results = await h.service.push('t', undefined, [
+        item('q', 'p', 'twice', { n: 1 }),
+        item('q', 'p', 'other'),
+        item('q', 'p', 'twice', { n: 2 }),
+      ]);
+
+      expect(results.map((result) => result.status)).toEqual(['queued', 'queued', 'duplicate']);
+      expect(results[2].message_id).toBe(results[0].message_id);
+      expect(insertedOffsets(h)).toEqual([
+        ['q/p', 1, 'twice'],
+        ['q/p', 2, 'other'],
+      ]);
+      expect(h.inserts[0].messages[0].payloadJson).toBe('{"n":1}');
+    });
+
+    it('stores the same transactionId in two partitions as two messages', async () => {
+      const h = harness([{ queue: 'q', name: 'p', lastOffset: 3, messages: { tx: 'in-p' } }]);
+
+      const results = await h.service.push('t', undefined, [
+        item('q', 'p', 'tx'),
+        item('q', 'r', 'tx'),
+        item('q', 'r', 'tx'),
+      ]);
+
+      expect(results.map((result) => result.status)).toEqual(['duplicate', 'queued', 'duplicate']);
+      expect(results[0].message_id).toBe('in-p');
+      expect(insertedOffsets(h)).toEqual([['q/r', 1, 'tx']]);
+    });
+
+    it('writes nothing and notifies no one when every item is a duplicate', async () => {
+      const h = harness([{ queue: 'q', name: 'p', lastOffset: 2, messages: { a: 'id-a', b: 'id-b' } }]);
+
+      const results = await h.service.push('t', undefined, [item('q', 'p', 'a'), item('q', 'p', 'b')]);
+
+      expect(results.map((result) => [result.status, result.message_id])).toEqual([
+        ['duplicate', 'id-a'],
+        ['duplicate', 'id-b'],
+      ]);
+      expect(h.inserts).toEqual([]);
+      expect(h.notified).toBe(0);
+      expect(h.announced).toEqual([new Map()]);
+      expect(h.pushedCounts).toEqual([]);
+    });
+  });
+
+  it('mints a distinct UUIDv7 transactionId and message id for items without one', async () => {
+    const h = harness();
+
+    const results = await h.service.push('t', undefined, [item('q', 'p'), item('q', 'p')]);
+
+    expect(results.map((result) => result.status)).toEqual(['queued', 'queued']);
+    for (const result of results) {
+      expect(result.transaction_id).toMatch(UUID_V7);
+      expect(result.message_id).toMatch(UUID_V7);
+    }
+    expect(results[0].transaction_id).not.toBe(results[1].transaction_id);
+    expect(results[0].message_id).not.toBe(results[1].message_id);
+  });
+
+  it('inserts with the producer, trace id and payload text of each item, and its result carries the inserted id', async () => {
+    const h = harness();
+
+    const results = await h.service.push('t', 'producer-1', [
+      { queue: 'q', partition: 'p', payloadJson: '[1, 2]', transactionId: 'a', traceId: 'trace-a' },
+    ]);
+
+    expect(h.inserts).toHaveLength(1);
+    expect(h.inserts[0].producerSub).toBe('producer-1');
+    expect(h.inserts[0].messages).toEqual([
+      {
+        partitionId: 'q/p',
+        seq: 1,
+        id: results[0].message_id,
+        transactionId: 'a',
+        traceId: 'trace-a',
+        payloadJson: '[1, 2]',
+      },
+    ]);
+  });
+
+  it('announces and counts only the new messages, per queue and partition', async () => {
+    const h = harness([{ queue: 'q', name: 'p', lastOffset: 1, messages: { old: 'id-old' } }]);
+
+    await h.service.push('t', undefined, [
+      item('q', 'p', 'old'),
+      item('q', 'p', 'a'),
+      item('q', 'r', 'b'),
+      item('q', 'r', 'c'),
+      item('z', 'p', 'd'),
+    ]);
+
+    expect(h.announced).toEqual([
+      new Map([
+        [
+          'q',
+          new Map([
+            ['p', 1],
+            ['r', 2],
+          ]),
+        ],
+        ['z', new Map([['p', 1]])],
+      ]),
+    ]);
+    expect(h.notified).toBe(1);
+    expect(h.pushedCounts).toEqual([
+      { queue: 'q', value: 3 },
+      { queue: 'z', value: 1 },
+    ]);
+  });
+
+  it('refuses with 409 and writes nothing when a queue is deleted before the push could lock it', async () => {
+    const h = harness([], ['gone']);
+
+    const push = h.service.push('t', undefined, [item('kept', 'p', 'a'), item('gone', 'p', 'b')]);
+
+    await expect(push).rejects.toBeInstanceOf(ConflictException);
+    await expect(push).rejects.toMatchObject({
+      response: { error: 'queue gone was deleted while this push was writing to it; retry' },
+    });
+    expect(h.inserts).toEqual([]);
+    expect(h.announced).toEqual([]);
+  });
+});

@@ -1,0 +1,22 @@
+import { Client } from 'pg';
+
+/**
+ * A session of its own on the test database, outside the broker's pool: a
+ * blocker holding row locks, or an observer reading pg_stat_activity (a
+ * snapshot per transaction, so never the blocker's).
+ */
+export async function openSession(connectionString = process.env.DATABASE_URL): Promise<Client> {
+  const session = new Client({ connectionString });
+  await session.connect();
+  return session;
+}
+
+/** Opens a transaction on `blocker` holding every row of the tenant in `table` until it rolls back. */
+export async function lockTenantRows(
+  blocker: Client,
+  table: 'consumers' | 'partitions',
+  tenantId: string,
+): Promise<void> {
+  await blocker.query('BEGIN');
+  await blocker.query(`SELECT 1 FROM ${table} WHERE tenant_id = $1 FOR UPDATE`, [tenantId]);
+}
