@@ -27,7 +27,13 @@ export interface DrainRow {
 const CONSUMERS = 4;
 const PUSH_BATCH = 500;
 
-export async function measureDrain(base: string, databaseUrl: string, partitions: number, query: string, label: string): Promise<DrainRow> {
+export async function measureDrain(
+  base: string,
+  databaseUrl: string,
+  partitions: number,
+  query: string,
+  label: string,
+): Promise<DrainRow> {
   const queue = `bench-drain-${label.replace(/\W+/g, '-')}`;
 
   for (let start = 0; start < partitions; start += PUSH_BATCH) {

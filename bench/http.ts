@@ -34,8 +34,13 @@ export interface PopAndAck {
 
 /** One consumer step: pop (the path holds the queue and its query), then ack all it got as completed. */
 export async function popAndAck(base: string, popPath: string): Promise<PopAndAck> {
-  const popped = await call<{ leaseId: string; messages: Array<{ transactionId: string; partitionId: string }> }>(base, 'GET', popPath);
-  if (popped.status !== 200) return { status: popped.status, messages: 0, popMs: popped.ms, failed: popped.status !== 204 };
+  const popped = await call<{ leaseId: string; messages: Array<{ transactionId: string; partitionId: string }> }>(
+    base,
+    'GET',
+    popPath,
+  );
+  if (popped.status !== 200)
+    return { status: popped.status, messages: 0, popMs: popped.ms, failed: popped.status !== 204 };
   const acked = await call<Array<{ success: boolean }>>(base, 'POST', '/api/v1/ack/batch', {
     acknowledgments: popped.body.messages.map((message) => ({
       transactionId: message.transactionId,

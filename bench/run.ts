@@ -172,7 +172,10 @@ async function assertPortFree(port: number): Promise<void> {
 
 function start(name: string, script: string, args: string[], env: Record<string, string>): ChildProcess {
   const flags = name.endsWith('broker') ? startFlags() : [];
-  const child = spawn(process.execPath, [...flags, script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...flags, script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   child.on('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM') {
       log(`${name} exited with ${code ?? signal}`);
@@ -328,13 +331,16 @@ async function measurePopAck(): Promise<Row> {
  * round's figures.
  */
 function median(rounds: Row[]): Row {
-  const middle = <T>(values: T[], by: (value: T) => number) => [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
+  const middle = <T>(values: T[], by: (value: T) => number) =>
+    [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
   const row = middle(rounds, (round) => round.requestsPerSecond);
   return {
     ...row,
     p99: middle(rounds, (round) => round.p99).p99,
     errors: rounds.reduce((sum, round) => sum + round.errors, 0),
-    rssMb: rounds.some((round) => round.rssMb !== undefined) ? Math.max(...rounds.map((round) => round.rssMb ?? 0)) : undefined,
+    rssMb: rounds.some((round) => round.rssMb !== undefined)
+      ? Math.max(...rounds.map((round) => round.rssMb ?? 0))
+      : undefined,
     extra:
       `medians of ${rounds.length} alternating rounds (req/s at p99 ms): ` +
       `${rounds.map((round) => `${round.requestsPerSecond} at ${round.p99}`).join(', ')}; errors summed`,
@@ -413,15 +419,20 @@ function writeResults(rows: Row[], drains: DrainRow[], wakeups: WakeupRow[], iso
     '',
     '| scenario | rounds | p50 | p99 | max | errors |',
     '| --- | ---: | ---: | ---: | ---: | ---: |',
-    ...wakeups.map((row) => `| ${row.scenario} | ${row.rounds} | ${row.p50} | ${row.p99} | ${row.max} | ${row.errors} |`),
+    ...wakeups.map(
+      (row) => `| ${row.scenario} | ${row.rounds} | ${row.p50} | ${row.p99} | ${row.max} | ${row.errors} |`,
+    ),
     '',
     ...wakeups.map(
-      (row) => `- ${row.scenario}: max ${row.max} ms (target ≤ 1000 ms), errors ${row.errors}: ${verdict(row.max <= 1000 && row.errors === 0)}`,
+      (row) =>
+        `- ${row.scenario}: max ${row.max} ms (target ≤ 1000 ms), errors ${row.errors}: ${verdict(row.max <= 1000 && row.errors === 0)}`,
     ),
     '',
     '## Tenant isolation',
     '',
-    'A second broker, auth on (HS256), pool ' + (process.env.BENCH_POOL_SIZE ?? '10') + ', every limit at its default. ' +
+    'A second broker, auth on (HS256), pool ' +
+      (process.env.BENCH_POOL_SIZE ?? '10') +
+      ', every limit at its default. ' +
       `Tenant B renews its one-row lease in a loop, one request at a time, for ${SECONDS} s while the attacker runs; ` +
       'the attacker starts a second earlier. Victim latencies in ms.',
     '',
@@ -433,7 +444,8 @@ function writeResults(rows: Row[], drains: DrainRow[], wakeups: WakeupRow[], iso
     ),
     '',
     ...isolation.map(
-      (row) => `- ${row.scenario}: victim p99 ${row.victimP99} ms (target ≤ 300 ms), errors ${row.victimErrors}: ` +
+      (row) =>
+        `- ${row.scenario}: victim p99 ${row.victimP99} ms (target ≤ 300 ms), errors ${row.victimErrors}: ` +
         verdict(row.victimP99 <= 300 && row.victimErrors === 0),
     ),
     '',

@@ -43,7 +43,13 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
   const a = token(TENANT_A, 'read-write');
   const aWriter = token(TENANT_A, 'write-only');
   const b = token(TENANT_B, 'read-write');
-  const call = async (method: string, path: string, auth: string | undefined, body?: unknown, headers: Record<string, string> = {}): Promise<Timed> => {
+  const call = async (
+    method: string,
+    path: string,
+    auth: string | undefined,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Timed> => {
     const started = performance.now();
     try {
       const response = await fetch(`${broker.base}${path}`, {
@@ -64,7 +70,8 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
 
   // Tenant B's lease: one message, one partition.
   await expect201(call('POST', '/api/v1/push', b, { items: [{ queue: 'victim', payload: { n: 1 } }] }));
-  const victimLease = ((await call('GET', '/api/v1/pop/queue/victim?leaseSeconds=3600', b)).body as { leaseId: string }).leaseId;
+  const victimLease = ((await call('GET', '/api/v1/pop/queue/victim?leaseSeconds=3600', b)).body as { leaseId: string })
+    .leaseId;
   // Tenant A's 20 leases of 500 partitions each.
   await expect201(
     call('POST', '/api/v1/push', a, {
@@ -80,7 +87,10 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
   for (let request = 0; request < 4; request += 1) {
     await expect201(
       call('POST', '/api/v1/push', a, {
-        items: Array.from({ length: 5 }, (_, index) => ({ queue: 'large', payload: { index, filler: 'x'.repeat(900 * 1024) } })),
+        items: Array.from({ length: 5 }, (_, index) => ({
+          queue: 'large',
+          payload: { index, filler: 'x'.repeat(900 * 1024) },
+        })),
       }),
     );
   }
@@ -114,7 +124,9 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
     [
       'tenant A popping twenty ~900 KB messages at once, 2 at a time',
       (running) =>
-        loops(2, running, async () => String((await call('GET', '/api/v1/pop/queue/large?batch=20&leaseSeconds=1', a)).status)),
+        loops(2, running, async () =>
+          String((await call('GET', '/api/v1/pop/queue/large?batch=20&leaseSeconds=1', a)).status),
+        ),
     ],
     [
       'tenant A with 2000 long polls parked and 5 messages pushed every 500 ms',
@@ -125,7 +137,11 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
           return String(answer.status);
         }),
         ...loops(1, running, async () => {
-          const items = Array.from({ length: 5 }, (_, index) => ({ queue: 'polled', partition: `q${index}`, payload: index }));
+          const items = Array.from({ length: 5 }, (_, index) => ({
+            queue: 'polled',
+            partition: `q${index}`,
+            payload: index,
+          }));
           const answer = await call('POST', '/api/v1/push', a, { items });
           await sleep(500);
           return String(answer.status);
@@ -170,9 +186,13 @@ async function startVictim(
   leaseId: string,
   seconds: number,
 ): Promise<{ answers: Promise<Timed[]> }> {
-  const child = spawn(process.execPath, [join(__dirname, 'victim.js'), base, authorization, leaseId, String(seconds), '1000'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [join(__dirname, 'victim.js'), base, authorization, leaseId, String(seconds), '1000'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stdout = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
   await new Promise<void>((resolve, reject) => {
@@ -195,17 +215,25 @@ async function startVictim(
 
 function summarise(scenario: string, victim: Timed[], attacker: string[]): IsolationRow {
   const latencies = victim.map((answer) => answer.ms).sort((x, y) => x - y);
-  const percentile = (p: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0);
+  const percentile = (p: number) =>
+    Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0);
   const statuses = new Map<string, number>();
-  for (const loop of attacker) for (const status of loop.split(',').filter(Boolean)) statuses.set(status, (statuses.get(status) ?? 0) + 1);
+  for (const loop of attacker)
+    for (const status of loop.split(',').filter(Boolean)) statuses.set(status, (statuses.get(status) ?? 0) + 1);
   return {
     scenario,
     victimRenewals: victim.length,
     victimP50: percentile(0.5),
     victimP99: percentile(0.99),
     victimMax: Math.round(latencies[latencies.length - 1] ?? 0),
-    victimErrors: victim.filter((answer) => answer.status !== 200 || (answer.body as { renewed?: number })?.renewed !== 1).length,
-    attacker: [...statuses].sort().map(([status, count]) => `${count}× ${status === '0' ? 'no answer' : status}`).join(', ') || '-',
+    victimErrors: victim.filter(
+      (answer) => answer.status !== 200 || (answer.body as { renewed?: number })?.renewed !== 1,
+    ).length,
+    attacker:
+      [...statuses]
+        .sort()
+        .map(([status, count]) => `${count}× ${status === '0' ? 'no answer' : status}`)
+        .join(', ') || '-',
   };
 }
 

@@ -112,7 +112,6 @@ async function push(base: string, queue: string): Promise<void> {
   if (pushed.status !== 201) throw new Error(`push answered ${pushed.status}`);
 }
 
-
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -8,10 +8,7 @@ module.exports = {
   testMatch: ['<rootDir>/client/test/**/*.spec.ts'],
   testEnvironment: 'node',
   transform: {
-    '^.+\\.ts$': [
-      'ts-jest',
-      { tsconfig: path.join(__dirname, 'tsconfig.json') },
-    ],
+    '^.+\\.ts$': ['ts-jest', { tsconfig: path.join(__dirname, 'tsconfig.json') }],
   },
   moduleFileExtensions: ['ts', 'js', 'json'],
 };

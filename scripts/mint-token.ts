@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from '../src/config/load-config';
  * stdout, so `TOKEN=$(npm run --silent token -- ...)` works; everything else
  * goes to stderr.
  */
-async function main(argv: string[]): Promise<number> {
+function main(argv: string[]): number {
   try {
     const request = parseMintTokenArgs(argv);
     if (request === 'help') {
@@ -40,6 +40,4 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-void main(process.argv.slice(2)).then((code) => {
-  process.exitCode = code;
-});
+process.exitCode = main(process.argv.slice(2));

@@ -81,7 +81,11 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
 
       await client.ackAll(pop);
 
-      expect((await client.extend(pop.leaseId!)).body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
+      expect((await client.extend(pop.leaseId!)).body).toMatchObject({
+        success: false,
+        renewed: 0,
+        newExpiresAt: null,
+      });
     });
 
     it('never moves the cursor backwards and answers success for a repeated ack', async () => {
@@ -94,14 +98,17 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       expect((await cursors(dataSource, client.tenant, 'jobs'))[0].committedOffset).toBe(2);
     });
 
-    it.each([undefined, null, 'completed', 'success', 'acked', 'ok', 'COMPLETED'])('treats status %p as completed', async (status) => {
-      const pop = await leased(1);
+    it.each([undefined, null, 'completed', 'success', 'acked', 'ok', 'COMPLETED'])(
+      'treats status %p as completed',
+      async (status) => {
+        const pop = await leased(1);
 
-      const response = await client.ack(ackOf(pop, 0, status === undefined ? {} : { status }));
+        const response = await client.ack(ackOf(pop, 0, status === undefined ? {} : { status }));
 
-      expect(response.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: false });
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0].committedOffset).toBe(1);
-    });
+        expect(response.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: false });
+        expect((await cursors(dataSource, client.tenant, 'jobs'))[0].committedOffset).toBe(1);
+      },
+    );
 
     it('releases each partition of a multi-partition lease as its own span completes', async () => {
       await client.pushMany('jobs', 2, 'a');
@@ -175,7 +182,10 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
 
       const response = await client.ack({ transactionId: 'later-0', partitionId: pop.partitionId });
 
-      expect(response.body[0]).toMatchObject({ success: false, error: 'message has not been delivered to this consumer group' });
+      expect(response.body[0]).toMatchObject({
+        success: false,
+        error: 'message has not been delivered to this consumer group',
+      });
       expect((await cursors(dataSource, client.tenant, 'jobs'))[0].committedOffset).toBe(0);
     });
   });
@@ -214,7 +224,9 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       const fresh: PopBody = (await client.pop('jobs', { batch: 100 })).body;
 
       expect(redelivery.messages.map((message) => message.deliveryAttempt)).toEqual([2, 2]);
-      expect(fresh.messages.map((message) => [message.transactionId, message.deliveryAttempt])).toEqual([['later-0', 1]]);
+      expect(fresh.messages.map((message) => [message.transactionId, message.deliveryAttempt])).toEqual([
+        ['later-0', 1],
+      ]);
     });
 
     it('counts a batch with several failures as one retry', async () => {
@@ -225,7 +237,10 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       });
 
       expect(response.body.map((result: { success: boolean }) => result.success)).toEqual([true, true]);
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ retryCount: 1, committedOffset: 0 });
+      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({
+        retryCount: 1,
+        committedOffset: 0,
+      });
     });
 
     it('after retryLimit (3) failures sends the next failing message to the dead-letter queue and moves the cursor past it', async () => {
@@ -239,16 +254,24 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       }
 
       expect(attempts).toEqual([1, 2, 3, 4]);
-      expect(last!.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: true });
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ committedOffset: 1, retryCount: 0 });
-      const letters = await sql(dataSource,
+      expect(last?.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: true });
+      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({
+        committedOffset: 1,
+        retryCount: 0,
+      });
+      const letters = await sql(
+        dataSource,
         'SELECT transaction_id, error_message, retry_count, seq::int AS seq FROM dead_letters WHERE tenant_id = $1',
         [client.tenant],
       );
-      expect(letters).toEqual([{ transaction_id: 'jobs-Default-0', error_message: 'failure 4', retry_count: 3, seq: 1 }]);
+      expect(letters).toEqual([
+        { transaction_id: 'jobs-Default-0', error_message: 'failure 4', retry_count: 3, seq: 1 },
+      ]);
       const next: PopBody = (await client.pop('jobs', { batch: 100 })).body;
       // The second message was in every one of the four batches.
-      expect(next.messages.map((message) => [message.transactionId, message.deliveryAttempt])).toEqual([['jobs-Default-1', 5]]);
+      expect(next.messages.map((message) => [message.transactionId, message.deliveryAttempt])).toEqual([
+        ['jobs-Default-1', 5],
+      ]);
     });
 
     it('hands the batch back on status retry without spending a retry', async () => {
@@ -257,7 +280,11 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       const response = await client.ack(ackOf(pop, 0, { status: 'retry' }));
 
       expect(response.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: false });
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ retryCount: 0, leaseId: null, committedOffset: 0 });
+      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({
+        retryCount: 0,
+        leaseId: null,
+        committedOffset: 0,
+      });
       expect((await client.pop('jobs')).body.messages[0].deliveryAttempt).toBe(2);
     });
 
@@ -277,7 +304,10 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       const response = await client.ack(ackOf(pop, 1, { status: 'dlq' }));
 
       expect(response.body[0]).toMatchObject({ success: true, leaseReleased: true, dlq: false });
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ committedOffset: 0, retryCount: 1 });
+      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({
+        committedOffset: 0,
+        retryCount: 1,
+      });
       expect((await storedCounts(dataSource, client.tenant)).dead_letters).toBe(0);
     });
 
@@ -287,7 +317,11 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
 
       const response = await client.ack(ackOf(pop, 0, { status: 'failed' }));
 
-      expect(response.body[0]).toMatchObject({ success: false, error: 'message already acknowledged', leaseReleased: false });
+      expect(response.body[0]).toMatchObject({
+        success: false,
+        error: 'message already acknowledged',
+        leaseReleased: false,
+      });
       expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ leaseLive: true, retryCount: 0 });
     });
   });
@@ -301,7 +335,10 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       });
 
       expect(response.body.map((result: { success: boolean }) => result.success)).toEqual([true, true]);
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ consumerGroup: '__QUEUE_MODE__', committedOffset: 2 });
+      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({
+        consumerGroup: '__QUEUE_MODE__',
+        committedOffset: 2,
+      });
     });
 
     it('applies the batch consumerGroup to items without one and lets an item name its own', async () => {
@@ -341,7 +378,10 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
 
       expect(response.status).toBe(200);
       expect(response.body[0]).toMatchObject({ success: false, error, leaseReleased: false, dlq: false });
-      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({ committedOffset: 0, leaseLive: true });
+      expect((await cursors(dataSource, client.tenant, 'jobs'))[0]).toMatchObject({
+        committedOffset: 0,
+        leaseLive: true,
+      });
     });
 
     it("for another tenant's partition and lease, exactly as if they did not exist, moving nothing", async () => {
@@ -365,7 +405,9 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
         acknowledgments: [ackOf(pop, 0), ackOf(pop, 1, { partitionId: uuidv7() }), ackOf(pop, 1)],
       });
 
-      expect(response.body.map((result: { index: number; success: boolean }) => [result.index, result.success])).toEqual([
+      expect(
+        response.body.map((result: { index: number; success: boolean }) => [result.index, result.success]),
+      ).toEqual([
         [0, true],
         [1, false],
         [2, true],

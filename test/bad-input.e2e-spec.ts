@@ -62,24 +62,63 @@ describe('bad input on the message routes', () => {
       ['consumerGroup', LONG_NAME, 'consumerGroup must be 1 to 255 characters long'],
       ['consumerGroup', 'a\tb', 'consumerGroup must not contain control characters'],
       ['subscriptionMode', 'sometimes', 'subscriptionMode must be one of all, from_beginning, new, new-only, now'],
-      ['subscriptionFrom', 'yesterday', 'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
-      ['subscriptionFrom', '2026-02-30T00:00:00Z', 'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
-      ['subscriptionFrom', '2026-01-01T25:00:00Z', 'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
-      ['subscriptionFrom', '2026-07-30T11:06:44+16:00', 'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
-      ['subscriptionFrom', '2026-07-30T11:06:44-23:59', 'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z'],
+      [
+        'subscriptionFrom',
+        'yesterday',
+        'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z',
+      ],
+      [
+        'subscriptionFrom',
+        '2026-02-30T00:00:00Z',
+        'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z',
+      ],
+      [
+        'subscriptionFrom',
+        '2026-01-01T25:00:00Z',
+        'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z',
+      ],
+      [
+        'subscriptionFrom',
+        '2026-07-30T11:06:44+16:00',
+        'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z',
+      ],
+      [
+        'subscriptionFrom',
+        '2026-07-30T11:06:44-23:59',
+        'subscriptionFrom must be now or an ISO-8601 timestamp such as 2026-07-30T11:06:44.512873Z',
+      ],
       ['autoAck', 'maybe', 'autoAck must be true or false'],
     ])('answers 400 for %s=%p', async (name, value, error) => {
       await expectRefused(client.pop('orders', { [name]: value }), 400, error);
     });
 
     it('answers 400 for a parameter given twice', async () => {
-      await expectRefused(client.pop('orders').query('batch=1&batch=2'), 400, 'batch must be an integer between 1 and 10000');
+      await expectRefused(
+        client.pop('orders').query('batch=1&batch=2'),
+        400,
+        'batch must be an integer between 1 and 10000',
+      );
     });
 
     it.each([
-      ['a queue name of 256 characters', `/api/v1/pop/queue/${LONG_NAME}`, 400, 'queue must be 1 to 255 characters long'],
-      ['a queue name with a NUL character', '/api/v1/pop/queue/a%00b', 400, 'queue must not contain control characters'],
-      ['a partition name with a newline', '/api/v1/pop/queue/orders/partition/a%0Ab', 400, 'partition must not contain control characters'],
+      [
+        'a queue name of 256 characters',
+        `/api/v1/pop/queue/${LONG_NAME}`,
+        400,
+        'queue must be 1 to 255 characters long',
+      ],
+      [
+        'a queue name with a NUL character',
+        '/api/v1/pop/queue/a%00b',
+        400,
+        'queue must not contain control characters',
+      ],
+      [
+        'a partition name with a newline',
+        '/api/v1/pop/queue/orders/partition/a%0Ab',
+        400,
+        'partition must not contain control characters',
+      ],
     ])('answers %s with the right 4xx', async (_case, path, status, error) => {
       await expectRefused(client.get(path), status, error);
     });
@@ -100,14 +139,19 @@ describe('bad input on the message routes', () => {
       ['a numeric transactionId', { transactionId: 1 }, 'transactionId must be a string'],
       ['a missing partitionId', { partitionId: undefined }, 'partitionId is required'],
       ['a partitionId that is not a UUID', { partitionId: 'partition-1' }, 'partitionId must be a UUID'],
-      ['an almost-UUID partitionId', { partitionId: `${'0'.repeat(8)}-0000-0000-0000-0000000000000` }, 'partitionId must be a UUID'],
+      [
+        'an almost-UUID partitionId',
+        { partitionId: `${'0'.repeat(8)}-0000-0000-0000-0000000000000` },
+        'partitionId must be a UUID',
+      ],
       ['a leaseId that is not a UUID', { leaseId: 'not-a-lease' }, 'leaseId must be a UUID'],
       ['a numeric leaseId', { leaseId: 42 }, 'leaseId must be a UUID'],
       ['a numeric status', { status: 1 }, 'status must be a string'],
       ['an empty consumerGroup', { consumerGroup: '' }, 'consumerGroup must be 1 to 255 characters long'],
       ['an object error', { error: { message: 'x' } }, 'error must be a string'],
     ])('/ack answers 400 for %s', async (_case, override, error) => {
-      const body = override === undefined ? undefined : Array.isArray(override) ? override : { ...valid(), ...override };
+      const body =
+        override === undefined ? undefined : Array.isArray(override) ? override : { ...valid(), ...override };
       await expectRefused(client.post('/api/v1/ack', body), 400, error);
     });
 
@@ -116,7 +160,11 @@ describe('bad input on the message routes', () => {
       ['acknowledgments as an object', { acknowledgments: {} }, 'acknowledgments must be an array'],
       ['a non-object acknowledgment', { acknowledgments: ['x'] }, 'acknowledgments[0] must be a JSON object'],
       ['a numeric batch consumerGroup', { consumerGroup: 7, acknowledgments: [] }, 'consumerGroup must be a string'],
-      ['more than 10000 acknowledgments', { acknowledgments: Array(10_001).fill({}) }, 'acknowledgments may hold at most 10000 items'],
+      [
+        'more than 10000 acknowledgments',
+        { acknowledgments: Array(10_001).fill({}) },
+        'acknowledgments may hold at most 10000 items',
+      ],
     ])('/ack/batch answers 400 for %s', async (_case, body, error) => {
       await expectRefused(client.post('/api/v1/ack/batch', body), 400, error);
     });
@@ -154,35 +202,115 @@ describe('bad input on the message routes', () => {
       ['a missing queue', { options: {} }, 'queue is required'],
       ['a queue name of 256 characters', { queue: LONG_NAME }, 'queue must be 1 to 255 characters long'],
       ['options as an array', { queue: 'orders', options: [] }, 'options must be a JSON object'],
-      ['leaseTime 0', { queue: 'orders', options: { leaseTime: 0 } }, 'options.leaseTime must be an integer between 1 and 2147483647'],
-      ['leaseTime 1.5', { queue: 'orders', options: { leaseTime: 1.5 } }, 'options.leaseTime must be an integer between 1 and 2147483647'],
-      ['leaseTime as a string', { queue: 'orders', options: { leaseTime: '60' } }, 'options.leaseTime must be an integer between 1 and 2147483647'],
-      ['leaseTime null', { queue: 'orders', options: { leaseTime: null } }, 'options.leaseTime must be an integer between 1 and 2147483647'],
-      ['leaseTime 2^31', { queue: 'orders', options: { leaseTime: 2 ** 31 } }, 'options.leaseTime must be an integer between 1 and 2147483647'],
-      ['retryLimit -1', { queue: 'orders', options: { retryLimit: -1 } }, 'options.retryLimit must be an integer between 0 and 2147483647'],
-      ['deadLetterQueue "yes"', { queue: 'orders', options: { deadLetterQueue: 'yes' } }, 'options.deadLetterQueue must be true or false'],
-      ['an unknown option holding \\u0000', { queue: 'orders', options: { note: 'a\u0000' } }, 'options must not contain the character \\u0000'],
-      ['an unknown option holding an unpaired surrogate', { queue: 'orders', options: { note: 'a\ud800' } }, 'options must not contain an unpaired UTF-16 surrogate'],
+      [
+        'leaseTime 0',
+        { queue: 'orders', options: { leaseTime: 0 } },
+        'options.leaseTime must be an integer between 1 and 2147483647',
+      ],
+      [
+        'leaseTime 1.5',
+        { queue: 'orders', options: { leaseTime: 1.5 } },
+        'options.leaseTime must be an integer between 1 and 2147483647',
+      ],
+      [
+        'leaseTime as a string',
+        { queue: 'orders', options: { leaseTime: '60' } },
+        'options.leaseTime must be an integer between 1 and 2147483647',
+      ],
+      [
+        'leaseTime null',
+        { queue: 'orders', options: { leaseTime: null } },
+        'options.leaseTime must be an integer between 1 and 2147483647',
+      ],
+      [
+        'leaseTime 2^31',
+        { queue: 'orders', options: { leaseTime: 2 ** 31 } },
+        'options.leaseTime must be an integer between 1 and 2147483647',
+      ],
+      [
+        'retryLimit -1',
+        { queue: 'orders', options: { retryLimit: -1 } },
+        'options.retryLimit must be an integer between 0 and 2147483647',
+      ],
+      [
+        'deadLetterQueue "yes"',
+        { queue: 'orders', options: { deadLetterQueue: 'yes' } },
+        'options.deadLetterQueue must be true or false',
+      ],
+      [
+        'an unknown option holding \\u0000',
+        { queue: 'orders', options: { note: 'a\u0000' } },
+        'options must not contain the character \\u0000',
+      ],
+      [
+        'an unknown option holding an unpaired surrogate',
+        { queue: 'orders', options: { note: 'a\ud800' } },
+        'options must not contain an unpaired UTF-16 surrogate',
+      ],
     ])('answers 400 for %s', async (_case, body, error) => {
       await expectRefused(client.post('/api/v1/configure', body), 400, error);
     });
 
     it('answers 400 for a new queue with a bad option and does not create it', async () => {
-      await expectRefused(client.post('/api/v1/configure', { queue: 'fresh', options: { retryLimit: 'x' } }), 400, 'options.retryLimit must be an integer between 0 and 2147483647');
+      await expectRefused(
+        client.post('/api/v1/configure', { queue: 'fresh', options: { retryLimit: 'x' } }),
+        400,
+        'options.retryLimit must be an integer between 0 and 2147483647',
+      );
     });
   });
 
   describe('resources and dlq', () => {
     it.each([
-      ['GET a queue name of 256 characters', () => client.get(`/api/v1/resources/queues/${LONG_NAME}`), 400, 'queue must be 1 to 255 characters long'],
+      [
+        'GET a queue name of 256 characters',
+        () => client.get(`/api/v1/resources/queues/${LONG_NAME}`),
+        400,
+        'queue must be 1 to 255 characters long',
+      ],
       ['GET an unknown queue', () => client.get('/api/v1/resources/queues/unknown'), 404, 'queue unknown not found'],
-      ['DELETE a queue name with a control character', () => client.delete('/api/v1/resources/queues/a%01b'), 400, 'queue must not contain control characters'],
-      ['dlq limit 0', () => client.get('/api/v1/dlq', { limit: 0 }), 400, 'limit must be an integer between 1 and 1000'],
-      ['dlq limit 1001', () => client.get('/api/v1/dlq', { limit: 1001 }), 400, 'limit must be an integer between 1 and 1000'],
-      ['dlq offset -1', () => client.get('/api/v1/dlq', { offset: -1 }), 400, 'offset must be an integer between 0 and 2147483647'],
-      ['dlq offset beyond int32', () => client.get('/api/v1/dlq', { offset: '2147483648' }), 400, 'offset must be an integer between 0 and 2147483647'],
-      ['dlq with an empty queue', () => client.get('/api/v1/dlq', { queue: '' }), 400, 'queue must be 1 to 255 characters long'],
-      ['dlq of an unknown queue', () => client.get('/api/v1/dlq', { queue: 'unknown' }), 404, 'queue unknown not found'],
+      [
+        'DELETE a queue name with a control character',
+        () => client.delete('/api/v1/resources/queues/a%01b'),
+        400,
+        'queue must not contain control characters',
+      ],
+      [
+        'dlq limit 0',
+        () => client.get('/api/v1/dlq', { limit: 0 }),
+        400,
+        'limit must be an integer between 1 and 1000',
+      ],
+      [
+        'dlq limit 1001',
+        () => client.get('/api/v1/dlq', { limit: 1001 }),
+        400,
+        'limit must be an integer between 1 and 1000',
+      ],
+      [
+        'dlq offset -1',
+        () => client.get('/api/v1/dlq', { offset: -1 }),
+        400,
+        'offset must be an integer between 0 and 2147483647',
+      ],
+      [
+        'dlq offset beyond int32',
+        () => client.get('/api/v1/dlq', { offset: '2147483648' }),
+        400,
+        'offset must be an integer between 0 and 2147483647',
+      ],
+      [
+        'dlq with an empty queue',
+        () => client.get('/api/v1/dlq', { queue: '' }),
+        400,
+        'queue must be 1 to 255 characters long',
+      ],
+      [
+        'dlq of an unknown queue',
+        () => client.get('/api/v1/dlq', { queue: 'unknown' }),
+        404,
+        'queue unknown not found',
+      ],
     ])('%s answers the right 4xx', async (_case, call, status, error) => {
       await expectRefused(call(), status, error);
     });
@@ -193,7 +321,11 @@ describe('bad input on the message routes', () => {
       const small = await createTestApp({ BODY_LIMIT: '1kb' });
       try {
         const smallClient = new BrokerClient(small, client.tenant);
-        await expectRefused(smallClient.push([{ queue: 'orders', payload: 'x'.repeat(4096) }]), 413, 'payload too large');
+        await expectRefused(
+          smallClient.push([{ queue: 'orders', payload: 'x'.repeat(4096) }]),
+          413,
+          'payload too large',
+        );
       } finally {
         await small.close();
       }

@@ -15,15 +15,51 @@ interface Route {
 
 const ANY_UUID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 const ROUTES: Route[] = [
-  { name: 'POST /api/v1/push', allowed: ['write-only', 'read-write', 'admin'], call: (http) => http.post('/api/v1/push').send({ items: [{ queue: 'q', payload: 1 }] }) },
-  { name: 'GET /api/v1/pop/queue/:queue', allowed: ['read-write', 'admin'], call: (http) => http.get('/api/v1/pop/queue/q') },
-  { name: 'GET /api/v1/pop/queue/:queue/partition/:partition', allowed: ['read-write', 'admin'], call: (http) => http.get('/api/v1/pop/queue/q/partition/Default') },
-  { name: 'POST /api/v1/ack', allowed: ['read-write', 'admin'], call: (http) => http.post('/api/v1/ack').send({ transactionId: 't', partitionId: ANY_UUID }) },
-  { name: 'POST /api/v1/ack/batch', allowed: ['read-write', 'admin'], call: (http) => http.post('/api/v1/ack/batch').send({ acknowledgments: [] }) },
-  { name: 'POST /api/v1/configure', allowed: ['read-write', 'admin'], call: (http) => http.post('/api/v1/configure').send({ queue: 'q' }) },
-  { name: 'GET /api/v1/resources/queues', allowed: ['read-only', 'read-write', 'admin'], call: (http) => http.get('/api/v1/resources/queues') },
-  { name: 'GET /api/v1/resources/queues/:queue', allowed: ['read-only', 'read-write', 'admin'], call: (http) => http.get('/api/v1/resources/queues/q') },
-  { name: 'DELETE /api/v1/resources/queues/:queue', allowed: ['admin'], call: (http) => http.delete('/api/v1/resources/queues/q') },
+  {
+    name: 'POST /api/v1/push',
+    allowed: ['write-only', 'read-write', 'admin'],
+    call: (http) => http.post('/api/v1/push').send({ items: [{ queue: 'q', payload: 1 }] }),
+  },
+  {
+    name: 'GET /api/v1/pop/queue/:queue',
+    allowed: ['read-write', 'admin'],
+    call: (http) => http.get('/api/v1/pop/queue/q'),
+  },
+  {
+    name: 'GET /api/v1/pop/queue/:queue/partition/:partition',
+    allowed: ['read-write', 'admin'],
+    call: (http) => http.get('/api/v1/pop/queue/q/partition/Default'),
+  },
+  {
+    name: 'POST /api/v1/ack',
+    allowed: ['read-write', 'admin'],
+    call: (http) => http.post('/api/v1/ack').send({ transactionId: 't', partitionId: ANY_UUID }),
+  },
+  {
+    name: 'POST /api/v1/ack/batch',
+    allowed: ['read-write', 'admin'],
+    call: (http) => http.post('/api/v1/ack/batch').send({ acknowledgments: [] }),
+  },
+  {
+    name: 'POST /api/v1/configure',
+    allowed: ['read-write', 'admin'],
+    call: (http) => http.post('/api/v1/configure').send({ queue: 'q' }),
+  },
+  {
+    name: 'GET /api/v1/resources/queues',
+    allowed: ['read-only', 'read-write', 'admin'],
+    call: (http) => http.get('/api/v1/resources/queues'),
+  },
+  {
+    name: 'GET /api/v1/resources/queues/:queue',
+    allowed: ['read-only', 'read-write', 'admin'],
+    call: (http) => http.get('/api/v1/resources/queues/q'),
+  },
+  {
+    name: 'DELETE /api/v1/resources/queues/:queue',
+    allowed: ['admin'],
+    call: (http) => http.delete('/api/v1/resources/queues/q'),
+  },
   { name: 'GET /api/v1/dlq', allowed: ['read-only', 'read-write', 'admin'], call: (http) => http.get('/api/v1/dlq') },
 ];
 const ROLES: Role[] = ['read-only', 'write-only', 'read-write', 'admin'];
@@ -44,7 +80,9 @@ describe('message routes with authentication on', () => {
   const as = (token: string, route: Route) =>
     route.call(request(app.getHttpServer())).set('authorization', `Bearer ${token}`);
 
-  const cases = ROUTES.flatMap((route) => ROLES.map((role) => [route.name, role, route.allowed.includes(role)] as const));
+  const cases = ROUTES.flatMap((route) =>
+    ROLES.map((role) => [route.name, role, route.allowed.includes(role)] as const),
+  );
 
   it.each(cases)('%s with role %s: allowed %p', async (name, role, allowed) => {
     const tenant = newTenant();
@@ -78,7 +116,10 @@ describe('message routes with authentication on', () => {
     const stranger = hsToken({ role: 'admin', tenant: newTenant() });
     const http = () => request(app.getHttpServer());
 
-    await http().post('/api/v1/push').set('authorization', `Bearer ${producer}`).send({ items: [{ queue: 'q', payload: 1 }] });
+    await http()
+      .post('/api/v1/push')
+      .set('authorization', `Bearer ${producer}`)
+      .send({ items: [{ queue: 'q', payload: 1 }] });
     const foreign = await http().get('/api/v1/pop/queue/q').set('authorization', `Bearer ${stranger}`);
     const own = await http().get('/api/v1/pop/queue/q').set('authorization', `Bearer ${consumer}`);
 

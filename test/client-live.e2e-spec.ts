@@ -606,7 +606,8 @@ describe('the client against a broker with a ceiling on lease length', () => {
         leaseSeconds: 2,
         waitTimeoutMs: 200,
         signal: stopping.signal,
-        onLeaseEnding: (notice) => events.push({ what: 'ending', at: performance.now(), remainingMs: notice.remainingMs }),
+        onLeaseEnding: (notice) =>
+          events.push({ what: 'ending', at: performance.now(), remainingMs: notice.remainingMs }),
         onLeaseLost: (error) => {
           events.push({ what: 'lost', at: performance.now(), kind: error.kind });
           stopping.abort();

@@ -22,7 +22,8 @@ class Ledger {
   claim(worker: number, pop: PopBody): void {
     for (const partitionId of new Set(pop.messages.map((message) => message.partitionId))) {
       const holder = this.holders.get(partitionId);
-      if (holder !== undefined) this.violations.push(`worker ${worker} got partition ${partitionId} held by worker ${holder}`);
+      if (holder !== undefined)
+        this.violations.push(`worker ${worker} got partition ${partitionId} held by worker ${holder}`);
       this.holders.set(partitionId, worker);
     }
   }
@@ -52,7 +53,10 @@ class Ledger {
   let brokerB: NestExpressApplication;
 
   beforeAll(async () => {
-    [brokerA, brokerB] = await Promise.all([createTestApp({ DB_POOL_SIZE: '8' }), createTestApp({ DB_POOL_SIZE: '8' })]);
+    [brokerA, brokerB] = await Promise.all([
+      createTestApp({ DB_POOL_SIZE: '8' }),
+      createTestApp({ DB_POOL_SIZE: '8' }),
+    ]);
   });
 
   afterAll(async () => {
@@ -70,7 +74,12 @@ class Ledger {
     workers: number;
     total: number;
     ledger: Ledger;
-    stall?: { worker: number; leaseSeconds: number; sleepMs: number; onStaleAck: (results: Array<{ success: boolean; error: string | null }>) => void };
+    stall?: {
+      worker: number;
+      leaseSeconds: number;
+      sleepMs: number;
+      onStaleAck: (results: Array<{ success: boolean; error: string | null }>) => void;
+    };
   }): Promise<void> {
     const { ledger, total, stall } = options;
     const acked = () => [...ledger.ackCounts.values()].reduce((sum, count) => sum + count, 0);
@@ -84,7 +93,7 @@ class Ledger {
           const response = await client.pop('work', {
             batch: randomInt(1, 8),
             partitions: randomInt(1, 3),
-            leaseSeconds: stalling ? stall!.leaseSeconds : 15,
+            leaseSeconds: stalling ? stall.leaseSeconds : 15,
           });
           if (response.status === 204) {
             await sleep(randomInt(5, 20));
@@ -95,16 +104,18 @@ class Ledger {
           if (stalling) {
             // The handler outlives its lease: someone else must get the batch, and this ack must be refused.
             stalled = true;
-            await sleep(stall!.sleepMs);
+            await sleep(stall.sleepMs);
             const stale = await client.ackAll(pop);
-            stall!.onStaleAck(stale.body);
+            stall.onStaleAck(stale.body);
             ledger.acked(pop, stale.body);
             continue;
           }
           ledger.claim(worker, pop);
           const extend = await client.extend(pop.leaseId!, 15);
           if (extend.body.renewed !== pop.partitionsClaimed) {
-            ledger.violations.push(`worker ${worker} renewed ${extend.body.renewed} of ${pop.partitionsClaimed} partitions`);
+            ledger.violations.push(
+              `worker ${worker} renewed ${extend.body.renewed} of ${pop.partitionsClaimed} partitions`,
+            );
           }
           await sleep(randomInt(0, 5));
           ledger.letGo(worker, pop);
@@ -142,7 +153,13 @@ class Ledger {
       const pushed = await seed(tenant, 12, 20);
       const ledger = new Ledger();
 
-      await runWorkers({ tenant, brokers: [brokerA, brokerB].slice(0, brokerCount), workers: 8, total: pushed.length, ledger });
+      await runWorkers({
+        tenant,
+        brokers: [brokerA, brokerB].slice(0, brokerCount),
+        workers: 8,
+        total: pushed.length,
+        ledger,
+      });
 
       expectExactlyOnce(ledger, pushed);
       const rows = await cursors(brokerA.get(DataSource), tenant, 'work');
@@ -177,7 +194,12 @@ class Ledger {
     const clients = [new BrokerClient(brokerA, tenant), new BrokerClient(brokerB, tenant)];
 
     await Promise.all(
-      Array.from({ length: 20 }, (_, n) => clients[n % 2].push([{ queue: 'log', payload: n }, { queue: 'log', payload: n }])),
+      Array.from({ length: 20 }, (_, n) =>
+        clients[n % 2].push([
+          { queue: 'log', payload: n },
+          { queue: 'log', payload: n },
+        ]),
+      ),
     );
 
     const offsets: Array<{ seq: number }> = await brokerA
@@ -210,7 +232,10 @@ class Ledger {
     beforeAll(async () => {
       proxy = TcpProxy.forDatabaseUrl(process.env.DATABASE_URL!);
       await proxy.start();
-      proxied = await createTestApp({ DATABASE_URL: proxy.rewrite(process.env.DATABASE_URL!), DB_ACQUIRE_TIMEOUT_MS: '500' });
+      proxied = await createTestApp({
+        DATABASE_URL: proxy.rewrite(process.env.DATABASE_URL!),
+        DB_ACQUIRE_TIMEOUT_MS: '500',
+      });
     });
 
     afterAll(async () => {

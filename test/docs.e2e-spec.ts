@@ -7,7 +7,13 @@ import { TOO_MANY_REQUESTS } from '../src/limits/route-class.decorator';
 import { createTestApp } from './support/test-app';
 
 interface Operation {
-  parameters?: Array<{ name: string; in: string; example?: unknown; examples?: unknown; schema?: { example?: unknown } }>;
+  parameters?: Array<{
+    name: string;
+    in: string;
+    example?: unknown;
+    examples?: unknown;
+    schema?: { example?: unknown };
+  }>;
   requestBody?: unknown;
   responses: Record<string, { content?: Record<string, ErrorMedia> }>;
 }
@@ -21,7 +27,10 @@ interface ErrorMedia {
 /** Every operation of the document, as [method path, operation]. */
 function operationsOf(document: { paths: Record<string, Record<string, Operation>> }): Array<[string, Operation]> {
   return Object.entries(document.paths).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, operation]): [string, Operation] => [`${method.toUpperCase()} ${path}`, operation]),
+    Object.entries(methods).map(([method, operation]): [string, Operation] => [
+      `${method.toUpperCase()} ${path}`,
+      operation,
+    ]),
   );
 }
 
@@ -119,7 +128,11 @@ describe('OpenAPI documentation of the message routes', () => {
   it.each([
     ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '429', '500']],
     ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '429', '500', '503']],
-    ['get', '/api/v1/pop/queue/{queue}/partition/{partition}', ['200', '204', '400', '401', '403', '429', '500', '503']],
+    [
+      'get',
+      '/api/v1/pop/queue/{queue}/partition/{partition}',
+      ['200', '204', '400', '401', '403', '429', '500', '503'],
+    ],
     ['post', '/api/v1/ack', ['200', '400', '401', '403', '413', '429', '500']],
     ['post', '/api/v1/ack/batch', ['200', '400', '401', '403', '413', '429', '500']],
     ['post', '/api/v1/configure', ['200', '400', '401', '403', '413', '429', '500']],
@@ -139,7 +152,11 @@ describe('OpenAPI documentation of the message routes', () => {
     const response = await request(app.getHttpServer()).get('/docs-json');
     const parameters = response.body.paths['/api/v1/pop/queue/{queue}'].get.parameters;
 
-    expect(parameters.filter((parameter: { in: string }) => parameter.in === 'query').map((parameter: { name: string }) => parameter.name)).toEqual([
+    expect(
+      parameters
+        .filter((parameter: { in: string }) => parameter.in === 'query')
+        .map((parameter: { name: string }) => parameter.name),
+    ).toEqual([
       'batch',
       'partitions',
       'wait',
@@ -155,7 +172,11 @@ describe('OpenAPI documentation of the message routes', () => {
 
 describe('OpenAPI documentation: titles, per-status examples and path parameters', () => {
   let app: NestExpressApplication;
-  let document: { info: { title: string }; paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, { properties: Record<string, { example?: unknown }> }> } };
+  let document: {
+    info: { title: string };
+    paths: Record<string, Record<string, Operation>>;
+    components: { schemas: Record<string, { properties: Record<string, { example?: unknown }> }> };
+  };
   let operations: Array<[string, Operation]>;
 
   beforeAll(async () => {
@@ -187,7 +208,7 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
     expect(document.components.schemas.ErrorResponseDto.properties.error.example).toBeUndefined();
   });
 
-  it('shows the auth guard\'s reasons on 401 and Insufficient permissions on 403, never the one for the other', () => {
+  it("shows the auth guard's reasons on 401 and Insufficient permissions on 403, never the one for the other", () => {
     const protectedOperations = operations.filter(([, operation]) => operation.responses['401']);
     expect(protectedOperations.length).toBeGreaterThanOrEqual(11);
 
@@ -195,20 +216,23 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       const unauthorized = errorExamples(operation, '401');
       const forbidden = errorExamples(operation, '403');
       expect([name, unauthorized[0]]).toEqual([name, AUTHENTICATION_REQUIRED]);
-      for (const text of unauthorized) expect([name, text]).toEqual([name, expect.stringMatching(/^(Authentication required|Token |Invalid token)/)]);
+      for (const text of unauthorized)
+        expect([name, text]).toEqual([name, expect.stringMatching(/^(Authentication required|Token |Invalid token)/)]);
       expect([name, forbidden[0]]).toEqual([name, INSUFFICIENT_PERMISSIONS]);
       expect(unauthorized.filter((text) => forbidden.includes(text))).toEqual([]);
     }
   });
 
-  it('shows the contract\'s 500 bodies (pool first), 429 too many requests and 503 shutting down', () => {
+  it("shows the contract's 500 bodies (pool first), 429 too many requests and 503 shutting down", () => {
     for (const [name, operation] of operations.filter(([, candidate]) => candidate.responses['500'])) {
       expect([name, errorExamples(operation, '500')[0]]).toEqual([name, 'pool']);
       expect(errorExamples(operation, '500')).not.toContain(INSUFFICIENT_PERMISSIONS);
     }
     const extend = document.paths['/api/v1/lease/{leaseId}/extend'].post;
     expect(errorExamples(extend, '500')).toEqual(expect.arrayContaining(['pool', 'renew failed: statement timeout']));
-    expect(errorExamples(document.paths['/api/v1/push'].post, '500')).toEqual(expect.arrayContaining(['pool', 'database timeout']));
+    expect(errorExamples(document.paths['/api/v1/push'].post, '500')).toEqual(
+      expect.arrayContaining(['pool', 'database timeout']),
+    );
     for (const [name, operation] of operations.filter(([, candidate]) => candidate.responses['429'])) {
       expect([name, errorExamples(operation, '429')[0]]).toEqual([name, TOO_MANY_REQUESTS]);
     }
@@ -229,12 +253,16 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
     for (const [name, operation] of withBody) {
       expect([name, errorExamples(operation, '413')[0]]).toEqual([name, PAYLOAD_TOO_LARGE]);
     }
-    expect(errorExamples(document.paths['/api/v1/push'].post, '413')).toContain('items[1].payload is larger than 1048576 bytes (1048578)');
+    expect(errorExamples(document.paths['/api/v1/push'].post, '413')).toContain(
+      'items[1].payload is larger than 1048576 bytes (1048578)',
+    );
   });
 
   it('pre-fills no path parameter in Swagger UI, and describes the lease id instead', () => {
     const pathParameters = operations.flatMap(([name, operation]) =>
-      (operation.parameters ?? []).filter((parameter) => parameter.in === 'path').map((parameter) => [name, parameter] as const),
+      (operation.parameters ?? [])
+        .filter((parameter) => parameter.in === 'path')
+        .map((parameter) => [name, parameter] as const),
     );
 
     expect(pathParameters.length).toBeGreaterThanOrEqual(5);
@@ -247,7 +275,13 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
         undefined,
       ]);
     }
-    const leaseId = document.paths['/api/v1/lease/{leaseId}/extend'].post.parameters!.find((parameter) => parameter.name === 'leaseId');
-    expect(leaseId).toMatchObject({ in: 'path', required: true, description: expect.stringMatching(/UUID.*8-4-4-4-12/) });
+    const leaseId = document.paths['/api/v1/lease/{leaseId}/extend'].post.parameters!.find(
+      (parameter) => parameter.name === 'leaseId',
+    );
+    expect(leaseId).toMatchObject({
+      in: 'path',
+      required: true,
+      description: expect.stringMatching(/UUID.*8-4-4-4-12/),
+    });
   });
 });

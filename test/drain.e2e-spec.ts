@@ -15,7 +15,14 @@ interface Answer {
   body: string;
 }
 
-function call(port: number, agent: Agent, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Answer> {
+function call(
+  port: number,
+  agent: Agent,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const outgoing = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers }, (response) => {
       let text = '';
@@ -61,10 +68,17 @@ const refused = (port: number): Promise<boolean> =>
     const tenant = newTenant();
     const lease = await createLease(app, tenant, [30]);
     await lockTenantRows(blocker, 'consumers', tenant);
-    const answer = call(port, agent, 'POST', `/api/v1/lease/${lease.leaseId}/extend`, {
-      [TENANT_HEADER]: tenant,
-      'content-type': 'application/json',
-    }, '{"seconds":120}');
+    const answer = call(
+      port,
+      agent,
+      'POST',
+      `/api/v1/lease/${lease.leaseId}/extend`,
+      {
+        [TENANT_HEADER]: tenant,
+        'content-type': 'application/json',
+      },
+      '{"seconds":120}',
+    );
     answer.catch(() => undefined);
     await waitForLockWaiter(observer, 'locked AS (');
     return { answer };

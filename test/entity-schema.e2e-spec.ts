@@ -13,7 +13,10 @@ import { buildDataSourceOptions } from '../src/database/data-source-options';
  */
 describe('the entities describe the migrated schema exactly', () => {
   const config = loadConfig();
-  const options = buildDataSourceOptions(config.database, config.database.url!) as Extract<DataSourceOptions, { type: 'postgres' }>;
+  const options = buildDataSourceOptions(config.database, config.database.url!) as Extract<
+    DataSourceOptions,
+    { type: 'postgres' }
+  >;
   let dataSource: DataSource;
 
   beforeAll(async () => {
@@ -24,7 +27,7 @@ describe('the entities describe the migrated schema exactly', () => {
     await dataSource.destroy();
   });
 
-  it('leaves TypeORM\'s schema builder nothing to change after the migrations', async () => {
+  it("leaves TypeORM's schema builder nothing to change after the migrations", async () => {
     const { upQueries } = await dataSource.driver.createSchemaBuilder().log();
 
     expect(upQueries.map((query) => query.query)).toEqual([]);
@@ -32,7 +35,11 @@ describe('the entities describe the migrated schema exactly', () => {
 
   it('creates, in an empty schema, the catalogue the migrations created: columns, keys, indexes and their predicates', async () => {
     const scratch = `entity_check_${randomBytes(6).toString('hex')}`;
-    const scratchSource = await new DataSource({ ...options, schema: scratch, extra: { ...options.extra, max: 1 } }).initialize();
+    const scratchSource = await new DataSource({
+      ...options,
+      schema: scratch,
+      extra: { ...options.extra, max: 1 },
+    }).initialize();
     const runner = dataSource.createQueryRunner();
     try {
       const { upQueries } = await scratchSource.driver.createSchemaBuilder().log();

@@ -62,7 +62,13 @@ describe('bodies sent to hurt the broker (auth on)', () => {
   });
 
   it('refuses a push whose gzip body inflates more than 100 times with 413, and stores nothing', async () => {
-    const response = await rawGzipRequest(app.getHttpServer(), 'POST', '/api/v1/push', { authorization: writer() }, bomb);
+    const response = await rawGzipRequest(
+      app.getHttpServer(),
+      'POST',
+      '/api/v1/push',
+      { authorization: writer() },
+      bomb,
+    );
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual({ error: 'compressed body inflates more than 100 times' });
@@ -77,7 +83,13 @@ describe('bodies sent to hurt the broker (auth on)', () => {
       BODY_MAX_INFLATE_RATIO: '100000',
     });
     try {
-      const response = await rawGzipRequest(lenient.getHttpServer(), 'POST', '/api/v1/push', { authorization: writer() }, bomb);
+      const response = await rawGzipRequest(
+        lenient.getHttpServer(),
+        'POST',
+        '/api/v1/push',
+        { authorization: writer() },
+        bomb,
+      );
 
       expect(response.status).toBe(413);
       expect(response.body).toEqual({ error: 'JSON body has more than 500000 elements' });
@@ -93,7 +105,12 @@ describe('bodies sent to hurt the broker (auth on)', () => {
     const response = await request(app.getHttpServer())
       .post('/api/v1/push')
       .set('authorization', writer())
-      .send({ items: [{ queue: 'big', payload: 'small' }, { queue: 'big', payload: big }] });
+      .send({
+        items: [
+          { queue: 'big', payload: 'small' },
+          { queue: 'big', payload: big },
+        ],
+      });
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual({ error: `items[1].payload is larger than 1048576 bytes (${big.length + 2})` });
@@ -104,11 +121,17 @@ describe('bodies sent to hurt the broker (auth on)', () => {
     ['deflate', 'deflate'],
     ['an unknown encoding', 'compress'],
   ])('answers %s bodies it cannot inflate with a 4xx, never a 500', async (_case, encoding) => {
-    const response = await rawRequest(app.getHttpServer(), 'POST', '/api/v1/push', {
-      authorization: writer(),
-      'content-type': 'application/json',
-      'content-encoding': encoding,
-    }, Buffer.from('not compressed at all'));
+    const response = await rawRequest(
+      app.getHttpServer(),
+      'POST',
+      '/api/v1/push',
+      {
+        authorization: writer(),
+        'content-type': 'application/json',
+        'content-encoding': encoding,
+      },
+      Buffer.from('not compressed at all'),
+    );
 
     expect(response.status).toBeGreaterThanOrEqual(400);
     expect(response.status).toBeLessThan(500);

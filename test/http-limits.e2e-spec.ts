@@ -43,7 +43,9 @@ describe('HTTP server limits', () => {
   it('cuts off a client that sends its body too slowly, at the request timeout (408)', async () => {
     const socket = await openSocket(port);
     const answer = answerUntilClosed(socket);
-    socket.write('POST /api/v1/push HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{');
+    socket.write(
+      'POST /api/v1/push HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+    );
     timers.push(setInterval(() => socket.writable && socket.write(' '), 200));
     const started = Date.now();
 
@@ -68,7 +70,9 @@ describe('HTTP server limits', () => {
     await within(
       (async () => {
         for (;;) {
-          const response = await request(app.getHttpServer()).get('/health').catch(() => undefined);
+          const response = await request(app.getHttpServer())
+            .get('/health')
+            .catch(() => undefined);
           if (response?.status === 200) return;
         }
       })(),

@@ -65,7 +65,9 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
 
       const response = await smallClient.pop('one', { batch: 10 });
       expect(response.status).toBe(200);
-      expect(response.body.messages.map((message: { transactionId: string }) => message.transactionId)).toEqual(['big']);
+      expect(response.body.messages.map((message: { transactionId: string }) => message.transactionId)).toEqual([
+        'big',
+      ]);
     } finally {
       await small.close();
     }
@@ -95,7 +97,7 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
     expect(Buffer.byteLength(first.text)).toBeLessThanOrEqual(RESPONSE_MAX_BYTES);
 
     const seen: string[] = [];
-    for (let offset = 0; offset < 20; ) {
+    for (let offset = 0; offset < 20;) {
       const page = await client.get('/api/v1/dlq', { queue: 'dead', limit: 20, offset });
       seen.push(...page.body.messages.map((message: { transactionId: string }) => message.transactionId));
       offset += page.body.messages.length;
@@ -124,7 +126,11 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
   });
 
   it("lists a queue's first 1000 partitions, says so, and counts lag over all of them", async () => {
-    const items = Array.from({ length: 1_005 }, (_, index) => ({ queue: 'wide', partition: `p${String(index).padStart(4, '0')}`, payload: index }));
+    const items = Array.from({ length: 1_005 }, (_, index) => ({
+      queue: 'wide',
+      partition: `p${String(index).padStart(4, '0')}`,
+      payload: index,
+    }));
     expect((await client.push(items)).status).toBe(201);
     await client.pop('wide');
 

@@ -40,17 +40,20 @@ describe('lease route with authentication on', () => {
     expect(response.body).toEqual({ error: 'Invalid token: invalid signature' });
   });
 
-  it.each(['read-only', 'write-only'])('returns 403 "Insufficient permissions" for role %s and leaves the lease alone', async (role) => {
-    const tenant = newTenant();
-    const lease = await createLease(app, tenant, [30]);
-    const before = await expiries(dataSource, tenant, lease.partitionIds);
+  it.each(['read-only', 'write-only'])(
+    'returns 403 "Insufficient permissions" for role %s and leaves the lease alone',
+    async (role) => {
+      const tenant = newTenant();
+      const lease = await createLease(app, tenant, [30]);
+      const before = await expiries(dataSource, tenant, lease.partitionIds);
 
-    const response = await extend(lease.leaseId, hsToken({ role, tenant }));
+      const response = await extend(lease.leaseId, hsToken({ role, tenant }));
 
-    expect(response.status).toBe(403);
-    expect(response.body).toEqual({ error: 'Insufficient permissions' });
-    expect(await expiries(dataSource, tenant, lease.partitionIds)).toEqual(before);
-  });
+      expect(response.status).toBe(403);
+      expect(response.body).toEqual({ error: 'Insufficient permissions' });
+      expect(await expiries(dataSource, tenant, lease.partitionIds)).toEqual(before);
+    },
+  );
 
   it.each([
     ['role read-write', { role: 'read-write' }],

@@ -20,114 +20,121 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
 
 // A transaction that started long ago and a statement that waits for a row
 // lock both need sessions that run side by side: real PostgreSQL only.
-(onEmbeddedDatabase ? describe.skip : describe)('lease expiries are set by the clock when the claim or renewal runs', () => {
-  let app: NestExpressApplication;
-  let blocker: Client;
-  let observer: Client;
+(onEmbeddedDatabase ? describe.skip : describe)(
+  'lease expiries are set by the clock when the claim or renewal runs',
+  () => {
+    let app: NestExpressApplication;
+    let blocker: Client;
+    let observer: Client;
 
-  beforeAll(async () => {
-    app = await createTestApp();
-    blocker = await openSession();
-    observer = await openSession();
-  });
-
-  afterAll(async () => {
-    await blocker.end();
-    await observer.end();
-    await app.close();
-  });
-
-  async function leaseExpired(tenant: string): Promise<void> {
-    await waitFor(async () => {
-      const { rows } = await observer.query(
-        'SELECT bool_and(lease_expires_at < clock_timestamp()) AS expired FROM consumers WHERE tenant_id = $1',
-        [tenant],
-      );
-      return rows[0].expired === true;
-    }, 'the lease expires');
-  }
-
-  /** Holds the tenant's consumer rows locked until the returned release() runs. */
-  async function lockConsumers(tenant: string): Promise<{ release: () => Promise<Date> }> {
-    await lockTenantRows(blocker, 'consumers', tenant);
-    return {
-      release: async () => {
-        const { rows } = await blocker.query('SELECT clock_timestamp() AS at');
-        await blocker.query('ROLLBACK');
-        return rows[0].at as Date;
-      },
-    };
-  }
-
-  it('counts a claimed lease from the claim, not from the start of a transaction that began 1.5 s earlier', async () => {
-    const tenant = newTenant();
-    await new BrokerClient(app, tenant).pushMany('clock', 1);
-    const queues = app.get(QueuesRepository);
-    const pops = app.get(PopRepository);
-
-    const [row] = await app.get(TransactionRunner).run(tenant, async (manager) => {
-      await manager.query('SELECT pg_sleep(1.5)');
-      const queue = (await queues.find(tenant, 'clock', manager))!;
-      await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
-      const request = { queueId: queue.id, partitionId: undefined, consumerGroup: '__QUEUE_MODE__', batch: 1 };
-      await pops.claim(tenant, { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false, maxBytes: 1024 ** 2 }, manager);
-      return manager.query(
-        'SELECT extract(epoch FROM lease_expires_at - now()) AS after_start FROM consumers WHERE tenant_id = $1',
-        [tenant],
-      );
+    beforeAll(async () => {
+      app = await createTestApp();
+      blocker = await openSession();
+      observer = await openSession();
     });
 
-    expect(Number(row.after_start)).toBeGreaterThanOrEqual(11.4);
-  });
+    afterAll(async () => {
+      await blocker.end();
+      await observer.end();
+      await app.close();
+    });
 
-  it('counts a renewal that waited 1.5 s for a row lock from when it ran', async () => {
-    const tenant = newTenant();
-    const client = new BrokerClient(app, tenant);
-    const lease = await createLease(app, tenant, [60]);
-    const lock = await lockConsumers(tenant);
-    const pending = client.extend(lease.leaseId, 120).then((response) => response);
-    await waitForLockWaiter(observer, 'locked AS (');
-    // The renewal's statement is now old: keep it waiting a while longer.
-    await sleep(1_500);
-    const releasedAt = await lock.release();
+    async function leaseExpired(tenant: string): Promise<void> {
+      await waitFor(async () => {
+        const { rows } = await observer.query(
+          'SELECT bool_and(lease_expires_at < clock_timestamp()) AS expired FROM consumers WHERE tenant_id = $1',
+          [tenant],
+        );
+        return rows[0].expired === true;
+      }, 'the lease expires');
+    }
 
-    const response = await pending;
-    expect(response.body).toMatchObject({ success: true, renewed: 1 });
-    expect(await secondsBetween(observer, response.body.newExpiresAt, releasedAt)).toBeGreaterThanOrEqual(119.9);
-  });
+    /** Holds the tenant's consumer rows locked until the returned release() runs. */
+    async function lockConsumers(tenant: string): Promise<{ release: () => Promise<Date> }> {
+      await lockTenantRows(blocker, 'consumers', tenant);
+      return {
+        release: async () => {
+          const { rows } = await blocker.query('SELECT clock_timestamp() AS at');
+          await blocker.query('ROLLBACK');
+          return rows[0].at as Date;
+        },
+      };
+    }
 
-  it('does not revive a lease that expired while its renewal waited for the row lock: renewed 0, expiry untouched', async () => {
-    const tenant = newTenant();
-    const client = new BrokerClient(app, tenant);
-    const lease = await createLease(app, tenant, [1]);
-    const before = await expiries(app.get(DataSource), tenant, lease.partitionIds);
-    const lock = await lockConsumers(tenant);
-    const pending = client.extend(lease.leaseId, 60).then((response) => response);
-    await waitForLockWaiter(observer, 'locked AS (');
-    await leaseExpired(tenant);
-    await lock.release();
+    it('counts a claimed lease from the claim, not from the start of a transaction that began 1.5 s earlier', async () => {
+      const tenant = newTenant();
+      await new BrokerClient(app, tenant).pushMany('clock', 1);
+      const queues = app.get(QueuesRepository);
+      const pops = app.get(PopRepository);
 
-    const response = await pending;
-    expect(response.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
-    expect(await expiries(app.get(DataSource), tenant, lease.partitionIds)).toEqual(before);
-  });
+      const [row] = await app.get(TransactionRunner).run(tenant, async (manager) => {
+        await manager.query('SELECT pg_sleep(1.5)');
+        const queue = (await queues.find(tenant, 'clock', manager))!;
+        await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
+        const request = { queueId: queue.id, partitionId: undefined, consumerGroup: '__QUEUE_MODE__', batch: 1 };
+        await pops.claim(
+          tenant,
+          { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false, maxBytes: 1024 ** 2 },
+          manager,
+        );
+        return manager.query(
+          'SELECT extract(epoch FROM lease_expires_at - now()) AS after_start FROM consumers WHERE tenant_id = $1',
+          [tenant],
+        );
+      });
 
-  it('refuses an ack whose lease expired while the ack waited for the row lock, and leaves the cursor', async () => {
-    const tenant = newTenant();
-    const client = new BrokerClient(app, tenant);
-    const lease = await createLease(app, tenant, [1]);
-    const [message] = lease.messages;
-    const lock = await lockConsumers(tenant);
-    const pending = client.ack({ ...message, leaseId: lease.leaseId }).then((response) => response);
-    await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
-    await leaseExpired(tenant);
-    await lock.release();
+      expect(Number(row.after_start)).toBeGreaterThanOrEqual(11.4);
+    });
 
-    const response = await pending;
-    expect(response.body).toEqual([
-      expect.objectContaining({ success: false, error: 'invalid or expired lease', leaseReleased: false }),
-    ]);
-    const { rows } = await observer.query('SELECT committed_offset FROM consumers WHERE tenant_id = $1', [tenant]);
-    expect(rows).toEqual([{ committed_offset: '0' }]);
-  });
-});
+    it('counts a renewal that waited 1.5 s for a row lock from when it ran', async () => {
+      const tenant = newTenant();
+      const client = new BrokerClient(app, tenant);
+      const lease = await createLease(app, tenant, [60]);
+      const lock = await lockConsumers(tenant);
+      const pending = client.extend(lease.leaseId, 120).then((response) => response);
+      await waitForLockWaiter(observer, 'locked AS (');
+      // The renewal's statement is now old: keep it waiting a while longer.
+      await sleep(1_500);
+      const releasedAt = await lock.release();
+
+      const response = await pending;
+      expect(response.body).toMatchObject({ success: true, renewed: 1 });
+      expect(await secondsBetween(observer, response.body.newExpiresAt, releasedAt)).toBeGreaterThanOrEqual(119.9);
+    });
+
+    it('does not revive a lease that expired while its renewal waited for the row lock: renewed 0, expiry untouched', async () => {
+      const tenant = newTenant();
+      const client = new BrokerClient(app, tenant);
+      const lease = await createLease(app, tenant, [1]);
+      const before = await expiries(app.get(DataSource), tenant, lease.partitionIds);
+      const lock = await lockConsumers(tenant);
+      const pending = client.extend(lease.leaseId, 60).then((response) => response);
+      await waitForLockWaiter(observer, 'locked AS (');
+      await leaseExpired(tenant);
+      await lock.release();
+
+      const response = await pending;
+      expect(response.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
+      expect(await expiries(app.get(DataSource), tenant, lease.partitionIds)).toEqual(before);
+    });
+
+    it('refuses an ack whose lease expired while the ack waited for the row lock, and leaves the cursor', async () => {
+      const tenant = newTenant();
+      const client = new BrokerClient(app, tenant);
+      const lease = await createLease(app, tenant, [1]);
+      const [message] = lease.messages;
+      const lock = await lockConsumers(tenant);
+      const pending = client.ack({ ...message, leaseId: lease.leaseId }).then((response) => response);
+      await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
+      await leaseExpired(tenant);
+      await lock.release();
+
+      const response = await pending;
+      expect(response.body).toEqual([
+        expect.objectContaining({ success: false, error: 'invalid or expired lease', leaseReleased: false }),
+      ]);
+      const { rows } = await observer.query('SELECT committed_offset FROM consumers WHERE tenant_id = $1', [tenant]);
+      expect(rows).toEqual([{ committed_offset: '0' }]);
+    });
+  },
+);

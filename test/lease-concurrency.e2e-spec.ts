@@ -16,7 +16,10 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     ['with group commit', { LEASE_RENEWAL_CONCURRENCY: '8', DB_POOL_SIZE: '10' }],
     // Every request its own statement, all racing for the same rows: only the
     // lock order keeps this free of deadlocks.
-    ['one statement per request', { LEASE_RENEWAL_CONCURRENCY: '10', LEASE_RENEWAL_BATCH_SIZE: '1', DB_POOL_SIZE: '10' }],
+    [
+      'one statement per request',
+      { LEASE_RENEWAL_CONCURRENCY: '10', LEASE_RENEWAL_BATCH_SIZE: '1', DB_POOL_SIZE: '10' },
+    ],
   ];
 
   describe.each(scenarios)('%s', (_name, env) => {
@@ -53,7 +56,10 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
         expect(response.body).toMatchObject({ success: true, renewed: 8 });
       }
       const rows = await expiries(dataSource, tenant, lease.partitionIds);
-      const latestAnswer = responses.map((response) => response.body.newExpiresAt as string).sort().pop();
+      const latestAnswer = responses
+        .map((response) => response.body.newExpiresAt as string)
+        .sort()
+        .pop();
       // The stored expiry is the one the last renewal reported.
       expect([...rows].sort()[0]).toBe(latestAnswer);
     });
@@ -61,7 +67,13 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
     it('gives each of many concurrent requests across tenants its own exact answer', async () => {
       const tenants = [newTenant(), newTenant(), newTenant()];
       const leases = await Promise.all(
-        tenants.map((tenant, index) => createLease(app, tenant, Array.from({ length: index + 1 }, () => 30))),
+        tenants.map((tenant, index) =>
+          createLease(
+            app,
+            tenant,
+            Array.from({ length: index + 1 }, () => 30),
+          ),
+        ),
       );
 
       const calls = Array.from({ length: 120 }, (_unused, index) => {

@@ -3,13 +3,7 @@ import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../src/common/uuid';
 import { expireLeases, sql } from './support/db-state';
-import {
-  createLease,
-  expiries,
-  releaseLease,
-  secondsLeft,
-  secondsUntil,
-} from './support/lease-fixture';
+import { createLease, expiries, releaseLease, secondsLeft, secondsUntil } from './support/lease-fixture';
 import { rawRequest } from './support/raw-request';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 
@@ -132,7 +126,13 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
       const headers: Record<string, string> = { [TENANT_HEADER]: tenant };
       if (contentType) headers['content-type'] = contentType;
 
-      const response = await rawRequest(app.getHttpServer(), 'POST', `/api/v1/lease/${lease.leaseId}/extend`, headers, body);
+      const response = await rawRequest(
+        app.getHttpServer(),
+        'POST',
+        `/api/v1/lease/${lease.leaseId}/extend`,
+        headers,
+        body,
+      );
 
       expect(response.status).toBe(200);
       const answer = response.body as { success: boolean; renewed: number; newExpiresAt: string };
@@ -153,7 +153,9 @@ describe('POST /api/v1/lease/:leaseId/extend', () => {
         '{"seconds":300}',
       );
 
-      expect(await secondsUntil(dataSource, (response.body as { newExpiresAt: string }).newExpiresAt)).toBeGreaterThan(295);
+      expect(await secondsUntil(dataSource, (response.body as { newExpiresAt: string }).newExpiresAt)).toBeGreaterThan(
+        295,
+      );
     });
 
     it('honours seconds sent as JSON under text/plain', async () => {

@@ -1,4 +1,3 @@
-import { Server } from 'node:http';
 import { AddressInfo, connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { CallHandler, ExecutionContext, Logger, NestInterceptor } from '@nestjs/common';
@@ -29,7 +28,7 @@ interface WireResponse {
 
 /** Sends exactly these bytes on a fresh connection and reads the whole answer. */
 async function onTheWire(app: NestExpressApplication, head: string, body: Buffer | string = ''): Promise<WireResponse> {
-  const server = app.getHttpServer() as Server;
+  const server = app.getHttpServer();
   if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   const raw = await new Promise<string>((resolve, reject) => {
@@ -74,7 +73,8 @@ const auth = (caller: Caller) => `Authorization: Bearer ${caller.token}`;
 /** The caller's own lease, with the caller's token and these headers. */
 const extendOwn = (caller: Caller, ...headers: string[]) =>
   post(`/api/v1/lease/${caller.leaseId}/extend`, auth(caller), ...headers);
-const bearer = (claims: Record<string, unknown>, secret?: string) => `Authorization: Bearer ${hsToken(claims, {}, secret)}`;
+const bearer = (claims: Record<string, unknown>, secret?: string) =>
+  `Authorization: Bearer ${hsToken(claims, {}, secret)}`;
 const json = (body: string) => [`Content-Type: application/json`, `Content-Length: ${Buffer.byteLength(body)}`];
 const seconds90 = '{"seconds":90}';
 const gzipped = gzipSync(seconds90);
@@ -84,14 +84,24 @@ const CASES: Case[] = [
   { name: 'no body at all', status: 200, head: (c) => extendOwn(c) },
   { name: 'an empty body', status: 200, head: (c) => extendOwn(c, 'Content-Length: 0') },
   { name: 'malformed JSON', status: 200, head: (c) => extendOwn(c, ...json('{"seconds":')), body: '{"seconds":' },
-  { name: 'a byte-order mark', status: 200, head: (c) => extendOwn(c, ...json(`\uFEFF${seconds90}`)), body: `\uFEFF${seconds90}` },
+  {
+    name: 'a byte-order mark',
+    status: 200,
+    head: (c) => extendOwn(c, ...json(`\uFEFF${seconds90}`)),
+    body: `\uFEFF${seconds90}`,
+  },
   {
     name: 'a text/plain body',
     status: 200,
     head: (c) => extendOwn(c, 'Content-Type: text/plain', `Content-Length: ${seconds90.length}`),
     body: seconds90,
   },
-  { name: 'seconds below 1', status: 200, head: (c) => extendOwn(c, ...json('{"seconds":-5}')), body: '{"seconds":-5}' },
+  {
+    name: 'seconds below 1',
+    status: 200,
+    head: (c) => extendOwn(c, ...json('{"seconds":-5}')),
+    body: '{"seconds":-5}',
+  },
   {
     name: 'a gzip-encoded body',
     status: 200,
@@ -118,11 +128,23 @@ const CASES: Case[] = [
     body: seconds90,
   },
   { name: 'an id that is not a UUID', status: 200, head: (c) => post('/api/v1/lease/not-a-lease/extend', auth(c)) },
-  { name: 'an id whose encoding does not decode', status: 200, head: (c) => post('/api/v1/lease/%E0%A4%A/extend', auth(c)) },
+  {
+    name: 'an id whose encoding does not decode',
+    status: 200,
+    head: (c) => post('/api/v1/lease/%E0%A4%A/extend', auth(c)),
+  },
   { name: 'an encoded slash in the id', status: 200, head: (c) => post('/api/v1/lease/a%2Fb/extend', auth(c)) },
-  { name: 'an upper-case lease id', status: 200, head: (c) => post(`/api/v1/lease/${c.leaseId.toUpperCase()}/extend`, auth(c)) },
+  {
+    name: 'an upper-case lease id',
+    status: 200,
+    head: (c) => post(`/api/v1/lease/${c.leaseId.toUpperCase()}/extend`, auth(c)),
+  },
   { name: 'an upper-case path', status: 200, head: (c) => post(`/API/V1/LEASE/${c.leaseId}/EXTEND`, auth(c)) },
-  { name: 'a trailing slash and a query', status: 200, head: (c) => post(`/api/v1/lease/${c.leaseId}/extend/?x=1`, auth(c)) },
+  {
+    name: 'a trailing slash and a query',
+    status: 200,
+    head: (c) => post(`/api/v1/lease/${c.leaseId}/extend/?x=1`, auth(c)),
+  },
   { name: "another tenant's lease", status: 200, foreign: true, head: (c) => extendOwn(c) },
   { name: 'an expired lease', status: 200, expired: true, head: (c) => extendOwn(c) },
   { name: "another tenant's expired lease", status: 200, foreign: true, expired: true, head: (c) => extendOwn(c) },
@@ -132,7 +154,10 @@ const CASES: Case[] = [
     name: 'a token signed with another key',
     status: 401,
     head: (c) =>
-      post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write', tenant: c.tenant }, 'another-secret-of-enough-length')),
+      post(
+        `/api/v1/lease/${c.leaseId}/extend`,
+        bearer({ role: 'read-write', tenant: c.tenant }, 'another-secret-of-enough-length'),
+      ),
   },
   {
     name: 'a read-only role',
@@ -148,7 +173,11 @@ const CASES: Case[] = [
     name: 'a malformed tenant header',
     status: 400,
     head: (c) =>
-      post(`/api/v1/lease/${c.leaseId}/extend`, bearer({ role: 'read-write', tenant: c.tenant }), `${TENANT_HEADER}: not a tenant`),
+      post(
+        `/api/v1/lease/${c.leaseId}/extend`,
+        bearer({ role: 'read-write', tenant: c.tenant }),
+        `${TENANT_HEADER}: not a tenant`,
+      ),
   },
   {
     name: 'a token without a tenant claim',
@@ -185,7 +214,12 @@ function comparable(response: WireResponse, caller: Caller): unknown {
     .replace(/"(\d{4}-\d{2}-\d{2}T[\d:.]+Z)"/g, (_match, timestamp: string) => {
       return `"now + ${Math.round((Date.parse(timestamp) - response.receivedAt) / 1000)} s"`;
     });
-  return { status: response.status, headers, body, requestId: requestId === 'renewal-42' ? requestId : typeof requestId };
+  return {
+    status: response.status,
+    headers,
+    body,
+    requestId: requestId === 'renewal-42' ? requestId : typeof requestId,
+  };
 }
 
 describe('lease route served ahead of the router', () => {
@@ -281,7 +315,7 @@ describe('lease route served ahead of the router', () => {
     const tenant = newTenant();
     const lease = await createLease(fast, tenant, [30]);
     const before = await expiries(dataSource, tenant, lease.partitionIds);
-    const server = fast.getHttpServer() as Server;
+    const server = fast.getHttpServer();
     if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
 
@@ -311,7 +345,9 @@ describe('lease route served ahead of the router', () => {
 /** Marks every response it sees, so a test can tell the router served it. */
 class MarkingInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    return next.handle().pipe(tap(() => context.switchToHttp().getResponse<Response>().setHeader('x-intercepted', 'yes')));
+    return next
+      .handle()
+      .pipe(tap(() => context.switchToHttp().getResponse<Response>().setHeader('x-intercepted', 'yes')));
   }
 }
 

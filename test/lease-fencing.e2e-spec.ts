@@ -45,7 +45,10 @@ describe('fencing epochs', () => {
 
       expect([first, second, redelivered, afterExpiry].map(epochs)).toEqual([[1], [2], [3], [4]]);
       expect(redelivered.messages[0].transactionId).toBe(second.messages[0].transactionId);
-      expect(afterExpiry.messages[0]).toMatchObject({ transactionId: second.messages[0].transactionId, deliveryAttempt: 3 });
+      expect(afterExpiry.messages[0]).toMatchObject({
+        transactionId: second.messages[0].transactionId,
+        deliveryAttempt: 3,
+      });
       expect(afterExpiry.claimedPartitions).toEqual([
         { partitionId: afterExpiry.partitionId, partition: 'Default', leaseEpoch: 4, messages: 1 },
       ]);
@@ -61,7 +64,9 @@ describe('fencing epochs', () => {
       const other = await pop('orders', { batch: 10, partitions: 2, consumerGroup: 'g2' });
 
       const byPartition = (body: PopBody) =>
-        Object.fromEntries(body.claimedPartitions.map((claim) => [claim.partition, [claim.leaseEpoch, claim.messages]]));
+        Object.fromEntries(
+          body.claimedPartitions.map((claim) => [claim.partition, [claim.leaseEpoch, claim.messages]]),
+        );
       expect(byPartition(both)).toEqual({ a: [2, 1], b: [1, 3] });
       expect(byPartition(other)).toEqual({ a: [1, 2], b: [1, 3] });
       for (const message of both.messages) {
@@ -139,7 +144,12 @@ describe('fencing epochs', () => {
 
       const answer = await client.ackBatch({
         acknowledgments: [
-          { transactionId: first.transactionId, partitionId: first.partitionId, leaseId: current.leaseId, leaseEpoch: first.leaseEpoch },
+          {
+            transactionId: first.transactionId,
+            partitionId: first.partitionId,
+            leaseId: current.leaseId,
+            leaseEpoch: first.leaseEpoch,
+          },
           { transactionId: second.transactionId, partitionId: second.partitionId, leaseEpoch: second.leaseEpoch },
         ],
       });
@@ -182,7 +192,9 @@ describe('fencing epochs', () => {
       expect(single.status).toBe(400);
       expect(single.body).toEqual({ error: `leaseEpoch must be an integer between 1 and ${Number.MAX_SAFE_INTEGER}` });
       expect(batch.status).toBe(400);
-      expect(batch.body.error).toBe(`acknowledgments[0].leaseEpoch must be an integer between 1 and ${Number.MAX_SAFE_INTEGER}`);
+      expect(batch.body.error).toBe(
+        `acknowledgments[0].leaseEpoch must be an integer between 1 and ${Number.MAX_SAFE_INTEGER}`,
+      );
       expect((await cursors(dataSource, client.tenant, 'orders'))[0]).toMatchObject({ committedOffset: 0 });
     });
 
@@ -190,7 +202,11 @@ describe('fencing epochs', () => {
       await client.pushMany('orders', 1);
       const [message] = (await pop('orders')).messages;
 
-      const answer = await client.ack({ transactionId: message.transactionId, partitionId: message.partitionId, leaseEpoch: null });
+      const answer = await client.ack({
+        transactionId: message.transactionId,
+        partitionId: message.partitionId,
+        leaseEpoch: null,
+      });
 
       expect(answer.body[0]).toMatchObject({ success: true });
     });

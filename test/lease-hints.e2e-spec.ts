@@ -166,7 +166,8 @@ describe('LEASE_MAX_TOTAL_SECONDS', () => {
   it('stops extending at the ceiling: the lease stays live until it, and the answer drops the hint', async () => {
     const { leaseId } = await client.pushAndPop('orders', 1, { leaseSeconds: 10 });
     const atCeiling = async () =>
-      (await app.get(MetricsService).renewals.get()).values.find((value) => value.labels.outcome === 'at_ceiling')?.value ?? 0;
+      (await app.get(MetricsService).renewals.get()).values.find((value) => value.labels.outcome === 'at_ceiling')
+        ?.value ?? 0;
     const countedBefore = await atCeiling();
 
     const response = await client.extend(leaseId!, 3600);
@@ -238,11 +239,15 @@ describe('a stuck worker under a short ceiling', () => {
 
     let last: Response | undefined;
     const expiries = new Set<string>();
-    await waitFor(async () => {
-      last = await client.extend(held.leaseId!, 60);
-      if (last.body.renewed > 0) expiries.add(last.body.newExpiresAt);
-      return last.body.renewed === 0;
-    }, 'the lease ending despite renewals', 30_000);
+    await waitFor(
+      async () => {
+        last = await client.extend(held.leaseId!, 60);
+        if (last.body.renewed > 0) expiries.add(last.body.newExpiresAt);
+        return last.body.renewed === 0;
+      },
+      'the lease ending despite renewals',
+      30_000,
+    );
 
     expect(last!.headers[STATUS]).toBe('expired');
     // Renewals pushed the lease out once, to its ceiling, and never past it.

@@ -5,7 +5,6 @@ import { cursors } from './support/db-state';
 import { sleep } from './support/sleep';
 import { createTestApp, newTenant } from './support/test-app';
 
-
 /** Leases popped through the broker: minted by a pop, extended, ended by ack, nack or expiry. */
 describe('the life of a lease', () => {
   let app: NestExpressApplication;
@@ -42,7 +41,12 @@ describe('the life of a lease', () => {
 
     expect(fresh.status).toBe(200);
     expect(fresh.body.leaseId).not.toBe(stale.leaseId);
-    expect(fresh.body.messages.map((message: { transactionId: string; deliveryAttempt: number }) => [message.transactionId, message.deliveryAttempt])).toEqual([
+    expect(
+      fresh.body.messages.map((message: { transactionId: string; deliveryAttempt: number }) => [
+        message.transactionId,
+        message.deliveryAttempt,
+      ]),
+    ).toEqual([
       ['jobs-Default-0', 2],
       ['jobs-Default-1', 2],
     ]);
@@ -85,7 +89,7 @@ describe('the life of a lease', () => {
     expect(afterNack.body).toMatchObject({ success: true, renewed: 1 });
   });
 
-  it("cannot be extended or acknowledged from another tenant, and is left exactly as it was", async () => {
+  it('cannot be extended or acknowledged from another tenant, and is left exactly as it was', async () => {
     await client.pushMany('jobs', 1);
     const pop: PopBody = (await client.pop('jobs')).body;
     const before = await cursors(dataSource, client.tenant, 'jobs');

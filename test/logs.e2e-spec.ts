@@ -22,10 +22,17 @@ type Line = Record<string, unknown>;
   const auth = { authorization: `Bearer ${token}` };
 
   async function start(env: Record<string, string> = {}): Promise<BrokerProcess> {
-    return BrokerProcess.start({ DATABASE_URL: process.env.DATABASE_URL!, JWT_ENABLED: 'true', JWT_SECRET: SECRET, DB_POOL_SIZE: '4', ...env });
+    return BrokerProcess.start({
+      DATABASE_URL: process.env.DATABASE_URL!,
+      JWT_ENABLED: 'true',
+      JWT_SECRET: SECRET,
+      DB_POOL_SIZE: '4',
+      ...env,
+    });
   }
 
-  const parsed = (broker: BrokerProcess): Line[] => broker.lines.filter((line) => line.trim() !== '').map((line) => JSON.parse(line) as Line);
+  const parsed = (broker: BrokerProcess): Line[] =>
+    broker.lines.filter((line) => line.trim() !== '').map((line) => JSON.parse(line) as Line);
 
   it('writes every line as JSON, one per request with its id, tenant, route, status and duration, and never a token or a payload', async () => {
     const broker = await start();
@@ -39,7 +46,9 @@ type Line = Record<string, unknown>;
       const popped = await fetch(`${broker.url}/api/v1/pop/queue/logged?leaseSeconds=60`, { headers: auth });
       const { leaseId } = (await popped.json()) as { leaseId: string };
       const extended = await fetch(`${broker.url}/api/v1/lease/${leaseId}/extend`, { method: 'POST', headers: auth });
-      const refused = await fetch(`${broker.url}/api/v1/pop/queue/logged`, { headers: { authorization: 'Bearer not-a-token' } });
+      const refused = await fetch(`${broker.url}/api/v1/pop/queue/logged`, {
+        headers: { authorization: 'Bearer not-a-token' },
+      });
       expect(refused.status).toBe(401);
       await waitFor(() => parsed(broker).filter((line) => line.msg === 'request').length >= 4, 'four request lines');
 
@@ -48,11 +57,48 @@ type Line = Record<string, unknown>;
 
       const lines = parsed(broker);
       const requests = lines.filter((line) => line.msg === 'request');
-      expect(requests.map(({ requestId, tenant: who, method, route, status, level }) => ({ requestId, tenant: who, method, route, status, level }))).toEqual([
-        { requestId: pushed.headers.get('x-request-id'), tenant, method: 'POST', route: '/api/v1/push', status: 201, level: 30 },
-        { requestId: popped.headers.get('x-request-id'), tenant, method: 'GET', route: '/api/v1/pop/queue/:queue', status: 200, level: 30 },
-        { requestId: extended.headers.get('x-request-id'), tenant, method: 'POST', route: '/api/v1/lease/:leaseId/extend', status: 200, level: 30 },
-        { requestId: refused.headers.get('x-request-id'), tenant: undefined, method: 'GET', route: '/api/v1/pop/queue/:queue', status: 401, level: 40 },
+      expect(
+        requests.map(({ requestId, tenant: who, method, route, status, level }) => ({
+          requestId,
+          tenant: who,
+          method,
+          route,
+          status,
+          level,
+        })),
+      ).toEqual([
+        {
+          requestId: pushed.headers.get('x-request-id'),
+          tenant,
+          method: 'POST',
+          route: '/api/v1/push',
+          status: 201,
+          level: 30,
+        },
+        {
+          requestId: popped.headers.get('x-request-id'),
+          tenant,
+          method: 'GET',
+          route: '/api/v1/pop/queue/:queue',
+          status: 200,
+          level: 30,
+        },
+        {
+          requestId: extended.headers.get('x-request-id'),
+          tenant,
+          method: 'POST',
+          route: '/api/v1/lease/:leaseId/extend',
+          status: 200,
+          level: 30,
+        },
+        {
+          requestId: refused.headers.get('x-request-id'),
+          tenant: undefined,
+          method: 'GET',
+          route: '/api/v1/pop/queue/:queue',
+          status: 401,
+          level: 40,
+        },
       ]);
       for (const line of requests) expect(typeof line.durationMs).toBe('number');
       const everything = broker.lines.join('\n');

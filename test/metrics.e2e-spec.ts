@@ -24,7 +24,8 @@ function parse(text: string): Samples {
 
 /** A counter's value, or a histogram's `_count` or `_sum`, summed over the series matching `labels`. */
 async function valueOf(metrics: MetricsService, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const metric = metrics.registry.getSingleMetric(name) ?? metrics.registry.getSingleMetric(name.replace(/_(count|sum)$/, ''));
+  const metric =
+    metrics.registry.getSingleMetric(name) ?? metrics.registry.getSingleMetric(name.replace(/_(count|sum)$/, ''));
   if (!metric) throw new Error(`no metric ${name}`);
   const { values } = await metric.get();
   return values
@@ -101,7 +102,9 @@ describe('GET /metrics', () => {
       await client.configure({ queue: doomed, options: { retryLimit: 0, deadLetterQueue: true } }).expect(200);
       await client.pushMany(doomed, 1);
       const d = (await client.pop(doomed, { leaseSeconds: 60 })).body as PopBody;
-      expect((await client.ack({ ...pick(d, 0), status: 'failed' })).body).toMatchObject([{ success: true, dlq: true }]);
+      expect((await client.ack({ ...pick(d, 0), status: 'failed' })).body).toMatchObject([
+        { success: true, dlq: true },
+      ]);
       expect((await client.pop(`${queue}-absent`)).status).toBe(204);
 
       const after = await snapshot();
@@ -142,7 +145,9 @@ describe('GET /metrics', () => {
       expect(samples.get('leasehold_draining')).toBe(0);
       expect(samples.has('leasehold_process_resident_memory_bytes')).toBe(true);
       // Requests by route pattern, never by raw path.
-      const routes = [...samples.keys()].filter((key) => key.startsWith('leasehold_http_request_duration_seconds_count'));
+      const routes = [...samples.keys()].filter((key) =>
+        key.startsWith('leasehold_http_request_duration_seconds_count'),
+      );
       expect(routes).toEqual(
         expect.arrayContaining([
           'leasehold_http_request_duration_seconds_count{method="GET",route="/api/v1/pop/queue/:queue/partition/:partition",status_class="2xx"}',
@@ -174,7 +179,11 @@ describe('GET /metrics', () => {
     const tenantToken = sign({ role: 'admin', tenant: newTenant() }, secret, { algorithm: 'HS256', expiresIn: '1h' });
 
     it('with auth on, only with METRICS_TOKEN as bearer token: a tenant admin token is not enough', async () => {
-      const app = await createTestApp({ JWT_ENABLED: 'true', JWT_SECRET: secret, METRICS_TOKEN: 'scrape-token-0123456789' });
+      const app = await createTestApp({
+        JWT_ENABLED: 'true',
+        JWT_SECRET: secret,
+        METRICS_TOKEN: 'scrape-token-0123456789',
+      });
       try {
         const http = request(app.getHttpServer());
         await http.get('/metrics').expect(401, { error: 'Authentication required' });
@@ -204,7 +213,9 @@ describe('GET /metrics', () => {
           httpGet(`http://127.0.0.1:${port}/metrics`, (response) => {
             let body = '';
             response.on('data', (chunk) => (body += chunk));
-            response.on('end', () => (response.statusCode === 200 ? resolve(body) : reject(new Error(`${response.statusCode}`))));
+            response.on('end', () =>
+              response.statusCode === 200 ? resolve(body) : reject(new Error(`${response.statusCode}`)),
+            );
           }).on('error', reject),
         );
         expect(text).toContain('leasehold_parked_polls');

@@ -48,7 +48,9 @@ describe('the Grafana dashboard and the Prometheus alerts in deploy/', () => {
   it('the alert rules name only metrics the broker exports, and cover what operators must hear of', () => {
     const rules = readFileSync(join(ROOT, 'deploy/prometheus/leasehold-alerts.yml'), 'utf8');
     // An expression runs from `expr:` to the next key of the rule (folded `>` blocks included).
-    const expressions = [...rules.matchAll(/^\s+expr:([\s\S]*?)(?=^\s+(?:for|labels|annotations):)/gm)].map((match) => match[1]);
+    const expressions = [...rules.matchAll(/^\s+expr:([\s\S]*?)(?=^\s+(?:for|labels|annotations):)/gm)].map(
+      (match) => match[1],
+    );
     const alerts = [...rules.matchAll(/^\s+- alert: (\S+)$/gm)].map((match) => match[1]);
 
     expect(expressions).toHaveLength(alerts.length);

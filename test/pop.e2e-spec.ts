@@ -66,7 +66,8 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('a pop that finds messages', () => {
     it('returns 200 with every contract key in order and a fresh UUIDv7 lease shared by its messages', async () => {
-      const [pushed] = (await client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }])).body;
+      const [pushed] = (await client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }]))
+        .body;
 
       const response = await client.pop('orders');
 
@@ -74,7 +75,13 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       expect(response.headers['content-type']).toMatch(/^application\/json/);
       const body: PopBody = response.body;
       expect(Object.keys(body)).toEqual(POP_KEYS);
-      expect(body).toMatchObject({ success: true, queue: 'orders', partition: 'Default', consumerGroup: '__QUEUE_MODE__', partitionsClaimed: 1 });
+      expect(body).toMatchObject({
+        success: true,
+        queue: 'orders',
+        partition: 'Default',
+        consumerGroup: '__QUEUE_MODE__',
+        partitionsClaimed: 1,
+      });
       expect(body.leaseId).toMatch(UUID_V7);
       expect(Object.keys(body.messages[0])).toEqual(MESSAGE_KEYS);
       expect(body.messages[0]).toEqual({
@@ -118,7 +125,9 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       const pop = await client.pop('orders', { partitions: 3, batch: 100 });
 
       expect(pop.body.partitionsClaimed).toBe(3);
-      expect(new Set(pop.body.messages.map((message: { leaseId: string }) => message.leaseId))).toEqual(new Set([pop.body.leaseId]));
+      expect(new Set(pop.body.messages.map((message: { leaseId: string }) => message.leaseId))).toEqual(
+        new Set([pop.body.leaseId]),
+      );
       const rows = await cursors(dataSource, client.tenant, 'orders');
       expect(rows.map((row) => row.leaseId)).toEqual([pop.body.leaseId, pop.body.leaseId, pop.body.leaseId]);
       expect(rows.map((row) => row.leaseEndOffset)).toEqual([2, 2, 2]);
@@ -207,16 +216,19 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     it.each([
       ['an unknown queue', 'nope', undefined],
       ['an unknown partition', 'orders', 'nope'],
-    ])('answers a bare 204 for %s and creates nothing, as the Queen reference has it', async (_case, queue, partition) => {
-      await client.pushMany('orders', 1);
-      const before = await stored();
+    ])(
+      'answers a bare 204 for %s and creates nothing, as the Queen reference has it',
+      async (_case, queue, partition) => {
+        await client.pushMany('orders', 1);
+        const before = await stored();
 
-      const response = await client.pop(queue, {}, partition);
+        const response = await client.pop(queue, {}, partition);
 
-      expect(response.status).toBe(204);
-      expect(response.text).toBe('');
-      expect(await stored()).toEqual(before);
-    });
+        expect(response.status).toBe(204);
+        expect(response.text).toBe('');
+        expect(await stored()).toEqual(before);
+      },
+    );
 
     it("answers 204 for another tenant's queue and partition, exactly as for unknown ones, and leaves its messages alone", async () => {
       const owner = new BrokerClient(app, newTenant());
@@ -285,19 +297,23 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       },
     );
 
-    it.each(['all', 'from_beginning'])('with subscriptionMode %s starts a new group at the first message', async (mode) => {
-      await client.pushMany('events', 2);
+    it.each(['all', 'from_beginning'])(
+      'with subscriptionMode %s starts a new group at the first message',
+      async (mode) => {
+        await client.pushMany('events', 2);
 
-      const response = await client.pop('events', { consumerGroup: 'replay', subscriptionMode: mode, batch: 10 });
+        const response = await client.pop('events', { consumerGroup: 'replay', subscriptionMode: mode, batch: 10 });
 
-      expect(transactionIds(response.body)).toEqual(['events-Default-0', 'events-Default-1']);
-    });
+        expect(transactionIds(response.body)).toEqual(['events-Default-0', 'events-Default-1']);
+      },
+    );
 
     it('with subscriptionFrom starts a new group at the first message created at or after that instant', async () => {
       await client.pushMany('events', 1, undefined, 'old');
       await sleep(5);
       await client.pushMany('events', 2, undefined, 'recent');
-      const [{ created_at: from }] = await sql(dataSource,
+      const [{ created_at: from }] = await sql(
+        dataSource,
         `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
            FROM messages WHERE tenant_id = $1 AND transaction_id = 'recent-0'`,
         [client.tenant],
@@ -423,7 +439,9 @@ describe('long polls at application shutdown', () => {
     const app = await createTestApp();
     const client = new BrokerClient(app, newTenant());
     await client.configure({ queue: 'orders' });
-    const parked = Array.from({ length: 3 }, () => client.pop('orders', { wait: true, timeout: 20_000 }).then((response) => response));
+    const parked = Array.from({ length: 3 }, () =>
+      client.pop('orders', { wait: true, timeout: 20_000 }).then((response) => response),
+    );
     await sleep(300);
 
     const started = Date.now();

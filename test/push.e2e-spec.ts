@@ -44,7 +44,8 @@ describe('POST /api/v1/push', () => {
     for (const result of response.body) expect(result.message_id).toMatch(UUID_V7);
     // A transactionId is minted when absent.
     expect(response.body[2].transaction_id).toMatch(UUID_V7);
-    const partitions = await sql(dataSource,
+    const partitions = await sql(
+      dataSource,
       `SELECT q.name AS queue, p.name AS partition, p.last_offset::int AS last_offset
          FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
         WHERE p.tenant_id = $1 ORDER BY q.name, p.name`,
@@ -71,7 +72,8 @@ describe('POST /api/v1/push', () => {
       { index: 1, transaction_id: 'tx-2', status: 'queued' },
       { index: 2, message_id: again.body[1].message_id, transaction_id: 'tx-2', status: 'duplicate' },
     ]);
-    const stored = await sql(dataSource,
+    const stored = await sql(
+      dataSource,
       'SELECT transaction_id, seq::int AS seq, payload FROM messages WHERE tenant_id = $1 ORDER BY seq',
       [client.tenant],
     );
@@ -106,11 +108,27 @@ describe('POST /api/v1/push', () => {
     const pop = await client.pop('orders');
 
     expect(pop.status).toBe(200);
-    expect(pop.body.messages[0]).toMatchObject({ transactionId: 'n', data: null, traceId: 'trace-1', producerSub: null });
+    expect(pop.body.messages[0]).toMatchObject({
+      transactionId: 'n',
+      data: null,
+      traceId: 'trace-1',
+      producerSub: null,
+    });
   });
 
   it('delivers payloads of every JSON type unchanged', async () => {
-    const payloads = [0, -1.5, 'text', true, false, [], {}, [1, 'two', { three: [3] }], { nested: { deep: [null] } }, 'ünïcödé ✓'];
+    const payloads = [
+      0,
+      -1.5,
+      'text',
+      true,
+      false,
+      [],
+      {},
+      [1, 'two', { three: [3] }],
+      { nested: { deep: [null] } },
+      'ünïcödé ✓',
+    ];
     await client.push(payloads.map((payload, n) => ({ queue: 'types', payload, transactionId: `t${n}` })));
 
     const pop = await client.pop('types', { batch: 100 });
@@ -156,22 +174,74 @@ describe('POST /api/v1/push', () => {
       ['an item that is not an object', { items: [42] }, 'items[0] must be a JSON object'],
       ['a missing queue', { items: [{ payload: 1 }] }, 'items[0].queue is required'],
       ['a queue that is a number', { items: [{ queue: 7, payload: 1 }] }, 'items[0].queue must be a string'],
-      ['an empty queue name', { items: [{ queue: '', payload: 1 }] }, 'items[0].queue must be 1 to 255 characters long'],
-      ['a queue name of 256 characters', { items: [{ queue: 'q'.repeat(256), payload: 1 }] }, 'items[0].queue must be 1 to 255 characters long'],
-      ['a queue name with a newline', { items: [{ queue: 'a\nb', payload: 1 }] }, 'items[0].queue must not contain control characters'],
+      [
+        'an empty queue name',
+        { items: [{ queue: '', payload: 1 }] },
+        'items[0].queue must be 1 to 255 characters long',
+      ],
+      [
+        'a queue name of 256 characters',
+        { items: [{ queue: 'q'.repeat(256), payload: 1 }] },
+        'items[0].queue must be 1 to 255 characters long',
+      ],
+      [
+        'a queue name with a newline',
+        { items: [{ queue: 'a\nb', payload: 1 }] },
+        'items[0].queue must not contain control characters',
+      ],
       ['a missing payload', { items: [{ queue: 'q' }] }, 'items[0].payload is required (null is allowed)'],
-      ['a partition that is an object', { items: [{ queue: 'q', partition: {}, payload: 1 }] }, 'items[0].partition must be a string'],
-      ['a transactionId that is a number', { items: [{ queue: 'q', payload: 1, transactionId: 5 }] }, 'items[0].transactionId must be a string'],
-      ['a traceId that is an array', { items: [{ queue: 'q', payload: 1, traceId: ['t'] }] }, 'items[0].traceId must be a string'],
-      ['a payload with \\u0000', { items: [{ queue: 'q', payload: { text: 'a\u0000b' } }] }, 'items[0].payload must not contain the character \\u0000'],
-      ['a payload key with \\u0000', { items: [{ queue: 'q', payload: { 'a\u0000': 1 } }] }, 'items[0].payload must not contain the character \\u0000'],
+      [
+        'a partition that is an object',
+        { items: [{ queue: 'q', partition: {}, payload: 1 }] },
+        'items[0].partition must be a string',
+      ],
+      [
+        'a transactionId that is a number',
+        { items: [{ queue: 'q', payload: 1, transactionId: 5 }] },
+        'items[0].transactionId must be a string',
+      ],
+      [
+        'a traceId that is an array',
+        { items: [{ queue: 'q', payload: 1, traceId: ['t'] }] },
+        'items[0].traceId must be a string',
+      ],
+      [
+        'a payload with \\u0000',
+        { items: [{ queue: 'q', payload: { text: 'a\u0000b' } }] },
+        'items[0].payload must not contain the character \\u0000',
+      ],
+      [
+        'a payload key with \\u0000',
+        { items: [{ queue: 'q', payload: { 'a\u0000': 1 } }] },
+        'items[0].payload must not contain the character \\u0000',
+      ],
       // PostgreSQL stores text as UTF-8 and refuses \ud800 in jsonb: unchecked, these were 500s, and a
       // name would be stored as U+FFFD while the answer reported the name sent.
-      ['a queue name with an unpaired surrogate', { items: [{ queue: 'q\ud800', payload: 1 }] }, 'items[0].queue must not contain an unpaired UTF-16 surrogate'],
-      ['a partition with an unpaired surrogate', { items: [{ queue: 'q', partition: 'p\udc00', payload: 1 }] }, 'items[0].partition must not contain an unpaired UTF-16 surrogate'],
-      ['a transactionId with an unpaired surrogate', { items: [{ queue: 'q', payload: 1, transactionId: 't\ud800' }] }, 'items[0].transactionId must not contain an unpaired UTF-16 surrogate'],
-      ['a payload with an unpaired surrogate', { items: [{ queue: 'q', payload: { text: 'a\ud800' } }] }, 'items[0].payload must not contain an unpaired UTF-16 surrogate'],
-      ['a payload key with an unpaired surrogate', { items: [{ queue: 'q', payload: { 'a\udc00': 1 } }] }, 'items[0].payload must not contain an unpaired UTF-16 surrogate'],
+      [
+        'a queue name with an unpaired surrogate',
+        { items: [{ queue: 'q\ud800', payload: 1 }] },
+        'items[0].queue must not contain an unpaired UTF-16 surrogate',
+      ],
+      [
+        'a partition with an unpaired surrogate',
+        { items: [{ queue: 'q', partition: 'p\udc00', payload: 1 }] },
+        'items[0].partition must not contain an unpaired UTF-16 surrogate',
+      ],
+      [
+        'a transactionId with an unpaired surrogate',
+        { items: [{ queue: 'q', payload: 1, transactionId: 't\ud800' }] },
+        'items[0].transactionId must not contain an unpaired UTF-16 surrogate',
+      ],
+      [
+        'a payload with an unpaired surrogate',
+        { items: [{ queue: 'q', payload: { text: 'a\ud800' } }] },
+        'items[0].payload must not contain an unpaired UTF-16 surrogate',
+      ],
+      [
+        'a payload key with an unpaired surrogate',
+        { items: [{ queue: 'q', payload: { 'a\udc00': 1 } }] },
+        'items[0].payload must not contain an unpaired UTF-16 surrogate',
+      ],
     ])('answers 400 for %s', async (_case, body, error) => {
       const response = await client.post('/api/v1/push', body);
 

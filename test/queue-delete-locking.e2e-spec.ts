@@ -47,7 +47,10 @@ async function waitingOn(dataSource: DataSource, holders: number[]): Promise<num
     try {
       await holder.startTransaction();
       const [{ pid: holderPid }] = await holder.query('SELECT pg_backend_pid() AS pid');
-      await holder.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE', [client.tenant, 'orders']);
+      await holder.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE', [
+        client.tenant,
+        'orders',
+      ]);
 
       const deleting = client.delete('/api/v1/resources/queues/orders').then((response) => response);
       const [deletePid] = await waitForValue(async () => {

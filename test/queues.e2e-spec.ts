@@ -40,7 +40,10 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
 
   describe('POST /api/v1/configure', () => {
     it('creates a missing queue and answers 200 echoing every option sent, with the value in force', async () => {
-      const response = await client.configure({ queue: 'orders', options: { leaseTime: 30, retryLimit: 5, deadLetterQueue: false } });
+      const response = await client.configure({
+        queue: 'orders',
+        options: { leaseTime: 30, retryLimit: 5, deadLetterQueue: false },
+      });
 
       expect(response.status).toBe(200);
       expect(Object.keys(response.body)).toEqual(['configured', 'queue', 'options']);
@@ -73,7 +76,10 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     it('stores and echoes options it does not interpret, merging them across calls', async () => {
       await client.configure({ queue: 'orders', options: { priority: 5, ttl: 3600 } });
 
-      const response = await client.configure({ queue: 'orders', options: { ttl: 60, encryption: { enabled: false } } });
+      const response = await client.configure({
+        queue: 'orders',
+        options: { ttl: 60, encryption: { enabled: false } },
+      });
       const detail = await client.get('/api/v1/resources/queues/orders');
 
       expect(response.body.options).toEqual({ ttl: 60, encryption: { enabled: false } });
@@ -92,7 +98,8 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       await client.pushMany('orders', 1);
 
       const pop = await client.pop('orders');
-      const [{ left }] = await sql(dataSource,
+      const [{ left }] = await sql(
+        dataSource,
         'SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2',
         [client.tenant, pop.body.leaseId],
       );
@@ -170,7 +177,11 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       await client.pushMany('orders', 3, 'a');
       await client.pushMany('orders', 1, 'b');
       const pop: PopBody = (await client.pop('orders', { batch: 2 }, 'a')).body;
-      await client.ack({ transactionId: pop.messages[0].transactionId, partitionId: pop.partitionId, leaseId: pop.leaseId });
+      await client.ack({
+        transactionId: pop.messages[0].transactionId,
+        partitionId: pop.partitionId,
+        leaseId: pop.leaseId,
+      });
       await client.pop('orders', { consumerGroup: 'audit', autoAck: true, partitions: 2, batch: 10 });
 
       const response = await client.get('/api/v1/resources/queues/orders');
@@ -308,7 +319,12 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       await deadLetter('audit', 1);
 
       const all = await client.get('/api/v1/dlq');
-      const page = await client.get('/api/v1/dlq', { queue: 'orders', consumerGroup: '__QUEUE_MODE__', limit: 2, offset: 1 });
+      const page = await client.get('/api/v1/dlq', {
+        queue: 'orders',
+        consumerGroup: '__QUEUE_MODE__',
+        limit: 2,
+        offset: 1,
+      });
       const billing = await client.get('/api/v1/dlq', { consumerGroup: 'billing' });
       const beyond = await client.get('/api/v1/dlq', { offset: 100 });
 
@@ -318,7 +334,9 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
         'orders-q-1',
         'orders-q-2',
       ]);
-      expect(billing.body.messages).toMatchObject([{ transactionId: 'orders-q-0', consumerGroup: 'billing', errorMessage: 'billing failed' }]);
+      expect(billing.body.messages).toMatchObject([
+        { transactionId: 'orders-q-0', consumerGroup: 'billing', errorMessage: 'billing failed' },
+      ]);
       expect(beyond.body).toEqual({ messages: [], total: 5 });
     });
 

@@ -38,7 +38,7 @@ describe('the migrated schema can be distributed by tenant', () => {
     expect(tables).toEqual(DISTRIBUTED_TABLES.map((table) => ({ table, type: 'uuid', nullable: 'NO' })));
   });
 
-  it('every index, primary key and unique key begins with tenant_id, so each lookup stays on one tenant\'s shard', async () => {
+  it("every index, primary key and unique key begins with tenant_id, so each lookup stays on one tenant's shard", async () => {
     const indexes = await sql<Array<{ index: string; first: string }>>(
       dataSource,
       `SELECT i.indexrelid::regclass::text AS index, a.attname AS first

@@ -242,10 +242,12 @@ describe('security', () => {
 
         if (row.metricsToken) {
           it('is not served to a token of any role, nor without one, when METRICS_TOKEN is unset', async () => {
-            const statuses = await Promise.all([undefined, ...ROLES].map(async (role) => {
-              const response = await send(role && token({ role, tenant: newTenant() }));
-              return response.status;
-            }));
+            const statuses = await Promise.all(
+              [undefined, ...ROLES].map(async (role) => {
+                const response = await send(role && token({ role, tenant: newTenant() }));
+                return response.status;
+              }),
+            );
 
             expect(statuses).toEqual(Array(ROLES.length + 1).fill(404));
           });
@@ -317,8 +319,16 @@ describe('security', () => {
         () => sign(claims, TEST_JWT_SECRET, { audience: AUDIENCE, expiresIn: '5m' }),
         'Invalid token: issuer not accepted',
       ],
-      ['a wrong audience', () => token(claims, { audience: 'another-service' }), 'Invalid token: audience not accepted'],
-      ['alg none without a signature', () => unsignedToken(unsignedClaims), 'Invalid token: unsigned tokens are not accepted'],
+      [
+        'a wrong audience',
+        () => token(claims, { audience: 'another-service' }),
+        'Invalid token: audience not accepted',
+      ],
+      [
+        'alg none without a signature',
+        () => unsignedToken(unsignedClaims),
+        'Invalid token: unsigned tokens are not accepted',
+      ],
       ['alg none with a made-up signature', () => unsignedToken(unsignedClaims, 'c2ln'), ALGORITHM],
       ['HS384 with the right secret (pinned to HS256)', () => token(claims, { algorithm: 'HS384' }), ALGORITHM],
       ['an RS256 token', () => rs256TokenFromAnyKey(claims), ALGORITHM],
@@ -424,16 +434,19 @@ describe('security', () => {
     it.each([
       ['without a gateway header', {}],
       ['with a gateway header', { [TENANT_HEADER]: DEFAULT_TENANT_ID }],
-    ])('refuses a token without a tenant claim %s with 403 and renews nothing (JWT_REQUIRE_TENANT)', async (_case, headers) => {
-      const lease = await createLease(app, DEFAULT_TENANT_ID, [30]);
-      const before = await expiries(dataSource, DEFAULT_TENANT_ID, lease.partitionIds);
+    ])(
+      'refuses a token without a tenant claim %s with 403 and renews nothing (JWT_REQUIRE_TENANT)',
+      async (_case, headers) => {
+        const lease = await createLease(app, DEFAULT_TENANT_ID, [30]);
+        const before = await expiries(dataSource, DEFAULT_TENANT_ID, lease.partitionIds);
 
-      const response = await extend(lease.leaseId, token({ role: 'read-write' }), headers);
+        const response = await extend(lease.leaseId, token({ role: 'read-write' }), headers);
 
-      expect(response.status).toBe(403);
-      expect(response.body).toEqual({ error: 'Token has no tenant claim' });
-      expect(await expiries(dataSource, DEFAULT_TENANT_ID, lease.partitionIds)).toEqual(before);
-    });
+        expect(response.status).toBe(403);
+        expect(response.body).toEqual({ error: 'Token has no tenant claim' });
+        expect(await expiries(dataSource, DEFAULT_TENANT_ID, lease.partitionIds)).toEqual(before);
+      },
+    );
 
     it.each([
       ['a tenant claim that is not a UUID', { role: 'read-write', tenant: 'acme' }, {}],

@@ -43,7 +43,10 @@ describe('one tenant cannot starve another', () => {
       expect((await quiet.push([{ queue: 'calm', payload: 1 }])).status).toBe(201);
       expect((await noisy.extend(lease.leaseId, 30)).body).toMatchObject({ renewed: 1 });
       // A new second, a new budget.
-      await waitFor(async () => (await noisy.push([{ queue: 'flood', payload: 'later' }])).status === 201, 'the next second');
+      await waitFor(
+        async () => (await noisy.push([{ queue: 'flood', payload: 'later' }])).status === 201,
+        'the next second',
+      );
     });
   });
 
@@ -59,7 +62,12 @@ describe('one tenant cannot starve another', () => {
     });
 
     /** `count` parked polls, each answered when its consumer group row shows it reached the broker. */
-    async function park(client: BrokerClient, queue: string, count: number, timeout = 10_000): Promise<Array<Promise<Answer>>> {
+    async function park(
+      client: BrokerClient,
+      queue: string,
+      count: number,
+      timeout = 10_000,
+    ): Promise<Array<Promise<Answer>>> {
       const polls = Array.from({ length: count }, () =>
         client.pop(queue, { wait: true, timeout, batch: 1 }).then((response) => response),
       );
@@ -135,7 +143,9 @@ describe('one tenant cannot starve another', () => {
       await greedy.pushMany('hot', 1);
       await lockTenantRows(blocker, 'partitions', greedy.tenant);
       try {
-        const stuck = Array.from({ length: 3 }, (_, n) => greedy.push([{ queue: 'hot', payload: n }]).then((response) => response));
+        const stuck = Array.from({ length: 3 }, (_, n) =>
+          greedy.push([{ queue: 'hot', payload: n }]).then((response) => response),
+        );
         await waitFor(async () => {
           const { rows } = await observer.query(
             "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE OF p%'",
@@ -163,7 +173,11 @@ describe('one tenant cannot starve another', () => {
     it("keeps another tenant's one-row renewals answered while one tenant renews 20 leases of 500 partitions, 40 at a time", async () => {
       const heavy = new BrokerClient(app, newTenant());
       const light = new BrokerClient(app, newTenant());
-      const partitions = Array.from({ length: 10_000 }, (_, index) => ({ queue: 'wide', partition: `w${index}`, payload: index }));
+      const partitions = Array.from({ length: 10_000 }, (_, index) => ({
+        queue: 'wide',
+        partition: `w${index}`,
+        payload: index,
+      }));
       expect((await heavy.push(partitions)).status).toBe(201);
       const wide: string[] = [];
       for (let lease = 0; lease < 20; lease += 1) {

@@ -84,7 +84,14 @@ describe('parked polls wake when something they could claim becomes claimable', 
 
       const nack = await client.ackBatch({
         consumerGroup: GROUP,
-        acknowledgments: [{ transactionId: held.messages[0].transactionId, partitionId: held.partitionId, leaseId: held.leaseId, status }],
+        acknowledgments: [
+          {
+            transactionId: held.messages[0].transactionId,
+            partitionId: held.partitionId,
+            leaseId: held.leaseId,
+            status,
+          },
+        ],
       });
 
       expect(nack.body[0]).toMatchObject({ success: true, leaseReleased: true });
@@ -123,7 +130,7 @@ describe('parked polls wake when something they could claim becomes claimable', 
     expect(attempts(woken.body)).toEqual([2, 2]);
   });
 
-  it('a lease made to expire behind the broker\'s back is found by the sweep', async () => {
+  it("a lease made to expire behind the broker's back is found by the sweep", async () => {
     await client.pushMany('jobs', 1);
     const held = await holder('jobs', { leaseSeconds: 3_600 });
     const parked = await parkedPop('jobs');

@@ -1,25 +1,12 @@
-import {
-  checkKeeperOptions,
-  LeaseKeeper,
-  type LeaseEndingNotice,
-} from './lease-keeper';
+import { checkKeeperOptions, LeaseKeeper, type LeaseEndingNotice } from './lease-keeper';
 import { LeaseLostError } from './lease-lost-error';
 import type { LeaseholdClient } from './leasehold-client';
 import { notify } from './notify';
 import { linkSignals } from './signals';
 import { backoffDelay, monotonicNow, sleep } from './timing';
-import type {
-  AckResult,
-  Acknowledgment,
-  Message,
-  PopOptions,
-  PopResponse,
-} from './types';
+import type { AckResult, Acknowledgment, Message, PopOptions, PopResponse } from './types';
 
-export type ConsumerClient = Pick<
-  LeaseholdClient,
-  'pop' | 'extend' | 'ackBatch' | 'nackBatch'
->;
+export type ConsumerClient = Pick<LeaseholdClient, 'pop' | 'extend' | 'ackBatch' | 'nackBatch'>;
 
 export interface ConsumeContext<T = unknown> {
   signal: AbortSignal;
@@ -27,21 +14,13 @@ export interface ConsumeContext<T = unknown> {
   pop: PopResponse<T>;
 }
 
-export type ConsumeHandler<T = unknown> = (
-  messages: Message<T>[],
-  context: ConsumeContext<T>,
-) => unknown;
+export type ConsumeHandler<T = unknown> = (messages: Message<T>[], context: ConsumeContext<T>) => unknown;
 
 export type ConsumeStage = 'pop' | 'handler' | 'ack' | 'nack';
 
 export interface ConsumeOptions<T = unknown> extends Pick<
   PopOptions,
-  | 'partition'
-  | 'batch'
-  | 'partitions'
-  | 'consumerGroup'
-  | 'subscriptionMode'
-  | 'subscriptionFrom'
+  'partition' | 'batch' | 'partitions' | 'consumerGroup' | 'subscriptionMode' | 'subscriptionFrom'
 > {
   client: ConsumerClient;
   signal?: AbortSignal | undefined;
@@ -53,10 +32,8 @@ export interface ConsumeOptions<T = unknown> extends Pick<
   jitter?: number | undefined;
   backoffInitialMs?: number | undefined;
   backoffMaxMs?: number | undefined;
-  onLeaseLost?:
-    ((error: LeaseLostError, messages: Message<T>[]) => void) | undefined;
-  onLeaseEnding?:
-    ((notice: LeaseEndingNotice, messages: Message<T>[]) => void) | undefined;
+  onLeaseLost?: ((error: LeaseLostError, messages: Message<T>[]) => void) | undefined;
+  onLeaseEnding?: ((notice: LeaseEndingNotice, messages: Message<T>[]) => void) | undefined;
   onError?: ((error: unknown, stage: ConsumeStage) => void) | undefined;
 }
 
@@ -76,9 +53,7 @@ export async function consume<T = unknown>(
   const concurrency = options.concurrency ?? 1;
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
   if (!Number.isInteger(concurrency) || concurrency < 1) {
-    throw new RangeError(
-      `concurrency must be a positive integer, got ${concurrency}`,
-    );
+    throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`);
   }
   checkKeeperOptions({
     leaseSeconds,
@@ -143,20 +118,13 @@ class Consumer<T> {
       }
       failures = 0;
       if (pop !== null && pop.messages.length > 0) {
-        await this.process(
-          pop,
-          leaseStart(sentAt, monotonicNow(), this.leaseSeconds),
-        );
+        await this.process(pop, leaseStart(sentAt, monotonicNow(), this.leaseSeconds));
       }
     }
   }
 
-  private async process(
-    pop: PopResponse<T>,
-    acquiredAt: number,
-  ): Promise<void> {
-    const abandonOnStop =
-      this.options.onStop === 'abandon' ? this.stopSignal : undefined;
+  private async process(pop: PopResponse<T>, acquiredAt: number): Promise<void> {
+    const abandonOnStop = this.options.onStop === 'abandon' ? this.stopSignal : undefined;
     if (abandonOnStop?.aborted) {
       return;
     }
@@ -196,10 +164,7 @@ class Consumer<T> {
     }
   }
 
-  private runHandler(
-    pop: PopResponse<T>,
-    context: ConsumeContext<T>,
-  ): Promise<Outcome> {
+  private runHandler(pop: PopResponse<T>, context: ConsumeContext<T>): Promise<Outcome> {
     return Promise.resolve()
       .then(() => this.handler(pop.messages, context))
       .then(
@@ -224,17 +189,9 @@ class Consumer<T> {
     }
     const refused = results.filter((result) => !result.success);
     if (refused.some(isLeaseRejection)) {
-      this.leaseLost(
-        new LeaseLostError(pop.leaseId, 'ack-rejected'),
-        pop.messages,
-      );
+      this.leaseLost(new LeaseLostError(pop.leaseId, 'ack-rejected'), pop.messages);
     } else if (refused.length > 0) {
-      this.report(
-        new Error(
-          `ack refused for ${refused.length} message(s): ${refused[0]?.error}`,
-        ),
-        'ack',
-      );
+      this.report(new Error(`ack refused for ${refused.length} message(s): ${refused[0]?.error}`), 'ack');
     }
   }
 
@@ -251,29 +208,18 @@ class Consumer<T> {
     }
     // The first failure releases the lease, so later entries of a healthy nack are refused
     // too; the lease was already gone only when none of them went through.
-    if (
-      results.length > 0 &&
-      results.every((result) => !result.success) &&
-      results.some(isLeaseRejection)
-    ) {
-      this.leaseLost(
-        new LeaseLostError(pop.leaseId, 'ack-rejected'),
-        pop.messages,
-      );
+    if (results.length > 0 && results.every((result) => !result.success) && results.some(isLeaseRejection)) {
+      this.leaseLost(new LeaseLostError(pop.leaseId, 'ack-rejected'), pop.messages);
     }
   }
 
-  private acknowledgments(
-    pop: PopResponse<T>,
-  ): Omit<Acknowledgment, 'status' | 'error'>[] {
+  private acknowledgments(pop: PopResponse<T>): Omit<Acknowledgment, 'status' | 'error'>[] {
     return pop.messages.map((message) => ({
       transactionId: message.transactionId,
       partitionId: message.partitionId,
       leaseId: pop.leaseId,
       // A broker that predates fencing epochs sends none, and is sent none.
-      ...(typeof message.leaseEpoch === 'number'
-        ? { leaseEpoch: message.leaseEpoch }
-        : {}),
+      ...(typeof message.leaseEpoch === 'number' ? { leaseEpoch: message.leaseEpoch } : {}),
     }));
   }
 
@@ -289,29 +235,20 @@ class Consumer<T> {
 // A parked long poll claims its batch only when it answers, so counting from the send would
 // be early by the whole wait: count from the answer, less a tenth of the lease (a second at
 // most) for its way back. A quick pop still counts from the send.
-function leaseStart(
-  sentAt: number,
-  answeredAt: number,
-  leaseSeconds: number,
-): number {
+function leaseStart(sentAt: number, answeredAt: number, leaseSeconds: number): number {
   return Math.max(sentAt, answeredAt - Math.min(1_000, leaseSeconds * 100));
 }
 
 function errorMessage(failure: unknown): string {
   const message = (failure as { message?: unknown } | null)?.message;
-  return typeof message === 'string' && message !== ''
-    ? message
-    : String(failure);
+  return typeof message === 'string' && message !== '' ? message : String(failure);
 }
 
 function isLeaseRejection(result: AckResult): boolean {
   return !result.success && (result.error ?? '').includes(LEASE_REJECTION);
 }
 
-function unlessAborted<V>(
-  work: Promise<V>,
-  signal?: AbortSignal,
-): Promise<V | typeof ABANDONED> {
+function unlessAborted<V>(work: Promise<V>, signal?: AbortSignal): Promise<V | typeof ABANDONED> {
   if (!signal) {
     return work;
   }

@@ -5,11 +5,7 @@ import { backoffDelay, MAX_TIMER_MS, monotonicNow } from './timing';
 import type { ExtendResult, LeaseStatus, RequestOptions } from './types';
 
 export interface LeaseExtender {
-  extend(
-    leaseId: string,
-    seconds: number,
-    options?: RequestOptions,
-  ): Promise<ExtendResult>;
+  extend(leaseId: string, seconds: number, options?: RequestOptions): Promise<ExtendResult>;
 }
 
 export interface LeaseKeeperOptions {
@@ -39,32 +35,19 @@ const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 
 // Shared with consume, so a bad option fails before the first pop rather than in a worker.
 export function checkKeeperOptions(
-  options: Pick<
-    LeaseKeeperOptions,
-    'leaseSeconds' | 'renewFraction' | 'jitter'
-  >,
+  options: Pick<LeaseKeeperOptions, 'leaseSeconds' | 'renewFraction' | 'jitter'>,
 ): void {
   const { leaseSeconds } = options;
   const renewFraction = options.renewFraction ?? DEFAULT_RENEW_FRACTION;
   const jitter = options.jitter ?? DEFAULT_JITTER;
-  if (
-    !Number.isInteger(leaseSeconds) ||
-    leaseSeconds < 1 ||
-    leaseSeconds > MAX_TIMER_SECONDS
-  ) {
-    throw new RangeError(
-      `leaseSeconds must be an integer from 1 to ${MAX_TIMER_SECONDS}, got ${leaseSeconds}`,
-    );
+  if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1 || leaseSeconds > MAX_TIMER_SECONDS) {
+    throw new RangeError(`leaseSeconds must be an integer from 1 to ${MAX_TIMER_SECONDS}, got ${leaseSeconds}`);
   }
   if (!(renewFraction > 0 && renewFraction < 1)) {
-    throw new RangeError(
-      `renewFraction must be between 0 and 1, got ${renewFraction}`,
-    );
+    throw new RangeError(`renewFraction must be between 0 and 1, got ${renewFraction}`);
   }
   if (!(jitter >= 0 && jitter < 1)) {
-    throw new RangeError(
-      `jitter must be at least 0 and below 1, got ${jitter}`,
-    );
+    throw new RangeError(`jitter must be at least 0 and below 1, got ${jitter}`);
   }
 }
 
@@ -98,9 +81,7 @@ export class LeaseKeeper {
     const acquiredAt = options.acquiredAt ?? monotonicNow();
     this.deadline = acquiredAt + this.leaseMs;
     this.armDeadline();
-    this.scheduleRenewal(
-      Math.max(0, acquiredAt + this.renewInterval() - monotonicNow()),
-    );
+    this.scheduleRenewal(Math.max(0, acquiredAt + this.renewInterval() - monotonicNow()));
   }
 
   get signal(): AbortSignal {
@@ -108,9 +89,7 @@ export class LeaseKeeper {
   }
 
   get lost(): LeaseLostError | null {
-    return this.lease.signal.aborted
-      ? (this.lease.signal.reason as LeaseLostError)
-      : null;
+    return this.lease.signal.aborted ? (this.lease.signal.reason as LeaseLostError) : null;
   }
 
   // Set once the broker's ceiling has stopped renewals; the lease then ends at the deadline.
@@ -133,9 +112,7 @@ export class LeaseKeeper {
   }
 
   private renewInterval(): number {
-    return (
-      this.leaseMs * this.renewFraction * (1 - this.jitter * Math.random())
-    );
+    return this.leaseMs * this.renewFraction * (1 - this.jitter * Math.random());
   }
 
   private scheduleRenewal(delayMs: number): void {
@@ -147,12 +124,8 @@ export class LeaseKeeper {
   // never so late that one attempt's full budget no longer fits before the local deadline,
   // nor so soon that a hint of 0 turns into a busy loop.
   private hintedDelay(renewAfterSeconds: number): number {
-    const latest =
-      this.deadline - monotonicNow() - this.leaseMs * this.renewFraction;
-    return Math.max(
-      MIN_HINTED_DELAY_MS,
-      Math.min(renewAfterSeconds * 1000, latest),
-    );
+    const latest = this.deadline - monotonicNow() - this.leaseMs * this.renewFraction;
+    return Math.max(MIN_HINTED_DELAY_MS, Math.min(renewAfterSeconds * 1000, latest));
   }
 
   private armDeadline(): void {
@@ -174,10 +147,7 @@ export class LeaseKeeper {
     // deadline is worthless: give each attempt until whichever comes first.
     const attempt = linkSignals(
       [this.requests.signal],
-      Math.max(
-        1,
-        Math.min(this.leaseMs * this.renewFraction, this.deadline - sentAt),
-      ),
+      Math.max(1, Math.min(this.leaseMs * this.renewFraction, this.deadline - sentAt)),
     );
     let result: ExtendResult;
     try {
@@ -190,10 +160,7 @@ export class LeaseKeeper {
       }
       this.failures += 1;
       this.lastFailure = error;
-      const retryMs = Math.min(
-        this.renewInterval(),
-        backoffDelay(this.failures, RETRY_INITIAL_MS, this.leaseMs),
-      );
+      const retryMs = Math.min(this.renewInterval(), backoffDelay(this.failures, RETRY_INITIAL_MS, this.leaseMs));
       this.scheduleRenewal(retryMs);
       return;
     } finally {
@@ -221,17 +188,10 @@ export class LeaseKeeper {
       this.deadline = Math.min(this.deadline, sentAt + hardEnd * 1000);
     }
     this.armDeadline();
-    if (
-      hardEnd !== null &&
-      (renewAfter === null || hardEnd <= this.leaseSeconds)
-    ) {
+    if (hardEnd !== null && (renewAfter === null || hardEnd <= this.leaseSeconds)) {
       this.announceEnding();
     } else {
-      this.scheduleRenewal(
-        renewAfter === null
-          ? this.renewInterval()
-          : this.hintedDelay(renewAfter),
-      );
+      this.scheduleRenewal(renewAfter === null ? this.renewInterval() : this.hintedDelay(renewAfter));
     }
   }
 
@@ -246,10 +206,7 @@ export class LeaseKeeper {
     notify(() => this.onEnding?.(notice));
   }
 
-  private lose(
-    kind: LeaseLossKind,
-    details: { cause?: unknown; leaseStatus?: LeaseStatus | undefined } = {},
-  ): void {
+  private lose(kind: LeaseLossKind, details: { cause?: unknown; leaseStatus?: LeaseStatus | undefined } = {}): void {
     if (this.finished) {
       return;
     }
@@ -269,7 +226,5 @@ export class LeaseKeeper {
 // An extender other than LeaseholdClient may predate the hints or get them wrong: anything
 // but a finite, non-negative number is no hint.
 function hintSeconds(value: number | null | undefined): number | null {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0
-    ? value
-    : null;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 }

@@ -1,10 +1,6 @@
 import type { LeaseStatus } from './types';
 
-export type LeaseLossKind =
-  | 'not-renewed'
-  | 'deadline-passed'
-  | 'ceiling-reached'
-  | 'ack-rejected';
+export type LeaseLossKind = 'not-renewed' | 'deadline-passed' | 'ceiling-reached' | 'ack-rejected';
 
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError';
@@ -25,11 +21,7 @@ export class LeaseLostError extends Error {
     }
   }
 
-  private static describe(
-    leaseId: string,
-    kind: LeaseLossKind,
-    leaseStatus: LeaseStatus | undefined,
-  ): string {
+  private static describe(leaseId: string, kind: LeaseLossKind, leaseStatus: LeaseStatus | undefined): string {
     switch (kind) {
       case 'not-renewed':
         return leaseStatus === undefined

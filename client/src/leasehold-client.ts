@@ -50,24 +50,16 @@ export class LeaseholdClient {
       this.headers['authorization'] = `Bearer ${options.token}`;
     }
     if (options.tenant !== undefined) {
-      this.headers[
-        (options.tenantHeader ?? DEFAULT_TENANT_HEADER).toLowerCase()
-      ] = options.tenant;
+      this.headers[(options.tenantHeader ?? DEFAULT_TENANT_HEADER).toLowerCase()] = options.tenant;
     }
   }
 
-  async push<T>(
-    items: PushItem<T>[],
-    options?: RequestOptions,
-  ): Promise<PushResult[]> {
+  async push<T>(items: PushItem<T>[], options?: RequestOptions): Promise<PushResult[]> {
     const body: PushRequest<T> = { items };
     return this.request<PushResult[]>('POST', '/api/v1/push', body, options);
   }
 
-  async pop<T = unknown>(
-    queue: string,
-    options: PopOptions = {},
-  ): Promise<PopResponse<T> | null> {
+  async pop<T = unknown>(queue: string, options: PopOptions = {}): Promise<PopResponse<T> | null> {
     const { partition, signal, ...query } = options;
     let path = `/api/v1/pop/queue/${encodeURIComponent(queue)}`;
     if (partition !== undefined) {
@@ -84,16 +76,8 @@ export class LeaseholdClient {
       path += `?${queryString}`;
     }
     // A long poll is silent for its whole wait by design: that must not count as a timeout.
-    const longPollMs = query.wait
-      ? (query.timeout ?? BROKER_LONG_POLL_DEFAULT_MS)
-      : 0;
-    return this.request<PopResponse<T> | null>(
-      'GET',
-      path,
-      undefined,
-      { signal },
-      longPollMs,
-    );
+    const longPollMs = query.wait ? (query.timeout ?? BROKER_LONG_POLL_DEFAULT_MS) : 0;
+    return this.request<PopResponse<T> | null>('GET', path, undefined, { signal }, longPollMs);
   }
 
   // HTTP 200 is not success: an unknown, expired, released or foreign lease answers 200 with
@@ -105,9 +89,7 @@ export class LeaseholdClient {
   ): Promise<ExtendResult> {
     // The route never answers 400: a fraction or an out-of-range value silently becomes 60.
     if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_INT32) {
-      throw new RangeError(
-        `lease seconds must be an integer from 1 to ${MAX_INT32}, got ${seconds}`,
-      );
+      throw new RangeError(`lease seconds must be an integer from 1 to ${MAX_INT32}, got ${seconds}`);
     }
     const { body: answer, headers } = await this.exchange<ExtendResponse>(
       'POST',
@@ -120,28 +102,15 @@ export class LeaseholdClient {
     return {
       ...answer,
       lost,
-      expiry:
-        !lost && answer.expiresAt !== null ? new Date(answer.expiresAt) : null,
-      renewAfterSeconds: lost
-        ? null
-        : hintSeconds(headers.get(RENEW_AFTER_HEADER)),
-      deadlineSeconds: lost
-        ? null
-        : hintSeconds(headers.get(DEADLINE_AFTER_HEADER)),
+      expiry: !lost && answer.expiresAt !== null ? new Date(answer.expiresAt) : null,
+      renewAfterSeconds: lost ? null : hintSeconds(headers.get(RENEW_AFTER_HEADER)),
+      deadlineSeconds: lost ? null : hintSeconds(headers.get(DEADLINE_AFTER_HEADER)),
       leaseStatus: lost ? leaseStatus(headers.get(LEASE_STATUS_HEADER)) : null,
     };
   }
 
-  async ack(
-    acknowledgment: Acknowledgment,
-    options?: RequestOptions,
-  ): Promise<AckResult> {
-    const answer = await this.request<AckResult | AckResult[]>(
-      'POST',
-      '/api/v1/ack',
-      acknowledgment,
-      options,
-    );
+  async ack(acknowledgment: Acknowledgment, options?: RequestOptions): Promise<AckResult> {
+    const answer = await this.request<AckResult | AckResult[]>('POST', '/api/v1/ack', acknowledgment, options);
     // The contract describes both ack routes as answering an array; take the single entry.
     const result = Array.isArray(answer) ? answer[0] : answer;
     if (result === undefined) {
@@ -150,10 +119,7 @@ export class LeaseholdClient {
     return result;
   }
 
-  async ackBatch(
-    acknowledgments: Acknowledgment[],
-    options: AckBatchOptions = {},
-  ): Promise<AckResult[]> {
+  async ackBatch(acknowledgments: Acknowledgment[], options: AckBatchOptions = {}): Promise<AckResult[]> {
     const { consumerGroup, signal } = options;
     const body: AckBatchRequest = { acknowledgments };
     if (consumerGroup !== undefined) {
@@ -187,18 +153,9 @@ export class LeaseholdClient {
     );
   }
 
-  async configure(
-    queue: string,
-    options: QueueOptions,
-    requestOptions?: RequestOptions,
-  ): Promise<ConfigureResponse> {
+  async configure(queue: string, options: QueueOptions, requestOptions?: RequestOptions): Promise<ConfigureResponse> {
     const body: ConfigureRequest = { queue, options };
-    return this.request<ConfigureResponse>(
-      'POST',
-      '/api/v1/configure',
-      body,
-      requestOptions,
-    );
+    return this.request<ConfigureResponse>('POST', '/api/v1/configure', body, requestOptions);
   }
 
   async consume<T = unknown>(
@@ -216,13 +173,7 @@ export class LeaseholdClient {
     options: RequestOptions = {},
     extraTimeoutMs = 0,
   ): Promise<T> {
-    const answer = await this.exchange<T>(
-      method,
-      path,
-      body,
-      options,
-      extraTimeoutMs,
-    );
+    const answer = await this.exchange<T>(method, path, body, options, extraTimeoutMs);
     return answer.body;
   }
 
@@ -252,12 +203,7 @@ export class LeaseholdClient {
       link.unlink();
     }
     if (!response.ok) {
-      throw new LeaseholdError(
-        response.status,
-        errorText(text, response.statusText),
-        method,
-        path,
-      );
+      throw new LeaseholdError(response.status, errorText(text, response.statusText), method, path);
     }
     return {
       body: (text === '' ? null : JSON.parse(text)) as T,
@@ -285,7 +231,7 @@ function errorText(text: string, statusText: string): string {
   try {
     const parsed: unknown = JSON.parse(text);
     if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
-      const { error } = parsed as { error: unknown };
+      const { error } = parsed;
       if (typeof error === 'string') {
         return error;
       }

@@ -7,10 +7,7 @@ export interface LinkedSignal {
 
 // Not AbortSignal.any: Node 20 keeps an entry on a source for every signal ever derived from
 // it, which grows without bound on a consumer's long-lived stop signal. This one unlinks.
-export function linkSignals(
-  sources: (AbortSignal | undefined)[],
-  timeoutMs?: number,
-): LinkedSignal {
+export function linkSignals(sources: (AbortSignal | undefined)[], timeoutMs?: number): LinkedSignal {
   const controller = new AbortController();
   const cleanups: (() => void)[] = [];
   const unlink = (): void => {
@@ -35,15 +32,8 @@ export function linkSignals(
     cleanups.push(() => source.removeEventListener('abort', follow));
   }
   // Past the timer limit means no timeout at all.
-  if (
-    timeoutMs !== undefined &&
-    timeoutMs <= MAX_TIMER_MS &&
-    !controller.signal.aborted
-  ) {
-    const timer = setTimeout(
-      () => abort(new DOMException('The operation timed out', 'TimeoutError')),
-      timeoutMs,
-    );
+  if (timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS && !controller.signal.aborted) {
+    const timer = setTimeout(() => abort(new DOMException('The operation timed out', 'TimeoutError')), timeoutMs);
     timer.unref();
     cleanups.push(() => clearTimeout(timer));
   }

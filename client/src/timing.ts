@@ -23,11 +23,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 // Drawn from the upper half of each step, so workers failing together do not retry together.
-export function backoffDelay(
-  attempt: number,
-  initialMs: number,
-  maxMs: number,
-): number {
+export function backoffDelay(attempt: number, initialMs: number, maxMs: number): number {
   const step = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
   return step / 2 + (Math.random() * step) / 2;
 }

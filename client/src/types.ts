@@ -36,8 +36,7 @@ export interface PushResult {
   error?: string;
 }
 
-export type SubscriptionMode =
-  'all' | 'new' | 'from_beginning' | 'new-only' | 'now';
+export type SubscriptionMode = 'all' | 'new' | 'from_beginning' | 'new-only' | 'now';
 
 export interface PopOptions extends RequestOptions {
   partition?: string | undefined;
@@ -118,15 +117,7 @@ export interface ExtendResult extends ExtendResponse {
   leaseStatus: LeaseStatus | null;
 }
 
-export type AckStatus =
-  | 'completed'
-  | 'success'
-  | 'acked'
-  | 'ok'
-  | 'retry'
-  | 'dlq'
-  | 'failed'
-  | 'nack';
+export type AckStatus = 'completed' | 'success' | 'acked' | 'ok' | 'retry' | 'dlq' | 'failed' | 'nack';
 
 export interface Acknowledgment {
   transactionId: string;

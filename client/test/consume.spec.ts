@@ -36,10 +36,7 @@ describe('consume', () => {
     await broker.close();
   });
 
-  function start<T>(
-    handler: ConsumeHandler<T>,
-    options: Partial<ConsumeOptions<T>> = {},
-  ): Promise<void> {
+  function start<T>(handler: ConsumeHandler<T>, options: Partial<ConsumeOptions<T>> = {}): Promise<void> {
     running = consume<T>('jobs', handler, {
       client,
       signal: stop.signal,
@@ -52,12 +49,11 @@ describe('consume', () => {
   }
 
   function acknowledgments(request: RecordedRequest): Acknowledgment[] {
-    return (request.body as { acknowledgments: Acknowledgment[] })
-      .acknowledgments;
+    return (request.body as { acknowledgments: Acknowledgment[] }).acknowledgments;
   }
 
   it('long-polls with wait=true and its own 30 s lease when none is given', async () => {
-    start(() => undefined);
+    void start(() => undefined);
 
     await waitFor(() => broker.requestsTo('pop').length > 0);
 
@@ -86,11 +82,7 @@ describe('consume', () => {
     expect(seen).toEqual([{ data: ['a', 'b'], leaseId: expect.any(String) }]);
     const acks = acknowledgments(broker.requestsTo('ack-batch')[0]);
     expect(acks).toHaveLength(2);
-    expect(
-      acks.every(
-        (ack) => ack.leaseId === seen[0].leaseId && ack.status === 'completed',
-      ),
-    ).toBe(true);
+    expect(acks.every((ack) => ack.leaseId === seen[0].leaseId && ack.status === 'completed')).toBe(true);
     await expect(client.pop('jobs')).resolves.toBeNull();
   });
 
@@ -99,7 +91,7 @@ describe('consume', () => {
     const competitor = new LeaseholdClient({ baseUrl: broker.baseUrl });
     const competitorPops: unknown[] = [];
     let calls = 0;
-    start(
+    void start(
       async () => {
         calls += 1;
         for (let i = 0; i < 5; i += 1) {
@@ -121,7 +113,7 @@ describe('consume', () => {
 
   it('keeps a batch that arrived after the long poll waited longer than the lease', async () => {
     let handlerSignal: AbortSignal | undefined;
-    start(
+    void start(
       async (_messages, { signal }) => {
         handlerSignal = signal;
         await delay(1_200);
@@ -136,15 +128,15 @@ describe('consume', () => {
 
     expect(handlerSignal?.aborted).toBe(false);
     expect(lost).toEqual([]);
-    expect(
-      acknowledgments(broker.requestsTo('ack-batch')[0] as RecordedRequest),
-    ).toEqual([expect.objectContaining({ status: 'completed' })]);
+    expect(acknowledgments(broker.requestsTo('ack-batch')[0])).toEqual([
+      expect.objectContaining({ status: 'completed' }),
+    ]);
   });
 
   it('nacks with status failed and the error text when the handler throws, and the batch comes back', async () => {
     await client.push([{ queue: 'jobs', payload: 'flaky' }]);
     const attempts: number[] = [];
-    start(async (messages) => {
+    void start(async (messages) => {
       attempts.push(messages[0].deliveryAttempt);
       if (attempts.length === 1) {
         throw new Error('boom');
@@ -163,15 +155,13 @@ describe('consume', () => {
     ]);
     expect(ack).toEqual([expect.objectContaining({ status: 'completed' })]);
     expect(attempts).toEqual([1, 2]);
-    expect(errors).toEqual([
-      [expect.objectContaining({ message: 'boom' }), 'handler'],
-    ]);
+    expect(errors).toEqual([[expect.objectContaining({ message: 'boom' }), 'handler']]);
   });
 
   it("sends each message's leaseEpoch on the nack and on the ack of its redelivery", async () => {
     await client.push([{ queue: 'jobs', payload: 'flaky' }]);
     const epochs: number[] = [];
-    start(async (messages) => {
+    void start(async (messages) => {
       epochs.push(messages[0].leaseEpoch);
       if (epochs.length === 1) {
         throw new Error('boom');
@@ -183,22 +173,16 @@ describe('consume', () => {
     const [nack, ack] = broker.requestsTo('ack-batch').map(acknowledgments);
     // Each claim of the partition moves its epoch on.
     expect(epochs).toEqual([1, 2]);
-    expect(nack).toEqual([
-      expect.objectContaining({ status: 'failed', leaseEpoch: 1 }),
-    ]);
-    expect(ack).toEqual([
-      expect.objectContaining({ status: 'completed', leaseEpoch: 2 }),
-    ]);
-    expect(errors).toEqual([
-      [expect.objectContaining({ message: 'boom' }), 'handler'],
-    ]);
+    expect(nack).toEqual([expect.objectContaining({ status: 'failed', leaseEpoch: 1 })]);
+    expect(ack).toEqual([expect.objectContaining({ status: 'completed', leaseEpoch: 2 })]);
+    expect(errors).toEqual([[expect.objectContaining({ message: 'boom' }), 'handler']]);
   });
 
   it('sends no leaseEpoch to a broker whose messages carry none', async () => {
     broker.epochs = false;
     await client.push([{ queue: 'jobs', payload: 'flaky' }]);
     let calls = 0;
-    start(async () => {
+    void start(async () => {
       calls += 1;
       if (calls === 1) {
         throw new Error('boom');
@@ -219,7 +203,7 @@ describe('consume', () => {
     const endings: [LeaseEndingNotice, Message[]][] = [];
     const endingsAtAbort: number[] = [];
     const leases: string[] = [];
-    start(
+    void start(
       async (_messages, { signal, leaseId }) => {
         leases.push(leaseId);
         if (leases.length > 1) {
@@ -274,7 +258,7 @@ describe('consume', () => {
       await client.push([{ queue: 'jobs', payload: 'contested' }]);
       const reasons: unknown[] = [];
       const leases: string[] = [];
-      start(
+      void start(
         async (_messages, { signal, leaseId }) => {
           leases.push(leaseId);
           if (leases.length > 1) {
@@ -297,16 +281,9 @@ describe('consume', () => {
         kind: 'not-renewed',
         leaseId: leases[0],
       });
-      expect(lost).toEqual([
-        [
-          reasons[0],
-          [expect.objectContaining({ data: 'contested', deliveryAttempt: 1 })],
-        ],
-      ]);
+      expect(lost).toEqual([[reasons[0], [expect.objectContaining({ data: 'contested', deliveryAttempt: 1 })]]]);
       const [only] = broker.requestsTo('ack-batch').map(acknowledgments);
-      expect(only).toEqual([
-        expect.objectContaining({ status: 'completed', leaseId: leases[1] }),
-      ]);
+      expect(only).toEqual([expect.objectContaining({ status: 'completed', leaseId: leases[1] })]);
       expect(broker.requestsTo('ack')).toHaveLength(0);
       expect(errors).toEqual([]);
     },
@@ -315,7 +292,7 @@ describe('consume', () => {
   it('reports an ack refused as "invalid or expired lease" through onLeaseLost', async () => {
     await client.push([{ queue: 'jobs', payload: 'late' }]);
     let calls = 0;
-    start(
+    void start(
       () => {
         calls += 1;
         if (calls === 1) {
@@ -329,10 +306,7 @@ describe('consume', () => {
     await waitFor(() => broker.requestsTo('ack-batch').length === 2);
 
     expect(lost).toEqual([
-      [
-        expect.objectContaining({ kind: 'ack-rejected' }),
-        [expect.objectContaining({ data: 'late' })],
-      ],
+      [expect.objectContaining({ kind: 'ack-rejected' }), [expect.objectContaining({ data: 'late' })]],
     ]);
     expect(calls).toBe(2);
     expect(errors).toEqual([]);
@@ -347,7 +321,7 @@ describe('consume', () => {
     let inFlight = 0;
     let peak = 0;
     const leases = new Set<string>();
-    start(
+    void start(
       async (_messages, { leaseId }) => {
         leases.add(leaseId);
         inFlight += 1;
@@ -438,7 +412,7 @@ describe('consume', () => {
     broker.failNext('pop', 500, JSON.stringify({ error: 'pool' }), 5);
     await client.push([{ queue: 'jobs', payload: 'after the outage' }]);
     const handled: string[] = [];
-    start<string>(
+    void start<string>(
       (messages) => {
         handled.push(...messages.map((message) => message.data));
       },
@@ -452,29 +426,18 @@ describe('consume', () => {
     expect(handled).toEqual(['after the outage']);
     expect(errors).toHaveLength(5);
     expect(
-      errors.every(
-        ([error, stage]) =>
-          error instanceof LeaseholdError &&
-          error.status === 500 &&
-          stage === 'pop',
-      ),
+      errors.every(([error, stage]) => error instanceof LeaseholdError && error.status === 500 && stage === 'pop'),
     ).toBe(true);
     // Each wait is drawn from the upper half of its step: 100, 200, then 300 ms at most.
-    [50, 100, 150, 150, 150].forEach((lowest, i) =>
-      expect(gaps[i]).toBeGreaterThanOrEqual(lowest - 1),
-    );
+    [50, 100, 150, 150, 150].forEach((lowest, i) => expect(gaps[i]).toBeGreaterThanOrEqual(lowest - 1));
     expect(Math.max(...gaps)).toBeLessThan(300 + 250);
   });
 
-  it.each([
-    [{ concurrency: 0 }],
-    [{ leaseSeconds: 2.5 }],
-    [{ leaseSeconds: 3_000_000 }],
-    [{ jitter: 1 }],
-  ])('rejects %p before popping', async (options) => {
-    await expect(start(() => undefined, options)).rejects.toBeInstanceOf(
-      RangeError,
-    );
-    expect(broker.requestsTo('pop')).toHaveLength(0);
-  });
+  it.each([[{ concurrency: 0 }], [{ leaseSeconds: 2.5 }], [{ leaseSeconds: 3_000_000 }], [{ jitter: 1 }]])(
+    'rejects %p before popping',
+    async (options) => {
+      await expect(start(() => undefined, options)).rejects.toBeInstanceOf(RangeError);
+      expect(broker.requestsTo('pop')).toHaveLength(0);
+    },
+  );
 });

@@ -1,10 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  createServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** One request as the fake broker saw it, for assertions. */
@@ -113,9 +108,7 @@ export class FakeBroker {
 
   static async start(): Promise<FakeBroker> {
     const broker = new FakeBroker();
-    await new Promise<void>((resolve) =>
-      broker.server.listen(0, '127.0.0.1', resolve),
-    );
+    await new Promise<void>((resolve) => broker.server.listen(0, '127.0.0.1', resolve));
     return broker;
   }
 
@@ -133,9 +126,7 @@ export class FakeBroker {
     if (!this.server.listening) {
       return;
     }
-    const closed = new Promise<void>((resolve) =>
-      this.server.close(() => resolve()),
-    );
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();
     await closed;
   }
@@ -160,9 +151,7 @@ export class FakeBroker {
   }
 
   requestsTo(route: Route): RecordedRequest[] {
-    return this.requests.filter(
-      (request) => routeOf(request.method, request.path)?.route === route,
-    );
+    return this.requests.filter((request) => routeOf(request.method, request.path)?.route === route);
   }
 
   private now(): number {
@@ -177,10 +166,7 @@ export class FakeBroker {
     return new Date(Math.floor(wall)).toISOString().replace('Z', `${micros}Z`);
   }
 
-  private async handle(
-    req: IncomingMessage,
-    res: ServerResponse,
-  ): Promise<void> {
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://broker');
     const text = await readBody(req);
     let body: unknown = undefined;
@@ -205,9 +191,7 @@ export class FakeBroker {
       this.authenticate(req);
       const fault = this.faults.get(match.route)?.shift();
       if (fault) {
-        res
-          .writeHead(fault.status, { 'content-type': 'application/json' })
-          .end(fault.body);
+        res.writeHead(fault.status, { 'content-type': 'application/json' }).end(fault.body);
         return;
       }
       const tenant = this.tenant(req);
@@ -240,9 +224,7 @@ export class FakeBroker {
       const status = error instanceof HttpError ? error.status : 500;
       const message = error instanceof Error ? error.message : String(error);
       if (!res.destroyed) {
-        res
-          .writeHead(status, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ error: message }));
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: message }));
       }
     }
   }
@@ -307,15 +289,9 @@ export class FakeBroker {
       }
     }
     const results = (items as Record<string, unknown>[]).map((item, index) => {
-      const partition = this.partition(
-        queues,
-        item.queue as string,
-        (item.partition as string) ?? 'Default',
-      );
+      const partition = this.partition(queues, item.queue as string, (item.partition as string) ?? 'Default');
       const transactionId = (item.transactionId as string) ?? randomUUID();
-      const existing = partition.messages.find(
-        (message) => message.transactionId === transactionId,
-      );
+      const existing = partition.messages.find((message) => message.transactionId === transactionId);
       if (existing) {
         return {
           index,
@@ -359,13 +335,7 @@ export class FakeBroker {
     const parkedUntil = performance.now() + timeoutMs;
     for (;;) {
       const claimed = this.claim(queues, queueName, partitionName, query);
-      if (
-        claimed ||
-        !wait ||
-        this.closing ||
-        res.destroyed ||
-        performance.now() >= parkedUntil
-      ) {
+      if (claimed || !wait || this.closing || res.destroyed || performance.now() >= parkedUntil) {
         return claimed ? [200, claimed] : [204, undefined];
       }
       await new Promise<void>((resolve) => {
@@ -375,10 +345,7 @@ export class FakeBroker {
           res.off('close', wake);
           resolve();
         };
-        const timer = setTimeout(
-          wake,
-          Math.max(0, parkedUntil - performance.now()),
-        );
+        const timer = setTimeout(wake, Math.max(0, parkedUntil - performance.now()));
         this.wakers.add(wake);
         res.on('close', wake);
       });
@@ -399,10 +366,7 @@ export class FakeBroker {
     let room = Number(query.get('batch') ?? 200);
     const maxPartitions = Number(query.get('partitions') ?? 1);
     const ceiling = this.leaseMaxTotalSeconds ?? Infinity;
-    const leaseSeconds = Math.min(
-      ceiling,
-      Number(query.get('leaseSeconds') ?? queue.options.leaseTime ?? 60),
-    );
+    const leaseSeconds = Math.min(ceiling, Number(query.get('leaseSeconds') ?? queue.options.leaseTime ?? 60));
     const leaseId = randomUUID();
     const now = this.now();
     const claimed: Partition[] = [];
@@ -421,8 +385,7 @@ export class FakeBroker {
         continue;
       }
       const span = partition.messages.slice(row.cursor, row.cursor + room);
-      row.deliveryAttempt =
-        row.lastClaimedCursor === row.cursor ? row.deliveryAttempt + 1 : 1;
+      row.deliveryAttempt = row.lastClaimedCursor === row.cursor ? row.deliveryAttempt + 1 : 1;
       row.lastClaimedCursor = row.cursor;
       row.leaseId = leaseId;
       row.leaseExpiresAt = now + leaseSeconds * 1000;
@@ -473,9 +436,7 @@ export class FakeBroker {
     body: unknown,
   ): { answer: unknown; headers: Record<string, string> } {
     const requested = (body as { seconds?: unknown } | undefined)?.seconds;
-    const valid =
-      Number.isInteger(requested) &&
-      Math.abs(requested as number) <= 2_147_483_647;
+    const valid = Number.isInteger(requested) && Math.abs(requested as number) <= 2_147_483_647;
     const seconds = valid ? Math.max(1, requested as number) : 60;
     const now = this.now();
     let renewed = 0;
@@ -490,10 +451,7 @@ export class FakeBroker {
         expired = true;
         continue;
       }
-      row.leaseExpiresAt = Math.max(
-        row.leaseExpiresAt,
-        Math.min(row.leaseHardEnd, now + seconds * 1000),
-      );
+      row.leaseExpiresAt = Math.max(row.leaseExpiresAt, Math.min(row.leaseHardEnd, now + seconds * 1000));
       earliest = Math.min(earliest, row.leaseExpiresAt);
       hardEnd = Math.min(hardEnd, row.leaseHardEnd);
       renewed += 1;
@@ -535,9 +493,7 @@ export class FakeBroker {
     if (!Array.isArray(acknowledgments)) {
       throw new HttpError(400, 'acknowledgments must be an array');
     }
-    return acknowledgments.map((entry, index) =>
-      this.ack(queues, entry, index, consumerGroup),
-    );
+    return acknowledgments.map((entry, index) => this.ack(queues, entry, index, consumerGroup));
   }
 
   private ack(
@@ -564,19 +520,13 @@ export class FakeBroker {
     }
     const row = this.consumer(partition, group);
     const live = row.leaseId !== null && row.leaseExpiresAt > this.now();
-    if (
-      ack.leaseId !== undefined &&
-      ack.leaseId !== null &&
-      !(live && row.leaseId === ack.leaseId)
-    ) {
+    if (ack.leaseId !== undefined && ack.leaseId !== null && !(live && row.leaseId === ack.leaseId)) {
       return refuse(LEASE_REJECTION);
     }
     if (leaseEpoch !== undefined && leaseEpoch !== row.leaseEpoch) {
       return refuse(LEASE_REJECTION);
     }
-    const position = partition.messages.findIndex(
-      (message) => message.transactionId === transactionId,
-    );
+    const position = partition.messages.findIndex((message) => message.transactionId === transactionId);
     if (position < 0) {
       return refuse('message not found');
     }
@@ -598,9 +548,7 @@ export class FakeBroker {
     }
     row.leaseId = null;
     row.retries += 1;
-    const retryLimit = Number(
-      this.queueOf(queues, partition).options.retryLimit ?? 3,
-    );
+    const retryLimit = Number(this.queueOf(queues, partition).options.retryLimit ?? 3);
     const dlq = row.retries > retryLimit;
     if (dlq) {
       row.cursor = position + 1;
@@ -638,11 +586,7 @@ export class FakeBroker {
     return queue;
   }
 
-  private partition(
-    queues: Map<string, Queue>,
-    queueName: string,
-    name: string,
-  ): Partition {
+  private partition(queues: Map<string, Queue>, queueName: string, name: string): Partition {
     const queue = this.queue(queues, queueName);
     let partition = queue.partitions.get(name);
     if (!partition) {
@@ -677,10 +621,7 @@ export class FakeBroker {
     return row;
   }
 
-  private findPartition(
-    queues: Map<string, Queue>,
-    id: string,
-  ): Partition | undefined {
+  private findPartition(queues: Map<string, Queue>, id: string): Partition | undefined {
     for (const queue of queues.values()) {
       for (const partition of queue.partitions.values()) {
         if (partition.id === id) {
@@ -704,10 +645,7 @@ export class FakeBroker {
   }
 }
 
-function routeOf(
-  method: string,
-  path: string,
-): { route: Route; params: string[] } | undefined {
+function routeOf(method: string, path: string): { route: Route; params: string[] } | undefined {
   const patterns: [string, RegExp, Route][] = [
     ['POST', /^\/api\/v1\/push$/, 'push'],
     ['GET', /^\/api\/v1\/pop\/queue\/([^/]+)(?:\/partition\/([^/]+))?$/, 'pop'],
@@ -721,11 +659,7 @@ function routeOf(
     if (match) {
       return {
         route,
-        params: match
-          .slice(1)
-          .map((param) =>
-            param === undefined ? param : decodeURIComponent(param),
-          ) as string[],
+        params: match.slice(1).map((param) => (param === undefined ? param : decodeURIComponent(param))),
       };
     }
   }

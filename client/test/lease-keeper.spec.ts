@@ -9,13 +9,7 @@ import {
   type RequestOptions,
 } from '../src';
 import { FakeBroker } from './fake-broker';
-import {
-  aborted,
-  deferred,
-  delay,
-  extendAnswer,
-  waitFor,
-} from './test-helpers';
+import { aborted, deferred, delay, extendAnswer, waitFor } from './test-helpers';
 
 const LEASE_ID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 
@@ -24,21 +18,13 @@ describe('LeaseKeeper on a fake clock', () => {
   let answer: () => Promise<ExtendResult>;
   let keeper: LeaseKeeper | undefined;
   const extender: LeaseExtender = {
-    extend(
-      _leaseId: string,
-      seconds: number,
-      options?: RequestOptions,
-    ): Promise<ExtendResult> {
+    extend(_leaseId: string, seconds: number, options?: RequestOptions): Promise<ExtendResult> {
       calls.push({ seconds, at: performance.now(), signal: options?.signal });
       return answer();
     },
   };
 
-  function keep(
-    leaseSeconds: number,
-    acquiredAt?: number,
-    options: Partial<LeaseKeeperOptions> = {},
-  ): LeaseKeeper {
+  function keep(leaseSeconds: number, acquiredAt?: number, options: Partial<LeaseKeeperOptions> = {}): LeaseKeeper {
     keeper = new LeaseKeeper(extender, {
       leaseId: LEASE_ID,
       leaseSeconds,
@@ -89,9 +75,7 @@ describe('LeaseKeeper on a fake clock', () => {
 
     await jest.advanceTimersByTimeAsync(100_000);
 
-    expect(
-      calls.map((call) => [call.seconds, Math.round(call.at - start)]),
-    ).toEqual([
+    expect(calls.map((call) => [call.seconds, Math.round(call.at - start)])).toEqual([
       [30, 10_000],
       [30, 20_000],
       [30, 30_000],
@@ -107,19 +91,13 @@ describe('LeaseKeeper on a fake clock', () => {
   });
 
   it('draws a fresh jitter for every renewal, so workers started together drift apart', async () => {
-    jest
-      .spyOn(Math, 'random')
-      .mockReturnValueOnce(0)
-      .mockReturnValueOnce(1)
-      .mockReturnValue(0.5);
+    jest.spyOn(Math, 'random').mockReturnValueOnce(0).mockReturnValueOnce(1).mockReturnValue(0.5);
     const start = performance.now();
     keep(30);
 
     await jest.advanceTimersByTimeAsync(27_000);
 
-    expect(calls.map((call) => Math.round(call.at - start))).toEqual([
-      10_000, 18_000, 27_000,
-    ]);
+    expect(calls.map((call) => Math.round(call.at - start))).toEqual([10_000, 18_000, 27_000]);
   });
 
   it('ignores the wall clock: a jump of an hour either way neither loses nor delays the lease', async () => {
@@ -203,27 +181,20 @@ describe('LeaseKeeper on a fake clock', () => {
       // The second answer has no hint: back to a third of the lease.
       await jest.advanceTimersByTimeAsync(10_000);
 
-      expect(calls.map((call) => call.at - start)).toEqual([
-        10_000,
-        10_000 + expectedMs,
-        20_000 + expectedMs,
-      ]);
+      expect(calls.map((call) => call.at - start)).toEqual([10_000, 10_000 + expectedMs, 20_000 + expectedMs]);
     },
   );
 
   it('never lets the lease lapse when every answer hints at a renewal far past its end', async () => {
     jest.spyOn(Math, 'random').mockReturnValue(0);
-    answer = () =>
-      Promise.resolve(extendAnswer(LEASE_ID, 1, { renewAfterSeconds: 3_600 }));
+    answer = () => Promise.resolve(extendAnswer(LEASE_ID, 1, { renewAfterSeconds: 3_600 }));
     const start = performance.now();
     const signal = keep(30).signal;
 
     await jest.advanceTimersByTimeAsync(300_000);
 
     // Each renewal leaves 30 s; the next comes with a third of it still to go.
-    expect(calls.slice(0, 4).map((call) => call.at - start)).toEqual([
-      10_000, 30_000, 50_000, 70_000,
-    ]);
+    expect(calls.slice(0, 4).map((call) => call.at - start)).toEqual([10_000, 30_000, 50_000, 70_000]);
     expect(calls).toHaveLength(15);
     expect(signal.aborted).toBe(false);
   });
@@ -238,9 +209,7 @@ describe('LeaseKeeper on a fake clock', () => {
 
       await jest.advanceTimersByTimeAsync(30_000);
 
-      expect(calls.map((call) => call.at - start)).toEqual([
-        10_000, 20_000, 30_000,
-      ]);
+      expect(calls.map((call) => call.at - start)).toEqual([10_000, 20_000, 30_000]);
     },
   );
 
@@ -248,10 +217,7 @@ describe('LeaseKeeper on a fake clock', () => {
     jest.spyOn(Math, 'random').mockReturnValue(0);
     const notices: LeaseEndingNotice[] = [];
     // At 10 s the hard end is 40 s away; at 25 s it is 25 s away, and renewals stop.
-    answerWith(
-      { renewAfterSeconds: 15, deadlineSeconds: 40 },
-      { renewAfterSeconds: null, deadlineSeconds: 25 },
-    );
+    answerWith({ renewAfterSeconds: 15, deadlineSeconds: 40 }, { renewAfterSeconds: null, deadlineSeconds: 25 });
     const start = performance.now();
     const signal = keep(30, undefined, {
       onEnding: (notice) => notices.push(notice),
@@ -260,9 +226,7 @@ describe('LeaseKeeper on a fake clock', () => {
     await jest.advanceTimersByTimeAsync(24_999);
     expect(keeper?.ending).toBeNull();
     await jest.advanceTimersByTimeAsync(1);
-    expect(notices).toEqual([
-      { leaseId: LEASE_ID, remainingMs: 25_000, reason: 'ceiling' },
-    ]);
+    expect(notices).toEqual([{ leaseId: LEASE_ID, remainingMs: 25_000, reason: 'ceiling' }]);
     expect(keeper?.ending).toEqual(notices[0]);
     // 25 s + 30 s would be 55 s: the hard end at 50 s comes first.
     await jest.advanceTimersByTimeAsync(24_999);
@@ -332,22 +296,18 @@ describe('LeaseKeeper on a fake clock', () => {
     ['expired' as const, ': the broker renewed nothing (expired)'],
     ['unknown' as const, ': the broker renewed nothing (unknown)'],
     [null, ': the broker renewed nothing'],
-  ])(
-    'carries a Lease-Status of %p on a not-renewed loss',
-    async (leaseStatus, ending) => {
-      jest.spyOn(Math, 'random').mockReturnValue(0);
-      answer = () =>
-        Promise.resolve(extendAnswer(LEASE_ID, 0, { leaseStatus }));
-      const signal = keep(30).signal;
+  ])('carries a Lease-Status of %p on a not-renewed loss', async (leaseStatus, ending) => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    answer = () => Promise.resolve(extendAnswer(LEASE_ID, 0, { leaseStatus }));
+    const signal = keep(30).signal;
 
-      await jest.advanceTimersByTimeAsync(10_000);
+    await jest.advanceTimersByTimeAsync(10_000);
 
-      const reason = signal.reason as LeaseLostError;
-      expect(reason.kind).toBe('not-renewed');
-      expect(reason.leaseStatus).toBe(leaseStatus ?? undefined);
-      expect(reason.message).toBe(`lease ${LEASE_ID} is lost${ending}`);
-    },
-  );
+    const reason = signal.reason as LeaseLostError;
+    expect(reason.kind).toBe('not-renewed');
+    expect(reason.leaseStatus).toBe(leaseStatus ?? undefined);
+    expect(reason.message).toBe(`lease ${LEASE_ID} is lost${ending}`);
+  });
 
   it('gives each attempt a signal that stop() aborts', async () => {
     jest.spyOn(Math, 'random').mockReturnValue(0);
@@ -375,38 +335,26 @@ describe('LeaseKeeper on a fake clock', () => {
   it.each([
     [
       'a successful renewal',
-      (pending: ReturnType<typeof deferred<ExtendResult>>) =>
-        pending.resolve(extendAnswer(LEASE_ID, 1)),
+      (pending: ReturnType<typeof deferred<ExtendResult>>) => pending.resolve(extendAnswer(LEASE_ID, 1)),
     ],
-    [
-      'a renewed 0',
-      (pending: ReturnType<typeof deferred<ExtendResult>>) =>
-        pending.resolve(extendAnswer(LEASE_ID, 0)),
-    ],
-    [
-      'a failure',
-      (pending: ReturnType<typeof deferred<ExtendResult>>) =>
-        pending.reject(new Error('late')),
-    ],
-  ])(
-    'schedules nothing when %s arrives after stop()',
-    async (_label, settle) => {
-      jest.spyOn(Math, 'random').mockReturnValue(0);
-      const pending = deferred<ExtendResult>();
-      answer = () => pending.promise;
-      const signal = keep(30).signal;
-      await jest.advanceTimersByTimeAsync(10_000);
-      expect(calls).toHaveLength(1);
+    ['a renewed 0', (pending: ReturnType<typeof deferred<ExtendResult>>) => pending.resolve(extendAnswer(LEASE_ID, 0))],
+    ['a failure', (pending: ReturnType<typeof deferred<ExtendResult>>) => pending.reject(new Error('late'))],
+  ])('schedules nothing when %s arrives after stop()', async (_label, settle) => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    const pending = deferred<ExtendResult>();
+    answer = () => pending.promise;
+    const signal = keep(30).signal;
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(calls).toHaveLength(1);
 
-      keeper?.stop();
-      settle(pending);
-      await jest.advanceTimersByTimeAsync(120_000);
+    keeper?.stop();
+    settle(pending);
+    await jest.advanceTimersByTimeAsync(120_000);
 
-      expect(calls).toHaveLength(1);
-      expect(jest.getTimerCount()).toBe(0);
-      expect(signal.aborted).toBe(false);
-    },
-  );
+    expect(calls).toHaveLength(1);
+    expect(jest.getTimerCount()).toBe(0);
+    expect(signal.aborted).toBe(false);
+  });
 
   it.each([
     [{ leaseSeconds: 1.5 }],
@@ -415,9 +363,7 @@ describe('LeaseKeeper on a fake clock', () => {
     [{ leaseSeconds: 30, renewFraction: 1 }],
     [{ leaseSeconds: 30, jitter: 1 }],
   ])('refuses %p at construction', (options) => {
-    expect(
-      () => new LeaseKeeper(extender, { leaseId: LEASE_ID, ...options }),
-    ).toThrow(RangeError);
+    expect(() => new LeaseKeeper(extender, { leaseId: LEASE_ID, ...options })).toThrow(RangeError);
   });
 });
 
@@ -467,23 +413,15 @@ describe('LeaseKeeper against a broker over HTTP', () => {
     await delay(3_000);
 
     const renewals = broker.requestsTo('extend');
-    const gaps = renewals
-      .slice(1)
-      .map((request, i) => request.at - renewals[i].at);
+    const gaps = renewals.slice(1).map((request, i) => request.at - renewals[i].at);
     expect(renewals.length).toBeGreaterThanOrEqual(5);
-    expect(
-      renewals.every(
-        (request) => (request.body as { seconds: number }).seconds === 1,
-      ),
-    ).toBe(true);
+    expect(renewals.every((request) => (request.body as { seconds: number }).seconds === 1)).toBe(true);
     // Timers never fire early, so the lower bound is exact; the upper one allows for a busy machine.
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(260);
     expect(Math.max(...gaps)).toBeLessThan(700);
     expect(keeper?.signal.aborted).toBe(false);
     await expect(client.pop('jobs')).resolves.toBeNull();
-    await expect(
-      client.ack({ ...lease, status: 'completed' }),
-    ).resolves.toMatchObject({ success: true });
+    await expect(client.ack({ ...lease, status: 'completed' })).resolves.toMatchObject({ success: true });
   });
 
   it('aborts with LeaseLostError not-renewed at the first renewal after the lease was released', async () => {
@@ -572,9 +510,7 @@ describe('LeaseKeeper against a broker over HTTP', () => {
     await delay(1_200);
 
     const renewals = broker.requestsTo('extend');
-    const gaps = renewals
-      .slice(1)
-      .map((request, i) => request.at - renewals[i].at);
+    const gaps = renewals.slice(1).map((request, i) => request.at - renewals[i].at);
     expect(renewals.length).toBeGreaterThanOrEqual(3);
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(260);
     expect(keeper?.signal.aborted).toBe(false);

@@ -14,10 +14,7 @@ describe('LeaseholdClient', () => {
     await broker.close();
   });
 
-  async function pushAndPop(
-    queue: string,
-    leaseSeconds = 5,
-  ): Promise<PopResponse<{ n: number }>> {
+  async function pushAndPop(queue: string, leaseSeconds = 5): Promise<PopResponse<{ n: number }>> {
     await client.push([{ queue, payload: { n: 1 } }]);
     const pop = await client.pop<{ n: number }>(queue, { leaseSeconds });
     if (pop === null) {
@@ -28,9 +25,7 @@ describe('LeaseholdClient', () => {
 
   describe('push', () => {
     it('returns the 201 results and reports a repeated transactionId as a duplicate of the original', async () => {
-      const first = await client.push([
-        { queue: 'jobs', payload: { n: 1 }, transactionId: 't-1' },
-      ]);
+      const first = await client.push([{ queue: 'jobs', payload: { n: 1 }, transactionId: 't-1' }]);
       const again = await client.push([
         { queue: 'jobs', payload: { n: 1 }, transactionId: 't-1' },
         { queue: 'jobs', payload: null },
@@ -58,9 +53,7 @@ describe('LeaseholdClient', () => {
     });
 
     it('sends its options as query parameters and returns the typed batch', async () => {
-      await client.push([
-        { queue: 'jobs', partition: 'p1', payload: { n: 7 } },
-      ]);
+      await client.push([{ queue: 'jobs', partition: 'p1', payload: { n: 7 } }]);
 
       const pop = await client.pop<{ n: number }>('jobs', {
         partition: 'p1',
@@ -111,9 +104,7 @@ describe('LeaseholdClient', () => {
     });
 
     it('returns null when a wait=true pop times out empty', async () => {
-      await expect(
-        client.pop('quiet', { wait: true, timeout: 50 }),
-      ).resolves.toBeNull();
+      await expect(client.pop('quiet', { wait: true, timeout: 50 })).resolves.toBeNull();
     });
   });
 
@@ -131,19 +122,14 @@ describe('LeaseholdClient', () => {
         renewed: 1,
         lost: false,
       });
-      expect(result.expiresAt).toMatch(
-        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/,
-      );
+      expect(result.expiresAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
       expect(result.expiry).toBeInstanceOf(Date);
       expect(result.expiry?.getTime()).toBeGreaterThanOrEqual(before + 9_000);
       expect(result.expiry?.getTime()).toBeLessThanOrEqual(Date.now() + 10_000);
     });
 
     it('reports lost with a null expiry and no hints when a broker without them answers 200 with renewed 0 for an unknown id', async () => {
-      const result = await client.extend(
-        '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
-        10,
-      );
+      const result = await client.extend('0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90', 10);
 
       expect(result).toEqual({
         leaseId: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
@@ -229,24 +215,21 @@ describe('LeaseholdClient', () => {
       ['without an integer part', '.5'],
       ['a trailing point', '5.'],
       ['400 digits long', '9'.repeat(400)],
-    ])(
-      'ignores a seconds hint that is %s: no hint rather than a guess',
-      async (_label, value) => {
-        const pop = await pushAndPop('jobs');
-        broker.extendHeaders = {
-          'Leasehold-Renew-After': value,
-          'Leasehold-Deadline-After': value,
-        };
+    ])('ignores a seconds hint that is %s: no hint rather than a guess', async (_label, value) => {
+      const pop = await pushAndPop('jobs');
+      broker.extendHeaders = {
+        'Leasehold-Renew-After': value,
+        'Leasehold-Deadline-After': value,
+      };
 
-        const result = await client.extend(pop.leaseId, 10);
+      const result = await client.extend(pop.leaseId, 10);
 
-        expect(result).toMatchObject({
-          lost: false,
-          renewAfterSeconds: null,
-          deadlineSeconds: null,
-        });
-      },
-    );
+      expect(result).toMatchObject({
+        lost: false,
+        renewAfterSeconds: null,
+        deadlineSeconds: null,
+      });
+    });
 
     it('reports Lease-Status expired when the lease ran out unrenewed', async () => {
       broker.renewalHints = true;
@@ -309,9 +292,7 @@ describe('LeaseholdClient', () => {
     it.each([1.5, 0, -3, 2 ** 31, Number.NaN])(
       'refuses %p seconds locally, because the route would silently turn it into 60 or 1',
       async (seconds) => {
-        await expect(client.extend('any', seconds)).rejects.toBeInstanceOf(
-          RangeError,
-        );
+        await expect(client.extend('any', seconds)).rejects.toBeInstanceOf(RangeError);
         expect(broker.requestsTo('extend')).toHaveLength(0);
       },
     );
@@ -507,9 +488,7 @@ describe('LeaseholdClient', () => {
       });
       const started = performance.now();
 
-      await expect(
-        impatient.pop('quiet', { wait: true, timeout: 400 }),
-      ).resolves.toBeNull();
+      await expect(impatient.pop('quiet', { wait: true, timeout: 400 })).resolves.toBeNull();
       expect(performance.now() - started).toBeGreaterThanOrEqual(390);
     });
 
@@ -560,9 +539,7 @@ describe('LeaseholdClient', () => {
     it('raises a LeaseholdError with the status and the broker error text on 401', async () => {
       broker.token = 'secret';
 
-      const error: unknown = await client
-        .push([{ queue: 'jobs', payload: 1 }])
-        .catch((caught: unknown) => caught);
+      const error: unknown = await client.push([{ queue: 'jobs', payload: 1 }]).catch((caught: unknown) => caught);
 
       expect(error).toBeInstanceOf(LeaseholdError);
       expect(error).toMatchObject({

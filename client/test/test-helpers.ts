@@ -1,10 +1,7 @@
 import type { ExtendResult } from '../src';
 
 /** Polls `condition` every 10 ms until it holds, failing after `timeoutMs`. */
-export async function waitFor(
-  condition: () => boolean,
-  timeoutMs = 5_000,
-): Promise<void> {
+export async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
   const giveUpAt = performance.now() + timeoutMs;
   while (!condition()) {
     if (performance.now() > giveUpAt) {
@@ -33,12 +30,9 @@ export function aborted(signal: AbortSignal): Promise<unknown> {
 export function extendAnswer(
   leaseId: string,
   renewed: number,
-  hints: Partial<
-    Pick<ExtendResult, 'renewAfterSeconds' | 'deadlineSeconds' | 'leaseStatus'>
-  > = {},
+  hints: Partial<Pick<ExtendResult, 'renewAfterSeconds' | 'deadlineSeconds' | 'leaseStatus'>> = {},
 ): ExtendResult {
-  const expiresAt =
-    renewed > 0 ? new Date(Date.now() + 30_000).toISOString() : null;
+  const expiresAt = renewed > 0 ? new Date(Date.now() + 30_000).toISOString() : null;
   return {
     leaseId,
     success: renewed > 0,

@@ -15,7 +15,7 @@ describe('levelAllows', () => {
     it.each(ROLES.map((role) => [role, allowed.includes(role)]))(
       `level ${level}: role %s allowed = %p`,
       (role, isAllowed) => {
-        expect(levelAllows(level, [role as Role])).toBe(isAllowed);
+        expect(levelAllows(level, [role])).toBe(isAllowed);
       },
     );
   }

@@ -33,7 +33,11 @@ function call(levels: { handler?: AccessLevel; controller?: AccessLevel }, heade
   }
   const request = { headers };
   const response = { setHeader: jest.fn() };
-  const context = new ExecutionContextHost([request, response, jest.fn()], FakeController, FakeController.prototype.handle);
+  const context = new ExecutionContextHost(
+    [request, response, jest.fn()],
+    FakeController,
+    FakeController.prototype.handle,
+  );
   return { context, request, response };
 }
 
@@ -93,7 +97,9 @@ describe('AccessGuard', () => {
         403,
         { error: 'Insufficient permissions' },
       ]);
-      expect(await principal(guard, call({}, bearer({ role: 'admin', tenant: TENANT })))).toMatchObject({ roles: ['admin'] });
+      expect(await principal(guard, call({}, bearer({ role: 'admin', tenant: TENANT })))).toMatchObject({
+        roles: ['admin'],
+      });
     });
 
     it.each([
@@ -186,7 +192,10 @@ describe('AccessGuard', () => {
     });
 
     it('records the subject and roles of the token on the principal', async () => {
-      const target = call({ handler: 'read-only' }, bearer({ roles: ['read-only', 'admin'], tenant: TENANT, sub: 'w-1' }));
+      const target = call(
+        { handler: 'read-only' },
+        bearer({ roles: ['read-only', 'admin'], tenant: TENANT, sub: 'w-1' }),
+      );
 
       expect(await principal(authOn(), target)).toEqual({
         subject: 'w-1',
@@ -215,7 +224,9 @@ describe('AccessGuard', () => {
     it('does not mistake an inherited property for a tenant claim', async () => {
       const target = call({ handler: 'read-only' }, bearer({ role: 'admin' }));
 
-      expect(await principal(authOn({ JWT_TENANT_CLAIM: 'constructor', JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({
+      expect(
+        await principal(authOn({ JWT_TENANT_CLAIM: 'constructor', JWT_REQUIRE_TENANT: 'false' }), target),
+      ).toMatchObject({
         tenantId: DEFAULT_TENANT_ID,
       });
     });
@@ -250,17 +261,24 @@ describe('AccessGuard', () => {
     it('uses the default tenant for a token without a tenant claim and no header, with JWT_REQUIRE_TENANT=false', async () => {
       const target = call({ handler: 'read-only' }, bearer({ role: 'admin' }));
 
-      expect(await principal(gateway({ JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({ tenantId: DEFAULT_TENANT_ID });
+      expect(await principal(gateway({ JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({
+        tenantId: DEFAULT_TENANT_ID,
+      });
     });
 
     it('takes the tenant from the trusted header when the token has none, with JWT_REQUIRE_TENANT=false', async () => {
       const target = call({ handler: 'read-only' }, { ...bearer({ role: 'admin' }), [header]: OTHER_TENANT });
 
-      expect(await principal(gateway({ JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({ tenantId: OTHER_TENANT });
+      expect(await principal(gateway({ JWT_REQUIRE_TENANT: 'false' }), target)).toMatchObject({
+        tenantId: OTHER_TENANT,
+      });
     });
 
     it('answers 403 when the header names another tenant than the token', async () => {
-      const target = call({ handler: 'read-only' }, { ...bearer({ role: 'admin', tenant: TENANT }), [header]: OTHER_TENANT });
+      const target = call(
+        { handler: 'read-only' },
+        { ...bearer({ role: 'admin', tenant: TENANT }), [header]: OTHER_TENANT },
+      );
 
       expect(await refusal(gateway(), target)).toEqual([403, { error: 'Tenant header does not match token' }]);
     });

@@ -76,7 +76,10 @@ export class AccessGuard extends AuthGuard('jwt') {
       throw error;
     }
     const text = describeTokenProblem(error ?? info);
-    response.setHeader('WWW-Authenticate', text === AUTHENTICATION_REQUIRED ? 'Bearer' : 'Bearer error="invalid_token"');
+    response.setHeader(
+      'WWW-Authenticate',
+      text === AUTHENTICATION_REQUIRED ? 'Bearer' : 'Bearer error="invalid_token"',
+    );
     throw new UnauthorizedException({ error: text });
   }
 

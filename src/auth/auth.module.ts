@@ -30,6 +30,10 @@ const reflector = new Reflector();
     }),
   ],
   // Global guards run in this order: who the caller is (and its tenant), then its tenant's rate.
-  providers: [JwtStrategy, { provide: APP_GUARD, useClass: AccessGuard }, { provide: APP_GUARD, useClass: TenantThrottlerGuard }],
+  providers: [
+    JwtStrategy,
+    { provide: APP_GUARD, useClass: AccessGuard },
+    { provide: APP_GUARD, useClass: TenantThrottlerGuard },
+  ],
 })
 export class AuthModule {}

@@ -11,7 +11,7 @@ export type TokenClaims = Record<string, unknown>;
 export function rolesOf(claims: TokenClaims): Role[] {
   const raw: unknown[] = [];
   if (typeof claims.role === 'string') raw.push(claims.role);
-  if (Array.isArray(claims.roles)) raw.push(...claims.roles);
+  if (Array.isArray(claims.roles)) raw.push(...(claims.roles as unknown[]));
   const known = raw.filter((role): role is Role => typeof role === 'string' && ROLES.includes(role as Role));
   return [...new Set(known)];
 }

@@ -39,7 +39,9 @@ function mintError(request: MintTokenRequest, jwt: JwtConfig): string {
 
 describe('parseMintTokenArgs', () => {
   it('reads a role, a tenant (lower-cased), a ttl and a subject', () => {
-    expect(parseMintTokenArgs(['--role', 'read-write', '--tenant', TENANT.toUpperCase(), '--ttl', '30m', '--sub', 'ops'])).toEqual({
+    expect(
+      parseMintTokenArgs(['--role', 'read-write', '--tenant', TENANT.toUpperCase(), '--ttl', '30m', '--sub', 'ops']),
+    ).toEqual({
       roles: ['read-write'],
       tenant: TENANT,
       ttlSeconds: 1800,
@@ -49,7 +51,15 @@ describe('parseMintTokenArgs', () => {
   });
 
   it('accepts repeated --role flags and comma lists, without repeats', () => {
-    const parsed = parseMintTokenArgs(['--role', 'read-only, write-only', '--role=admin', '--role', 'admin', '--tenant', TENANT]);
+    const parsed = parseMintTokenArgs([
+      '--role',
+      'read-only, write-only',
+      '--role=admin',
+      '--role',
+      'admin',
+      '--tenant',
+      TENANT,
+    ]);
 
     expect(parsed).toMatchObject({ roles: ['read-only', 'write-only', 'admin'] });
   });
@@ -63,7 +73,9 @@ describe('parseMintTokenArgs', () => {
     ['7d', 604_800],
     ['365d', 31_536_000],
   ])('reads --ttl %s as %p seconds', (ttl, seconds) => {
-    expect(parseMintTokenArgs(['--role', 'admin', '--tenant', TENANT, '--ttl', ttl])).toMatchObject({ ttlSeconds: seconds });
+    expect(parseMintTokenArgs(['--role', 'admin', '--tenant', TENANT, '--ttl', ttl])).toMatchObject({
+      ttlSeconds: seconds,
+    });
   });
 
   it('asks for the usage text with --help', () => {
@@ -72,7 +84,11 @@ describe('parseMintTokenArgs', () => {
 
   it.each([
     ['no role', ['--tenant', TENANT], /--role is required/],
-    ['an unknown role', ['--role', 'superuser', '--tenant', TENANT], /unknown role "superuser"; expected one of read-only/],
+    [
+      'an unknown role',
+      ['--role', 'superuser', '--tenant', TENANT],
+      /unknown role "superuser"; expected one of read-only/,
+    ],
     ['an empty role list', ['--role', ',', '--tenant', TENANT], /--role is required/],
     ['no tenant', ['--role', 'admin'], /--tenant is required/],
     ['a tenant that is not a UUID', ['--role', 'admin', '--tenant', 'acme'], /--tenant must be a UUID, got "acme"/],
@@ -117,13 +133,18 @@ describe('mintToken', () => {
     });
     expect(minted.expiresAt.toISOString()).toBe('2026-07-30T11:10:00.000Z');
     expect(minted.warnings).toEqual([]);
-    expect(() => verify(minted.token, SECRET, { algorithms: ['HS256'], clockTimestamp: claims.iat as number })).not.toThrow();
+    expect(() =>
+      verify(minted.token, SECRET, { algorithms: ['HS256'], clockTimestamp: claims.iat as number }),
+    ).not.toThrow();
   });
 
   it('puts several roles in a roles array and leaves out iss, aud and sub when not configured', () => {
     const { jwt } = loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: SECRET });
 
-    const claims = decode(mintToken({ ...request, roles: ['read-only', 'write-only'] }, jwt).token) as Record<string, unknown>;
+    const claims = decode(mintToken({ ...request, roles: ['read-only', 'write-only'] }, jwt).token) as Record<
+      string,
+      unknown
+    >;
 
     expect(claims).toMatchObject({ roles: ['read-only', 'write-only'], tenant: TENANT });
     expect(Object.keys(claims).sort()).toEqual(['exp', 'iat', 'roles', 'tenant']);
@@ -166,7 +187,9 @@ describe('mintToken', () => {
     });
 
     it('refuses without a private key', () => {
-      expect(mintError(request, rs256())).toMatch(/JWT_ALGORITHM=RS256 needs a private key: pass --key <pem file> or set JWT_PRIVATE_KEY/);
+      expect(mintError(request, rs256())).toMatch(
+        /JWT_ALGORITHM=RS256 needs a private key: pass --key <pem file> or set JWT_PRIVATE_KEY/,
+      );
     });
 
     it('refuses a private key that does not match JWT_PUBLIC_KEY', () => {
@@ -178,7 +201,9 @@ describe('mintToken', () => {
     });
 
     it('refuses a key that is not a PEM private key, and a file it cannot read', () => {
-      expect(mintError(request, rs256({ JWT_PRIVATE_KEY: pair.publicKey }))).toMatch(/JWT_PRIVATE_KEY is not a PEM private key/);
+      expect(mintError(request, rs256({ JWT_PRIVATE_KEY: pair.publicKey }))).toMatch(
+        /JWT_PRIVATE_KEY is not a PEM private key/,
+      );
       expect(mintError({ ...request, keyFile: join(folder, 'missing.pem') }, rs256())).toMatch(
         /cannot read --key .*missing\.pem: ENOENT/,
       );

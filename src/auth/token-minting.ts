@@ -72,7 +72,7 @@ export function parseMintTokenArgs(argv: string[]): MintTokenRequest | 'help' {
     throw new MintTokenError('--tenant is required (the default tenant is 00000000-0000-0000-0000-000000000001)');
   }
   if (!isUuid(values.tenant)) {
-    throw new MintTokenError(`--tenant must be a UUID, got "${values.tenant}"`);
+    throw new MintTokenError(`--tenant must be a UUID, got "${values.tenant as string}"`);
   }
   if (values.sub !== undefined && values.sub.trim() === '') {
     throw new MintTokenError('--sub must not be empty');
@@ -113,7 +113,10 @@ export function mintToken(request: MintTokenRequest, jwt: JwtConfig, now: Date =
 }
 
 function parseRoles(values: string[]): Role[] {
-  const names = values.flatMap((value) => value.split(',')).map((name) => name.trim()).filter((name) => name !== '');
+  const names = values
+    .flatMap((value) => value.split(','))
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
   if (names.length === 0) {
     throw new MintTokenError(`--role is required (${ROLES.join(', ')})`);
   }
@@ -149,7 +152,9 @@ function signingKey(request: MintTokenRequest, jwt: JwtConfig): string | KeyObje
   }
   const pem = request.keyFile !== undefined ? readKeyFile(request.keyFile) : jwt.privateKey;
   if (!pem) {
-    throw new MintTokenError(`JWT_ALGORITHM=${jwt.algorithm} needs a private key: pass --key <pem file> or set JWT_PRIVATE_KEY`);
+    throw new MintTokenError(
+      `JWT_ALGORITHM=${jwt.algorithm} needs a private key: pass --key <pem file> or set JWT_PRIVATE_KEY`,
+    );
   }
   const source = request.keyFile !== undefined ? `--key ${request.keyFile}` : 'JWT_PRIVATE_KEY';
   let privateKey: KeyObject;

@@ -53,7 +53,16 @@ function primaryLogger(config: AppConfig): LoggerService {
     base: { service: 'leasehold', pid: process.pid },
     ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty', options: { singleLine: true } } } : {}),
   });
-  const write = (level: 'info' | 'warn' | 'error' | 'debug' | 'trace' | 'fatal') => (message: unknown, ...context: unknown[]) =>
-    root[level]({ context: context.at(-1) }, String(message));
-  return { log: write('info'), warn: write('warn'), error: write('error'), debug: write('debug'), verbose: write('trace'), fatal: write('fatal') };
+  const write =
+    (level: 'info' | 'warn' | 'error' | 'debug' | 'trace' | 'fatal') =>
+    (message: unknown, ...context: unknown[]) =>
+      root[level]({ context: context.at(-1) }, String(message));
+  return {
+    log: write('info'),
+    warn: write('warn'),
+    error: write('error'),
+    debug: write('debug'),
+    verbose: write('trace'),
+    fatal: write('fatal'),
+  };
 }

@@ -21,7 +21,10 @@ describe('databaseFailureOf', () => {
     ['a statement sent on a closed client', new Error('Client was closed and is not queryable')],
     ['a server in recovery (57P03)', serverError('57P03', 'the database system is in recovery mode')],
     ['a server shutting down (57P01)', serverError('57P01', 'terminating connection due to administrator command')],
-    ['a session ended for idling in a transaction (25P03)', serverError('25P03', 'terminating connection due to idle-in-transaction timeout')],
+    [
+      'a session ended for idling in a transaction (25P03)',
+      serverError('25P03', 'terminating connection due to idle-in-transaction timeout'),
+    ],
     ['a connection exception (class 08)', serverError('08006', 'connection failure')],
     ['too many connections (53300)', serverError('53300', 'sorry, too many clients already')],
   ])('calls %s unavailable: the contract\'s "pool"', (_case, error) => {
@@ -38,7 +41,7 @@ describe('databaseFailureOf', () => {
     expect(databaseFailureText(databaseFailureOf(error)!)).toBe('database timeout');
   });
 
-  it('looks through TypeORM\'s QueryFailedError at the driver error', () => {
+  it("looks through TypeORM's QueryFailedError at the driver error", () => {
     const wrapped = new QueryFailedError('SELECT 1', [], networkError('ECONNRESET'));
     expect(databaseFailureOf(wrapped)).toBe('unavailable');
   });

@@ -42,10 +42,13 @@ export class Semaphore {
       const timer =
         timeoutMs === Infinity
           ? undefined
-          : setTimeout(() => {
-              this.waiting.splice(this.waiting.indexOf(grant), 1);
-              reject(new TurnTimeoutError());
-            }, Math.max(0, timeoutMs));
+          : setTimeout(
+              () => {
+                this.waiting.splice(this.waiting.indexOf(grant), 1);
+                reject(new TurnTimeoutError());
+              },
+              Math.max(0, timeoutMs),
+            );
       this.waiting.push(grant);
     });
   }

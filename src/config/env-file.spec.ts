@@ -38,7 +38,9 @@ describe('loadEnvFile', () => {
 
   it('reads quoted multi-line values and leaves escaped newlines to loadConfig', () => {
     const env: Record<string, string | undefined> = {};
-    const path = envFile('JWT_PUBLIC_KEY="-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"\nJWT_PRIVATE_KEY=\'one\\ntwo\'\n');
+    const path = envFile(
+      'JWT_PUBLIC_KEY="-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"\nJWT_PRIVATE_KEY=\'one\\ntwo\'\n',
+    );
 
     loadEnvFile(path, env);
 

@@ -76,7 +76,9 @@ describe('loadConfig', () => {
     const secret = 'x'.repeat(32);
 
     expect(loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: secret }).jwt.requireTenant).toBe(true);
-    expect(loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: secret, JWT_REQUIRE_TENANT: 'false' }).jwt.requireTenant).toBe(false);
+    expect(loadConfig({ JWT_ENABLED: 'true', JWT_SECRET: secret, JWT_REQUIRE_TENANT: 'false' }).jwt.requireTenant).toBe(
+      false,
+    );
     expect(loadConfig({}).jwt.requireTenant).toBe(false);
   });
 
@@ -100,7 +102,13 @@ describe('loadConfig', () => {
     });
     expect(config.leaseRenewalBatchRows).toBe(2_000);
     expect(config.docsEnabled).toBe(true);
-    expect(config.metrics).toEqual({ enabled: true, port: undefined, token: undefined, tenantLabels: false, maxQueueSeries: 1_000 });
+    expect(config.metrics).toEqual({
+      enabled: true,
+      port: undefined,
+      token: undefined,
+      tenantLabels: false,
+      maxQueueSeries: 1_000,
+    });
     expect(config.log).toEqual({ level: 'info', format: 'json', requests: true });
   });
 

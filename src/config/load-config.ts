@@ -121,7 +121,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
     },
     log: {
       level: reader.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
-      format: reader.oneOf('LOG_FORMAT', ['json', 'pretty'] as const, env.NODE_ENV === 'development' ? 'pretty' : 'json'),
+      format: reader.oneOf(
+        'LOG_FORMAT',
+        ['json', 'pretty'] as const,
+        env.NODE_ENV === 'development' ? 'pretty' : 'json',
+      ),
       requests: reader.bool('LOG_REQUESTS', true),
     },
   };

@@ -26,7 +26,7 @@ function connection(fail?: Error): { client: PoolClient; sent: unknown[] } {
 }
 
 describe('DatabaseEngine.runWhole', () => {
-  it('sends the statement on PostgreSQL as it is, named, and hands back the driver\'s own promise', async () => {
+  it("sends the statement on PostgreSQL as it is, named, and hands back the driver's own promise", async () => {
     const engine = await engineOn('PostgreSQL 15.8 on x86_64-pc-linux-gnu');
     const { client, sent } = connection();
 

@@ -34,7 +34,10 @@ export class DatabaseEngine implements OnModuleInit {
     return this.runInTransaction<R>(client, statement);
   }
 
-  private async runInTransaction<R extends QueryResultRow>(client: PoolClient, statement: QueryConfig): Promise<QueryResult<R>> {
+  private async runInTransaction<R extends QueryResultRow>(
+    client: PoolClient,
+    statement: QueryConfig,
+  ): Promise<QueryResult<R>> {
     await client.query('BEGIN');
     try {
       const result = await client.query<R>({ text: statement.text, values: statement.values });

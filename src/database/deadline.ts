@@ -31,10 +31,13 @@ export const monotonicNow = (): number => performance.now();
  */
 export async function withinBudget<T>(client: PoolClient, budgetMs: number, work: () => Promise<T>): Promise<T> {
   let expired = false;
-  const timer = setTimeout(() => {
-    expired = true;
-    client.end().catch(() => undefined);
-  }, Math.max(0, budgetMs));
+  const timer = setTimeout(
+    () => {
+      expired = true;
+      client.end().catch(() => undefined);
+    },
+    Math.max(0, budgetMs),
+  );
   try {
     return await work();
   } catch (error) {
@@ -65,10 +68,13 @@ export function connectWithin<T>(
 ): Promise<T> {
   return new Promise((resolve, reject) => {
     let settled = false;
-    const timer = setTimeout(() => {
-      settled = true;
-      reject(new PoolUnavailableError(new Error(`no connection within ${Math.round(timeoutMs)} ms`)));
-    }, Math.max(0, timeoutMs));
+    const timer = setTimeout(
+      () => {
+        settled = true;
+        reject(new PoolUnavailableError(new Error(`no connection within ${Math.round(timeoutMs)} ms`)));
+      },
+      Math.max(0, timeoutMs),
+    );
     connect().then(
       (connection) => {
         if (settled) {

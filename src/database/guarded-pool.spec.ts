@@ -22,7 +22,11 @@ describe('unsafeState', () => {
     ['inside a transaction', connection(true, 'T'), 'inside a transaction'],
     ['inside a failed transaction', connection(true, 'E'), 'inside a failed transaction'],
     ['with a statement still running (a client-side timeout)', connection(false, 'I'), 'with a statement in flight'],
-    ['waiting for the answer to a statement inside a transaction', connection(false, 'T'), 'with a statement in flight'],
+    [
+      'waiting for the answer to a statement inside a transaction',
+      connection(false, 'T'),
+      'with a statement in flight',
+    ],
   ])('refuses a connection %s', (_case, client, state) => {
     expect(unsafeState(client)).toBe(state);
   });
@@ -40,6 +44,8 @@ describe('canRollBack', () => {
 
   it('does not after a client-side timeout or a lost connection: the statement may still be running', () => {
     expect(canRollBack(connection(false, 'T'), new Error('Query read timeout'))).toBe(false);
-    expect(canRollBack(connection(false, 'T'), Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }))).toBe(false);
+    expect(
+      canRollBack(connection(false, 'T'), Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })),
+    ).toBe(false);
   });
 });

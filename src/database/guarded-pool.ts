@@ -2,7 +2,11 @@ import { Logger } from '@nestjs/common';
 import pg, { PoolClient } from 'pg';
 import type { DataSource } from 'typeorm';
 
-type ConnectCallback = (error: Error | undefined, client: PoolClient | undefined, release: (error?: unknown) => void) => void;
+type ConnectCallback = (
+  error: Error | undefined,
+  client: PoolClient | undefined,
+  release: (error?: unknown) => void,
+) => void;
 
 const logger = new Logger('Database');
 

@@ -19,7 +19,8 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
     connectionString: url,
     application_name: 'leasehold-migrations',
     // The pool's acquire timeout, so a database that does not answer fails the boot instead of hanging it.
-    connectionTimeoutMillis: (dataSource.options.extra as { connectionTimeoutMillis?: number } | undefined)?.connectionTimeoutMillis,
+    connectionTimeoutMillis: (dataSource.options.extra as { connectionTimeoutMillis?: number } | undefined)
+      ?.connectionTimeoutMillis,
     keepAlive: true,
   });
   // Without a listener a lost connection would be an unhandled 'error' event; the lock query fails anyway.

@@ -18,7 +18,9 @@ export class HealthController {
 
   @Get()
   @Access('public')
-  @ApiOperation({ summary: 'Liveness with a database round trip (kept for existing clients; see /health/live and /health/ready)' })
+  @ApiOperation({
+    summary: 'Liveness with a database round trip (kept for existing clients; see /health/live and /health/ready)',
+  })
   @ApiOkResponse({ description: 'The database answered', schema: { example: { status: 'ok', database: 'up' } } })
   @ApiErrorResponse(503, 'The database could not be reached', 'database unavailable')
   check(): Promise<HealthStatus> {
@@ -29,7 +31,8 @@ export class HealthController {
   @Access('public')
   @ApiOperation({
     summary: 'Liveness: the process is up and serving HTTP',
-    description: 'Touches nothing else, so a database outage never gets a broker restarted. Answers 200 while draining, too.',
+    description:
+      'Touches nothing else, so a database outage never gets a broker restarted. Answers 200 while draining, too.',
   })
   @ApiOkResponse({ schema: { example: { status: 'ok', info: {}, error: {}, details: {} } } })
   live(): Promise<HealthCheckResult> {
@@ -60,7 +63,11 @@ export class HealthController {
       example: {
         status: 'error',
         info: { migrations: { status: 'up' }, shutdown: { status: 'up' } },
-        details: { database: { status: 'down', message: 'pool' }, migrations: { status: 'up' }, shutdown: { status: 'up' } },
+        details: {
+          database: { status: 'down', message: 'pool' },
+          migrations: { status: 'up' },
+          shutdown: { status: 'up' },
+        },
         error: 'not ready: database',
       },
     },

@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { createServer, RequestListener } from 'node:http';
 import { NestApplicationOptions } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { HttpConfig } from '../config/app-config';
@@ -29,7 +29,7 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
         requestTimeout: this.limits.requestTimeoutMs,
         connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
       },
-      this.getInstance(),
+      this.getInstance<RequestListener>(),
     );
     server.keepAliveTimeout = this.limits.keepAliveTimeoutMs;
     server.maxConnections = this.limits.maxConnections;

@@ -94,7 +94,9 @@ function inflated(request: IncomingMessage, limits: BodyLimits): NodeJS.Readable
     guard.destroy(error);
   };
   request.once('aborted', () => fail(new BodyAbortedError()));
-  inflate.once('error', (error) => fail(Object.assign(new BadRequestException({ error: 'invalid compressed body' }), { cause: error })));
+  inflate.once('error', (error) =>
+    fail(Object.assign(new BadRequestException({ error: 'invalid compressed body' }), { cause: error })),
+  );
   guard.once('close', () => {
     // Stop inflating and stop reading what the client still sends.
     request.unpipe(inflate);
@@ -140,6 +142,7 @@ function bodyError(error: unknown): Error {
   const { type } = (error ?? {}) as { type?: string };
   if (type === 'entity.too.large') return new PayloadTooLargeException({ error: PAYLOAD_TOO_LARGE });
   if (type === 'request.aborted') return new BodyAbortedError();
-  if (type === 'request.size.invalid') return new BadRequestException({ error: 'request body does not match its content-length' });
+  if (type === 'request.size.invalid')
+    return new BadRequestException({ error: 'request body does not match its content-length' });
   return error instanceof Error ? error : new Error(String(error));
 }

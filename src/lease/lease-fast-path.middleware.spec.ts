@@ -1,7 +1,26 @@
-import { CanActivate, Catch, ExceptionFilter, ForbiddenException, Logger, PipeTransform, VersioningType } from '@nestjs/common';
-import { EXCEPTION_FILTERS_METADATA, GUARDS_METADATA, INTERCEPTORS_METADATA, PIPES_METADATA } from '@nestjs/common/constants';
+import {
+  CanActivate,
+  Catch,
+  ExceptionFilter,
+  ForbiddenException,
+  Logger,
+  PipeTransform,
+  VersioningType,
+} from '@nestjs/common';
+import {
+  EXCEPTION_FILTERS_METADATA,
+  GUARDS_METADATA,
+  INTERCEPTORS_METADATA,
+  PIPES_METADATA,
+} from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
-import { ApplicationConfig, BaseExceptionFilter, ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
+import {
+  ApplicationConfig,
+  BaseExceptionFilter,
+  ExternalContextCreator,
+  HttpAdapterHost,
+  ModuleRef,
+} from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { NextFunction, Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
@@ -31,7 +50,12 @@ function middlewareFor(configure: (config: ApplicationConfig) => void = () => un
   const controller = {};
   const moduleRef = { get: jest.fn(() => controller) } as unknown as ModuleRef;
   const adapterHost = { httpAdapter: {} } as HttpAdapterHost;
-  return { middleware: new LeaseFastPathMiddleware(moduleRef, contexts, config, adapterHost), contexts, controller, config };
+  return {
+    middleware: new LeaseFastPathMiddleware(moduleRef, contexts, config, adapterHost),
+    contexts,
+    controller,
+    config,
+  };
 }
 
 describe('LeaseFastPathMiddleware.leaseHandler', () => {
@@ -67,7 +91,9 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
   });
 
   it('says why when it leaves the route to the router', () => {
-    middlewareFor((config) => config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() })).middleware.leaseHandler();
+    middlewareFor((config) =>
+      config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() }),
+    ).middleware.leaseHandler();
 
     expect(warn).toHaveBeenCalledWith('The router serves the lease route: global interceptors are registered');
   });
@@ -75,7 +101,10 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
   it.each<[string, (config: ApplicationConfig) => void]>([
     ['a global prefix', (config) => config.setGlobalPrefix('v1')],
     ['versioning', (config) => config.enableVersioning({ type: VersioningType.URI })],
-    ['a global interceptor', (config) => config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() })],
+    [
+      'a global interceptor',
+      (config) => config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() }),
+    ],
     ['a request-scoped global guard', (config) => config.addGlobalRequestGuard(new InstanceWrapper())],
     ['a request-scoped global interceptor', (config) => config.addGlobalRequestInterceptor(new InstanceWrapper())],
     ['a request-scoped global pipe', (config) => config.addGlobalRequestPipe(new InstanceWrapper())],

@@ -1,4 +1,12 @@
-import { ArgumentsHost, ExceptionFilter, HttpStatus, Injectable, Logger, NestMiddleware, ParamData } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  ExceptionFilter,
+  HttpStatus,
+  Injectable,
+  Logger,
+  NestMiddleware,
+  ParamData,
+} from '@nestjs/common';
 // Nest's route metadata keys and parameter kinds: @nestjs/common's own, stable, not re-exported at its root.
 import {
   CUSTOM_ROUTE_ARGS_METADATA,
@@ -25,6 +33,10 @@ import { leaseIdFromSegment, matchLeaseExtend } from './lease-route';
 
 type LeaseHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
 
+/** The route's method, as Nest keys its metadata; Nest calls it on the controller, never unbound. */
+// eslint-disable-next-line @typescript-eslint/unbound-method
+const EXTEND = LeaseController.prototype.extend as (...args: unknown[]) => unknown;
+
 /** The parameter kinds an HTTP handler served here may ask for, read from the request as Nest's router does. */
 const SERVED_PARAMS = new Set<number>([
   RouteParamtypes.REQUEST,
@@ -46,10 +58,16 @@ const ROUTE_ENHANCERS: ReadonlyArray<[string, string]> = [
 
 /** Route parameters from an Express request, for Nest's ExternalContextCreator. */
 export class ExpressParamsFactory implements ParamsFactory {
-  exchangeKeyForValue(type: number, data: ParamData, [request, response, next]: [Request, Response, NextFunction]): unknown {
+  exchangeKeyForValue(
+    type: number,
+    data: ParamData,
+    [request, response, next]: [Request, Response, NextFunction],
+  ): unknown {
+    const key = typeof data === 'string' ? data : undefined;
     const pick = (source: Record<string, unknown> | undefined) =>
-      data === undefined || source === undefined ? source : source[data as string];
-    switch (type) {
+      key === undefined || source === undefined ? source : source[key];
+    // ParamsFactory hands the kind over as a number.
+    switch (type as RouteParamtypes) {
       case RouteParamtypes.REQUEST:
         return request;
       case RouteParamtypes.RESPONSE:
@@ -61,9 +79,9 @@ export class ExpressParamsFactory implements ParamsFactory {
       case RouteParamtypes.PARAM:
         return pick(request.params);
       case RouteParamtypes.QUERY:
-        return pick(request.query as Record<string, unknown>);
+        return pick(request.query);
       case RouteParamtypes.HEADERS:
-        return data === undefined ? request.headers : request.headers[String(data).toLowerCase()];
+        return key === undefined ? request.headers : request.headers[key.toLowerCase()];
       case RouteParamtypes.IP:
         return request.ip;
       default:
@@ -133,7 +151,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
         const controller = this.moduleRef.get(LeaseController);
         this.handler = this.contexts.create(
           controller,
-          LeaseController.prototype.extend as (...args: unknown[]) => unknown,
+          EXTEND,
           'extend',
           ROUTE_ARGS_METADATA,
           new ExpressParamsFactory(),
@@ -193,17 +211,23 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
       config.getGlobalRequestPipes(),
       config.getGlobalRequestFilters(),
     ];
-    if (requestScoped.some((enhancers) => enhancers.length > 0)) return 'request-scoped global enhancers are registered';
+    if (requestScoped.some((enhancers) => enhancers.length > 0))
+      return 'request-scoped global enhancers are registered';
     // RequestBodyInterceptor leaves this route's body to its own pipe (@ReadsOwnBody), so it has nothing to do here.
-    const interceptors = config.getGlobalInterceptors().filter((interceptor) => !(interceptor instanceof RequestBodyInterceptor));
+    const interceptors = config
+      .getGlobalInterceptors()
+      .filter((interceptor) => !(interceptor instanceof RequestBodyInterceptor));
     if (interceptors.length > 0) return 'global interceptors are registered';
-    for (const target of [LeaseController, LeaseController.prototype.extend]) {
+    for (const target of [LeaseController, EXTEND]) {
       for (const [key, name] of ROUTE_ENHANCERS) {
         const enhancers = Reflect.getMetadata(key, target) as unknown[] | undefined;
         if (enhancers && enhancers.length > 0) return `the lease route declares its own ${name}`;
       }
     }
-    const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, LeaseController, 'extend') ?? {}) as Record<string, unknown>;
+    const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, LeaseController, 'extend') ?? {}) as Record<
+      string,
+      unknown
+    >;
     for (const key of Object.keys(params)) {
       // Custom decorators (createParamDecorator) carry their own factory; the rest are `type:index`.
       const [type] = key.split(':');

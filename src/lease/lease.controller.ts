@@ -1,12 +1,5 @@
 import { Controller, HttpCode, HttpStatus, Param, Post, Res } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiBody,
-  ApiOkResponse,
-  ApiOperation,
-  ApiParam,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';

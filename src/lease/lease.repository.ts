@@ -183,7 +183,7 @@ export class LeaseRepository {
       const rows = await withinBudget(client, budget, () => this.execute(client, requests)).catch((error: unknown) => {
         throw renewalError(error);
       });
-      const answers: LeaseRenewal[] = new Array(requests.length);
+      const answers = new Array<LeaseRenewal>(requests.length);
       for (const row of rows) {
         const answer: LeaseRenewal = { renewed: row.renewed, earliestExpiresAt: row.earliest_expires_at };
         if (row.slack_seconds !== null) answer.slackSeconds = row.slack_seconds;

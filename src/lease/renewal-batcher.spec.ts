@@ -155,7 +155,10 @@ describe('RenewalBatcher', () => {
 
   describe('between tenants', () => {
     it('takes waiting renewals round-robin by tenant, so a tenant with many waiting does not crowd out another', async () => {
-      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_SIZE: '4' });
+      const { batcher: subject, repository } = batcher({
+        LEASE_RENEWAL_CONCURRENCY: '1',
+        LEASE_RENEWAL_BATCH_SIZE: '4',
+      });
 
       const answers = [
         subject.renew(request('busy', 1, 'A')),
@@ -174,7 +177,11 @@ describe('RenewalBatcher', () => {
     });
 
     /** Renews each lease once alone so the batcher learns its size (the fake answers `seconds` rows renewed). */
-    async function learn(subject: RenewalBatcher, repository: ControlledRepository, leases: RenewalRequest[]): Promise<void> {
+    async function learn(
+      subject: RenewalBatcher,
+      repository: ControlledRepository,
+      leases: RenewalRequest[],
+    ): Promise<void> {
       for (const lease of leases) {
         const answer = subject.renew(lease);
         await flush();
@@ -185,7 +192,10 @@ describe('RenewalBatcher', () => {
     }
 
     it('keeps a group within LEASE_RENEWAL_BATCH_ROWS, counting each lease at the size it renewed last', async () => {
-      const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_ROWS: '25' });
+      const { batcher: subject, repository } = batcher({
+        LEASE_RENEWAL_CONCURRENCY: '1',
+        LEASE_RENEWAL_BATCH_ROWS: '25',
+      });
       const leases = ['l1', 'l2', 'l3'].map((id) => request(id, 10, 'A'));
       await learn(subject, repository, leases);
 

@@ -90,7 +90,8 @@ export class RenewalBatcher {
     while (this.running < this.maxInFlight && this.waitingCount > 0) {
       const big = this.runningBig < bigSlots && this.hasHead('big');
       const small = this.hasHead('small');
-      const lane: Lane | undefined = big && small ? (this.lastLane === 'big' ? 'small' : 'big') : big ? 'big' : small ? 'small' : undefined;
+      const lane: Lane | undefined =
+        big && small ? (this.lastLane === 'big' ? 'small' : 'big') : big ? 'big' : small ? 'small' : undefined;
       if (!lane) return;
       this.lastLane = lane;
       const batch = this.takeBatch(lane);

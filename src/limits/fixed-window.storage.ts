@@ -22,7 +22,7 @@ export class FixedWindowThrottlerStorage implements ThrottlerStorage {
   private readonly windows = new Map<string, Window>();
   private sweptAt = Date.now();
 
-  async increment(key: string, ttl: number, limit: number): Promise<ThrottlerStorageRecord> {
+  increment(key: string, ttl: number, limit: number): Promise<ThrottlerStorageRecord> {
     const now = Date.now();
     this.sweep(now);
     let window = this.windows.get(key);
@@ -33,7 +33,12 @@ export class FixedWindowThrottlerStorage implements ThrottlerStorage {
     window.hits += 1;
     const secondsLeft = Math.max(1, Math.ceil((window.startsAt + ttl - now) / 1000));
     const isBlocked = window.hits > limit;
-    return { totalHits: window.hits, timeToExpire: secondsLeft, isBlocked, timeToBlockExpire: isBlocked ? secondsLeft : 0 };
+    return Promise.resolve({
+      totalHits: window.hits,
+      timeToExpire: secondsLeft,
+      isBlocked,
+      timeToBlockExpire: isBlocked ? secondsLeft : 0,
+    });
   }
 
   private sweep(now: number): void {

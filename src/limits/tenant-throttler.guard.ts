@@ -45,24 +45,28 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
   }
 
   /** Public routes have no tenant to count against. */
-  protected override async shouldSkip(context: ExecutionContext): Promise<boolean> {
+  protected override shouldSkip(context: ExecutionContext): Promise<boolean> {
     const limit = TenantThrottlerGuard.limitOf(this.reflector, this.rateLimits, context);
-    return limit === undefined || principalOf(context.switchToHttp().getRequest()) === undefined;
+    return Promise.resolve(limit === undefined || principalOf(context.switchToHttp().getRequest()) === undefined);
   }
 
-  protected override async getTracker(request: Record<string, unknown>): Promise<string> {
-    return tenantIdOf(request as never);
+  protected override getTracker(request: Record<string, unknown>): Promise<string> {
+    return Promise.resolve(tenantIdOf(request));
   }
 
   protected override generateKey(context: ExecutionContext, tenantId: string): string {
-    const routeClass = this.reflector.getAllAndOverride<RouteClass>(ROUTE_CLASS, [context.getHandler(), context.getClass()]);
+    const routeClass = this.reflector.getAllAndOverride<RouteClass>(ROUTE_CLASS, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
     return `${tenantId}\n${routeClass}`;
   }
 
-  protected override async throwThrottlingException(
-    _context: ExecutionContext,
-    detail: ThrottlerLimitDetail,
-  ): Promise<void> {
-    throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_REQUESTS, Math.max(1, detail.timeToBlockExpire));
+  protected override throwThrottlingException(_context: ExecutionContext, detail: ThrottlerLimitDetail): Promise<void> {
+    throw new RetryLaterException(
+      HttpStatus.TOO_MANY_REQUESTS,
+      TOO_MANY_REQUESTS,
+      Math.max(1, detail.timeToBlockExpire),
+    );
   }
 }

@@ -144,7 +144,9 @@ export class ScrapeCollector {
       })
       .catch((error: unknown) => {
         this.failures.inc();
-        this.logger.warn(`Reading queue depth and lag failed: ${error instanceof Error ? error.message : String(error)}`);
+        this.logger.warn(
+          `Reading queue depth and lag failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
         return this.cached?.stats ?? { depth: [], lag: [] };
       })
       .finally(() => (this.reading = undefined));
@@ -156,16 +158,17 @@ export class ScrapeCollector {
     const tenant = this.tenantLabels ? 'q.tenant_id::text' : 'NULL::text';
     return this.transactions.run(undefined, async (manager: EntityManager) => {
       await manager.query(`SET LOCAL statement_timeout = ${QUEUE_STATS_TIMEOUT_MS}`);
-      const lag: Array<{ tenant: string | null; queue: string; consumer_group: string; messages: string }> = await manager.query(
-        `SELECT ${tenant} AS tenant, q.name AS queue, c.consumer_group, sum(p.last_offset - c.committed_offset) AS messages
+      const lag: Array<{ tenant: string | null; queue: string; consumer_group: string; messages: string }> =
+        await manager.query(
+          `SELECT ${tenant} AS tenant, q.name AS queue, c.consumer_group, sum(p.last_offset - c.committed_offset) AS messages
            FROM consumers c
            JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
            JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
           GROUP BY 1, 2, 3
           ORDER BY 4 DESC, 2, 3
           LIMIT $1`,
-        [this.maxSeries],
-      );
+          [this.maxSeries],
+        );
       const depth: Array<{ tenant: string | null; queue: string; messages: string }> = await manager.query(
         `SELECT ${tenant} AS tenant, q.name AS queue, sum(p.last_offset - COALESCE(s.committed, 0)) AS messages
            FROM partitions p
@@ -178,7 +181,12 @@ export class ScrapeCollector {
         [this.maxSeries],
       );
       return {
-        lag: lag.map((row) => ({ tenant: row.tenant, queue: row.queue, group: row.consumer_group, messages: Number(row.messages) })),
+        lag: lag.map((row) => ({
+          tenant: row.tenant,
+          queue: row.queue,
+          group: row.consumer_group,
+          messages: Number(row.messages),
+        })),
         depth: depth.map((row) => ({ tenant: row.tenant, queue: row.queue, messages: Number(row.messages) })),
       };
     });

@@ -37,7 +37,8 @@ const POP_DESCRIPTION =
 @ApiBearerAuth()
 @ApiOkResponse({ type: PopResponseDto })
 @ApiNoContentResponse({
-  description: 'Nothing to deliver (empty body), also for a queue or partition that does not exist (yet): nothing is created',
+  description:
+    'Nothing to deliver (empty body), also for a queue or partition that does not exist (yet): nothing is created',
 })
 @ApiErrorResponse(
   400,

@@ -94,7 +94,10 @@ export class PopService {
           : await this.pollClaim(tenantId, queue, partition, options, deadline, woken);
         if (attempt.delivery || !subscription) return attempt.delivery;
         const remaining = Math.max(0, deadline - Date.now());
-        const outcome = await subscription.wait(attempt.failed ? Math.min(remaining, RETRY_AFTER_FAILURE_MS) : remaining, signal);
+        const outcome = await subscription.wait(
+          attempt.failed ? Math.min(remaining, RETRY_AFTER_FAILURE_MS) : remaining,
+          signal,
+        );
         if (outcome === 'closing') throw new ShuttingDownException();
         // A timeout ends the poll, unless it was the short wait before retrying a failed claim.
         if (outcome === 'aborted' || (outcome === 'timeout' && (!attempt.failed || Date.now() >= deadline))) {

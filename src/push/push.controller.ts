@@ -1,11 +1,5 @@
 import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiBody,
-  ApiCreatedResponse,
-  ApiOperation,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { Principal } from '../auth/principal';
 import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
@@ -32,7 +26,7 @@ export class PushController {
     description:
       'Validates the whole request, then writes every item in one transaction. Queues and partitions are ' +
       'created on first push. A transactionId already stored in the partition is reported as duplicate with ' +
-      "the original message_id and not stored again. Wakes long polls parked on the queues, on every broker process.",
+      'the original message_id and not stored again. Wakes long polls parked on the queues, on every broker process.',
   })
   @ApiBody({ type: PushRequestDto })
   @ApiCreatedResponse({ type: [PushResultDto], description: 'One result per item, in request order' })

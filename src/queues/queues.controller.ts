@@ -1,12 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiBody,
-  ApiOkResponse,
-  ApiOperation,
-  ApiQuery,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
@@ -17,12 +10,7 @@ import { ConfigureRequestPipe } from './configure-request.pipe';
 import { ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueListQueryDto } from './dto/queue-list-query.dto';
 import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
-import {
-  ConfigureResponseDto,
-  DeleteQueueResponseDto,
-  QueueDetailDto,
-  QueueListDto,
-} from './dto/queue-response.dto';
+import { ConfigureResponseDto, DeleteQueueResponseDto, QueueDetailDto, QueueListDto } from './dto/queue-response.dto';
 import { QueuesService } from './queues.service';
 
 @ApiTags('queues')

@@ -55,7 +55,14 @@ export class QueuesService {
         .slice(0, page.limit)
         .filter((entry, index) => index === 0 || entry.answerBytes <= this.answerBudget);
       const summaries =
-        shown.length === 0 ? [] : await this.queues.summaries(tenantId, undefined, manager, shown.map((entry) => entry.id));
+        shown.length === 0
+          ? []
+          : await this.queues.summaries(
+              tenantId,
+              undefined,
+              manager,
+              shown.map((entry) => entry.id),
+            );
       const more = entries.length > shown.length;
       return { queues: summaries.map(toSummary), next: more ? shown[shown.length - 1].name : null };
     });

@@ -25,17 +25,28 @@ function harness(): Harness {
     announceRedeliveries: (tenantId: string, redeliveries: Redelivery[]) => woken.push({ tenantId, redeliveries }),
   } as unknown as WakeupService;
   const ending = jest.fn<Promise<EndingLease[]>, unknown[]>().mockResolvedValue([]);
-  const transactions = { run: (_tenant: unknown, work: (manager: unknown) => unknown) => work({}) } as unknown as TransactionRunner;
+  const transactions = {
+    run: (_tenant: unknown, work: (manager: unknown) => unknown) => work({}),
+  } as unknown as TransactionRunner;
   let onDrain: () => void = () => undefined;
   const drainService = { onDrain: (listener: () => void) => (onDrain = listener) } as unknown as DrainService;
-  const expiry = new LeaseExpiryService(wakeup, transactions, { endingLeases: ending } as unknown as WakeupRepository, drainService);
+  const expiry = new LeaseExpiryService(
+    wakeup,
+    transactions,
+    { endingLeases: ending } as unknown as WakeupRepository,
+    drainService,
+  );
   return { expiry, waiting, woken, ending, drain: () => onDrain() };
 }
 
 const wokenFor = (woken: Harness['woken']) =>
-  woken.map(({ tenantId, redeliveries }) =>
-    redeliveries.map((r) => `${tenantId}/${r.queue}/${r.consumerGroup}/${[...r.partitions].map(([p, n]) => `${p}:${n}`).join(',')}`),
-  ).flat();
+  woken
+    .map(({ tenantId, redeliveries }) =>
+      redeliveries.map(
+        (r) => `${tenantId}/${r.queue}/${r.consumerGroup}/${[...r.partitions].map(([p, n]) => `${p}:${n}`).join(',')}`,
+      ),
+    )
+    .flat();
 
 describe('LeaseExpiryService', () => {
   beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));

@@ -94,7 +94,9 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     } catch (error) {
       // Parked polls still answer at their timeout; say so once, not every 500 ms.
       if (!this.sweepFailing && !this.stopped) {
-        this.logger.warn(`Lease expiry sweep failed (${error instanceof Error ? error.message : String(error)}); retrying`);
+        this.logger.warn(
+          `Lease expiry sweep failed (${error instanceof Error ? error.message : String(error)}); retrying`,
+        );
       }
       this.sweepFailing = true;
     } finally {
@@ -137,7 +139,9 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
 
   private fire(key: string, messages: number): void {
     const [tenantId, queue, consumerGroup, partition] = splitCompositeKey(key);
-    this.wakeup.announceRedeliveries(tenantId, [{ queue, consumerGroup, partitions: new Map([[partition, messages]]) }]);
+    this.wakeup.announceRedeliveries(tenantId, [
+      { queue, consumerGroup, partitions: new Map([[partition, messages]]) },
+    ]);
   }
 
   private stop(): void {

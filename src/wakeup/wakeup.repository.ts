@@ -23,10 +23,10 @@ export class WakeupRepository {
   /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back one. */
   async notify(notices: Notice[], manager: EntityManager): Promise<void> {
     if (notices.length === 0) return;
-    await manager.query('SELECT pg_notify(t.channel, t.payload) FROM unnest($1::text[], $2::text[]) AS t(channel, payload)', [
-      notices.map((notice) => notice.channel),
-      notices.map((notice) => notice.payload),
-    ]);
+    await manager.query(
+      'SELECT pg_notify(t.channel, t.payload) FROM unnest($1::text[], $2::text[]) AS t(channel, payload)',
+      [notices.map((notice) => notice.channel), notices.map((notice) => notice.payload)],
+    );
   }
 
   /**
@@ -37,7 +37,12 @@ export class WakeupRepository {
    * A lease with nothing left past its cursor is left out: its end makes
    * nothing claimable, and waking for it would make a parked poll spin.
    */
-  async endingLeases(groups: WaitingGroup[], withinMs: number, limit: number, manager: EntityManager): Promise<EndingLease[]> {
+  async endingLeases(
+    groups: WaitingGroup[],
+    withinMs: number,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<EndingLease[]> {
     const rows: Array<{
       tenant_id: string;
       queue: string;

@@ -14,7 +14,13 @@ const parked: WakeupSubscription[] = [];
 afterEach(() => parked.splice(0).forEach((subscription) => subscription.settle('aborted')));
 
 /** Subscribes and parks, as a poll that found nothing does. */
-function park(wakeup: WakeupService, group: string, partition?: string, queue = 'jobs', tenant = 't1'): WakeupSubscription {
+function park(
+  wakeup: WakeupService,
+  group: string,
+  partition?: string,
+  queue = 'jobs',
+  tenant = 't1',
+): WakeupSubscription {
   const subscription = wakeup.subscribe(tenant, queue, group, partition);
   void subscription.wait(60_000, new AbortController().signal);
   parked.push(subscription);
@@ -22,9 +28,12 @@ function park(wakeup: WakeupService, group: string, partition?: string, queue = 
 }
 
 const deliver = (wakeup: WakeupService, notices: Notice[]): void =>
-  notices.forEach((notice) => wakeup['onNotification']({ processId: 1, channel: notice.channel, payload: notice.payload }));
+  notices.forEach((notice) =>
+    wakeup['onNotification']({ processId: 1, channel: notice.channel, payload: notice.payload }),
+  );
 
-const woken = (subscriptions: WakeupSubscription[]): boolean[] => subscriptions.map((subscription) => subscription.settled);
+const woken = (subscriptions: WakeupSubscription[]): boolean[] =>
+  subscriptions.map((subscription) => subscription.settled);
 
 describe('WakeupService', () => {
   it('wakes only the redelivered group, oldest first, one poll per message', () => {
@@ -77,7 +86,9 @@ describe('WakeupService', () => {
 
     deliver(
       receiver,
-      sender.redeliveryNotificationsFor('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['odd\tname', 3]]) }]),
+      sender.redeliveryNotificationsFor('t1', [
+        { queue: 'jobs', consumerGroup: 'a', partitions: new Map([['odd\tname', 3]]) },
+      ]),
     );
 
     expect(woken(polls)).toEqual([true, true, true]);
@@ -87,7 +98,10 @@ describe('WakeupService', () => {
     const wakeup = service();
     const poll = park(wakeup, 'a');
 
-    deliver(wakeup, wakeup.redeliveryNotificationsFor('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['p', 1]]) }]));
+    deliver(
+      wakeup,
+      wakeup.redeliveryNotificationsFor('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['p', 1]]) }]),
+    );
 
     expect(poll.settled).toBe(false);
   });

@@ -309,7 +309,12 @@ export class WakeupService implements OnApplicationBootstrap, OnApplicationShutd
     const work: QueueWork | undefined =
       partitions.length === 0
         ? undefined
-        : new Map(partitions.map((entry) => [entry.slice(0, entry.lastIndexOf('\t')), Number(entry.slice(entry.lastIndexOf('\t') + 1))]));
+        : new Map(
+            partitions.map((entry) => [
+              entry.slice(0, entry.lastIndexOf('\t')),
+              Number(entry.slice(entry.lastIndexOf('\t') + 1)),
+            ]),
+          );
     this.wake(compositeKey(tenantId, queue), work, Number(total), consumerGroup);
   }
 

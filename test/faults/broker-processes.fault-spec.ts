@@ -76,10 +76,10 @@ const POLL_TIMEOUT_MS = 5_000;
     const idleGroups = ['idle-0', 'idle-1', 'idle-2'];
     const parked = idleGroups.map((group) => parkedPoll(draining.url, tenant, group));
     await waitFor(async () => {
-      const { rows } = await db.query('SELECT count(*)::int AS n FROM consumer_groups WHERE tenant_id = $1 AND name LIKE $2', [
-        tenant,
-        'idle-%',
-      ]);
+      const { rows } = await db.query(
+        'SELECT count(*)::int AS n FROM consumer_groups WHERE tenant_id = $1 AND name LIKE $2',
+        [tenant, 'idle-%'],
+      );
       return rows[0].n === idleGroups.length;
     }, 'the idle polls are parked');
 
@@ -93,7 +93,9 @@ const POLL_TIMEOUT_MS = 5_000;
     expect(exit.at - signalledAt).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
     expect(draining.lines.some((line) => /Drained in \d+ ms/.test(line))).toBe(true);
     // Every line is JSON; pino's level 50 and up are errors.
-    expect(draining.lines.filter((line) => /cutting/.test(line) || (JSON.parse(line) as { level: number }).level >= 50)).toEqual([]);
+    expect(
+      draining.lines.filter((line) => /cutting/.test(line) || (JSON.parse(line) as { level: number }).level >= 50),
+    ).toEqual([]);
 
     // Nothing sent to it once it was draining was served, on any connection.
     const afterDrain = workload.calls.filter((call) => call.broker === 0 && call.sentAt > drainingAt);
@@ -101,7 +103,13 @@ const POLL_TIMEOUT_MS = 5_000;
     expect(afterDrain.filter((call) => call.status !== undefined && call.status !== 503)).toEqual([]);
     // Parked polls answered 503 at once, with Connection: close, instead of at their timeout.
     for (const poll of await Promise.all(parked)) {
-      expect({ ...poll, answeredAt: undefined }).toEqual({ answeredAt: undefined, status: 503, body: { error: 'shutting down' }, connection: 'close', retryAfter: '1' });
+      expect({ ...poll, answeredAt: undefined }).toEqual({
+        answeredAt: undefined,
+        status: 503,
+        body: { error: 'shutting down' },
+        connection: 'close',
+        retryAfter: '1',
+      });
       expect(poll.answeredAt! - signalledAt).toBeLessThan(POLL_TIMEOUT_MS / 2);
     }
     // Clients moved on instead of polling the dying broker again and again.
@@ -143,7 +151,9 @@ async function parkedPoll(base: string, tenant: string, consumerGroup: string): 
     body: JSON.stringify({ queue: 'idle' }),
   });
   const query = new URLSearchParams({ wait: 'true', timeout: String(POLL_TIMEOUT_MS), consumerGroup });
-  const response = await fetch(`${base}/api/v1/pop/queue/idle?${query}`, { headers: { [TENANT_HEADER]: tenant } });
+  const response = await fetch(`${base}/api/v1/pop/queue/idle?${query.toString()}`, {
+    headers: { [TENANT_HEADER]: tenant },
+  });
   const text = await response.text();
   return {
     status: response.status,

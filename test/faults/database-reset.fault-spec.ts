@@ -87,7 +87,9 @@ const SLACK_MS = 1_500;
     await workload.stop();
     expect(await workload.ledger.problems(db, tenant, queue)).toEqual([]);
     expect(await orphanedTransactions(db, applicationName)).toBe(0);
-    expect(workload.calls.filter((call) => (call.body as { error?: string } | undefined)?.error === 'internal error')).toEqual([]);
+    expect(
+      workload.calls.filter((call) => (call.body as { error?: string } | undefined)?.error === 'internal error'),
+    ).toEqual([]);
     expect(logs.at('error')).toEqual([]);
   }
 
@@ -114,7 +116,9 @@ const SLACK_MS = 1_500;
         `the ${route} cut by the reset answers`,
       );
 
-      const [failed] = workload.calls.filter((call) => call.route === route && call.answeredAt > resetAt && call.status === 500);
+      const [failed] = workload.calls.filter(
+        (call) => call.route === route && call.answeredAt > resetAt && call.status === 500,
+      );
       expect(failed.body).toEqual({ error: body });
       expect(failed.answeredAt - failed.sentAt).toBeLessThan(BOUND_MS + SLACK_MS);
       expect(logs.at('warn').some((entry) => /database unavailable/.test(entry.message))).toBe(true);
@@ -133,7 +137,10 @@ const SLACK_MS = 1_500;
     // Down: every connection cut, new ones refused.
     await proxy.stop();
     const downAt = performance.now();
-    await waitFor(() => workload.calls.filter((call) => call.sentAt > downAt && call.status === 500).length >= 3, 'requests fail while down');
+    await waitFor(
+      () => workload.calls.filter((call) => call.sentAt > downAt && call.status === 500).length >= 3,
+      'requests fail while down',
+    );
     // Recovering: connections are accepted and refused with 57P03.
     await proxy.start();
     proxy.recovering();

@@ -38,105 +38,111 @@ const scenarios: Array<[string, string | RegExp, Partial<{ extend: boolean; nack
   ['an extend, caught in its renewal', 'leasehold_renew', { extend: true }],
 ];
 
-(onEmbeddedDatabase ? describe.skip : describe)('a database that stops answering (network partition) on real PostgreSQL', () => {
-  const databaseUrl = process.env.DATABASE_URL!;
-  /** Tells this file's broker sessions apart from those of tests running beside it. */
-  const applicationName = `leasehold-${randomUUID().slice(0, 8)}`;
-  let proxy: TcpProxy;
-  /** Stopped after each test, also when it failed half-way. */
-  let running: Workload | undefined;
-  let app: NestExpressApplication;
-  let db: Client;
+(onEmbeddedDatabase ? describe.skip : describe)(
+  'a database that stops answering (network partition) on real PostgreSQL',
+  () => {
+    const databaseUrl = process.env.DATABASE_URL!;
+    /** Tells this file's broker sessions apart from those of tests running beside it. */
+    const applicationName = `leasehold-${randomUUID().slice(0, 8)}`;
+    let proxy: TcpProxy;
+    /** Stopped after each test, also when it failed half-way. */
+    let running: Workload | undefined;
+    let app: NestExpressApplication;
+    let db: Client;
 
-  beforeEach(async () => {
-    proxy = TcpProxy.forDatabaseUrl(databaseUrl);
-    await proxy.start();
-    app = await createTestApp({
-      DATABASE_URL: `${proxy.rewrite(databaseUrl)}?application_name=${applicationName}`,
-      DB_POOL_SIZE: '4',
-      DB_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
-      DB_ACQUIRE_TIMEOUT_MS: String(ACQUIRE_TIMEOUT_MS),
+    beforeEach(async () => {
+      proxy = TcpProxy.forDatabaseUrl(databaseUrl);
+      await proxy.start();
+      app = await createTestApp({
+        DATABASE_URL: `${proxy.rewrite(databaseUrl)}?application_name=${applicationName}`,
+        DB_POOL_SIZE: '4',
+        DB_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+        DB_ACQUIRE_TIMEOUT_MS: String(ACQUIRE_TIMEOUT_MS),
+      });
+      await app.listen(0, '127.0.0.1');
+      db = await openSession(databaseUrl);
     });
-    await app.listen(0, '127.0.0.1');
-    db = await openSession(databaseUrl);
-  });
 
-  afterEach(async () => {
-    await running?.stop();
-    running = undefined;
-    proxy.heal();
-    await app.close();
-    await proxy.stop();
-    await db.end();
-  });
-
-  it.each(scenarios)(
-    `%s for ${STALL_MS / 1000} s, then a burst on heal: every request answers within its bound, nothing 201 is lost or doubled, order holds, the partitions keep taking pushes`,
-    async (_scenario, statement, options) => {
-      const tenant = newTenant();
-      const queue = 'stalled';
-      const base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
-      const workload = new Workload({
-        brokers: [base],
-        tenantHeader: TENANT_HEADER,
-        tenant,
-        queue,
-        partitions: 4,
-        messagesPerPartition: 25,
-        consumers: 3,
-        leaseSeconds: 3,
-        pushIntervalMs: 40,
-        ...options,
-      });
-      running = workload;
-      // Enough retries that a run's nacks never dead-letter a message.
-      await fetch(`${base}/api/v1/configure`, {
-        method: 'POST',
-        headers: { [TENANT_HEADER]: tenant, 'content-type': 'application/json' },
-        body: JSON.stringify({ queue, options: { retryLimit: 1000 } }),
-      });
-      workload.start();
-      await waitFor(() => workload.acksSucceeded >= 5, 'the workload gets going');
-
-      await within(proxy.stallWhen(statement), 'the statement is caught');
-      const stalledAt = performance.now();
-      const health = fetch(`${base}/health`).then(async (response) => ({
-        status: response.status,
-        body: await response.json(),
-        answeredAt: performance.now(),
-      }));
-      await sleepUntil(stalledAt + STALL_MS);
+    afterEach(async () => {
+      await running?.stop();
+      running = undefined;
       proxy.heal();
-      const healedAt = performance.now();
+      await app.close();
+      await proxy.stop();
+      await db.end();
+    });
 
-      await workload.burst(20);
-      await workload.producersFinished();
-      await waitFor(() => consumedAll(db, tenant, queue), 'every message consumed', 60_000);
-      await workload.stop();
+    it.each(scenarios)(
+      `%s for ${STALL_MS / 1000} s, then a burst on heal: every request answers within its bound, nothing 201 is lost or doubled, order holds, the partitions keep taking pushes`,
+      async (_scenario, statement, options) => {
+        const tenant = newTenant();
+        const queue = 'stalled';
+        const base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+        const workload = new Workload({
+          brokers: [base],
+          tenantHeader: TENANT_HEADER,
+          tenant,
+          queue,
+          partitions: 4,
+          messagesPerPartition: 25,
+          consumers: 3,
+          leaseSeconds: 3,
+          pushIntervalMs: 40,
+          ...options,
+        });
+        running = workload;
+        // Enough retries that a run's nacks never dead-letter a message.
+        await fetch(`${base}/api/v1/configure`, {
+          method: 'POST',
+          headers: { [TENANT_HEADER]: tenant, 'content-type': 'application/json' },
+          body: JSON.stringify({ queue, options: { retryLimit: 1000 } }),
+        });
+        workload.start();
+        await waitFor(() => workload.acksSucceeded >= 5, 'the workload gets going');
 
-      const during = workload.callsSentBetween(stalledAt, healedAt);
-      expect(during.filter((call) => call.status !== undefined && call.status >= 500).length).toBeGreaterThan(0);
-      expect(during.filter((call) => call.answeredAt - call.sentAt > BOUND_MS + SLACK_MS)).toEqual([]);
-      expect(during.filter((call) => call.error !== undefined)).toEqual([]);
-      const unexpected = during.filter(
-        (call) =>
-          call.status! >= 400 &&
-          (call.status !== 500 || !ALLOWED_FAILURES[call.route].includes((call.body as { error?: string })?.error ?? '')),
-      );
-      expect(unexpected).toEqual([]);
-      const healthAnswer = await health;
-      expect(healthAnswer.status).toBe(503);
-      expect(healthAnswer.body).toEqual({ error: 'database unavailable' });
-      expect(healthAnswer.answeredAt - stalledAt).toBeLessThan(BOUND_MS + SLACK_MS);
+        await within(proxy.stallWhen(statement), 'the statement is caught');
+        const stalledAt = performance.now();
+        const health = fetch(`${base}/health`).then(async (response) => ({
+          status: response.status,
+          body: await response.json(),
+          answeredAt: performance.now(),
+        }));
+        await sleepUntil(stalledAt + STALL_MS);
+        proxy.heal();
+        const healedAt = performance.now();
 
-      // Once the network is back, nothing it left behind (an open transaction, a lock) gets in the way.
-      const pushesAfterHeal = workload.calls.filter((call) => call.route === 'push' && call.sentAt > healedAt + 1_000);
-      expect(pushesAfterHeal.filter((call: Call) => call.status !== 201)).toEqual([]);
-      expect(await workload.ledger.problems(db, tenant, queue)).toEqual([]);
-      expect(await orphanedTransactions(db, applicationName)).toBe(0);
-    },
-  );
-});
+        await workload.burst(20);
+        await workload.producersFinished();
+        await waitFor(() => consumedAll(db, tenant, queue), 'every message consumed', 60_000);
+        await workload.stop();
+
+        const during = workload.callsSentBetween(stalledAt, healedAt);
+        expect(during.filter((call) => call.status !== undefined && call.status >= 500).length).toBeGreaterThan(0);
+        expect(during.filter((call) => call.answeredAt - call.sentAt > BOUND_MS + SLACK_MS)).toEqual([]);
+        expect(during.filter((call) => call.error !== undefined)).toEqual([]);
+        const unexpected = during.filter(
+          (call) =>
+            call.status! >= 400 &&
+            (call.status !== 500 ||
+              !ALLOWED_FAILURES[call.route].includes((call.body as { error?: string })?.error ?? '')),
+        );
+        expect(unexpected).toEqual([]);
+        const healthAnswer = await health;
+        expect(healthAnswer.status).toBe(503);
+        expect(healthAnswer.body).toEqual({ error: 'database unavailable' });
+        expect(healthAnswer.answeredAt - stalledAt).toBeLessThan(BOUND_MS + SLACK_MS);
+
+        // Once the network is back, nothing it left behind (an open transaction, a lock) gets in the way.
+        const pushesAfterHeal = workload.calls.filter(
+          (call) => call.route === 'push' && call.sentAt > healedAt + 1_000,
+        );
+        expect(pushesAfterHeal.filter((call: Call) => call.status !== 201)).toEqual([]);
+        expect(await workload.ledger.problems(db, tenant, queue)).toEqual([]);
+        expect(await orphanedTransactions(db, applicationName)).toBe(0);
+      },
+    );
+  },
+);
 
 function sleepUntil(at: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, at - performance.now())));

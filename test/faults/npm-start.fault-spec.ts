@@ -37,8 +37,8 @@ jest.setTimeout(180_000);
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const output: string[] = [];
-    npm.stdout!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    npm.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    npm.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    npm.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       npm.once('exit', (code, signal) => resolve({ code, signal })),
     );
@@ -55,18 +55,26 @@ jest.setTimeout(180_000);
         headers: { ...headers, 'content-type': 'application/json' },
         body: JSON.stringify({ queue: 'idle' }),
       });
-      const poll = fetch(`${base}/api/v1/pop/queue/idle?wait=true&timeout=60000`, { headers }).then(async (response) => ({
-        status: response.status,
-        body: await response.json(),
-        at: performance.now(),
-      }));
-      await waitFor(async () => (await fetch(`${base}/metrics`).then((r) => r.text())).includes('leasehold_parked_polls 1'), 'the poll parks');
+      const poll = fetch(`${base}/api/v1/pop/queue/idle?wait=true&timeout=60000`, { headers }).then(
+        async (response) => ({
+          status: response.status,
+          body: await response.json(),
+          at: performance.now(),
+        }),
+      );
+      await waitFor(
+        async () => (await fetch(`${base}/metrics`).then((r) => r.text())).includes('leasehold_parked_polls 1'),
+        'the poll parks',
+      );
 
       const signalledAt = performance.now();
       process.kill(npm.pid!, 'SIGTERM');
 
       const answered = await within(poll, 'the parked poll answers', SHUTDOWN_TIMEOUT_MS);
-      expect({ status: answered.status, body: answered.body }).toEqual({ status: 503, body: { error: 'shutting down' } });
+      expect({ status: answered.status, body: answered.body }).toEqual({
+        status: 503,
+        body: { error: 'shutting down' },
+      });
       const exit = await within(exited, 'npm exits', SHUTDOWN_TIMEOUT_MS + 15_000);
       expect(exit).toEqual({ code: 0, signal: null });
       expect(performance.now() - signalledAt).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 15_000);

@@ -26,8 +26,18 @@ export class BrokerClient {
   }
 
   /** Pushes count messages with payload {n} and transaction ids `${prefix}-${n}`; fails the test unless all are queued. */
-  async pushMany(queue: string, count: number, partition?: string, prefix = `${queue}-${partition ?? 'Default'}`): Promise<string[]> {
-    const items = Array.from({ length: count }, (_, n) => ({ queue, partition, payload: { n }, transactionId: `${prefix}-${n}` }));
+  async pushMany(
+    queue: string,
+    count: number,
+    partition?: string,
+    prefix = `${queue}-${partition ?? 'Default'}`,
+  ): Promise<string[]> {
+    const items = Array.from({ length: count }, (_, n) => ({
+      queue,
+      partition,
+      payload: { n },
+      transactionId: `${prefix}-${n}`,
+    }));
     const response = await this.push(items);
     if (response.status !== 201 || response.body.some((result: { status: string }) => result.status !== 'queued')) {
       throw new Error(`push failed: ${response.status} ${JSON.stringify(response.body)}`);

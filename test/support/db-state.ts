@@ -27,7 +27,8 @@ export interface CursorRow {
 
 /** Every consumer row of a queue, straight from the table, ordered by group and partition name. */
 export async function cursors(dataSource: DataSource, tenantId: string, queue: string): Promise<CursorRow[]> {
-  const rows: Array<Record<string, unknown>> = await sql(dataSource,
+  const rows: Array<Record<string, unknown>> = await sql(
+    dataSource,
     `SELECT p.name AS partition, c.consumer_group, c.committed_offset, c.delivered_offset, c.lease_id,
             c.lease_end_offset, COALESCE(c.lease_expires_at > now(), false) AS lease_live,
             c.lease_expires_at IS NOT NULL AS has_expiry, c.retry_count, c.delivery_attempt
@@ -54,7 +55,8 @@ export async function cursors(dataSource: DataSource, tenantId: string, queue: s
 
 /** Counts of what a tenant has stored, to prove a refused request changed nothing. */
 export async function storedCounts(dataSource: DataSource, tenantId: string): Promise<Record<string, number>> {
-  const [row] = await sql(dataSource,
+  const [row] = await sql(
+    dataSource,
     `SELECT (SELECT count(*)::int FROM queues WHERE tenant_id = $1) AS queues,
             (SELECT count(*)::int FROM partitions WHERE tenant_id = $1) AS partitions,
             (SELECT count(*)::int FROM messages WHERE tenant_id = $1) AS messages,
@@ -68,7 +70,8 @@ export async function storedCounts(dataSource: DataSource, tenantId: string): Pr
 
 /** Ends a lease (every row it holds) by the database clock, as if its time had run out. */
 export async function expireLeases(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
-  await sql(dataSource,
+  await sql(
+    dataSource,
     `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );
@@ -76,7 +79,8 @@ export async function expireLeases(dataSource: DataSource, tenantId: string, lea
 
 /** Seconds from the database's now() to the expiry of each row held by a lease. */
 export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string, leaseId: string): Promise<number[]> {
-  const rows: Array<{ left: string }> = await sql(dataSource,
+  const rows: Array<{ left: string }> = await sql(
+    dataSource,
     `SELECT extract(epoch FROM lease_expires_at - now()) AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2`,
     [tenantId, leaseId],
   );
@@ -93,7 +97,8 @@ const TENANT_TABLES = ['queues', 'partitions', 'messages', 'consumer_groups', 'c
 export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, string[]>> {
   const snapshot: Record<string, string[]> = {};
   for (const table of TENANT_TABLES) {
-    const rows: Array<{ row: string }> = await sql(dataSource,
+    const rows: Array<{ row: string }> = await sql(
+      dataSource,
       `SELECT to_jsonb(t)::text AS row FROM ${table} AS t WHERE tenant_id = $1 ORDER BY 1`,
       [tenantId],
     );

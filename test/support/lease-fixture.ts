@@ -72,7 +72,7 @@ export async function createLease(
   const partitionIds = rows.map((row) => row.id);
   for (const [index, seconds] of expiresInSeconds.entries()) {
     await sql(
-    dataSource,
+      dataSource,
       `UPDATE consumers SET lease_expires_at = now() + make_interval(secs => $3)
         WHERE tenant_id = $1 AND partition_id = $2 AND lease_id = $4`,
       [tenantId, partitionIds[index], seconds, popped.leaseId],
@@ -136,7 +136,6 @@ export async function expiries(dataSource: DataSource, tenantId: string, partiti
 
 /** Seconds from the database's now() to an ISO timestamp from a response. */
 export async function secondsUntil(dataSource: DataSource, isoTimestamp: string): Promise<number> {
-  const [row] = await sql(
-    dataSource,'SELECT extract(epoch FROM $1::timestamptz - now()) AS left', [isoTimestamp]);
+  const [row] = await sql(dataSource, 'SELECT extract(epoch FROM $1::timestamptz - now()) AS left', [isoTimestamp]);
   return Number(row.left);
 }

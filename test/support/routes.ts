@@ -70,7 +70,8 @@ export function discoverRoutes(root: Type): DiscoveredRoute[] {
 
 function asArray(value: unknown): string[] {
   if (value === undefined) return [''];
-  return Array.isArray(value) ? value : [String(value)];
+  // Nest's path metadata: a string or an array of them.
+  return Array.isArray(value) ? (value as string[]) : [value as string];
 }
 
 function joinPath(prefix: string, path: string): string {

@@ -7,7 +7,10 @@ const EXPIRY_DESCRIPTION =
 const EXAMPLE_EXPIRY = '2026-07-30T11:06:44.512873Z';
 
 export class ExtendLeaseResponseDto {
-  @ApiProperty({ description: 'The lease id from the path, echoed verbatim', example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' })
+  @ApiProperty({
+    description: 'The lease id from the path, echoed verbatim',
+    example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90',
+  })
   leaseId: string;
 
   @ApiProperty({ description: 'true when renewed > 0. HTTP 200 alone does not mean the lease was extended.' })
@@ -17,7 +20,7 @@ export class ExtendLeaseResponseDto {
     type: 'integer',
     description:
       'How many (partition, consumer group) leases this call extended. 0 means no live lease has this id any ' +
-      'more (expired, released by ack or nack, unknown, or another tenant\'s): stop or abandon the work.',
+      "more (expired, released by ack or nack, unknown, or another tenant's): stop or abandon the work.",
     example: 1,
   })
   renewed: number;

@@ -67,10 +67,18 @@ export class ClaimedPartitionDto {
   @ApiProperty({ example: 'Default' })
   partition: string;
 
-  @ApiProperty({ type: 'integer', description: "This claim's fencing token (see the messages' leaseEpoch)", example: 3 })
+  @ApiProperty({
+    type: 'integer',
+    description: "This claim's fencing token (see the messages' leaseEpoch)",
+    example: 3,
+  })
   leaseEpoch: number;
 
-  @ApiProperty({ type: 'integer', description: 'How many messages of this answer come from this partition', example: 10 })
+  @ApiProperty({
+    type: 'integer',
+    description: 'How many messages of this answer come from this partition',
+    example: 10,
+  })
   messages: number;
 }
 

@@ -138,7 +138,8 @@ export class QueueDetailDto extends QueueSummaryDto {
   partitions: PartitionStatsDto[];
 
   @ApiProperty({
-    description: "More partitions exist than are listed (partitionCount has them all; each group's lag and liveLeases cover them all)",
+    description:
+      "More partitions exist than are listed (partitionCount has them all; each group's lag and liveLeases cover them all)",
   })
   partitionsTruncated: boolean;
 

@@ -41,11 +41,15 @@ export class BrokerProcess {
    * env.PORT is set (its logs may be quieter than info), from its liveness probe.
    */
   static async start(env: Record<string, string>): Promise<BrokerProcess> {
-    const child = spawn(process.execPath, ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')], {
-      cwd: ROOT,
-      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')],
+      {
+        cwd: ROOT,
+        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     const broker = new BrokerProcess(child);
     const fixedPort = env.PORT !== undefined && env.PORT !== '0' ? `http://127.0.0.1:${env.PORT}` : undefined;
     const started = fixedPort

@@ -101,7 +101,9 @@ export class Ledger {
       }
       for (const [partitionId, seqs] of byPartition) {
         if (seqs.some((seq, index) => index > 0 && seq !== seqs[index - 1] + 1)) {
-          problems.push(`lease ${delivery.leaseId}: partition ${partitionId} delivered out of order: ${seqs.join(',')}`);
+          problems.push(
+            `lease ${delivery.leaseId}: partition ${partitionId} delivered out of order: ${seqs.join(',')}`,
+          );
         }
       }
     }
@@ -118,7 +120,8 @@ export class Ledger {
     }
     for (const transactionId of this.accepted.keys()) {
       if (!firstDelivered.has(transactionId)) problems.push(`${transactionId} (201) never delivered`);
-      if ((this.acked.get(transactionId) ?? 0) > 1) problems.push(`${transactionId} acked ${this.acked.get(transactionId)} times`);
+      if ((this.acked.get(transactionId) ?? 0) > 1)
+        problems.push(`${transactionId} acked ${this.acked.get(transactionId)} times`);
     }
     return problems;
   }
@@ -170,7 +173,12 @@ export class Ledger {
 }
 
 /** Whether the group's cursor has reached the end of every partition of the queue. */
-export async function consumedAll(db: Client, tenant: string, queue: string, consumerGroup = '__QUEUE_MODE__'): Promise<boolean> {
+export async function consumedAll(
+  db: Client,
+  tenant: string,
+  queue: string,
+  consumerGroup = '__QUEUE_MODE__',
+): Promise<boolean> {
   const { rows } = await db.query(
     `SELECT count(*)::int AS behind
        FROM partitions p

@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { DeliveredMessage, Ledger } from './ledger';
 
 export type Route = 'push' | 'pop' | 'ack' | 'extend' | 'health';
@@ -139,7 +140,7 @@ export class Workload {
     let broker = index % this.options.brokers.length;
     let batches = 0;
     while (!this.stopped) {
-      const pop = await this.call(broker, 'pop', 'GET', `/api/v1/pop/queue/${queue}?${query}`);
+      const pop = await this.call(broker, 'pop', 'GET', `/api/v1/pop/queue/${queue}?${query.toString()}`);
       if (pop.status === 204) continue;
       if (pop.status !== 200) {
         broker = this.next(broker, pop);
@@ -192,7 +193,8 @@ export class Workload {
       call.connection = response.headers.get('connection');
       call.body = text ? JSON.parse(text) : undefined;
     } catch (error) {
-      call.error = error instanceof Error ? `${error.message}${error.cause ? ` (${String(error.cause)})` : ''}` : String(error);
+      call.error =
+        error instanceof Error ? `${error.message}${error.cause ? ` (${inspect(error.cause)})` : ''}` : String(error);
     }
     call.answeredAt = performance.now();
     this.calls.push(call);
