@@ -1,8 +1,9 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
-import { cursors } from './support/db-state';
-import { sleep } from './support/sleep';
+import { cursors, waitUntilExpired } from './support/db-state';
+import { expiries, secondsUntil } from './support/lease-fixture';
+import { waitFor } from './support/wait';
 import { createTestApp, newTenant } from './support/test-app';
 
 /** Leases popped through the broker: minted by a pop, extended, ended by ack, nack or expiry. */
@@ -33,7 +34,7 @@ describe('the life of a lease', () => {
   it('is not resurrected after it expires: the next pop claims the batch under a new lease with deliveryAttempt 2, the stale holder can neither extend nor ack', async () => {
     await client.pushMany('jobs', 2);
     const stale: PopBody = (await client.pop('jobs', { leaseSeconds: 1, batch: 10 })).body;
-    await sleep(1_200);
+    await waitUntilExpired(dataSource, client.tenant, stale.leaseId!);
 
     const fresh = await client.pop('jobs', { batch: 10 });
     const staleExtend = await client.extend(stale.leaseId!, 60);
@@ -61,10 +62,16 @@ describe('the life of a lease', () => {
 
   it('stays with a slow handler that extends it: nobody else can claim the batch past its first deadline', async () => {
     await client.pushMany('jobs', 1);
-    const pop: PopBody = (await client.pop('jobs', { leaseSeconds: 1 })).body;
+    // Long enough for the extend to land on a loaded machine; the rival then pops past this first deadline.
+    const pop: PopBody = (await client.pop('jobs', { leaseSeconds: 3 })).body;
+    const [firstDeadline] = await expiries(dataSource, client.tenant, [pop.partitionId]);
 
     const extend = await client.extend(pop.leaseId!, 30);
-    await sleep(1_200);
+    await waitFor(
+      async () => (await secondsUntil(dataSource, firstDeadline)) < 0,
+      'the first deadline passing',
+      30_000,
+    );
     const rival = await client.pop('jobs');
     const ack = await client.ack(leasedAck(pop, 0));
 

@@ -1,4 +1,5 @@
 import { DataSource } from 'typeorm';
+import { waitFor } from './wait';
 
 /**
  * Runs one of the tests' own statements in a transaction of its own. The
@@ -105,4 +106,13 @@ export async function tenantSnapshot(dataSource: DataSource, tenantId: string): 
     snapshot[table] = rows.map((entry) => entry.row);
   }
   return snapshot;
+}
+
+/** Waits until every lease row held by the lease has run out by the database's clock. */
+export async function waitUntilExpired(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
+  await waitFor(
+    async () => (await leaseSecondsLeft(dataSource, tenantId, leaseId)).every((left) => left <= 0),
+    `lease ${leaseId} running out`,
+    30_000,
+  );
 }
