@@ -91,29 +91,13 @@ export class ExpressParamsFactory implements ParamsFactory {
 }
 
 /**
- * Serves `POST /api/v1/lease/:leaseId/extend` ahead of Express's router.
- *
- * Consumers renew on a timer, so this is the request the broker answers most,
- * and what sits in front of the route cost more than the renewal: Express
- * walks every layer before it (Swagger's among them), Nest's module
- * middleware and interceptor chain run around it. Here the route's handler
- * is called directly through Nest's ExternalContextCreator, which runs the
- * application's global guards, the route's parameter decorators and pipes
- * (its body is read by one of them, after the guards) exactly as the router
- * does, and a failure goes to the application's exception filter the router
- * would choose, or to Nest's BaseExceptionFilter when none catches it.
- *
- * It steps aside, and the router serves the request, for what it does not
- * run: global interceptors (other than RequestBodyInterceptor, which leaves
- * this route alone), a global prefix or versioning (the route is elsewhere
- * then), request-scoped global enhancers, enhancers declared on the route
- * itself, and parameter kinds ExpressParamsFactory does not read. That check
- * runs once, on the first lease request, when the application is fully set
- * up, and its verdict is logged.
- *
- * Express middleware installed after it (setupApp's order) and Nest module
- * middleware never see the lease requests it serves: anything every request
- * must pass through goes in front of it in setupApp.
+ * Serves `POST /api/v1/lease/:leaseId/extend` ahead of Express's router,
+ * which cost the route more than its renewal. The handler runs through
+ * Nest's ExternalContextCreator: the application's guards, the route's
+ * parameter pipes and its exception filters are Nest's own. It steps aside
+ * for what it does not run (global interceptors, a prefix, versioning,
+ * request-scoped or route-level enhancers), decided once and logged.
+ * Why and how it is measured: docs/internals.md.
  */
 @Injectable()
 export class LeaseFastPathMiddleware implements NestMiddleware {

@@ -42,30 +42,10 @@ export class RenewalFailedError extends Error {
 
 /*
  * Renews a whole group of requests in one statement, each keeping its own
- * tenant scope and getting its own answer.
- *
- * - `locked` takes the row locks in primary-key order. An UPDATE alone locks
- *   rows in whatever order it meets them, and two concurrent renewals of one
- *   multi-partition lease then deadlock; in one global order they queue.
- * - The new expiry stops at the row's lease_deadline (the ceiling fixed at
- *   its claim; LEAST ignores a null one) but never goes below the current
- *   expiry, so a ceiling lowered since the claim does not shorten a lease.
- * - A lease asked for twice in one group is renewed once, with the largest
- *   `seconds`: the stored expiry is what a serial execution ending with that
- *   request would leave, and every requester of that lease is told it.
- * - The UPDATE repeats the liveness test: a row may have been released,
- *   re-leased or may have expired while we waited for its lock.
- * - That test and the new expiry use the clock as read once the row is
- *   locked (`clocked`, a projection over the locked rows, so it runs after
- *   each lock is granted). now() is the statement's start, which a lock wait
- *   makes old: it would shorten the renewal and revive a lease that expired
- *   while we waited. The test is a join condition on `clocked` so that the
- *   planner cannot check it while scanning consumers, before the wait.
- * - `lease_id IS NOT NULL` lets the planner use the partial lease index.
- * - A lease that renewed nothing is looked up once more (`held`): a row of
- *   the tenant still carrying its id means it expired unrenewed; released
- *   and re-claimed leases no longer appear. The CASE keeps the lookup off
- *   every renewal that succeeded.
+ * tenant scope and answer: row locks in primary-key order (no deadlocks),
+ * liveness re-checked by the clock read after each lock, the ceiling
+ * applied without ever shortening, and the expired/unknown lookup only for
+ * leases that renewed nothing. Why each part is there: docs/internals.md.
  */
 const RENEW_SQL = `
   WITH requested AS (

@@ -21,29 +21,10 @@ const SMALL_LEASE_ROWS = 16;
 type Lane = 'small' | 'big';
 
 /**
- * Group commit for renewals. A request that finds a free slot runs at once,
- * so a lone caller waits for nothing but its own statement. Requests that
- * arrive while every slot is busy wait for the next free slot and then run
- * together as one statement: under load, one commit serves many renewals
- * instead of one each.
- *
- * Fair between tenants: waiting requests are queued per tenant and a group
- * takes them round-robin, one per tenant in turn, so a tenant renewing
- * hundreds of leases at once does not keep another tenant's renewal out of
- * the next statement. A group holds at most LEASE_RENEWAL_BATCH_SIZE
- * requests and, as far as the leases' sizes are known from their last
- * renewal, LEASE_RENEWAL_BATCH_ROWS rows, so one tenant's huge leases cannot
- * make everybody's statement slow. Leases known to be big (more than 16
- * rows) are renewed in statements of their own, which never take the last
- * free slot: a one-row renewal waits for small statements only. When a
- * statement fails (a timeout, say),
- * its requests are retried by tenant, then one by one, so only the renewals
- * that fail on their own are answered with the failure.
- *
- * Each request keeps the bound it was promised from the moment it arrived
- * (acquire timeout plus statement budget): time spent waiting for a slot
- * comes out of it, and a group runs against the earliest deadline among its
- * requests.
+ * Group commit for renewals: a request that finds a free slot runs at once;
+ * those arriving while every slot is busy run together in the next one,
+ * taken round-robin per tenant and bounded in requests and rows, each within
+ * the bound it was promised on arrival. Details: docs/internals.md.
  */
 @Injectable()
 export class RenewalBatcher {

@@ -48,28 +48,12 @@ export interface ClaimedMessage {
 }
 
 /*
- * The claim, one statement. `candidates` locks up to maxPartitions consumer
- * rows of the group that have messages past the cursor and no live lease,
- * least recently served first (read in that order from idx_consumers_claim,
- * so a partition just drained is looked at last), skipping rows another pop
- * is locking (at most one live lease per partition and group, without
- * waiting). `sized` hands
- * out the batch across them in that order, by count; `fitting` then keeps
- * the longest run of those messages, in the same order, whose answer stays
- * within the byte budget (the first message always goes, however large), so
- * a pop returns fewer messages rather than an answer it cannot build, and a
- * lease never covers a message it did not deliver. A row whose cursor is
- * below its delivered offset is a redelivery: it repeats only messages
- * delivered before, with deliveryAttempt increased, so every message of one
- * partition's span shares one attempt number; one taken back from an
- * expired lease (not from a nack, which clears the lease) is a lost lease.
- * Every claim adds one to the row's lease_epoch, the fencing token handed
- * out with the messages, and fixes the latest the lease may be renewed to
- * (lease_deadline, with a ceiling on lease length). The database clock sets
- * every expiry, read when the claim runs (clock_timestamp(), once): now() is the
- * transaction's start, and a lease must be counted from the claim, however
- * long ago that was. Payloads come back as the stored JSON text, to be
- * passed to the client without being parsed and serialised again.
+ * The claim, one statement: lock the group's claimable rows least recently
+ * served first (skipping those another pop holds), share the batch out and
+ * keep what fits the answer's byte budget, lease exactly what is delivered
+ * (a redelivery repeats the span with its attempt increased), count the
+ * epoch and fix the ceiling, all by the clock read once at the claim.
+ * Why each part is there: docs/internals.md.
  */
 const CLAIM_SQL = `
   WITH clock AS (
