@@ -1,9 +1,8 @@
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors, expireLeases, sql } from './support/db-state';
 import { randomHex } from './support/tenant-fixture';
-import { createTestApp, newTenant } from './support/test-app';
+import { createTestApp } from './support/test-app';
+import { useTestBroker } from './support/test-broker';
 
 const STALE = 'invalid or expired lease';
 
@@ -11,36 +10,21 @@ const STALE = 'invalid or expired lease';
 const epochs = (body: PopBody): number[] => body.messages.map((message) => message.leaseEpoch);
 
 describe('fencing epochs', () => {
-  let app: NestExpressApplication;
-  let dataSource: DataSource;
-  let client: BrokerClient;
-
-  beforeAll(async () => {
-    app = await createTestApp();
-    dataSource = app.get(DataSource);
-  });
-
-  afterAll(async () => {
-    await app.close();
-  });
-
-  beforeEach(() => {
-    client = new BrokerClient(app, newTenant());
-  });
+  const broker = useTestBroker();
 
   const pop = (queue: string, query: Record<string, string | number | boolean> = {}): Promise<PopBody> =>
-    client.popLeased(queue, query);
+    broker.client.popLeased(queue, query);
 
   describe('in the pop answer', () => {
     it('grows by one with every claim of the partition: after an ack, a nack and an expiry alike', async () => {
-      await client.pushMany('orders', 4);
+      await broker.client.pushMany('orders', 4);
 
       const first = await pop('orders', { batch: 1 });
-      expect((await client.ackAll(first)).body[0].success).toBe(true);
+      expect((await broker.client.ackAll(first)).body[0].success).toBe(true);
       const second = await pop('orders', { batch: 1 });
-      expect((await client.ackAll(second, 'failed')).body[0].success).toBe(true);
+      expect((await broker.client.ackAll(second, 'failed')).body[0].success).toBe(true);
       const redelivered = await pop('orders', { batch: 1 });
-      await expireLeases(dataSource, client.tenant, redelivered.leaseId!);
+      await expireLeases(broker.dataSource, broker.client.tenant, redelivered.leaseId!);
       const afterExpiry = await pop('orders', { batch: 1 });
 
       expect([first, second, redelivered, afterExpiry].map(epochs)).toEqual([[1], [2], [3], [4]]);
@@ -55,10 +39,10 @@ describe('fencing epochs', () => {
     });
 
     it('is counted per partition and per consumer group, and given to every message of its partition', async () => {
-      await client.pushMany('orders', 2, 'a');
-      await client.pushMany('orders', 3, 'b');
-      const a = await client.pop('orders', { batch: 1, consumerGroup: 'g1' }, 'a');
-      await client.ackAll(a.body);
+      await broker.client.pushMany('orders', 2, 'a');
+      await broker.client.pushMany('orders', 3, 'b');
+      const a = await broker.client.pop('orders', { batch: 1, consumerGroup: 'g1' }, 'a');
+      await broker.client.ackAll(a.body);
 
       const both = await pop('orders', { batch: 10, partitions: 2, consumerGroup: 'g1' });
       const other = await pop('orders', { batch: 10, partitions: 2, consumerGroup: 'g2' });
@@ -81,7 +65,7 @@ describe('fencing epochs', () => {
     });
 
     it('counts autoAck claims too, so a later leased claim still carries a higher epoch', async () => {
-      await client.pushMany('orders', 2);
+      await broker.client.pushMany('orders', 2);
 
       const automatic = await pop('orders', { batch: 1, autoAck: true });
       const leased = await pop('orders', { batch: 1 });
@@ -91,13 +75,13 @@ describe('fencing epochs', () => {
     });
 
     it('is stored with the cursor, so a redelivery after a restart of the broker continues from it', async () => {
-      await client.pushMany('orders', 1);
+      await broker.client.pushMany('orders', 1);
       const held = await pop('orders');
-      await expireLeases(dataSource, client.tenant, held.leaseId!);
+      await expireLeases(broker.dataSource, broker.client.tenant, held.leaseId!);
 
       const restarted = await createTestApp();
       try {
-        const again = await new BrokerClient(restarted, client.tenant).pop('orders');
+        const again = await new BrokerClient(restarted, broker.client.tenant).pop('orders');
         expect(epochs(again.body)).toEqual([2]);
       } finally {
         await restarted.close();
@@ -107,26 +91,26 @@ describe('fencing epochs', () => {
 
   describe('on an ack', () => {
     async function claimedTwice(): Promise<{ stale: PopBody; current: PopBody }> {
-      await client.pushMany('orders', 2);
+      await broker.client.pushMany('orders', 2);
       const stale = await pop('orders', { batch: 2 });
-      await expireLeases(dataSource, client.tenant, stale.leaseId!);
+      await expireLeases(broker.dataSource, broker.client.tenant, stale.leaseId!);
       const current = await pop('orders', { batch: 2 });
       return { stale, current };
     }
 
     it("is refused like a stale lease when it is not the partition's latest claim, and changes nothing", async () => {
       const { stale, current } = await claimedTwice();
-      const before = await cursors(dataSource, client.tenant, 'orders');
+      const before = await cursors(broker.dataSource, broker.client.tenant, 'orders');
 
       const [message] = stale.messages;
       // The epoch alone fences, even with the current holder's lease id.
-      const withCurrentLease = await client.ack({
+      const withCurrentLease = await broker.client.ack({
         transactionId: message.transactionId,
         partitionId: message.partitionId,
         leaseId: current.leaseId,
         leaseEpoch: message.leaseEpoch,
       });
-      const withoutLease = await client.ack({
+      const withoutLease = await broker.client.ack({
         transactionId: message.transactionId,
         partitionId: message.partitionId,
         leaseEpoch: message.leaseEpoch,
@@ -135,14 +119,14 @@ describe('fencing epochs', () => {
       expect(withCurrentLease.status).toBe(200);
       expect(withCurrentLease.body[0]).toMatchObject({ success: false, error: STALE, leaseReleased: false });
       expect(withoutLease.body[0]).toMatchObject({ success: false, error: STALE });
-      expect(await cursors(dataSource, client.tenant, 'orders')).toEqual(before);
+      expect(await cursors(broker.dataSource, broker.client.tenant, 'orders')).toEqual(before);
     });
 
     it("is accepted when it is the latest claim's, with or without the lease id", async () => {
       const { current } = await claimedTwice();
       const [first, second] = current.messages;
 
-      const answer = await client.ackBatch({
+      const answer = await broker.client.ackBatch({
         acknowledgments: [
           {
             transactionId: first.transactionId,
@@ -166,7 +150,7 @@ describe('fencing epochs', () => {
         leaseEpoch,
       });
 
-      const answer = await client.ackBatch({
+      const answer = await broker.client.ackBatch({
         acknowledgments: [ack(stale, 0, stale.messages[0].leaseEpoch), ack(current, 0, current.messages[0].leaseEpoch)],
       });
 
@@ -181,13 +165,13 @@ describe('fencing epochs', () => {
       ['a boolean', true],
       ['beyond a safe integer', Number.MAX_SAFE_INTEGER + 2],
     ])('answers 400 to a leaseEpoch that is %s, and applies nothing', async (_name, leaseEpoch) => {
-      await client.pushMany('orders', 1);
+      await broker.client.pushMany('orders', 1);
       const held = await pop('orders');
       const [message] = held.messages;
       const acknowledgment = { transactionId: message.transactionId, partitionId: message.partitionId, leaseEpoch };
 
-      const single = await client.ack(acknowledgment);
-      const batch = await client.ackBatch({ acknowledgments: [acknowledgment] });
+      const single = await broker.client.ack(acknowledgment);
+      const batch = await broker.client.ackBatch({ acknowledgments: [acknowledgment] });
 
       expect(single.status).toBe(400);
       expect(single.body).toEqual({ error: `leaseEpoch must be an integer between 1 and ${Number.MAX_SAFE_INTEGER}` });
@@ -195,14 +179,16 @@ describe('fencing epochs', () => {
       expect(batch.body.error).toBe(
         `acknowledgments[0].leaseEpoch must be an integer between 1 and ${Number.MAX_SAFE_INTEGER}`,
       );
-      expect((await cursors(dataSource, client.tenant, 'orders'))[0]).toMatchObject({ committedOffset: 0 });
+      expect((await cursors(broker.dataSource, broker.client.tenant, 'orders'))[0]).toMatchObject({
+        committedOffset: 0,
+      });
     });
 
     it('takes a null leaseEpoch as none', async () => {
-      await client.pushMany('orders', 1);
+      await broker.client.pushMany('orders', 1);
       const [message] = (await pop('orders')).messages;
 
-      const answer = await client.ack({
+      const answer = await broker.client.ack({
         transactionId: message.transactionId,
         partitionId: message.partitionId,
         leaseEpoch: null,
@@ -213,7 +199,7 @@ describe('fencing epochs', () => {
   });
 
   /*
-   * The pattern the client documentation teaches, end to end: a downstream
+   * The pattern the broker.client documentation teaches, end to end: a downstream
    * table keeps the highest epoch written per partition and refuses a write
    * carrying a lower one. Worker A pops, then stalls past its lease; worker B
    * gets the batch again and writes; A wakes up and writes too late.
@@ -223,21 +209,21 @@ describe('fencing epochs', () => {
     const table = `downstream.order_totals_${randomHex()}`;
 
     beforeAll(async () => {
-      await sql(dataSource, 'CREATE SCHEMA IF NOT EXISTS downstream');
+      await sql(broker.dataSource, 'CREATE SCHEMA IF NOT EXISTS downstream');
       await sql(
-        dataSource,
+        broker.dataSource,
         `CREATE TABLE ${table} (partition_id uuid PRIMARY KEY, lease_epoch bigint NOT NULL, total numeric NOT NULL)`,
       );
     });
 
     afterAll(async () => {
-      await sql(dataSource, `DROP TABLE ${table}`);
+      await sql(broker.dataSource, `DROP TABLE ${table}`);
     });
 
     /** The fenced write: applied only when no later claim has written. Answers whether it was applied. */
     async function write(partitionId: string, leaseEpoch: number, total: number): Promise<boolean> {
       const applied: unknown[] = await sql(
-        dataSource,
+        broker.dataSource,
         `INSERT INTO ${table} AS t (partition_id, lease_epoch, total) VALUES ($1, $2, $3)
          ON CONFLICT (partition_id) DO UPDATE SET lease_epoch = EXCLUDED.lease_epoch, total = EXCLUDED.total
           WHERE t.lease_epoch <= EXCLUDED.lease_epoch
@@ -248,7 +234,7 @@ describe('fencing epochs', () => {
     }
 
     it("refuses a paused worker's late write while the new holder's write stands", async () => {
-      await client.pushMany('orders', 1);
+      await broker.client.pushMany('orders', 1);
       const a = await pop('orders', { leaseSeconds: 1 });
       const [aMessage] = a.messages;
 
@@ -265,19 +251,19 @@ describe('fencing epochs', () => {
       expect(await write(bMessage.partitionId, bMessage.leaseEpoch, 201)).toBe(true);
 
       const stored = await sql(
-        dataSource,
+        broker.dataSource,
         `SELECT lease_epoch::int AS lease_epoch, total::text AS total FROM ${table} WHERE partition_id = $1`,
         [bMessage.partitionId],
       );
       expect(stored).toEqual([{ lease_epoch: bMessage.leaseEpoch, total: '201' }]);
 
-      const late = await client.ack({
+      const late = await broker.client.ack({
         transactionId: aMessage.transactionId,
         partitionId: aMessage.partitionId,
         leaseId: a.leaseId,
         leaseEpoch: aMessage.leaseEpoch,
       });
-      const current = await client.ack({
+      const current = await broker.client.ack({
         transactionId: bMessage.transactionId,
         partitionId: bMessage.partitionId,
         leaseId: b.leaseId,

@@ -1,10 +1,9 @@
-import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors, leaseSecondsLeft, sql } from './support/db-state';
 import { sleep } from './support/sleep';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
+import { useTestBroker } from './support/test-broker';
 import { waitFor } from './support/wait';
 import { WakeupService } from '../src/wakeup/wakeup.service';
 
@@ -39,39 +38,25 @@ const MESSAGE_KEYS = [
 const transactionIds = (body: PopBody): string[] => body.messages.map((message) => message.transactionId);
 
 describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
-  let app: NestExpressApplication;
-  let dataSource: DataSource;
-  let client: BrokerClient;
-
-  beforeAll(async () => {
-    app = await createTestApp();
-    dataSource = app.get(DataSource);
-  });
-
-  afterAll(async () => {
-    await app.close();
-  });
-
-  beforeEach(() => {
-    client = new BrokerClient(app, newTenant());
-  });
+  const broker = useTestBroker();
 
   const stored = () =>
     sql(
-      dataSource,
+      broker.dataSource,
       `SELECT (SELECT count(*) FROM queues WHERE tenant_id = $1)::int AS queues,
               (SELECT count(*) FROM partitions WHERE tenant_id = $1)::int AS partitions,
               (SELECT count(*) FROM consumer_groups WHERE tenant_id = $1)::int AS groups,
               (SELECT count(*) FROM consumers WHERE tenant_id = $1)::int AS consumers`,
-      [client.tenant],
+      [broker.client.tenant],
     );
 
   describe('a pop that finds messages', () => {
     it('returns 200 with every contract key in order and a fresh UUIDv7 lease shared by its messages', async () => {
-      const [pushed] = (await client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }]))
-        .body;
+      const [pushed] = (
+        await broker.client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }])
+      ).body;
 
-      const response = await client.pop('orders');
+      const response = await broker.client.pop('orders');
 
       expect(response.status).toBe(200);
       expect(response.headers['content-type']).toMatch(/^application\/json/);
@@ -106,13 +91,13 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('delivers a partition in offset order, batch by batch', async () => {
-      await client.pushMany('orders', 5);
+      await broker.client.pushMany('orders', 5);
 
-      const first = await client.pop('orders', { batch: 2 });
-      await client.ackAll(first.body);
-      const second = await client.pop('orders', { batch: 2 });
-      await client.ackAll(second.body);
-      const third = await client.pop('orders', { batch: 2 });
+      const first = await broker.client.pop('orders', { batch: 2 });
+      await broker.client.ackAll(first.body);
+      const second = await broker.client.pop('orders', { batch: 2 });
+      await broker.client.ackAll(second.body);
+      const third = await broker.client.pop('orders', { batch: 2 });
 
       expect([first, second, third].map((response) => transactionIds(response.body))).toEqual([
         ['orders-Default-0', 'orders-Default-1'],
@@ -122,41 +107,41 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('mints one lease for every partition it claims, renewed by one extend with renewed equal to partitionsClaimed', async () => {
-      for (const partition of ['a', 'b', 'c']) await client.pushMany('orders', 2, partition);
+      for (const partition of ['a', 'b', 'c']) await broker.client.pushMany('orders', 2, partition);
 
-      const pop = await client.pop('orders', { partitions: 3, batch: 100 });
+      const pop = await broker.client.pop('orders', { partitions: 3, batch: 100 });
 
       expect(pop.body.partitionsClaimed).toBe(3);
       expect(new Set(pop.body.messages.map((message: { leaseId: string }) => message.leaseId))).toEqual(
         new Set([pop.body.leaseId]),
       );
-      const rows = await cursors(dataSource, client.tenant, 'orders');
+      const rows = await cursors(broker.dataSource, broker.client.tenant, 'orders');
       expect(rows.map((row) => row.leaseId)).toEqual([pop.body.leaseId, pop.body.leaseId, pop.body.leaseId]);
       expect(rows.map((row) => row.leaseEndOffset)).toEqual([2, 2, 2]);
-      const extend = await client.extend(pop.body.leaseId, 120);
+      const extend = await broker.client.extend(pop.body.leaseId, 120);
       expect(extend.body).toMatchObject({ success: true, renewed: 3 });
       // partition and partitionId describe the first claimed partition; each message names its own.
       expect(pop.body.messages[0]).toMatchObject({ partition: pop.body.partition, partitionId: pop.body.partitionId });
     });
 
     it('counts batch across all claimed partitions and claims no partition it hands nothing from', async () => {
-      for (const partition of ['a', 'b', 'c']) await client.pushMany('orders', 3, partition);
+      for (const partition of ['a', 'b', 'c']) await broker.client.pushMany('orders', 3, partition);
 
-      const pop = await client.pop('orders', { partitions: 3, batch: 4 });
+      const pop = await broker.client.pop('orders', { partitions: 3, batch: 4 });
 
       expect(pop.body.messages).toHaveLength(4);
       expect(pop.body.partitionsClaimed).toBe(2);
-      const leased = (await cursors(dataSource, client.tenant, 'orders')).filter((row) => row.leaseLive);
+      const leased = (await cursors(broker.dataSource, broker.client.tenant, 'orders')).filter((row) => row.leaseLive);
       expect(leased.map((row) => row.leaseEndOffset).sort()).toEqual([1, 3]);
     });
 
     it('claims one partition by default, leaving the others to other consumers', async () => {
-      await client.pushMany('orders', 1, 'a');
-      await client.pushMany('orders', 1, 'b');
+      await broker.client.pushMany('orders', 1, 'a');
+      await broker.client.pushMany('orders', 1, 'b');
 
-      const first = await client.pop('orders');
-      const second = await client.pop('orders');
-      const third = await client.pop('orders');
+      const first = await broker.client.pop('orders');
+      const second = await broker.client.pop('orders');
+      const third = await broker.client.pop('orders');
 
       expect(first.body.partitionsClaimed).toBe(1);
       expect(second.body.partitionsClaimed).toBe(1);
@@ -165,26 +150,26 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('pops only the named partition on the partition route', async () => {
-      await client.pushMany('orders', 2, 'a');
-      await client.pushMany('orders', 2, 'b');
+      await broker.client.pushMany('orders', 2, 'a');
+      await broker.client.pushMany('orders', 2, 'b');
 
-      const response = await client.pop('orders', { batch: 10 }, 'b');
+      const response = await broker.client.pop('orders', { batch: 10 }, 'b');
 
       expect(response.status).toBe(200);
       expect(response.body.partition).toBe('b');
       expect(transactionIds(response.body)).toEqual(['orders-b-0', 'orders-b-1']);
-      expect((await client.pop('orders', {}, 'b')).status).toBe(204);
+      expect((await broker.client.pop('orders', {}, 'b')).status).toBe(204);
     });
 
     it('leases for the queue leaseTime (60 s) by default and for leaseSeconds when given, by the database clock', async () => {
-      await client.pushMany('orders', 1, 'a');
-      await client.pushMany('orders', 1, 'b');
+      await broker.client.pushMany('orders', 1, 'a');
+      await broker.client.pushMany('orders', 1, 'b');
 
-      const byDefault = await client.pop('orders', {}, 'a');
-      const explicit = await client.pop('orders', { leaseSeconds: 7 }, 'b');
+      const byDefault = await broker.client.pop('orders', {}, 'a');
+      const explicit = await broker.client.pop('orders', { leaseSeconds: 7 }, 'b');
 
-      const [defaultLeft] = await leaseSecondsLeft(dataSource, client.tenant, byDefault.body.leaseId);
-      const [explicitLeft] = await leaseSecondsLeft(dataSource, client.tenant, explicit.body.leaseId);
+      const [defaultLeft] = await leaseSecondsLeft(broker.dataSource, broker.client.tenant, byDefault.body.leaseId);
+      const [explicitLeft] = await leaseSecondsLeft(broker.dataSource, broker.client.tenant, explicit.body.leaseId);
       expect(defaultLeft).toBeGreaterThan(55);
       expect(defaultLeft).toBeLessThanOrEqual(60);
       expect(explicitLeft).toBeGreaterThan(4);
@@ -194,9 +179,9 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('nothing to deliver', () => {
     it('answers a bare 204 with no body and no content-type for an empty queue', async () => {
-      await client.configure({ queue: 'orders' });
+      await broker.client.configure({ queue: 'orders' });
 
-      const response = await client.pop('orders');
+      const response = await broker.client.pop('orders');
 
       expect(response.status).toBe(204);
       expect(response.text).toBe('');
@@ -205,14 +190,16 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('answers 204 to a second consumer of the group while the partition is leased: one live lease per partition and group', async () => {
-      await client.pushMany('orders', 3);
-      const holder = await client.pop('orders', { batch: 1 });
+      await broker.client.pushMany('orders', 3);
+      const holder = await broker.client.pop('orders', { batch: 1 });
 
-      const rival = await client.pop('orders');
+      const rival = await broker.client.pop('orders');
 
       expect(holder.status).toBe(200);
       expect(rival.status).toBe(204);
-      expect((await cursors(dataSource, client.tenant, 'orders')).filter((row) => row.leaseLive)).toHaveLength(1);
+      expect(
+        (await cursors(broker.dataSource, broker.client.tenant, 'orders')).filter((row) => row.leaseLive),
+      ).toHaveLength(1);
     });
 
     it.each([
@@ -221,10 +208,10 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     ])(
       'answers a bare 204 for %s and creates nothing, as the Queen reference has it',
       async (_case, queue, partition) => {
-        await client.pushMany('orders', 1);
+        await broker.client.pushMany('orders', 1);
         const before = await stored();
 
-        const response = await client.pop(queue, {}, partition);
+        const response = await broker.client.pop(queue, {}, partition);
 
         expect(response.status).toBe(204);
         expect(response.text).toBe('');
@@ -233,11 +220,11 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     );
 
     it("answers 204 for another tenant's queue and partition, exactly as for unknown ones, and leaves its messages alone", async () => {
-      const owner = new BrokerClient(app, newTenant());
+      const owner = new BrokerClient(broker.app, newTenant());
       await owner.pushMany('private', 1, 'p');
 
-      const queue = await client.pop('private');
-      const partition = await client.pop('private', {}, 'p');
+      const queue = await broker.client.pop('private');
+      const partition = await broker.client.pop('private', {}, 'p');
 
       expect(queue.status).toBe(204);
       expect(partition.status).toBe(204);
@@ -253,15 +240,15 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       ['the partition route in mixed case', '/Api/V1/Pop/Queue/orders/Partition/Default'],
       ['the queue route with a trailing slash', '/api/v1/pop/queue/orders/'],
     ])('answers 405 on %s and leases nothing: a HEAD answer carries no lease id to work under', async (_case, path) => {
-      await client.pushMany('orders', 2);
-      const before = await cursors(dataSource, client.tenant, 'orders');
+      await broker.client.pushMany('orders', 2);
+      const before = await cursors(broker.dataSource, broker.client.tenant, 'orders');
 
-      const head = await request(app.getHttpServer()).head(path).set(TENANT_HEADER, client.tenant);
+      const head = await request(broker.app.getHttpServer()).head(path).set(TENANT_HEADER, broker.client.tenant);
 
       expect(head.status).toBe(405);
       expect(head.headers.allow).toBe('GET');
-      expect(await cursors(dataSource, client.tenant, 'orders')).toEqual(before);
-      const pop = await client.pop('orders');
+      expect(await cursors(broker.dataSource, broker.client.tenant, 'orders')).toEqual(before);
+      const pop = await broker.client.pop('orders');
       expect(pop.status).toBe(200);
       expect(pop.body.messages.map((message: { deliveryAttempt: number }) => message.deliveryAttempt)).toEqual([1, 1]);
     });
@@ -269,11 +256,11 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('consumer groups', () => {
     it('delivers every message to each group, in order, with a cursor per group', async () => {
-      await client.pushMany('events', 3);
+      await broker.client.pushMany('events', 3);
 
-      const a = await client.pop('events', { consumerGroup: 'billing', batch: 10 });
-      const b = await client.pop('events', { consumerGroup: 'shipping', batch: 10 });
-      const queueMode = await client.pop('events', { batch: 10 });
+      const a = await broker.client.pop('events', { consumerGroup: 'billing', batch: 10 });
+      const b = await broker.client.pop('events', { consumerGroup: 'shipping', batch: 10 });
+      const queueMode = await broker.client.pop('events', { batch: 10 });
 
       for (const response of [a, b, queueMode]) {
         expect(transactionIds(response.body)).toEqual(['events-Default-0', 'events-Default-1', 'events-Default-2']);
@@ -281,18 +268,18 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       expect(a.body.consumerGroup).toBe('billing');
       expect(a.body.messages[0].consumerGroup).toBe('billing');
       expect(new Set([a.body.leaseId, b.body.leaseId, queueMode.body.leaseId]).size).toBe(3);
-      const groups = (await cursors(dataSource, client.tenant, 'events')).map((row) => row.consumerGroup);
+      const groups = (await cursors(broker.dataSource, broker.client.tenant, 'events')).map((row) => row.consumerGroup);
       expect(groups).toEqual(['__QUEUE_MODE__', 'billing', 'shipping']);
     });
 
     it.each(['new', 'new-only', 'now'])(
       'with subscriptionMode %s starts the group at its first pop, even one that returns 204, and later pops never move it',
       async (mode) => {
-        await client.pushMany('events', 2, undefined, 'before');
+        await broker.client.pushMany('events', 2, undefined, 'before');
 
-        const first = await client.pop('events', { consumerGroup: 'late', subscriptionMode: mode });
-        await client.pushMany('events', 1, undefined, 'after');
-        const second = await client.pop('events', { consumerGroup: 'late', subscriptionMode: 'all', batch: 10 });
+        const first = await broker.client.pop('events', { consumerGroup: 'late', subscriptionMode: mode });
+        await broker.client.pushMany('events', 1, undefined, 'after');
+        const second = await broker.client.pop('events', { consumerGroup: 'late', subscriptionMode: 'all', batch: 10 });
 
         expect(first.status).toBe(204);
         expect(transactionIds(second.body)).toEqual(['after-0']);
@@ -302,26 +289,30 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     it.each(['all', 'from_beginning'])(
       'with subscriptionMode %s starts a new group at the first message',
       async (mode) => {
-        await client.pushMany('events', 2);
+        await broker.client.pushMany('events', 2);
 
-        const response = await client.pop('events', { consumerGroup: 'replay', subscriptionMode: mode, batch: 10 });
+        const response = await broker.client.pop('events', {
+          consumerGroup: 'replay',
+          subscriptionMode: mode,
+          batch: 10,
+        });
 
         expect(transactionIds(response.body)).toEqual(['events-Default-0', 'events-Default-1']);
       },
     );
 
     it('with subscriptionFrom starts a new group at the first message created at or after that instant', async () => {
-      await client.pushMany('events', 1, undefined, 'old');
+      await broker.client.pushMany('events', 1, undefined, 'old');
       await sleep(5);
-      await client.pushMany('events', 2, undefined, 'recent');
+      await broker.client.pushMany('events', 2, undefined, 'recent');
       const [{ created_at: from }] = await sql(
-        dataSource,
+        broker.dataSource,
         `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
            FROM messages WHERE tenant_id = $1 AND transaction_id = 'recent-0'`,
-        [client.tenant],
+        [broker.client.tenant],
       );
 
-      const response = await client.pop('events', { consumerGroup: 'audit', subscriptionFrom: from, batch: 10 });
+      const response = await broker.client.pop('events', { consumerGroup: 'audit', subscriptionFrom: from, batch: 10 });
 
       expect(transactionIds(response.body)).toEqual(['recent-0', 'recent-1']);
     });
@@ -329,11 +320,11 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     it.each(['now', 'NOW'])(
       'with subscriptionFrom=%s starts the group at its first pop, as subscriptionMode=new does (what Queen clients send)',
       async (from) => {
-        await client.pushMany('events', 2, undefined, 'before');
+        await broker.client.pushMany('events', 2, undefined, 'before');
 
-        const first = await client.pop('events', { consumerGroup: 'late', subscriptionFrom: from });
-        await client.pushMany('events', 1, undefined, 'after');
-        const second = await client.pop('events', { consumerGroup: 'late', batch: 10 });
+        const first = await broker.client.pop('events', { consumerGroup: 'late', subscriptionFrom: from });
+        await broker.client.pushMany('events', 1, undefined, 'after');
+        const second = await broker.client.pop('events', { consumerGroup: 'late', batch: 10 });
 
         expect(first.status).toBe(204);
         expect(transactionIds(second.body)).toEqual(['after-0']);
@@ -341,11 +332,11 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     );
 
     it('applies a group starting point to partitions created after the group', async () => {
-      await client.pushMany('events', 1, 'a');
-      await client.pop('events', { consumerGroup: 'late', subscriptionMode: 'new' });
-      await client.pushMany('events', 1, 'b');
+      await broker.client.pushMany('events', 1, 'a');
+      await broker.client.pop('events', { consumerGroup: 'late', subscriptionMode: 'new' });
+      await broker.client.pushMany('events', 1, 'b');
 
-      const response = await client.pop('events', { consumerGroup: 'late', partitions: 2, batch: 10 });
+      const response = await broker.client.pop('events', { consumerGroup: 'late', partitions: 2, batch: 10 });
 
       expect(transactionIds(response.body)).toEqual(['events-b-0']);
     });
@@ -353,28 +344,28 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
 
   describe('autoAck', () => {
     it('delivers and commits at once: leaseId null, no live lease, nothing redelivered', async () => {
-      await client.pushMany('orders', 2);
+      await broker.client.pushMany('orders', 2);
 
-      const response = await client.pop('orders', { autoAck: true, batch: 10 });
+      const response = await broker.client.pop('orders', { autoAck: true, batch: 10 });
 
       expect(response.status).toBe(200);
       expect(response.body.leaseId).toBeNull();
       expect(response.body.messages.map((message: { leaseId: null }) => message.leaseId)).toEqual([null, null]);
-      expect(await cursors(dataSource, client.tenant, 'orders')).toMatchObject([
+      expect(await cursors(broker.dataSource, broker.client.tenant, 'orders')).toMatchObject([
         { committedOffset: 2, leaseId: null, leaseEndOffset: null, hasExpiry: false },
       ]);
-      expect((await client.pop('orders')).status).toBe(204);
+      expect((await broker.client.pop('orders')).status).toBe(204);
     });
   });
 
   describe('long poll (wait=true)', () => {
     it('parks and answers 200 as soon as a push arrives, long before the timeout', async () => {
-      await client.configure({ queue: 'orders' });
+      await broker.client.configure({ queue: 'orders' });
       const started = Date.now();
 
-      const parked = client.pop('orders', { wait: true, timeout: 10_000 }).then((response) => response);
+      const parked = broker.client.pop('orders', { wait: true, timeout: 10_000 }).then((response) => response);
       await sleep(300);
-      await client.pushMany('orders', 1, undefined, 'late');
+      await broker.client.pushMany('orders', 1, undefined, 'late');
       const response = await parked;
 
       expect(response.status).toBe(200);
@@ -383,12 +374,12 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('answers a bare 204 at the timeout when nothing arrives, and a push to another queue does not end it early', async () => {
-      await client.configure({ queue: 'orders' });
+      await broker.client.configure({ queue: 'orders' });
       const started = Date.now();
 
-      const parked = client.pop('orders', { wait: true, timeout: 600 }).then((response) => response);
+      const parked = broker.client.pop('orders', { wait: true, timeout: 600 }).then((response) => response);
       await sleep(100);
-      await client.pushMany('elsewhere', 1);
+      await broker.client.pushMany('elsewhere', 1);
       const response = await parked;
 
       expect(response.status).toBe(204);
@@ -397,14 +388,14 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('on the partition route ignores pushes to other partitions and wakes for its own', async () => {
-      await client.pushMany('orders', 1, 'mine', 'seed');
-      await client.ackAll((await client.pop('orders', {}, 'mine')).body);
+      await broker.client.pushMany('orders', 1, 'mine', 'seed');
+      await broker.client.ackAll((await broker.client.pop('orders', {}, 'mine')).body);
 
-      const parked = client.pop('orders', { wait: true, timeout: 10_000 }, 'mine').then((response) => response);
+      const parked = broker.client.pop('orders', { wait: true, timeout: 10_000 }, 'mine').then((response) => response);
       await sleep(200);
-      await client.pushMany('orders', 1, 'other');
+      await broker.client.pushMany('orders', 1, 'other');
       await sleep(200);
-      await client.pushMany('orders', 1, 'mine', 'wanted');
+      await broker.client.pushMany('orders', 1, 'mine', 'wanted');
       const response = await parked;
 
       expect(response.status).toBe(200);
@@ -413,20 +404,20 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
 
     it('answers at once when messages are already there', async () => {
-      await client.pushMany('orders', 1);
+      await broker.client.pushMany('orders', 1);
       const started = Date.now();
 
-      const response = await client.pop('orders', { wait: true, timeout: 10_000 });
+      const response = await broker.client.pop('orders', { wait: true, timeout: 10_000 });
 
       expect(response.status).toBe(200);
       expect(Date.now() - started).toBeLessThan(2_000);
     });
 
     it('stops waiting when the caller hangs up, so a later push is not leased to nobody', async () => {
-      await client.configure({ queue: 'orders' });
+      await broker.client.configure({ queue: 'orders' });
 
-      const wakeup = app.get(WakeupService);
-      const hangingUp = client.pop('orders', { wait: true, timeout: 10_000 });
+      const wakeup = broker.app.get(WakeupService);
+      const hangingUp = broker.client.pop('orders', { wait: true, timeout: 10_000 });
       const outcome = hangingUp.then(
         () => 'answered',
         () => 'hung up',
@@ -434,9 +425,9 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       await waitFor(() => wakeup.parkedTotal === 1, 'the poll parking');
       hangingUp.abort();
       await waitFor(() => wakeup.parkedTotal === 0, 'the broker letting the poll go');
-      await client.pushMany('orders', 1);
+      await broker.client.pushMany('orders', 1);
 
-      const response = await client.pop('orders');
+      const response = await broker.client.pop('orders');
       expect(response.status).toBe(200);
       expect(response.body.messages[0].deliveryAttempt).toBe(1);
       expect(await Promise.race([outcome, Promise.resolve('pending')])).not.toBe('answered');

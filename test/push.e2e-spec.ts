@@ -1,31 +1,13 @@
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
-import { BrokerClient } from './support/broker-client';
 import { sql, storedCounts } from './support/db-state';
-import { createTestApp, newTenant } from './support/test-app';
+import { useTestBroker } from './support/test-broker';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 describe('POST /api/v1/push', () => {
-  let app: NestExpressApplication;
-  let dataSource: DataSource;
-  let client: BrokerClient;
-
-  beforeAll(async () => {
-    app = await createTestApp();
-    dataSource = app.get(DataSource);
-  });
-
-  afterAll(async () => {
-    await app.close();
-  });
-
-  beforeEach(() => {
-    client = new BrokerClient(app, newTenant());
-  });
+  const broker = useTestBroker();
 
   it('returns 201 with one result per item in order, creating the queue and its partitions on first push', async () => {
-    const response = await client.push([
+    const response = await broker.client.push([
       { queue: 'orders', payload: { n: 1 }, transactionId: 'a' },
       { queue: 'orders', partition: 'eu', payload: { n: 2 }, transactionId: 'b' },
       { queue: 'audit', payload: 'text' },
@@ -45,11 +27,11 @@ describe('POST /api/v1/push', () => {
     // A transactionId is minted when absent.
     expect(response.body[2].transaction_id).toMatch(UUID_V7);
     const partitions = await sql(
-      dataSource,
+      broker.dataSource,
       `SELECT q.name AS queue, p.name AS partition, p.last_offset::int AS last_offset
          FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
         WHERE p.tenant_id = $1 ORDER BY q.name, p.name`,
-      [client.tenant],
+      [broker.client.tenant],
     );
     expect(partitions).toEqual([
       { queue: 'audit', partition: 'Default', last_offset: 1 },
@@ -59,8 +41,8 @@ describe('POST /api/v1/push', () => {
   });
 
   it('reports a repeated transactionId in the same partition as duplicate with the original message_id and stores it once', async () => {
-    const first = await client.push([{ queue: 'orders', payload: 1, transactionId: 'tx-1' }]);
-    const again = await client.push([
+    const first = await broker.client.push([{ queue: 'orders', payload: 1, transactionId: 'tx-1' }]);
+    const again = await broker.client.push([
       { queue: 'orders', payload: 2, transactionId: 'tx-1' },
       { queue: 'orders', payload: 3, transactionId: 'tx-2' },
       { queue: 'orders', payload: 4, transactionId: 'tx-2' },
@@ -73,9 +55,9 @@ describe('POST /api/v1/push', () => {
       { index: 2, message_id: again.body[1].message_id, transaction_id: 'tx-2', status: 'duplicate' },
     ]);
     const stored = await sql(
-      dataSource,
+      broker.dataSource,
       'SELECT transaction_id, seq::int AS seq, payload FROM messages WHERE tenant_id = $1 ORDER BY seq',
-      [client.tenant],
+      [broker.client.tenant],
     );
     // Offsets stay gapless: duplicates take none.
     expect(stored).toEqual([
@@ -85,7 +67,7 @@ describe('POST /api/v1/push', () => {
   });
 
   it('stores the same transactionId separately in different partitions and queues', async () => {
-    const response = await client.push([
+    const response = await broker.client.push([
       { queue: 'orders', partition: 'a', payload: 1, transactionId: 'same' },
       { queue: 'orders', partition: 'b', payload: 2, transactionId: 'same' },
       { queue: 'other', payload: 3, transactionId: 'same' },
@@ -95,17 +77,17 @@ describe('POST /api/v1/push', () => {
   });
 
   it('answers 201 [] for an empty items array and stores nothing', async () => {
-    const response = await client.push([]);
+    const response = await broker.client.push([]);
 
     expect(response.status).toBe(201);
     expect(response.body).toEqual([]);
-    expect(await storedCounts(dataSource, client.tenant)).toMatchObject({ queues: 0, messages: 0 });
+    expect(await storedCounts(broker.dataSource, broker.client.tenant)).toMatchObject({ queues: 0, messages: 0 });
   });
 
   it('stores a null payload and delivers it as data null, with traceId and a null producerSub when auth is off', async () => {
-    await client.push([{ queue: 'orders', payload: null, transactionId: 'n', traceId: 'trace-1' }]);
+    await broker.client.push([{ queue: 'orders', payload: null, transactionId: 'n', traceId: 'trace-1' }]);
 
-    const pop = await client.pop('orders');
+    const pop = await broker.client.pop('orders');
 
     expect(pop.status).toBe(200);
     expect(pop.body.messages[0]).toMatchObject({
@@ -129,18 +111,18 @@ describe('POST /api/v1/push', () => {
       { nested: { deep: [null] } },
       'ünïcödé ✓',
     ];
-    await client.push(payloads.map((payload, n) => ({ queue: 'types', payload, transactionId: `t${n}` })));
+    await broker.client.push(payloads.map((payload, n) => ({ queue: 'types', payload, transactionId: `t${n}` })));
 
-    const pop = await client.pop('types', { batch: 100 });
+    const pop = await broker.client.pop('types', { batch: 100 });
 
     expect(pop.body.messages.map((message: { data: unknown }) => message.data)).toEqual(payloads);
   });
 
   it('assigns offsets in push order within a partition, across requests', async () => {
-    await client.pushMany('orders', 3, undefined, 'first');
-    await client.pushMany('orders', 2, undefined, 'second');
+    await broker.client.pushMany('orders', 3, undefined, 'first');
+    await broker.client.pushMany('orders', 2, undefined, 'second');
 
-    const pop = await client.pop('orders', { batch: 10 });
+    const pop = await broker.client.pop('orders', { batch: 10 });
 
     expect(pop.body.messages.map((message: { transactionId: string }) => message.transactionId)).toEqual([
       'first-0',
@@ -153,14 +135,16 @@ describe('POST /api/v1/push', () => {
 
   it('keeps a transactionId that is a duplicate under concurrent pushes to one copy', async () => {
     const responses = await Promise.all(
-      Array.from({ length: 5 }, (_, n) => client.push([{ queue: 'race', payload: n, transactionId: 'only-once' }])),
+      Array.from({ length: 5 }, (_, n) =>
+        broker.client.push([{ queue: 'race', payload: n, transactionId: 'only-once' }]),
+      ),
     );
 
     const statuses = responses.map((response) => response.body[0].status).sort();
     expect(statuses).toEqual(['duplicate', 'duplicate', 'duplicate', 'duplicate', 'queued']);
     const ids = new Set(responses.map((response) => response.body[0].message_id));
     expect(ids.size).toBe(1);
-    expect((await storedCounts(dataSource, client.tenant)).messages).toBe(1);
+    expect((await storedCounts(broker.dataSource, broker.client.tenant)).messages).toBe(1);
   });
 
   describe('400s, with nothing stored', () => {
@@ -243,15 +227,15 @@ describe('POST /api/v1/push', () => {
         'items[0].payload must not contain an unpaired UTF-16 surrogate',
       ],
     ])('answers 400 for %s', async (_case, body, error) => {
-      const response = await client.post('/api/v1/push', body);
+      const response = await broker.client.post('/api/v1/push', body);
 
       expect(response.status).toBe(400);
       expect(response.body).toEqual({ error });
-      expect(await storedCounts(dataSource, client.tenant)).toMatchObject({ queues: 0, messages: 0 });
+      expect(await storedCounts(broker.dataSource, broker.client.tenant)).toMatchObject({ queues: 0, messages: 0 });
     });
 
     it('refuses the whole request when a later item is invalid: the valid ones before it are not stored', async () => {
-      const response = await client.push([
+      const response = await broker.client.push([
         { queue: 'orders', payload: 1 },
         { queue: 'orders', payload: 2 },
         { queue: 'orders' },
@@ -259,13 +243,17 @@ describe('POST /api/v1/push', () => {
 
       expect(response.status).toBe(400);
       expect(response.body).toEqual({ error: 'items[2].payload is required (null is allowed)' });
-      expect(await storedCounts(dataSource, client.tenant)).toMatchObject({ queues: 0, partitions: 0, messages: 0 });
+      expect(await storedCounts(broker.dataSource, broker.client.tenant)).toMatchObject({
+        queues: 0,
+        partitions: 0,
+        messages: 0,
+      });
     });
 
     it('answers 400 naming the item for a payload nested 101 levels deep', async () => {
       const deep = '['.repeat(101) + ']'.repeat(101);
 
-      const response = await client
+      const response = await broker.client
         .post('/api/v1/push')
         .set('content-type', 'application/json')
         .send(`{"items":[{"queue":"q","payload":1},{"queue":"q","payload":${deep}}]}`);
@@ -278,7 +266,7 @@ describe('POST /api/v1/push', () => {
       // Sent as text: serialising it on this side would overflow the test's own stack.
       const deep = '['.repeat(10_000) + ']'.repeat(10_000);
 
-      const response = await client
+      const response = await broker.client
         .post('/api/v1/push')
         .set('content-type', 'application/json')
         .send(`{"items":[{"queue":"q","payload":${deep}}]}`);
@@ -288,14 +276,17 @@ describe('POST /api/v1/push', () => {
     });
 
     it('answers 400 for more than 10000 items', async () => {
-      const response = await client.push(Array.from({ length: 10_001 }, () => ({ queue: 'q', payload: 1 })));
+      const response = await broker.client.push(Array.from({ length: 10_001 }, () => ({ queue: 'q', payload: 1 })));
 
       expect(response.status).toBe(400);
       expect(response.body).toEqual({ error: 'items may hold at most 10000 messages' });
     });
 
     it('answers 400 "invalid JSON body" for malformed JSON', async () => {
-      const response = await client.post('/api/v1/push').set('content-type', 'application/json').send('{"items": [');
+      const response = await broker.client
+        .post('/api/v1/push')
+        .set('content-type', 'application/json')
+        .send('{"items": [');
 
       expect(response.status).toBe(400);
       expect(response.body).toEqual({ error: 'invalid JSON body' });

@@ -1,33 +1,17 @@
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors, sql, storedCounts } from './support/db-state';
-import { createTestApp, newTenant } from './support/test-app';
+import { newTenant } from './support/test-app';
+import { useTestBroker } from './support/test-broker';
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 describe('queues: configure, resources, delete and the dead-letter queue', () => {
-  let app: NestExpressApplication;
-  let dataSource: DataSource;
-  let client: BrokerClient;
-
-  beforeAll(async () => {
-    app = await createTestApp();
-    dataSource = app.get(DataSource);
-  });
-
-  afterAll(async () => {
-    await app.close();
-  });
-
-  beforeEach(() => {
-    client = new BrokerClient(app, newTenant());
-  });
+  const broker = useTestBroker();
 
   /** Pops one message of the queue and fails it with this error text. */
   async function fail(queue: string, error: string, query: Record<string, string> = {}): Promise<{ dlq: boolean }> {
-    const pop: PopBody = (await client.pop(queue, query)).body;
-    const response = await client.ack({
+    const pop: PopBody = (await broker.client.pop(queue, query)).body;
+    const response = await broker.client.ack({
       transactionId: pop.messages[0].transactionId,
       partitionId: pop.partitionId,
       leaseId: pop.leaseId,
@@ -40,7 +24,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
 
   describe('POST /api/v1/configure', () => {
     it('creates a missing queue and answers 200 echoing every option sent, with the value in force', async () => {
-      const response = await client.configure({
+      const response = await broker.client.configure({
         queue: 'orders',
         options: { leaseTime: 30, retryLimit: 5, deadLetterQueue: false },
       });
@@ -52,35 +36,35 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
         queue: 'orders',
         options: { leaseTime: 30, retryLimit: 5, deadLetterQueue: false },
       });
-      expect((await storedCounts(dataSource, client.tenant)).queues).toBe(1);
+      expect((await storedCounts(broker.dataSource, broker.client.tenant)).queues).toBe(1);
     });
 
     it('changes only the options sent and echoes only those', async () => {
-      await client.configure({ queue: 'orders', options: { leaseTime: 30, retryLimit: 5 } });
+      await broker.client.configure({ queue: 'orders', options: { leaseTime: 30, retryLimit: 5 } });
 
-      const response = await client.configure({ queue: 'orders', options: { retryLimit: 0 } });
-      const detail = await client.get('/api/v1/resources/queues/orders');
+      const response = await broker.client.configure({ queue: 'orders', options: { retryLimit: 0 } });
+      const detail = await broker.client.get('/api/v1/resources/queues/orders');
 
       expect(response.body.options).toEqual({ retryLimit: 0 });
       expect(detail.body.options).toEqual({ leaseTime: 30, retryLimit: 0, deadLetterQueue: true });
     });
 
     it('creates a queue with the defaults when no options are sent', async () => {
-      const response = await client.configure({ queue: 'plain' });
-      const detail = await client.get('/api/v1/resources/queues/plain');
+      const response = await broker.client.configure({ queue: 'plain' });
+      const detail = await broker.client.get('/api/v1/resources/queues/plain');
 
       expect(response.body).toEqual({ configured: true, queue: 'plain', options: {} });
       expect(detail.body.options).toEqual({ leaseTime: 60, retryLimit: 3, deadLetterQueue: true });
     });
 
     it('stores and echoes options it does not interpret, merging them across calls', async () => {
-      await client.configure({ queue: 'orders', options: { priority: 5, ttl: 3600 } });
+      await broker.client.configure({ queue: 'orders', options: { priority: 5, ttl: 3600 } });
 
-      const response = await client.configure({
+      const response = await broker.client.configure({
         queue: 'orders',
         options: { ttl: 60, encryption: { enabled: false } },
       });
-      const detail = await client.get('/api/v1/resources/queues/orders');
+      const detail = await broker.client.get('/api/v1/resources/queues/orders');
 
       expect(response.body.options).toEqual({ ttl: 60, encryption: { enabled: false } });
       expect(detail.body.options).toEqual({
@@ -94,14 +78,14 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     });
 
     it('makes leaseTime the default lease of a pop', async () => {
-      await client.configure({ queue: 'orders', options: { leaseTime: 5 } });
-      await client.pushMany('orders', 1);
+      await broker.client.configure({ queue: 'orders', options: { leaseTime: 5 } });
+      await broker.client.pushMany('orders', 1);
 
-      const pop = await client.pop('orders');
+      const pop = await broker.client.pop('orders');
       const [{ left }] = await sql(
-        dataSource,
+        broker.dataSource,
         'SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2',
-        [client.tenant, pop.body.leaseId],
+        [broker.client.tenant, pop.body.leaseId],
       );
 
       expect(left).toBeGreaterThan(3);
@@ -109,36 +93,36 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     });
 
     it('applies retryLimit: with 0 the first failure dead-letters the message', async () => {
-      await client.configure({ queue: 'orders', options: { retryLimit: 0 } });
-      await client.pushMany('orders', 2);
+      await broker.client.configure({ queue: 'orders', options: { retryLimit: 0 } });
+      await broker.client.pushMany('orders', 2);
 
       const result = await fail('orders', 'first and last');
 
       expect(result).toMatchObject({ dlq: true });
-      expect((await cursors(dataSource, client.tenant, 'orders'))[0].committedOffset).toBe(1);
+      expect((await cursors(broker.dataSource, broker.client.tenant, 'orders'))[0].committedOffset).toBe(1);
     });
 
     it('with deadLetterQueue false drops a message that used up its retries instead of keeping it', async () => {
-      await client.configure({ queue: 'orders', options: { retryLimit: 0, deadLetterQueue: false } });
-      await client.pushMany('orders', 2);
+      await broker.client.configure({ queue: 'orders', options: { retryLimit: 0, deadLetterQueue: false } });
+      await broker.client.pushMany('orders', 2);
 
       const result = await fail('orders', 'gone');
 
       expect(result).toMatchObject({ dlq: false });
-      expect((await cursors(dataSource, client.tenant, 'orders'))[0].committedOffset).toBe(1);
-      expect((await storedCounts(dataSource, client.tenant)).dead_letters).toBe(0);
-      expect((await client.pop('orders')).body.messages[0].transactionId).toBe('orders-Default-1');
+      expect((await cursors(broker.dataSource, broker.client.tenant, 'orders'))[0].committedOffset).toBe(1);
+      expect((await storedCounts(broker.dataSource, broker.client.tenant)).dead_letters).toBe(0);
+      expect((await broker.client.pop('orders')).body.messages[0].transactionId).toBe('orders-Default-1');
     });
   });
 
   describe('GET /api/v1/resources/queues[/:queue]', () => {
     it("lists the tenant's queues by name with options and counts, and none of another tenant's", async () => {
-      await client.pushMany('orders', 3, 'a');
-      await client.pushMany('orders', 2, 'b');
-      await client.configure({ queue: 'audit', options: { leaseTime: 10 } });
-      await new BrokerClient(app, newTenant()).pushMany('foreign', 1);
+      await broker.client.pushMany('orders', 3, 'a');
+      await broker.client.pushMany('orders', 2, 'b');
+      await broker.client.configure({ queue: 'audit', options: { leaseTime: 10 } });
+      await new BrokerClient(broker.app, newTenant()).pushMany('foreign', 1);
 
-      const response = await client.get('/api/v1/resources/queues');
+      const response = await broker.client.get('/api/v1/resources/queues');
 
       expect(response.status).toBe(200);
       expect(response.body.queues.map((queue: { name: string }) => queue.name)).toEqual(['audit', 'orders']);
@@ -155,17 +139,17 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     });
 
     it('answers {"queues": [], "next": null} for a tenant with no queues', async () => {
-      const response = await client.get('/api/v1/resources/queues');
+      const response = await broker.client.get('/api/v1/resources/queues');
 
       expect(response.status).toBe(200);
       expect(response.body).toEqual({ queues: [], next: null });
     });
 
     it('lists queues by name in pages: limit, then after the name it gives as next', async () => {
-      for (const queue of ['c', 'a', 'b']) await client.configure({ queue });
+      for (const queue of ['c', 'a', 'b']) await broker.client.configure({ queue });
 
-      const first = await client.get('/api/v1/resources/queues', { limit: 2 });
-      const rest = await client.get('/api/v1/resources/queues', { limit: 2, after: first.body.next });
+      const first = await broker.client.get('/api/v1/resources/queues', { limit: 2 });
+      const rest = await broker.client.get('/api/v1/resources/queues', { limit: 2, after: first.body.next });
 
       expect(first.body.queues.map((queue: { name: string }) => queue.name)).toEqual(['a', 'b']);
       expect(first.body.next).toBe('b');
@@ -174,17 +158,17 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     });
 
     it('details partitions and, per consumer group, cursors, lag and live leases without revealing lease ids', async () => {
-      await client.pushMany('orders', 3, 'a');
-      await client.pushMany('orders', 1, 'b');
-      const pop: PopBody = (await client.pop('orders', { batch: 2 }, 'a')).body;
-      await client.ack({
+      await broker.client.pushMany('orders', 3, 'a');
+      await broker.client.pushMany('orders', 1, 'b');
+      const pop: PopBody = (await broker.client.pop('orders', { batch: 2 }, 'a')).body;
+      await broker.client.ack({
         transactionId: pop.messages[0].transactionId,
         partitionId: pop.partitionId,
         leaseId: pop.leaseId,
       });
-      await client.pop('orders', { consumerGroup: 'audit', autoAck: true, partitions: 2, batch: 10 });
+      await broker.client.pop('orders', { consumerGroup: 'audit', autoAck: true, partitions: 2, batch: 10 });
 
-      const response = await client.get('/api/v1/resources/queues/orders');
+      const response = await broker.client.get('/api/v1/resources/queues/orders');
 
       expect(response.status).toBe(200);
       expect(response.body).toMatchObject({ name: 'orders', partitionCount: 2, messages: 4, consumerGroupCount: 2 });
@@ -212,10 +196,10 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     });
 
     it("answers 404 for an unknown queue and for another tenant's", async () => {
-      await new BrokerClient(app, newTenant()).pushMany('foreign', 1);
+      await new BrokerClient(broker.app, newTenant()).pushMany('foreign', 1);
 
       for (const queue of ['nope', 'foreign']) {
-        const response = await client.get(`/api/v1/resources/queues/${queue}`);
+        const response = await broker.client.get(`/api/v1/resources/queues/${queue}`);
         expect(response.status).toBe(404);
         expect(response.body).toEqual({ error: `queue ${queue} not found` });
       }
@@ -224,14 +208,14 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
 
   describe('DELETE /api/v1/resources/queues/:queue', () => {
     it('deletes the queue with its messages, cursors and leases, and answers 200 deleted true, existed true', async () => {
-      await client.pushMany('orders', 2);
-      const pop: PopBody = (await client.pop('orders')).body;
+      await broker.client.pushMany('orders', 2);
+      const pop: PopBody = (await broker.client.pop('orders')).body;
 
-      const response = await client.delete('/api/v1/resources/queues/orders');
+      const response = await broker.client.delete('/api/v1/resources/queues/orders');
 
       expect(response.status).toBe(200);
       expect(response.body).toEqual({ deleted: true, queue: 'orders', existed: true });
-      expect(await storedCounts(dataSource, client.tenant)).toEqual({
+      expect(await storedCounts(broker.dataSource, broker.client.tenant)).toEqual({
         queues: 0,
         partitions: 0,
         messages: 0,
@@ -239,48 +223,48 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
         consumers: 0,
         dead_letters: 0,
       });
-      expect((await client.extend(pop.leaseId!)).body).toMatchObject({ renewed: 0 });
-      expect((await client.pop('orders')).status).toBe(204);
-      expect((await client.get('/api/v1/resources/queues/orders')).status).toBe(404);
+      expect((await broker.client.extend(pop.leaseId!)).body).toMatchObject({ renewed: 0 });
+      expect((await broker.client.pop('orders')).status).toBe(204);
+      expect((await broker.client.get('/api/v1/resources/queues/orders')).status).toBe(404);
     });
 
     it('is idempotent: a missing queue answers 200 deleted false, existed false', async () => {
-      await client.pushMany('orders', 1);
-      await client.delete('/api/v1/resources/queues/orders');
+      await broker.client.pushMany('orders', 1);
+      await broker.client.delete('/api/v1/resources/queues/orders');
 
-      const again = await client.delete('/api/v1/resources/queues/orders');
+      const again = await broker.client.delete('/api/v1/resources/queues/orders');
 
       expect(again.status).toBe(200);
       expect(again.body).toEqual({ deleted: false, queue: 'orders', existed: false });
     });
 
     it("leaves another tenant's queue of the same name alone", async () => {
-      const owner = new BrokerClient(app, newTenant());
+      const owner = new BrokerClient(broker.app, newTenant());
       await owner.pushMany('orders', 1);
 
-      const response = await client.delete('/api/v1/resources/queues/orders');
+      const response = await broker.client.delete('/api/v1/resources/queues/orders');
 
       expect(response.body).toEqual({ deleted: false, queue: 'orders', existed: false });
-      expect((await storedCounts(dataSource, owner.tenant)).messages).toBe(1);
+      expect((await storedCounts(broker.dataSource, owner.tenant)).messages).toBe(1);
     });
 
     it('lets a push create the queue afresh after deletion, with offsets from 1', async () => {
-      await client.pushMany('orders', 3);
-      await client.delete('/api/v1/resources/queues/orders');
+      await broker.client.pushMany('orders', 3);
+      await broker.client.delete('/api/v1/resources/queues/orders');
 
-      await client.pushMany('orders', 1, undefined, 'again');
-      const pop = await client.pop('orders');
+      await broker.client.pushMany('orders', 1, undefined, 'again');
+      const pop = await broker.client.pop('orders');
 
       expect(pop.body.messages.map((message: { transactionId: string }) => message.transactionId)).toEqual(['again-0']);
-      expect((await cursors(dataSource, client.tenant, 'orders'))[0].leaseEndOffset).toBe(1);
+      expect((await cursors(broker.dataSource, broker.client.tenant, 'orders'))[0].leaseEndOffset).toBe(1);
     });
   });
 
   describe('GET /api/v1/dlq', () => {
     /** Pushes count messages to a queue with retryLimit 0 and fails each one in queue mode. */
     async function deadLetter(queue: string, count: number): Promise<void> {
-      await client.configure({ queue, options: { retryLimit: 0 } });
-      await client.pushMany(queue, count, undefined, `${queue}-q`);
+      await broker.client.configure({ queue, options: { retryLimit: 0 } });
+      await broker.client.pushMany(queue, count, undefined, `${queue}-q`);
       for (let n = 0; n < count; n++) {
         await fail(queue, `error ${n}`);
       }
@@ -289,7 +273,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     it('answers the dead letters, oldest first, with data, errorMessage and the total', async () => {
       await deadLetter('orders', 2);
 
-      const response = await client.get('/api/v1/dlq', { queue: 'orders' });
+      const response = await broker.client.get('/api/v1/dlq', { queue: 'orders' });
 
       expect(response.status).toBe(200);
       expect(Object.keys(response.body)).toEqual(['messages', 'total']);
@@ -318,15 +302,15 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       await fail('orders', 'billing failed', { consumerGroup: 'billing' });
       await deadLetter('audit', 1);
 
-      const all = await client.get('/api/v1/dlq');
-      const page = await client.get('/api/v1/dlq', {
+      const all = await broker.client.get('/api/v1/dlq');
+      const page = await broker.client.get('/api/v1/dlq', {
         queue: 'orders',
         consumerGroup: '__QUEUE_MODE__',
         limit: 2,
         offset: 1,
       });
-      const billing = await client.get('/api/v1/dlq', { consumerGroup: 'billing' });
-      const beyond = await client.get('/api/v1/dlq', { offset: 100 });
+      const billing = await broker.client.get('/api/v1/dlq', { consumerGroup: 'billing' });
+      const beyond = await broker.client.get('/api/v1/dlq', { offset: 100 });
 
       expect(all.body.total).toBe(5);
       expect(page.body.total).toBe(3);
@@ -342,7 +326,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
 
     it("answers 404 for an unknown queue and never shows another tenant's dead letters", async () => {
       await deadLetter('orders', 1);
-      const stranger = new BrokerClient(app, newTenant());
+      const stranger = new BrokerClient(broker.app, newTenant());
 
       const unknown = await stranger.get('/api/v1/dlq', { queue: 'orders' });
       const everything = await stranger.get('/api/v1/dlq');
