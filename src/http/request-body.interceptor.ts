@@ -90,7 +90,7 @@ export class RawBodyPipe implements PipeTransform<Request, Promise<Buffer | unde
   }
 
   async transform(request: Request): Promise<Buffer | undefined> {
-    if (!hasBody(request)) return undefined;
+    // readBody answers undefined for a request without a body.
     try {
       return await readBody(request, this.limits);
     } catch (error) {
