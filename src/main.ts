@@ -3,31 +3,35 @@ import type { AddressInfo } from 'node:net';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { Logger as PinoNestLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { runClusterPrimary } from './cluster/cluster-primary';
 import { AppConfig } from './config/app-config';
 import { loadEnvFile } from './config/env-file';
 import { ConfigError, loadConfig } from './config/load-config';
+import { databaseProblem } from './database/database-reachability';
 import { workBudgetMs } from './database/deadline';
 import { LeaseholdHttpAdapter } from './http/http-adapter';
 import { DrainService } from './lifecycle/drain.service';
+import { portProblem } from './lifecycle/port-check';
+import { PinoLoggerService, rootLogger } from './logging/root-logger';
 import { APP_OPTIONS, setupApp } from './setup-app';
 
 const logger = new Logger('Leasehold');
 /** Connections waiting to be accepted; the kernel caps it at net.core.somaxconn. */
 const LISTEN_BACKLOG = 4096;
 
-async function bootstrap(config: AppConfig): Promise<void> {
-  const app = await NestFactory.create<NestExpressApplication>(
-    AppModule,
-    new LeaseholdHttpAdapter(config.http),
-    // Held until the structured logger is in place, so boot logs are JSON lines too.
-    { ...APP_OPTIONS, bufferLogs: true },
-  );
-  app.useLogger(app.get(PinoNestLogger));
-  // main.ts listens on the HTTP server itself, so Nest's flush at app.listen() never comes.
-  app.flushLogs();
+async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): Promise<void> {
+  let app: NestExpressApplication;
+  try {
+    app = await NestFactory.create<NestExpressApplication>(AppModule, new LeaseholdHttpAdapter(config.http), {
+      ...APP_OPTIONS,
+      logger: loggerService,
+      // Nest's default answer to a failed start is process.abort(), a core dump.
+      abortOnError: false,
+    });
+  } catch (error) {
+    exit(`Start-up failed: ${messageOf(error)}`);
+  }
   setupApp(app);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // once: a second signal gets Node's default, an immediate exit.
@@ -35,11 +39,16 @@ async function bootstrap(config: AppConfig): Promise<void> {
   }
   await app.init();
   const server = app.getHttpServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    // Node's default backlog (511) drops connections arriving in a burst, which then wait for TCP's retries.
-    server.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      // Node's default backlog (511) drops connections arriving in a burst, which then wait for TCP's retries.
+      server.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve());
+    });
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    exit(`Cannot listen on ${config.host}:${config.port}: ${messageOf(error)}`);
+  }
   const { address, port } = server.address() as AddressInfo;
   logger.log(`Listening on http://${address}:${port} (docs at /docs)`);
 }
@@ -62,25 +71,54 @@ async function shutDown(app: NestExpressApplication, config: AppConfig, signal: 
   try {
     await app.close();
   } catch (error) {
-    logger.error(`Shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
+    logger.error(`Shutdown failed: ${messageOf(error)}`);
     process.exit(1);
   }
   logger.log('Stopped');
   process.exit(drain.requestsCut > 0 ? 1 : 0);
 }
 
+/**
+ * The configuration, or one line naming every problem and exit 1. Lines
+ * before the configuration is known follow LOG_FORMAT and LOG_LEVEL as far
+ * as they can be read.
+ */
 function configOrExit(): AppConfig {
   loadEnvFile();
   try {
     return loadConfig();
   } catch (error) {
-    if (error instanceof ConfigError) {
-      logger.error(error.message);
-      process.exit(1);
-    }
-    throw error;
+    if (!(error instanceof ConfigError)) throw error;
+    const format = process.env.LOG_FORMAT?.trim().toLowerCase() === 'pretty' ? 'pretty' : 'json';
+    Logger.overrideLogger(new PinoLoggerService(rootLogger({ level: 'info', format })));
+    exit(error.message);
   }
 }
 
-const config = configOrExit();
-void (config.workers > 1 && cluster.isPrimary ? runClusterPrimary(config) : bootstrap(config));
+/** One error line, then exit 1: what a supervisor and an operator see when the broker cannot start. */
+function exit(problem: string): never {
+  logger.error(problem);
+  process.exit(1);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function main(): Promise<void> {
+  const config = configOrExit();
+  const loggerService = new PinoLoggerService(rootLogger(config.log));
+  Logger.overrideLogger(loggerService);
+  if (cluster.isPrimary) {
+    const portTaken = await portProblem(config.host, config.port);
+    if (portTaken) exit(portTaken);
+    if (config.database.url) {
+      const unreachable = await databaseProblem(config.database, config.database.url);
+      if (unreachable) exit(unreachable);
+    }
+  }
+  if (config.workers > 1 && cluster.isPrimary) await runClusterPrimary(config);
+  else await bootstrap(config, loggerService);
+}
+
+void main().catch((error: unknown) => exit(`Start-up failed: ${messageOf(error)}`));

@@ -12,6 +12,7 @@ import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 import { decodesCleanly, matchLeaseExtend } from './lease/lease-route';
 import { DrainService } from './lifecycle/drain.service';
 import { requestLogger } from './logging/request-log';
+import { ROOT_LOGGER, RootLogger } from './logging/root-logger';
 import { observeRequests } from './metrics/http-metrics.middleware';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -34,7 +35,12 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
   app.use(requestIdMiddleware);
-  app.use(observeRequests(app.get(MetricsService), config.log.requests ? requestLogger() : undefined));
+  app.use(
+    observeRequests(
+      app.get(MetricsService),
+      config.log.requests ? requestLogger(app.get<RootLogger>(ROOT_LOGGER)) : undefined,
+    ),
+  );
   app.use(app.get(DrainService).middleware);
   if (options.leaseFastPath ?? true) {
     const leaseFastPath = app.get(LeaseFastPathMiddleware);

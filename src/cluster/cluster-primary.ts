@@ -1,6 +1,5 @@
 import cluster, { Worker } from 'node:cluster';
-import { Logger, LoggerService } from '@nestjs/common';
-import { pino } from 'pino';
+import { Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { migrateDatabase } from '../database/run-migrations';
 
@@ -11,8 +10,6 @@ import { migrateDatabase } from '../database/run-migrations';
  * stateless brokers; one that dies is replaced.
  */
 export async function runClusterPrimary(config: AppConfig): Promise<void> {
-  // No Nest application here, so no nestjs-pino: the same lines, written with pino directly.
-  Logger.overrideLogger(primaryLogger(config));
   const logger = new Logger('Cluster');
   await migrateDatabase(config.database, config.database.url!);
   logger.log(`Starting ${config.workers} workers`);
@@ -45,24 +42,4 @@ export async function runClusterPrimary(config: AppConfig): Promise<void> {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => void stop(signal));
   }
-}
-
-function primaryLogger(config: AppConfig): LoggerService {
-  const root = pino({
-    level: config.log.level,
-    base: { service: 'leasehold', pid: process.pid },
-    ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty', options: { singleLine: true } } } : {}),
-  });
-  const write =
-    (level: 'info' | 'warn' | 'error' | 'debug' | 'trace' | 'fatal') =>
-    (message: unknown, ...context: unknown[]) =>
-      root[level]({ context: context.at(-1) }, String(message));
-  return {
-    log: write('info'),
-    warn: write('warn'),
-    error: write('error'),
-    debug: write('debug'),
-    verbose: write('trace'),
-    fatal: write('fatal'),
-  };
 }

@@ -7,6 +7,8 @@ export interface DatabaseConfig {
   poolSize: number;
   acquireTimeoutMs: number;
   statementTimeoutMs: number;
+  /** How long start-up waits for the database to answer before it gives up. */
+  connectTimeoutMs: number;
 }
 
 export interface JwtConfig {

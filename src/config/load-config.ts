@@ -66,11 +66,12 @@ export function loadConfig(env: Env = process.env): AppConfig {
     shutdownTimeoutMs: reader.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     workers: reader.int('WORKERS', 1, 1, 64),
     database: {
-      url: reader.string('DATABASE_URL'),
+      url: databaseUrl(reader, problems),
       dataDir: reader.string('DATA_DIR') ?? './data/pglite',
       poolSize,
       acquireTimeoutMs: reader.int('DB_ACQUIRE_TIMEOUT_MS', 2_000, 1, 600_000),
       statementTimeoutMs: reader.int('DB_STATEMENT_TIMEOUT_MS', 5_000, 1, 600_000),
+      connectTimeoutMs: reader.int('DB_CONNECT_TIMEOUT_MS', 10_000, 1, 600_000),
     },
     jwt: {
       enabled: jwtEnabled,
@@ -145,6 +146,30 @@ export function loadConfig(env: Env = process.env): AppConfig {
     throw new ConfigError(problems);
   }
   return config;
+}
+
+const URL_SCHEMES = ['postgres:', 'postgresql:'];
+
+/** A mistyped scheme or host is found at start, not as a protocol error from the first connection. Never echoes credentials. */
+function databaseUrl(reader: EnvReader, problems: string[]): string | undefined {
+  const value = reader.string('DATABASE_URL');
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problems.push('DATABASE_URL must be a URL such as postgres://user@host:5432/database');
+    return undefined;
+  }
+  if (!URL_SCHEMES.includes(url.protocol)) {
+    problems.push(`DATABASE_URL must start with postgres:// or postgresql://, got "${url.protocol}//"`);
+    return undefined;
+  }
+  if (url.hostname === '' && !url.searchParams.has('host')) {
+    problems.push('DATABASE_URL names no host');
+    return undefined;
+  }
+  return value;
 }
 
 const MIN_RSA_BITS = 2048;

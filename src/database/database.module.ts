@@ -38,8 +38,11 @@ class DatabaseShutdown implements OnApplicationShutdown {
     TypeOrmModule.forRootAsync({
       imports: [DatabaseServerModule],
       inject: [APP_CONFIG, DatabaseServer],
-      useFactory: async (config: AppConfig, server: DatabaseServer) =>
-        buildDataSourceOptions(config.database, await server.url()),
+      // main.ts waited for the database before the application started: a failure now is not worth nine retries.
+      useFactory: async (config: AppConfig, server: DatabaseServer) => ({
+        ...buildDataSourceOptions(config.database, await server.url()),
+        toRetry: () => false,
+      }),
       dataSourceFactory: async (options?: DataSourceOptions) => {
         const dataSource = await new DataSource(options!).initialize();
         await runMigrations(dataSource, (options as { url: string }).url);

@@ -1,34 +1,16 @@
-import { Module } from '@nestjs/common';
-import { LoggerModule } from 'nestjs-pino';
+import { Global, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { ConfigModule } from '../config/config.module';
+import { rootLogger, ROOT_LOGGER } from './root-logger';
 
 /**
- * Structured logs through nestjs-pino: everything the application logs with
- * Nest's Logger goes out as one JSON object per line (coloured lines with
- * LOG_FORMAT=pretty), at LOG_LEVEL. The per-request line (request-log.ts)
- * is written by the middleware setupApp mounts ahead of every route, so
- * that the lease route, served ahead of the router, is logged too; the
- * pino-http middleware nestjs-pino mounts on the router logs nothing itself.
+ * The process's pino logger, for the request lines (request-log.ts); main.ts
+ * puts the same one behind Nest's Logger.
  */
+@Global()
 @Module({
-  imports: [
-    LoggerModule.forRootAsync({
-      imports: [ConfigModule],
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({
-        pinoHttp: {
-          level: config.log.level,
-          autoLogging: false,
-          quietReqLogger: true,
-          customAttributeKeys: { reqId: 'requestId' },
-          base: { service: 'leasehold', pid: process.pid },
-          ...(config.log.format === 'pretty'
-            ? { transport: { target: 'pino-pretty', options: { singleLine: true, translateTime: 'SYS:HH:MM:ss.l' } } }
-            : {}),
-        },
-      }),
-    }),
+  providers: [
+    { provide: ROOT_LOGGER, inject: [APP_CONFIG], useFactory: (config: AppConfig) => rootLogger(config.log) },
   ],
+  exports: [ROOT_LOGGER],
 })
 export class LoggingModule {}

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
-import { PinoLogger } from 'nestjs-pino';
 import { principalOf } from '../auth/principal.decorator';
 import { requestIdOf } from '../common/request-id.middleware';
+import type { RootLogger } from './root-logger';
 
 /** Writes a request's line once its answer is done; called by observeRequests (http-metrics.middleware.ts). */
 export type RequestLogger = (request: Request, response: Response, durationMs: number, route: string) => void;
@@ -10,14 +10,11 @@ export type RequestLogger = (request: Request, response: Response, durationMs: n
  * One line per request: request id, tenant (once the access guard resolved
  * it), method, route pattern, path, status and duration. Never headers
  * (tokens), query strings or bodies (payloads). 5xx lines are errors, 4xx
- * and 503 warnings, the rest info.
- *
- * Written with the application's pino logger directly rather than through
- * pino-http, whose per-request child logger and serialisers cost the lease
- * route twice as much throughput (bench/RESULTS.md).
+ * and 503 warnings, the rest info. Written with pino directly: pino-http's
+ * per-request child logger and serialisers cost the lease route twice as
+ * much throughput (bench/RESULTS.md).
  */
-export function requestLogger(): RequestLogger {
-  const logger = PinoLogger.root;
+export function requestLogger(logger: RootLogger): RequestLogger {
   return (request, response, durationMs, route) => {
     const status = response.statusCode;
     // 503 is a broker draining or asking to be retried elsewhere: expected, not an error.

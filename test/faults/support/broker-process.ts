@@ -41,16 +41,7 @@ export class BrokerProcess {
    * env.PORT is set (its logs may be quieter than info), from its liveness probe.
    */
   static async start(env: Record<string, string>): Promise<BrokerProcess> {
-    const child = spawn(
-      process.execPath,
-      ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')],
-      {
-        cwd: ROOT,
-        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const broker = new BrokerProcess(child);
+    const broker = BrokerProcess.launch(env);
     const fixedPort = env.PORT !== undefined && env.PORT !== '0' ? `http://127.0.0.1:${env.PORT}` : undefined;
     const started = fixedPort
       ? untilLive(fixedPort).then(() => `Listening on ${fixedPort}`)
@@ -67,6 +58,20 @@ export class BrokerProcess {
     );
     broker.url = /Listening on (http:\/\/[\d.]+:\d+)/.exec(line)![1];
     return broker;
+  }
+
+  /** The process, not waiting for anything: for starts that are meant to fail. */
+  static launch(env: Record<string, string | undefined>): BrokerProcess {
+    const child = spawn(
+      process.execPath,
+      ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')],
+      {
+        cwd: ROOT,
+        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    return new BrokerProcess(child);
   }
 
   /** The first line (already printed or still to come) matching the pattern. */

@@ -1,0 +1,87 @@
+import { LoggerService } from '@nestjs/common';
+import { Logger as Pino, pino } from 'pino';
+import { LogConfig } from '../config/app-config';
+
+export type RootLogger = Pino;
+
+/** Injection token of the process's pino logger. */
+export const ROOT_LOGGER = Symbol('ROOT_LOGGER');
+
+type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+
+/** Nest's start-up inventory (a line per module and route): detail for debugging, not the operator's log. */
+const INVENTORY_CONTEXTS = new Set(['InstanceLoader', 'RoutesResolver', 'RouterExplorer']);
+
+const roots = new Map<string, RootLogger>();
+
+/**
+ * The process's pino logger for these settings: JSON lines on stdout, or
+ * coloured lines with LOG_FORMAT=pretty. One per setting, so that main.ts
+ * and the application share it.
+ */
+export function rootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger {
+  const key = `${log.level}\n${log.format}`;
+  let root = roots.get(key);
+  if (!root) {
+    root = createRootLogger(log);
+    roots.set(key, root);
+  }
+  return root;
+}
+
+function createRootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger {
+  return pino({
+    level: log.level,
+    base: { service: 'leasehold', pid: process.pid },
+    ...(log.format === 'pretty'
+      ? { transport: { target: 'pino-pretty', options: { singleLine: true, translateTime: 'SYS:HH:MM:ss.l' } } }
+      : {}),
+  });
+}
+
+/**
+ * Nest's LoggerService over pino, so that everything logged through Nest's
+ * Logger (the framework's own lines included) is a line of the same stream.
+ * Nest passes the context last, and a stack before it on errors.
+ */
+export class PinoLoggerService implements LoggerService {
+  constructor(readonly root: RootLogger) {}
+
+  log(message: unknown, ...rest: unknown[]): void {
+    this.write('info', message, rest);
+  }
+
+  error(message: unknown, ...rest: unknown[]): void {
+    this.write('error', message, rest);
+  }
+
+  warn(message: unknown, ...rest: unknown[]): void {
+    this.write('warn', message, rest);
+  }
+
+  debug(message: unknown, ...rest: unknown[]): void {
+    this.write('debug', message, rest);
+  }
+
+  verbose(message: unknown, ...rest: unknown[]): void {
+    this.write('trace', message, rest);
+  }
+
+  fatal(message: unknown, ...rest: unknown[]): void {
+    this.write('fatal', message, rest);
+  }
+
+  private write(given: Level, message: unknown, rest: unknown[]): void {
+    const context = rest.length > 0 && typeof rest.at(-1) === 'string' ? (rest.at(-1) as string) : undefined;
+    const level = given === 'info' && context !== undefined && INVENTORY_CONTEXTS.has(context) ? 'debug' : given;
+    if (!this.root.isLevelEnabled(level)) return;
+    const stack = rest.length > 1 && typeof rest[0] === 'string' ? rest[0] : undefined;
+    if (message instanceof Error) {
+      this.root[level]({ context, err: message }, message.message);
+    } else if (typeof message === 'object' && message !== null) {
+      this.root[level]({ context, ...message });
+    } else {
+      this.root[level]({ context, ...(stack ? { stack } : {}) }, String(message));
+    }
+  }
+}
