@@ -51,6 +51,19 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     );
 
   describe('a pop that finds messages', () => {
+    it('gives createdAt and the lease expiry to the microsecond, not milliseconds padded with zeros', async () => {
+      const times: string[] = [];
+      for (let round = 0; round < 10; round += 1) {
+        const body = await broker.client.pushAndPop(`precise-${round}`, 2);
+        times.push(...body.messages.map((message) => message.createdAt));
+        const extended = await broker.client.post(`/api/v1/lease/${body.leaseId}/extend`, { seconds: 60 });
+        times.push(extended.body.newExpiresAt as string);
+      }
+      for (const time of times) expect(time).toMatch(TIMESTAMP);
+      // A real microsecond reading ends in 000 one time in a thousand.
+      expect(times.filter((time) => !time.endsWith('000Z')).length).toBeGreaterThan(times.length / 2);
+    });
+
     it('returns 200 with every contract key in order and a fresh UUIDv7 lease shared by its messages', async () => {
       const [pushed] = (
         await broker.client.push([{ queue: 'orders', payload: { n: 1 }, transactionId: 't1', traceId: 'tr' }])

@@ -19,6 +19,11 @@ export class DatabaseServer {
       return database.url;
     }
     if (!this.embedded) {
+      this.logger.log(
+        EmbeddedPostgres.isNew(database.dataDir)
+          ? `Creating the embedded PostgreSQL (PGlite) in ${database.dataDir}: first start, this takes a few seconds`
+          : `Opening the embedded PostgreSQL (PGlite) in ${database.dataDir}`,
+      );
       this.embedded = await EmbeddedPostgres.start({
         dataDir: database.dataDir,
         maxConnections: database.poolSize + 10,

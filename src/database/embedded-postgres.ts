@@ -1,7 +1,6 @@
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Worker } from 'node:worker_threads';
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
@@ -11,37 +10,169 @@ export interface EmbeddedPostgresOptions {
   maxConnections: number;
 }
 
+type WorkerMessage = { type: 'ready'; url: string } | { type: 'stopped' } | { type: 'error'; message: string };
+
+/*
+ * Runs in the worker thread. PGlite reads the wall clock through Date.now(),
+ * whole milliseconds, so every timestamp it made ended in 000; in this
+ * thread only, Date.now() also carries the microseconds of the monotonic
+ * clock, kept inside the millisecond the system clock reports.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const systemNow = Date.now;
+let offset = systemNow() - performance.now();
+Date.now = () => {
+  const ms = systemNow();
+  const now = offset + performance.now();
+  if (now >= ms && now < ms + 1) return now;
+  offset = ms - performance.now();
+  return ms;
+};
+const { PGlite } = require(workerData.pglite);
+const { PGLiteSocketServer } = require(workerData.socket);
+let db;
+let server;
+parentPort.on('message', async (message) => {
+  if (message !== 'stop') return;
+  try {
+    if (server) await server.stop();
+    if (db && !db.closed) await db.close();
+    parentPort.postMessage({ type: 'stopped' });
+  } catch (error) {
+    parentPort.postMessage({ type: 'error', message: String(error && error.message || error) });
+  }
+});
+(async () => {
+  db = await PGlite.create(workerData.dataDir);
+  server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: workerData.port, maxConnections: workerData.maxConnections });
+  await server.start();
+  parentPort.postMessage({ type: 'ready', url: 'postgres://postgres@' + server.getServerConn() + '/postgres' });
+})().catch((error) => parentPort.postMessage({ type: 'error', message: String(error && error.message || error) }));
+`;
+
 /**
  * PostgreSQL compiled to WebAssembly (PGlite), served on a loopback socket so
  * the broker reaches it through the same `pg` driver and SQL as a real server.
- * PGlite is a single backend: the socket server runs one transaction at a
- * time, so this is the zero-setup default, not the production target.
+ * It runs in a worker thread: its statements execute synchronously, and on
+ * the broker's own thread they would stall every request meanwhile. PGlite is
+ * a single backend (one transaction at a time), so this is the zero-setup
+ * default, not the production target. A lock file beside the data folder
+ * keeps a second broker from opening the same folder.
  */
 export class EmbeddedPostgres {
   private constructor(
-    private readonly db: PGlite,
-    private readonly server: PGLiteSocketServer,
+    private readonly worker: Worker,
+    private readonly lock: DataDirLock,
     readonly url: string,
   ) {}
+
+  /** Whether `dataDir` holds no database yet, so that starting creates one (a few seconds). */
+  static isNew(dataDir: string): boolean {
+    return !existsSync(join(resolve(dataDir), 'PG_VERSION'));
+  }
 
   static async start(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
     const dataDir = resolve(options.dataDir);
     mkdirSync(dataDir, { recursive: true });
-    const db = await PGlite.create(dataDir);
-    const server = new PGLiteSocketServer({
-      db,
-      host: '127.0.0.1',
-      port: options.port ?? 0,
-      maxConnections: options.maxConnections,
+    const lock = DataDirLock.take(dataDir);
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: {
+        pglite: require.resolve('@electric-sql/pglite'),
+        socket: require.resolve('@electric-sql/pglite-socket'),
+        dataDir,
+        port: options.port ?? 0,
+        maxConnections: options.maxConnections,
+      },
     });
-    await server.start();
-    return new EmbeddedPostgres(db, server, `postgres://postgres@${server.getServerConn()}/postgres`);
+    try {
+      const url = await untilStarted(worker);
+      // An unexpected failure later shows up as connections refused: the pool reports it per request.
+      worker.on('error', () => undefined);
+      return new EmbeddedPostgres(worker, lock, url);
+    } catch (error) {
+      await worker.terminate();
+      lock.release();
+      throw error;
+    }
   }
 
+  /** Stops serving, closes the database cleanly (so its folder is consistent), and ends the thread. */
   async stop(): Promise<void> {
-    await this.server.stop();
-    if (!this.db.closed) {
-      await this.db.close();
+    try {
+      await new Promise<void>((resolveStop, reject) => {
+        this.worker.on('message', (message: WorkerMessage) => {
+          if (message.type === 'stopped') resolveStop();
+          if (message.type === 'error') reject(new Error(message.message));
+        });
+        this.worker.once('exit', () => resolveStop());
+        this.worker.postMessage('stop');
+      });
+    } finally {
+      await this.worker.terminate();
+      this.lock.release();
     }
+  }
+}
+
+function untilStarted(worker: Worker): Promise<string> {
+  return new Promise<string>((resolveUrl, reject) => {
+    const onMessage = (message: WorkerMessage): void => {
+      if (message.type === 'ready') settle(() => resolveUrl(message.url));
+      if (message.type === 'error')
+        settle(() => reject(new Error(`the embedded database failed to start: ${message.message}`)));
+    };
+    const onError = (error: Error): void => settle(() => reject(error));
+    const onExit = (code: number): void =>
+      settle(() => reject(new Error(`the embedded database stopped while starting (exit ${code})`)));
+    const settle = (done: () => void): void => {
+      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
+      done();
+    };
+    worker.on('message', onMessage).on('error', onError).on('exit', onExit);
+  });
+}
+
+/** `<data folder>.lock`, holding the pid of the process that has the folder open. */
+class DataDirLock {
+  private constructor(private readonly path: string) {}
+
+  static take(dataDir: string): DataDirLock {
+    const path = `${dataDir}.lock`;
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      try {
+        const fd = openSync(path, 'wx');
+        writeSync(fd, String(process.pid));
+        closeSync(fd);
+        return new DataDirLock(path);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+      const holder = Number(readFileSync(path, 'utf8').trim());
+      if (Number.isInteger(holder) && holder > 0 && isAlive(holder)) {
+        throw new Error(`${dataDir} is in use by process ${holder}; stop it or set DATA_DIR to another folder`);
+      }
+      // Left behind by a process that is gone.
+      unlinkSync(path);
+    }
+    throw new Error(`cannot lock ${dataDir}`);
+  }
+
+  release(): void {
+    try {
+      unlinkSync(this.path);
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
