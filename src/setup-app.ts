@@ -4,7 +4,6 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { RequestHandler } from 'express';
 import { HttpExceptionFilter } from './common/http-exception.filter';
-import { JSON_MAX_DEPTH } from './common/input';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
@@ -49,7 +48,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   app.use(beforeRouting);
   app.useGlobalFilters(new HttpExceptionFilter());
   // Bodies are read after the guards: see RequestBodyInterceptor.
-  app.useGlobalInterceptors(new RequestBodyInterceptor(app.get(Reflector), config, JSON_MAX_DEPTH));
+  app.useGlobalInterceptors(new RequestBodyInterceptor(app.get(Reflector), config));
   if (config.docsEnabled) setupSwagger(app);
 }
 

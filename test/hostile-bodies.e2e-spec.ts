@@ -138,3 +138,153 @@ describe('bodies sent to hurt the broker (auth on)', () => {
     expect(response.body).toEqual({ error: expect.any(String) });
   });
 });
+
+/** `{"seconds":[{},{},...]}` of about `bytes` bytes. */
+function secondsFlood(bytes: number): Buffer {
+  const head = '{"seconds":[';
+  const tail = '{}]}';
+  return Buffer.from(`${head}${'{},'.repeat(Math.floor((bytes - head.length - tail.length) / 3))}${tail}`);
+}
+
+describe.each([
+  ['ahead of the router', true],
+  ['through the router', false],
+])('the lease route reads a few bytes, %s (auth on)', (_path, leaseFastPath) => {
+  let app: NestExpressApplication;
+  let port: number;
+  let leaseId: string;
+  const tenant = newTenant();
+  const worker = () => `Bearer ${hsToken({ role: 'read-write', tenant })}`;
+  const extendPath = () => `/api/v1/lease/${leaseId}/extend`;
+
+  beforeAll(async () => {
+    app = await createTestApp(
+      { JWT_ENABLED: 'true', JWT_SECRET: TEST_JWT_SECRET, BODY_LIMIT: '16mb', BODY_MAX_JSON_VALUES: '10' },
+      { leaseFastPath },
+    );
+    await app.listen(0, '127.0.0.1');
+    port = (app.getHttpServer().address() as AddressInfo).port;
+    const http = request(app.getHttpServer());
+    await http
+      .post('/api/v1/push')
+      .set('authorization', worker())
+      .send({ items: [{ queue: 'held', payload: 1 }] })
+      .expect(201);
+    leaseId = (await http.get('/api/v1/pop/queue/held').set('authorization', worker()).expect(200)).body.leaseId;
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const renewedNormally = async (): Promise<void> => {
+    const response = await request(app.getHttpServer())
+      .post(extendPath())
+      .set('authorization', worker())
+      .send({ seconds: 30 });
+    expect(response.status).toBe(200);
+    expect(response.body.renewed).toBe(1);
+  };
+
+  it('refuses a 16 MB body from its declared length with 413, reading none of it, and closes the connection', async () => {
+    const socket = await openSocket(port);
+    const closed = answerUntilClosed(socket);
+    socket.write(
+      [
+        `POST ${extendPath()} HTTP/1.1`,
+        'Host: broker',
+        `Authorization: ${worker()}`,
+        'Content-Type: application/json',
+        `Content-Length: ${16 * 1024 * 1024}`,
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    socket.write(secondsFlood(4096));
+
+    const answer = await within(closed, 'the broker answers and closes the connection');
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answer).toMatch(/\r\nConnection: close\r\n/i);
+    expect(answer).toContain('{"error":"payload too large"}');
+    await renewedNormally();
+  });
+
+  it('cuts a chunked body off with 413 as soon as it passes 1 KiB', async () => {
+    const socket = await openSocket(port);
+    const closed = answerUntilClosed(socket);
+    socket.write(
+      [
+        `POST ${extendPath()} HTTP/1.1`,
+        'Host: broker',
+        `Authorization: ${worker()}`,
+        'Content-Type: application/json',
+        'Transfer-Encoding: chunked',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    const chunk = secondsFlood(2048);
+    socket.write(`${chunk.length.toString(16)}\r\n`);
+    socket.write(chunk);
+    socket.write('\r\n');
+    // No terminating chunk: the broker must not wait for the rest.
+
+    const answer = await within(closed, 'the broker answers and closes the connection');
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    await renewedNormally();
+  });
+
+  it('refuses a gzip body that inflates past 1 KiB with 413', async () => {
+    const response = await rawGzipRequest(
+      app.getHttpServer(),
+      'POST',
+      extendPath(),
+      { authorization: worker() },
+      gzipSync(secondsFlood(16 * 1024 * 1024), { level: 9 }),
+    );
+
+    expect(response.status).toBe(413);
+    expect(response.body).toEqual({ error: 'payload too large' });
+  });
+
+  it('does not parse a small body past BODY_MAX_JSON_VALUES: it renews by the default 60 s, never a 400', async () => {
+    const response = await rawRequest(
+      app.getHttpServer(),
+      'POST',
+      extendPath(),
+      { authorization: worker(), 'content-type': 'application/json' },
+      `{"seconds":3600,"x":[${'0,'.repeat(30)}0]}`,
+    );
+
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ renewed: 1 });
+    const secondsLeft = (Date.parse((response.body as { newExpiresAt: string }).newExpiresAt) - Date.now()) / 1000;
+    expect(secondsLeft).toBeLessThan(120);
+  });
+});
+
+describe('routes that take no body', () => {
+  let app: NestExpressApplication;
+
+  beforeAll(async () => {
+    app = await createTestApp({ BODY_LIMIT: '16mb' });
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('refuse more than 64 KiB with 413, whatever BODY_LIMIT allows', async () => {
+    const body = `{"x":"${'y'.repeat(100 * 1024)}"}`;
+    const response = await rawRequest(
+      app.getHttpServer(),
+      'GET',
+      '/api/v1/pop/queue/anything',
+      { 'content-type': 'application/json', 'content-length': String(body.length) },
+      body,
+    );
+
+    expect(response.status).toBe(413);
+    expect(response.body).toEqual({ error: 'payload too large' });
+  });
+});

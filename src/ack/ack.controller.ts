@@ -3,11 +3,12 @@ import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiTags } from '@n
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
+import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
+import { AcceptsBody } from '../http/body-limit.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
 import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
 import { AckService } from './ack.service';
-import { AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
+import { ACK_BODY_MAX_BYTES, AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 
 const ACK_DESCRIPTION =
@@ -29,7 +30,6 @@ const ACK_DESCRIPTION =
   'transactionId is required',
 )
 @ApiAuthErrors('the token has no read-write or admin role')
-@ApiBodyTooLarge(JSON_BODY_ELEMENTS)
 @ApiDatabaseErrors(
   'The acknowledgments may or may not have been applied; do not repeat them blindly: if they were not, the batch ' +
     'redelivers when its lease expires.',
@@ -44,6 +44,7 @@ export class AckController {
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge one message', description: ACK_DESCRIPTION })
   @ApiBody({ type: AckRequestDto })
+  @AcceptsBody(ACK_BODY_MAX_BYTES, JSON_BODY_ELEMENTS)
   ack(@TenantId() tenantId: string, @Body(AckRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
     return this.ackService.acknowledge(tenantId, commands);
   }
@@ -53,6 +54,7 @@ export class AckController {
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge several messages in order, in one transaction', description: ACK_DESCRIPTION })
   @ApiBody({ type: AckBatchRequestDto })
+  @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS)
   ackBatch(@TenantId() tenantId: string, @Body(AckBatchRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
     return this.ackService.acknowledge(tenantId, commands);
   }

@@ -53,12 +53,12 @@ export const JSON_BODY_ELEMENTS: BodyRefusal = {
   error: 'JSON body has more than 500000 elements',
 };
 
-/** 413 of a route that takes a body; `more` adds the route's own bounds. */
-export const ApiBodyTooLarge = (...more: BodyRefusal[]) =>
+/** 413 of a route that takes a body of at most `limit`; `more` adds the route's own bounds. Goes with AcceptsBody. */
+export const ApiBodyTooLarge = (limit: string, ...more: BodyRefusal[]) =>
   ApiErrorResponse(
     413,
     [
-      'The body is above BODY_LIMIT (after decompression)',
+      `The body is above ${limit} (after decompression)`,
       'a compressed body inflates more than BODY_MAX_INFLATE_RATIO times',
       ...more.map((refusal) => refusal.when),
     ].join('; or ') + ' (the numbers shown are the defaults)',

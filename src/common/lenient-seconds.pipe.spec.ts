@@ -1,7 +1,11 @@
+import { AppConfig } from '../config/app-config';
 import { LenientSecondsPipe } from './lenient-seconds.pipe';
 
 describe('LenientSecondsPipe', () => {
-  const pipe = new LenientSecondsPipe();
+  const pipe = new LenientSecondsPipe({
+    bodyLimitBytes: 1024,
+    limits: { bodyMaxInflateRatio: 10, bodyMaxJsonValues: 20 },
+  } as AppConfig);
   const raw = (text: string) => Buffer.from(text, 'utf8');
 
   it.each([
@@ -31,6 +35,8 @@ describe('LenientSecondsPipe', () => {
     ['one past int32', raw('{"seconds":2147483648}')],
     ['one below int32', raw('{"seconds":-2147483649}')],
     ['an empty parsed object', {}],
+    ['more JSON elements than BODY_MAX_JSON_VALUES', raw(`{"seconds":120,"x":[${'0,'.repeat(30)}0]}`)],
+    ['JSON nested deeper than any body may be', raw(`{"seconds":120,"x":${'['.repeat(120)}${']'.repeat(120)}}`)],
   ])('falls back to 60 for %s', (_case, body) => {
     expect(pipe.transform(body)).toBe(60);
   });

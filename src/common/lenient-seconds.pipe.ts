@@ -1,4 +1,7 @@
-import { Injectable, PipeTransform } from '@nestjs/common';
+import { Inject, Injectable, PipeTransform } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { bodyLimitsOf } from '../http/request-body.interceptor';
+import { BodyLimits, parseJsonBody } from '../http/request-body';
 
 export const DEFAULT_EXTEND_SECONDS = 60;
 const INT32_MAX = 2_147_483_647;
@@ -8,7 +11,8 @@ const INT32_MIN = -2_147_483_648;
  * Turns whatever body arrived on the lease-extension route into a number of
  * seconds, never failing: the reference page promises no 400 on this route.
  * The body arrives raw (a Buffer, or nothing), because Express's JSON parser
- * would reject malformed JSON before any pipe ran.
+ * would reject malformed JSON before any pipe ran. It is held to the element
+ * and depth bounds of every other body; past them it is not read at all.
  *
  * Anything that is not an object carrying a 32-bit integer `seconds` means
  * the default of 60; integers below 1 become 1. Upper caps are the service's
@@ -16,29 +20,26 @@ const INT32_MIN = -2_147_483_648;
  */
 @Injectable()
 export class LenientSecondsPipe implements PipeTransform<unknown, number> {
+  private readonly limits: BodyLimits;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.limits = bodyLimitsOf(config);
+  }
+
   transform(body: unknown): number {
-    const seconds = readSeconds(parseBody(body));
+    const seconds = readSeconds(this.parsed(body));
     if (seconds === undefined) return DEFAULT_EXTEND_SECONDS;
     return Math.max(1, seconds);
   }
-}
 
-function parseBody(body: unknown): unknown {
-  if (Buffer.isBuffer(body)) {
-    return parseJson(body.toString('utf8'));
-  }
-  if (typeof body === 'string') {
-    return parseJson(body);
-  }
-  return body;
-}
-
-function parseJson(text: string): unknown {
-  try {
-    // Strip a UTF-8 byte-order mark: some clients send one and it is not JSON.
-    return JSON.parse(text.replace(/^\uFEFF/, ''));
-  } catch {
-    return undefined;
+  private parsed(body: unknown): unknown {
+    if (typeof body === 'string') body = Buffer.from(body, 'utf8');
+    if (!Buffer.isBuffer(body)) return body;
+    try {
+      return parseJsonBody(body, this.limits);
+    } catch {
+      return undefined;
+    }
   }
 }
 

@@ -13,7 +13,9 @@ import {
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
 import { from, Observable, switchMap } from 'rxjs';
+import { JSON_MAX_DEPTH } from '../common/input';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { BODY_LIMIT_KEY, BodyLimit, bodyLimitBytes } from './body-limit.decorator';
 import { BodyAbortedError, BodyLimits, parseJsonBody, readBody } from './request-body';
 
 const OWN_BODY = 'leasehold:own-body';
@@ -45,54 +47,61 @@ export class RequestBodyInterceptor implements NestInterceptor {
   constructor(
     private readonly reflector: Reflector,
     config: AppConfig,
-    payloadDepth: number,
   ) {
-    this.limits = bodyLimitsOf(config, payloadDepth + ENVELOPE_DEPTH);
+    this.limits = bodyLimitsOf(config);
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request = context.switchToHttp().getRequest<Request>();
     if (request.body !== undefined || !hasBody(request)) return next.handle();
-    if (this.reflector.get<boolean | undefined>(OWN_BODY, context.getHandler()) === true) return next.handle();
-    return from(this.readJson(request)).pipe(switchMap(() => next.handle()));
+    const handler = context.getHandler();
+    if (this.reflector.get<boolean | undefined>(OWN_BODY, handler) === true) return next.handle();
+    const limit = bodyLimitBytes(this.reflector.get<BodyLimit | undefined>(BODY_LIMIT_KEY, handler), this.limits.limit);
+    return from(this.readJson(request, { ...this.limits, limit })).pipe(switchMap(() => next.handle()));
   }
 
-  private async readJson(request: Request): Promise<void> {
-    const body = await readBody(request, this.limits);
-    request.body = body !== undefined && isJson(request) ? parseJsonBody(body, this.limits) : undefined;
+  private async readJson(request: Request, limits: BodyLimits): Promise<void> {
+    const body = await readBody(request, limits);
+    request.body = body !== undefined && isJson(request) ? parseJsonBody(body, limits) : undefined;
   }
 }
 
-/** The request itself, for pipes that read from it. */
-const RequestObject = createParamDecorator((_data: unknown, context: ExecutionContext) =>
-  context.switchToHttp().getRequest<Request>(),
-);
+interface BodySource {
+  request: Request;
+  /** The route's @AcceptsBody bound. */
+  limit: BodyLimit | undefined;
+}
+
+/** The request and its route's body bound, for the pipe that reads it. */
+const RequestBodySource = createParamDecorator((_data: unknown, context: ExecutionContext): BodySource => ({
+  request: context.switchToHttp().getRequest<Request>(),
+  limit: Reflect.getMetadata(BODY_LIMIT_KEY, context.getHandler()) as BodyLimit | undefined,
+}));
 
 /**
  * The body's bytes (or undefined), read when the route's pipes run, then
  * passed through `pipes`. Goes with @ReadsOwnBody() on the route.
  */
 export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
-  RequestObject(RawBodyPipe, ...pipes);
+  RequestBodySource(RawBodyPipe, ...pipes);
 
 /**
- * Reads the body whole within BODY_LIMIT. Only an oversized body, or a
- * client gone before its body arrived (who must not have work done for it),
- * is an error here; any other failure to read the body means "no body".
+ * Reads the body whole within the route's bound. Only an oversized body, or
+ * a client gone before its body arrived (who must not have work done for
+ * it), is an error here; any other failure to read the body means "no body".
  */
 @Injectable()
-export class RawBodyPipe implements PipeTransform<Request, Promise<Buffer | undefined>> {
+export class RawBodyPipe implements PipeTransform<BodySource, Promise<Buffer | undefined>> {
   private readonly limits: BodyLimits;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
-    // Bytes are not parsed here: the JSON limits do not apply.
-    this.limits = bodyLimitsOf(config, Number.MAX_SAFE_INTEGER);
+    this.limits = bodyLimitsOf(config);
   }
 
-  async transform(request: Request): Promise<Buffer | undefined> {
+  async transform({ request, limit }: BodySource): Promise<Buffer | undefined> {
     // readBody answers undefined for a request without a body.
     try {
-      return await readBody(request, this.limits);
+      return await readBody(request, { ...this.limits, limit: bodyLimitBytes(limit, this.limits.limit) });
     } catch (error) {
       if (error instanceof PayloadTooLargeException || error instanceof BodyAbortedError) throw error;
       return undefined;
@@ -100,12 +109,13 @@ export class RawBodyPipe implements PipeTransform<Request, Promise<Buffer | unde
   }
 }
 
-function bodyLimitsOf(config: AppConfig, maxJsonDepth: number): BodyLimits {
+/** The bounds every JSON body is held to, whichever route and path reads it. */
+export function bodyLimitsOf(config: AppConfig): BodyLimits {
   return {
     limit: config.bodyLimitBytes,
     maxInflateRatio: config.limits.bodyMaxInflateRatio,
     maxJsonElements: config.limits.bodyMaxJsonValues,
-    maxJsonDepth,
+    maxJsonDepth: JSON_MAX_DEPTH + ENVELOPE_DEPTH,
   };
 }
 

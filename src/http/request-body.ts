@@ -85,7 +85,10 @@ function inflated(request: IncomingMessage, limits: BodyLimits): NodeJS.Readable
             : null;
   if (inflate === undefined) return request;
   if (inflate === null) {
-    throw new HttpException({ error: `unsupported content-encoding ${encoding}` }, HttpStatus.UNSUPPORTED_MEDIA_TYPE);
+    throw new HttpException(
+      { error: 'unsupported content-encoding: send identity, gzip, deflate or br' },
+      HttpStatus.UNSUPPORTED_MEDIA_TYPE,
+    );
   }
   let compressed = 0;
   request.on('data', (chunk: Buffer) => (compressed += chunk.length));

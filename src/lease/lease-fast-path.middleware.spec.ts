@@ -73,7 +73,7 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
     const { middleware, contexts, controller } = middlewareFor((config) => {
       config.useGlobalGuards(new Allow());
       config.useGlobalPipes(new Identity());
-      config.useGlobalInterceptors(new RequestBodyInterceptor({} as never, CONFIG, 1));
+      config.useGlobalInterceptors(new RequestBodyInterceptor({} as never, CONFIG));
     });
 
     expect(middleware.leaseHandler()).not.toBeNull();

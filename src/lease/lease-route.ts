@@ -3,6 +3,8 @@ export const LEASE_CONTROLLER_PATH = 'api/v1/lease';
 export const LEASE_EXTEND_PATH = ':leaseId/extend';
 /** The route pattern, as metrics label it. */
 export const LEASE_EXTEND_ROUTE = `/${LEASE_CONTROLLER_PATH}/${LEASE_EXTEND_PATH}`;
+/** The body is `{"seconds": N}`: a few bytes, and nothing else in it is read. */
+export const LEASE_BODY_MAX_BYTES = 1024;
 
 export interface LeaseExtendUrl {
   /** Everything before the id, as sent. */

@@ -3,13 +3,14 @@ import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiParam, ApiTags 
 import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
-import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse } from '../common/api-errors.decorator';
+import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
+import { AcceptsBody } from '../http/body-limit.decorator';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
 import { RawRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
-import { LEASE_CONTROLLER_PATH, LEASE_EXTEND_PATH } from './lease-route';
+import { LEASE_BODY_MAX_BYTES, LEASE_CONTROLLER_PATH, LEASE_EXTEND_PATH } from './lease-route';
 import { LeaseService } from './lease.service';
 import {
   DEADLINE_AFTER_HEADER,
@@ -74,7 +75,7 @@ export class LeaseController {
     },
   })
   @ApiAuthErrors('the token has no read-write or admin role')
-  @ApiBodyTooLarge()
+  @AcceptsBody(LEASE_BODY_MAX_BYTES)
   @ApiErrorResponse(
     500,
     'No database connection within DB_ACQUIRE_TIMEOUT_MS, or the database could not be reached (`pool`); or the ' +

@@ -4,7 +4,8 @@ import { Access } from '../auth/access.decorator';
 import { Principal } from '../auth/principal';
 import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
+import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
+import { AcceptsBody } from '../http/body-limit.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
@@ -38,7 +39,7 @@ export class PushController {
     'invalid JSON body',
   )
   @ApiAuthErrors('the token has no write-only, read-write or admin role')
-  @ApiBodyTooLarge(JSON_BODY_ELEMENTS, {
+  @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS, {
     when: "an item's payload is above MESSAGE_MAX_BYTES as JSON",
     error: 'items[1].payload is larger than 1048576 bytes (1048578)',
   })

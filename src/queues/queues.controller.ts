@@ -3,11 +3,12 @@ import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiQuery, ApiTags 
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
-import { ApiAuthErrors, ApiBodyTooLarge, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
+import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
+import { AcceptsBody } from '../http/body-limit.decorator';
 import { NamePipe } from '../common/name.pipe';
 import { RateLimited } from '../limits/route-class.decorator';
 import { ConfigureRequestPipe } from './configure-request.pipe';
-import { ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
+import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueListQueryDto } from './dto/queue-list-query.dto';
 import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
 import { ConfigureResponseDto, DeleteQueueResponseDto, QueueDetailDto, QueueListDto } from './dto/queue-response.dto';
@@ -39,7 +40,7 @@ export class QueuesController {
     'options.leaseTime must be an integer between 1 and 2147483647',
     'queue is required',
   )
-  @ApiBodyTooLarge(JSON_BODY_ELEMENTS, {
+  @AcceptsBody(CONFIGURE_BODY_MAX_BYTES, JSON_BODY_ELEMENTS, {
     when: 'the options are above 64 KiB as JSON',
     error: 'options are larger than 65536 bytes (70000)',
   })

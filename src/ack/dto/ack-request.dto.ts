@@ -4,6 +4,8 @@ import { IsArrayOf } from '../../common/dto-validation';
 
 export const MAX_ACKS = 10_000;
 export const ERROR_TEXT_MAX_LENGTH = 10_000;
+/** One acknowledgment: an error text of the longest kind, written as JSON escapes, fits. */
+export const ACK_BODY_MAX_BYTES = 128 * 1024;
 
 export type AckOutcome = 'completed' | 'retry' | 'dlq' | 'failed';
 

@@ -13,6 +13,8 @@ import { QueueSettings } from '../queues.repository';
 
 /** Options are echoed by configure and listed by resources: they stay small. */
 export const QUEUE_OPTIONS_MAX_BYTES = 64 * 1024;
+/** The options and their envelope, with room for JSON's escapes. */
+export const CONFIGURE_BODY_MAX_BYTES = 4 * QUEUE_OPTIONS_MAX_BYTES;
 
 /** A configure request as ConfigureRequestPipe hands it to the service. */
 export interface ConfigureCommand {

@@ -40,7 +40,7 @@ export class BrokerProcess {
    * Started, and listening: found from its "Listening on" log line, or, when
    * env.PORT is set (its logs may be quieter than info), from its liveness probe.
    */
-  static async start(env: Record<string, string>): Promise<BrokerProcess> {
+  static async start(env: Record<string, string | undefined>): Promise<BrokerProcess> {
     const broker = BrokerProcess.launch(env);
     const fixedPort = env.PORT !== undefined && env.PORT !== '0' ? `http://127.0.0.1:${env.PORT}` : undefined;
     const started = fixedPort
