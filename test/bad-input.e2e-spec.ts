@@ -268,7 +268,7 @@ describe('bad input on the message routes', () => {
         400,
         'queue must be 1 to 255 characters long',
       ],
-      ['GET an unknown queue', () => client.get('/api/v1/resources/queues/unknown'), 404, 'queue unknown not found'],
+      ['GET an unknown queue', () => client.get('/api/v1/resources/queues/unknown'), 404, 'queue not found'],
       [
         'DELETE a queue name with a control character',
         () => client.delete('/api/v1/resources/queues/a%01b'),
@@ -305,14 +305,34 @@ describe('bad input on the message routes', () => {
         400,
         'queue must be 1 to 255 characters long',
       ],
-      [
-        'dlq of an unknown queue',
-        () => client.get('/api/v1/dlq', { queue: 'unknown' }),
-        404,
-        'queue unknown not found',
-      ],
+      ['dlq of an unknown queue', () => client.get('/api/v1/dlq', { queue: 'unknown' }), 404, 'queue not found'],
     ])('%s answers the right 4xx', async (_case, call, status, error) => {
       await expectRefused(call(), status, error);
+    });
+  });
+
+  describe('error texts are fixed, never what the caller sent', () => {
+    const hostile = `evil<b>${'x'.repeat(3000)}`;
+
+    it.each([
+      ['an unknown path', () => request(app.getHttpServer()).get(`/api/v1/${hostile}`), 404, 'not found'],
+      ['an unknown method', () => request(app.getHttpServer()).put(`/api/v1/push?${hostile}`), 404, 'not found'],
+      [
+        'an unsupported content-encoding',
+        () =>
+          request(app.getHttpServer())
+            .post('/api/v1/push')
+            .set('content-type', 'application/json')
+            .set('content-encoding', hostile)
+            .send('{"items":[]}'),
+        415,
+        'unsupported content-encoding: send identity, gzip, deflate or br',
+      ],
+    ])('%s answers a fixed text', async (_case, call, status, error) => {
+      const response = await call();
+      expect(response.status).toBe(status);
+      expect(response.body).toEqual({ error });
+      expect(response.text).not.toContain('evil');
     });
   });
 

@@ -332,7 +332,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       const everything = await stranger.get('/api/v1/dlq');
 
       expect(unknown.status).toBe(404);
-      expect(unknown.body).toEqual({ error: 'queue orders not found' });
+      expect(unknown.body).toEqual({ error: 'queue not found' });
       expect(everything.body).toEqual({ messages: [], total: 0 });
     });
   });

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { databaseFailureOf, databaseFailureText } from './database-errors';
@@ -7,8 +8,11 @@ import { RetryLaterException } from './retry-later.exception';
 
 /**
  * Keeps every error the broker produces in the contract's flat shape,
- * `{"error": "..."}`. Unexpected errors are logged with the request id and
- * answered without internals.
+ * `{"error": "..."}`, with a fixed text: the broker's own exceptions carry
+ * theirs, anything else (Nest's "Cannot GET /<path>", a library's message)
+ * answers the status's name, so no error echoes what the caller sent.
+ * Unexpected errors are logged with the request id and answered without
+ * internals.
  */
 @Catch()
 export class HttpExceptionFilter implements ExceptionFilter {
@@ -58,14 +62,12 @@ export class HttpExceptionFilter implements ExceptionFilter {
 
 function errorText(exception: HttpException): string {
   const body = exception.getResponse();
-  if (typeof body === 'string') return body;
-  const { error, message } = body as { error?: unknown; message?: unknown };
-  // Our own exceptions carry { error }; Nest's built-ins carry { message }
-  // (an array of messages for validation failures).
+  const { error, message } = (typeof body === 'object' && body !== null ? body : {}) as {
+    error?: unknown;
+    message?: unknown;
+  };
   if (typeof error === 'string' && message === undefined) return error;
-  if (Array.isArray(message)) return message.join('; ');
-  if (typeof message === 'string') return message;
-  return exception.message;
+  return (STATUS_CODES[exception.getStatus()] ?? 'error').toLowerCase();
 }
 
 function messageOf(exception: unknown): string {

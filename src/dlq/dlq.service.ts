@@ -32,7 +32,7 @@ export class DlqService {
       let queueId: string | undefined;
       if (query.queue !== undefined) {
         queueId = (await this.queues.find(tenantId, query.queue, manager))?.id;
-        if (!queueId) throw new NotFoundException({ error: `queue ${query.queue} not found` });
+        if (!queueId) throw new NotFoundException({ error: 'queue not found' });
       }
       const filter = { queueId, consumerGroup: query.consumerGroup };
       const messages = await this.deadLetters.page(

@@ -340,7 +340,7 @@ describe('PushService.push', () => {
 
     await expect(push).rejects.toBeInstanceOf(ConflictException);
     await expect(push).rejects.toMatchObject({
-      response: { error: 'queue gone was deleted while this push was writing to it; retry' },
+      response: { error: 'a queue was deleted while this push was writing to it; retry' },
     });
     expect(h.inserts).toEqual([]);
     expect(h.announced).toEqual([]);

@@ -57,7 +57,7 @@ export class PushService {
     const queueIdOf = (name: string): string => {
       const id = queueIds.get(name);
       if (!id) {
-        throw new ConflictException({ error: `queue ${name} was deleted while this push was writing to it; retry` });
+        throw new ConflictException({ error: 'a queue was deleted while this push was writing to it; retry' });
       }
       return id;
     };

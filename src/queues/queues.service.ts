@@ -73,7 +73,7 @@ export class QueuesService {
     return this.transactions.run(tenantId, async (manager) => {
       const [summary] = await this.queues.summaries(tenantId, name, manager);
       if (!summary) {
-        throw new NotFoundException({ error: `queue ${name} not found` });
+        throw new NotFoundException({ error: 'queue not found' });
       }
       const partitions = await this.queues.partitionStats(tenantId, summary.id, DETAIL_MAX_PARTITIONS, manager);
       const totals = await this.queues.consumerGroupTotals(tenantId, summary.id, manager);
