@@ -1,7 +1,11 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { driverPool } from '../src/database/guarded-pool';
+import { DatabaseProbe, PROBE_INTERVAL_MS } from '../src/health/database-probe';
 import { DrainService } from '../src/lifecycle/drain.service';
 import { TcpProxy } from './support/tcp-proxy';
+import { answerWithin } from './support/http-wait';
 import { createTestApp } from './support/test-app';
 
 const databaseUrl = (): string => process.env.DATABASE_URL!;
@@ -37,7 +41,8 @@ describe('liveness and readiness', () => {
     const http = request(app.getHttpServer());
     await proxy.stop();
 
-    const down = await http.get('/health/ready').expect(503);
+    // The probe's answer stands for a second (PROBE_INTERVAL_MS), however many ask.
+    const down = await answerWithin(() => http.get('/health/ready'), 503);
     expect(down.body).toMatchObject({
       error: 'not ready: database',
       status: 'error',
@@ -46,7 +51,7 @@ describe('liveness and readiness', () => {
     await http.get('/health/live').expect(200);
 
     await proxy.start();
-    await http.get('/health/ready').expect(200);
+    await answerWithin(() => http.get('/health/ready'), 200);
   });
 
   it('readiness turns 503 the moment shutdown begins, while liveness stays 200 until the process exits', async () => {
@@ -62,5 +67,37 @@ describe('liveness and readiness', () => {
     expect(ready.body).toEqual({ error: 'shutting down' });
     expect(ready.headers['retry-after']).toBe('1');
     await http.get('/health/live').expect(200);
+  });
+});
+
+describe('readiness under a crowd of callers', () => {
+  let app: NestExpressApplication;
+
+  beforeAll(async () => {
+    app = await createTestApp({ DB_POOL_SIZE: '2', DB_ACQUIRE_TIMEOUT_MS: '300' });
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('asks the database at most once per second however many callers come, and not through the pool', async () => {
+    const probe = app.get(DatabaseProbe);
+    const http = request(app.getHttpServer());
+    await http.get('/health/ready').expect(200);
+    // Every pooled connection busy: a readiness check through the pool would answer 503 "pool".
+    const pool = driverPool(app.get(DataSource))!;
+    const held = await Promise.all([pool.connect(), pool.connect()]);
+    try {
+      const before = probe.made;
+      const started = performance.now();
+      const answers = await Promise.all(Array.from({ length: 200 }, () => http.get('/health/ready')));
+      const seconds = (performance.now() - started) / 1000;
+      expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200));
+      expect(probe.made - before).toBeLessThanOrEqual(Math.ceil(seconds / (PROBE_INTERVAL_MS / 1000)) + 1);
+      await http.get('/health').expect(200, { status: 'ok', database: 'up' });
+    } finally {
+      for (const client of held) client.release();
+    }
   });
 });

@@ -1,4 +1,3 @@
-import { get as httpGet } from 'node:http';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { sign } from 'jsonwebtoken';
 import request from 'supertest';
@@ -204,21 +203,42 @@ describe('GET /metrics', () => {
       }
     });
 
-    it('with METRICS_PORT, served on that port only', async () => {
+    it('with auth off, still only with METRICS_TOKEN when it is set, on the API port and on METRICS_PORT', async () => {
+      const app = await createTestApp({
+        METRICS_TOKEN: 'scrape-token-0123456789',
+        METRICS_PORT: '0',
+        HOST: '127.0.0.1',
+      });
+      const api = await createTestApp({ METRICS_TOKEN: 'scrape-token-0123456789' });
+      try {
+        const own = `http://127.0.0.1:${app.get(MetricsServer).address!.port}`;
+        expect((await fetch(`${own}/metrics`)).status).toBe(401);
+        const scraped = await fetch(`${own}/metrics`, { headers: { authorization: 'Bearer scrape-token-0123456789' } });
+        expect(scraped.status).toBe(200);
+        const http = request(api.getHttpServer());
+        await http.get('/metrics').expect(401, { error: 'Authentication required' });
+        await http.get('/metrics').set('authorization', 'Bearer scrape-token-0123456789').expect(200);
+      } finally {
+        await app.close();
+        await api.close();
+      }
+    });
+
+    it('with METRICS_PORT, served on that port only, beside the liveness and readiness probes', async () => {
       const app = await createTestApp({ METRICS_PORT: '0', HOST: '127.0.0.1' });
       try {
         await request(app.getHttpServer()).get('/metrics').expect(404);
-        const { port } = app.get(MetricsServer).address!;
-        const text = await new Promise<string>((resolve, reject) =>
-          httpGet(`http://127.0.0.1:${port}/metrics`, (response) => {
-            let body = '';
-            response.on('data', (chunk) => (body += chunk));
-            response.on('end', () =>
-              response.statusCode === 200 ? resolve(body) : reject(new Error(`${response.statusCode}`)),
-            );
-          }).on('error', reject),
-        );
-        expect(text).toContain('leasehold_parked_polls');
+        const own = `http://127.0.0.1:${app.get(MetricsServer).address!.port}`;
+        const metrics = await fetch(`${own}/metrics`);
+        expect(metrics.status).toBe(200);
+        expect(await metrics.text()).toContain('leasehold_parked_polls');
+        const live = await fetch(`${own}/health/live`);
+        expect(live.status).toBe(200);
+        expect(await live.json()).toEqual({ status: 'ok', info: {}, error: {}, details: {} });
+        const ready = await fetch(`${own}/health/ready`);
+        expect(ready.status).toBe(200);
+        expect(await ready.json()).toMatchObject({ status: 'ok', details: { database: { status: 'up' } } });
+        expect((await fetch(`${own}/api/v1/push`)).status).toBe(404);
       } finally {
         await app.close();
       }

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { HealthController } from './health.controller';
+import { DatabaseProbe } from './database-probe';
 import { HealthService } from './health.service';
 import { ReadinessService } from './readiness.service';
 
@@ -8,6 +9,7 @@ import { ReadinessService } from './readiness.service';
 @Module({
   imports: [TerminusModule.forRoot({ logger: false })],
   controllers: [HealthController],
-  providers: [HealthService, ReadinessService],
+  providers: [DatabaseProbe, HealthService, ReadinessService],
+  exports: [ReadinessService],
 })
 export class HealthModule {}

@@ -1,5 +1,5 @@
 import { Injectable, Logger, ServiceUnavailableException } from '@nestjs/common';
-import { TransactionRunner } from '../database/transaction-runner';
+import { DatabaseProbe } from './database-probe';
 
 export interface HealthStatus {
   status: 'ok';
@@ -10,16 +10,11 @@ export interface HealthStatus {
 export class HealthService {
   private readonly logger = new Logger(HealthService.name);
 
-  constructor(private readonly transactions: TransactionRunner) {}
-
-  /** A round trip under the same bounds as every request: a stalled database fails, it does not hang. */
-  async roundTrip(): Promise<void> {
-    await this.transactions.run(undefined, (manager) => manager.query('SELECT 1'));
-  }
+  constructor(private readonly probe: DatabaseProbe) {}
 
   async check(): Promise<HealthStatus> {
     try {
-      await this.roundTrip();
+      await this.probe.check();
       return { status: 'ok', database: 'up' };
     } catch (error) {
       this.logger.warn(`health check failed: ${error instanceof Error ? error.message : String(error)}`);

@@ -1,18 +1,24 @@
-import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
-import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
+import { Injectable, OnApplicationBootstrap, ServiceUnavailableException } from '@nestjs/common';
+import { HealthCheckResult, HealthCheckService, HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { DrainService } from '../lifecycle/drain.service';
-import { HealthService } from './health.service';
+import { DatabaseProbe } from './database-probe';
 
-/** The checks behind GET /health/ready, as @nestjs/terminus indicators. */
+export interface ReadinessReport {
+  status: 200 | 503;
+  body: HealthCheckResult | (Omit<HealthCheckResult, 'error'> & { error: string });
+}
+
+/** The checks behind GET /health/ready (on the API port and on METRICS_PORT), as @nestjs/terminus indicators. */
 @Injectable()
 export class ReadinessService implements OnApplicationBootstrap {
   private migrated = false;
 
   constructor(
+    private readonly health: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
-    private readonly health: HealthService,
+    private readonly probe: DatabaseProbe,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly drain: DrainService,
   ) {}
@@ -22,11 +28,25 @@ export class ReadinessService implements OnApplicationBootstrap {
     await this.migrations();
   }
 
-  /** The same bounded round trip as GET /health: a stalled database is "down" within the bounds, not a hang. */
+  async report(): Promise<ReadinessReport> {
+    try {
+      return {
+        status: 200,
+        body: await this.health.check([() => this.database(), () => this.migrations(), () => this.shutdown()]),
+      };
+    } catch (error) {
+      if (!(error instanceof ServiceUnavailableException)) throw error;
+      const result = error.getResponse() as HealthCheckResult;
+      // Terminus's own `error` object repeats what `details` says; the contract wants a text there.
+      return { status: 503, body: { ...result, error: `not ready: ${Object.keys(result.error ?? {}).join(', ')}` } };
+    }
+  }
+
+  /** The shared, bounded probe (DatabaseProbe): a stalled database is "down" within the bounds, not a hang. */
   async database(): Promise<HealthIndicatorResult> {
     const check = this.indicators.check('database');
     try {
-      await this.health.roundTrip();
+      await this.probe.check();
       return check.up();
     } catch (error) {
       return check.down({ message: error instanceof Error ? error.message : String(error) });

@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+import { HealthModule } from '../health/health.module';
 import { WakeupModule } from '../wakeup/wakeup.module';
 import { MetricsController } from './metrics.controller';
 import { MetricsServer } from './metrics.server';
@@ -7,7 +8,7 @@ import { ScrapeCollector } from './scrape-collector';
 
 @Global()
 @Module({
-  imports: [WakeupModule],
+  imports: [WakeupModule, HealthModule],
   controllers: [MetricsController],
   providers: [MetricsService, ScrapeCollector, MetricsServer],
   exports: [MetricsService],

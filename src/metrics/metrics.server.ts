@@ -1,10 +1,20 @@
-import { createServer, Server } from 'node:http';
+import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { ReadinessService } from '../health/readiness.service';
+import { bearerMatches } from './metrics-token';
 import { MetricsService } from './metrics.service';
 
-/** With METRICS_PORT, `GET /metrics` on a listener of its own, without auth: keep that port off the public network. */
+const LIVE = JSON.stringify({ status: 'ok', info: {}, error: {}, details: {} });
+
+/**
+ * With METRICS_PORT, a listener of its own for what the platform asks of a
+ * broker: `GET /metrics` (with METRICS_TOKEN as a bearer token when that is
+ * set), and the probes `/health/live` and `/health/ready`, answered as on
+ * the API port. Keep the port off the public network: a flood of requests on
+ * the API port does not reach these answers.
+ */
 @Injectable()
 export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Metrics');
@@ -12,6 +22,7 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
 
   constructor(
     private readonly metrics: MetricsService,
+    private readonly readiness: ReadinessService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -24,21 +35,14 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
     const { enabled, port } = this.config.metrics;
     if (!enabled || port === undefined) return;
     const server = createServer((request, response) => {
-      if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
-        response.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
-        return;
-      }
-      this.metrics.registry.metrics().then(
-        (text) => response.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text),
-        () => response.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"internal error"}'),
-      );
+      this.answer(request, response).catch(() => send(response, 500, '{"error":"internal error"}'));
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, this.config.host, () => resolve());
     });
     this.server = server;
-    this.logger.log(`Metrics on http://${this.address!.address}:${this.address!.port}/metrics`);
+    this.logger.log(`Metrics and probes on http://${this.address!.address}:${this.address!.port}`);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -46,4 +50,26 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
     this.server = undefined;
     if (server) await new Promise((resolve) => server.close(resolve));
   }
+
+  private async answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = request.url?.split('?')[0];
+    if (request.method !== 'GET') return send(response, 404, '{"error":"not found"}');
+    if (path === '/health/live') return send(response, 200, LIVE);
+    if (path === '/health/ready') {
+      const { status, body } = await this.readiness.report();
+      return send(response, status, JSON.stringify(body));
+    }
+    if (path !== '/metrics') return send(response, 404, '{"error":"not found"}');
+    const token = this.config.metrics.token;
+    if (token !== undefined && !bearerMatches(request.headers.authorization, token)) {
+      response.setHeader('WWW-Authenticate', 'Bearer');
+      return send(response, 401, '{"error":"Authentication required"}');
+    }
+    const text = await this.metrics.registry.metrics();
+    response.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text);
+  }
+}
+
+function send(response: ServerResponse, status: number, json: string): void {
+  response.writeHead(status, { 'content-type': 'application/json' }).end(json);
 }
