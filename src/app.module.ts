@@ -7,6 +7,7 @@ import { DlqModule } from './dlq/dlq.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
+import { LimitsModule } from './limits/limits.module';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PopModule } from './pop/pop.module';
@@ -20,6 +21,7 @@ import { QueuesModule } from './queues/queues.module';
     DatabaseModule,
     LifecycleModule,
     MetricsModule,
+    LimitsModule,
     AuthModule,
     HealthModule,
     LeaseModule,

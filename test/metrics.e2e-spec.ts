@@ -173,6 +173,22 @@ describe('GET /metrics', () => {
     }
   });
 
+  it('gives at most METRICS_MAX_QUEUE_SERIES queues series of their own; the rest add up in __other__', async () => {
+    const app = await createTestApp({ METRICS_MAX_QUEUE_SERIES: '3' });
+    try {
+      const client = new BrokerClient(app, newTenant());
+      for (let index = 0; index < 10; index += 1) await client.pushMany(`many-${index}`, 2);
+
+      const { values } = await app.get(MetricsService).pushedMessages.get();
+      expect(values.map((value) => value.labels.queue).sort()).toEqual(['__other__', 'many-0', 'many-1', 'many-2']);
+      expect(values.find((value) => value.labels.queue === '__other__')?.value).toBe(14);
+      const text = (await request(app.getHttpServer()).get('/metrics').expect(200)).text;
+      expect(text).not.toContain('many-9');
+    } finally {
+      await app.close();
+    }
+  });
+
   describe('who may read it', () => {
     const secret = 'metrics-test-secret-that-is-long-enough-for-hs256';
     const tenantToken = sign({ role: 'admin', tenant: newTenant() }, secret, { algorithm: 'HS256', expiresIn: '1h' });

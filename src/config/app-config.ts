@@ -45,6 +45,13 @@ export interface RateLimits {
   manage: number;
 }
 
+/** Most rows of each kind one tenant may have; 0 means no limit. */
+export interface TenantQuotas {
+  queues: number;
+  partitions: number;
+  consumerGroups: number;
+}
+
 export interface LimitsConfig {
   /** Largest payload of one message, as JSON. */
   messageMaxBytes: number;
@@ -59,6 +66,7 @@ export interface LimitsConfig {
   /** Pooled connections one tenant may hold at once, so others always get one. */
   tenantMaxConnections: number;
   rateLimits: RateLimits;
+  quotas: TenantQuotas;
 }
 
 export interface AppConfig {

@@ -110,6 +110,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
         produce: reader.int('RATE_LIMIT_PRODUCE', 2_000, 0, 10_000_000),
         manage: reader.int('RATE_LIMIT_MANAGE', 500, 0, 10_000_000),
       },
+      quotas: {
+        queues: reader.int('TENANT_MAX_QUEUES', 1_000, 0, 100_000_000),
+        partitions: reader.int('TENANT_MAX_PARTITIONS', 100_000, 0, 100_000_000),
+        consumerGroups: reader.int('TENANT_MAX_CONSUMER_GROUPS', 1_000, 0, 100_000_000),
+      },
     },
     docsEnabled: reader.bool('DOCS_ENABLED', true),
     defaultTenantId: DEFAULT_TENANT_ID,

@@ -2,6 +2,9 @@ import { Inject, Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 
+/** The queue label shared by the queues past METRICS_MAX_QUEUE_SERIES. */
+export const OTHER_QUEUES = '__other__';
+
 /** Why a batch became claimable again. */
 export type RedeliveryCause = 'expiry' | 'nack' | 'retry';
 
@@ -14,12 +17,18 @@ export type RedeliveryCause = 'expiry' | 'nack' | 'retry';
  * Queue-level series carry a `queue` label and, only with
  * METRICS_TENANT_LABELS, a `tenant` label: in a large SaaS one series per
  * tenant and queue can outgrow what Prometheus should hold, so by default
- * same-named queues of different tenants add up in one series.
+ * same-named queues of different tenants add up in one series. Either way
+ * at most METRICS_MAX_QUEUE_SERIES queues get series of their own, the
+ * first ones counted; later ones add up in `queue="__other__"`, so that a
+ * tenant creating queues by the thousand cannot make every scrape longer.
  */
 @Injectable()
 export class MetricsService {
   readonly registry = new Registry();
   private readonly tenantLabels: boolean;
+  private readonly maxQueueSeries: number;
+  private readonly queuesWithSeries = new Set<string>();
+  private readonly otherQueues: Record<string, string>;
 
   readonly renewals: Counter<'outcome'>;
   readonly renewalSlack: Histogram;
@@ -32,10 +41,13 @@ export class MetricsService {
   readonly poppedMessages: Counter<string>;
   readonly acks: Counter<'status' | 'outcome'>;
   readonly pops: Counter<'outcome'>;
+  readonly quotaRefusals: Counter<'quota'>;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_class'>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.tenantLabels = config.metrics.tenantLabels;
+    this.maxQueueSeries = config.metrics.maxQueueSeries;
+    this.otherQueues = this.tenantLabels ? { tenant: OTHER_QUEUES, queue: OTHER_QUEUES } : { queue: OTHER_QUEUES };
     const registers = [this.registry];
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
     collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_' });
@@ -102,6 +114,12 @@ export class MetricsService {
       labelNames: ['outcome'],
       registers,
     });
+    this.quotaRefusals = new Counter({
+      name: 'leasehold_quota_refusals_total',
+      help: 'Requests refused because the tenant is at a quota, by quota (TENANT_MAX_QUEUES, _PARTITIONS, _CONSUMER_GROUPS).',
+      labelNames: ['quota'],
+      registers,
+    });
     this.acks = new Counter({
       name: 'leasehold_acks_total',
       help: 'Acknowledgments, by status (completed, failed, retry) and outcome (accepted, refused).',
@@ -117,8 +135,13 @@ export class MetricsService {
     });
   }
 
-  /** The queue labels of a series: the tenant only when METRICS_TENANT_LABELS allows it. */
+  /** The queue labels of a series: the tenant only when METRICS_TENANT_LABELS allows it; `__other__` past the bound. */
   queue(tenantId: string, queue: string): Record<string, string> {
+    const key = this.tenantLabels ? `${tenantId}\n${queue}` : queue;
+    if (!this.queuesWithSeries.has(key)) {
+      if (this.queuesWithSeries.size >= this.maxQueueSeries) return this.otherQueues;
+      this.queuesWithSeries.add(key);
+    }
     return this.tenantLabels ? { tenant: tenantId, queue } : { queue };
   }
 }

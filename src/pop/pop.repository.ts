@@ -183,24 +183,27 @@ export class PopRepository {
     consumerGroup: string,
     startAt: { newOnly: boolean; from: string | undefined },
     manager: EntityManager,
-  ): Promise<void> {
+  ): Promise<boolean> {
     await manager.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, queueId]);
-    await manager.query(
+    const [row]: Array<{ created: number }> = await manager.query(
       `WITH g AS (
          INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from)
          VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END)
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
          RETURNING *
+       ), cursors AS (
+         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+         SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
+           FROM g
+           JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+          ORDER BY p.id
+         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
        )
-       INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
-       SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
-         FROM g
-         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
-        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-        ORDER BY p.id
-       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+       SELECT count(*)::int AS created FROM g`,
       [tenantId, queueId, consumerGroup, startAt.newOnly, startAt.from ?? null],
     );
+    return row.created > 0;
   }
 
   /** The database's clock, in the contract's timestamp format. */

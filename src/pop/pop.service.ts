@@ -6,6 +6,7 @@ import { KeyedSemaphore, TurnTimeoutError } from '../common/semaphore';
 import { uuidv7 } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
+import { TenantQuotas } from '../limits/tenant-quotas';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { MetricsService } from '../metrics/metrics.service';
@@ -37,6 +38,7 @@ export class PopService {
     private readonly wakeup: WakeupService,
     private readonly expiries: LeaseExpiryService,
     private readonly metrics: MetricsService,
+    private readonly quotas: TenantQuotas,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
@@ -155,13 +157,14 @@ export class PopService {
       const target = await this.pops.target(tenantId, queueName, partitionName, options.consumerGroup, manager);
       if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
       if (!target.groupExists) {
-        await this.pops.ensureGroup(
+        const created = await this.pops.ensureGroup(
           tenantId,
           target.queueId,
           options.consumerGroup,
           { newOnly: options.subscriptionMode === 'new', from: options.subscriptionFrom },
           manager,
         );
+        await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
       }
       // A lease may not outlast the ceiling from its first second.
       const leaseSeconds = Math.min(options.leaseSeconds ?? target.leaseTime, this.maxTotalSeconds ?? Infinity);

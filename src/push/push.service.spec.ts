@@ -1,3 +1,4 @@
+import type { TenantQuotas } from '../limits/tenant-quotas';
 import { ConflictException } from '@nestjs/common';
 import { compositeKey } from '../common/composite-key';
 import { TransactionRunner } from '../database/transaction-runner';
@@ -59,15 +60,18 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     run: (_tenantId: string, work: (manager: unknown) => unknown) => work({}),
   } as unknown as TransactionRunner;
   const queues = {
-    ensureQueues: async (_tenantId: string, names: string[]) =>
-      new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
+    ensureQueues: async (_tenantId: string, names: string[]) => ({
+      ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
+      created: 0,
+    }),
     lockPartitions: async (_tenantId: string, wanted: Array<{ queueId: string; name: string }>) => {
       h.lockedPartitions.push(wanted);
-      return wanted.map((partition) => {
+      const locked = wanted.map((partition) => {
         const queue = partition.queueId.slice('queue:'.length);
         const id = partitionId(queue, partition.name);
         return { id, queueId: partition.queueId, name: partition.name, lastOffset: offsets.get(id) ?? 0 };
       });
+      return { locked, created: 0 };
     },
   } as unknown as QueuesRepository;
   const pushes = {
@@ -101,7 +105,11 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     queue: (_tenantId: string, queue: string) => ({ queue }),
   } as unknown as MetricsService;
 
-  return Object.assign(h, { service: new PushService(transactions, queues, pushes, wakeup, notices, metrics) });
+  const quotas = { admit: async () => undefined } as unknown as TenantQuotas;
+
+  return Object.assign(h, {
+    service: new PushService(transactions, queues, pushes, wakeup, notices, metrics, quotas),
+  });
 }
 
 function item(queue: string, partition: string, transactionId?: string, payload: unknown = {}): PushItem {

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { TransactionRunner } from '../database/transaction-runner';
+import { TenantQuotas } from '../limits/tenant-quotas';
 import { QueuesRepository } from '../queues/queues.repository';
 import { WakeupRepository } from '../wakeup/wakeup.repository';
 import { MetricsService } from '../metrics/metrics.service';
@@ -26,6 +27,7 @@ export class PushService {
     private readonly wakeup: WakeupService,
     private readonly notices: WakeupRepository,
     private readonly metrics: MetricsService,
+    private readonly quotas: TenantQuotas,
   ) {}
 
   /**
@@ -53,7 +55,9 @@ export class PushService {
     items: PushItem[],
     manager: EntityManager,
   ): Promise<PushOutcome> {
-    const queueIds = await this.queues.ensureQueues(tenantId, [...new Set(items.map((item) => item.queue))], manager);
+    const queues = await this.queues.ensureQueues(tenantId, [...new Set(items.map((item) => item.queue))], manager);
+    await this.quotas.admit(tenantId, 'queues', queues.created, manager);
+    const queueIds = queues.ids;
     const queueIdOf = (name: string): string => {
       const id = queueIds.get(name);
       if (!id) {
@@ -67,7 +71,8 @@ export class PushService {
         return [compositeKey(queueId, item.partition), { queueId, name: item.partition }];
       }),
     );
-    const partitions = await this.queues.lockPartitions(tenantId, [...wanted.values()], manager);
+    const { locked: partitions, created } = await this.queues.lockPartitions(tenantId, [...wanted.values()], manager);
+    await this.quotas.admit(tenantId, 'partitions', created, manager);
     const partitionOf = new Map(
       partitions.map((partition) => [compositeKey(partition.queueId, partition.name), partition]),
     );

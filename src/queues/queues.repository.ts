@@ -101,24 +101,35 @@ export class QueuesRepository {
 
   /**
    * Creates the missing queues and returns the id of each, holding a key-share
-   * lock so none can be deleted before this transaction commits. Rows are
-   * inserted in name order so concurrent first pushes cannot deadlock. A queue
-   * deleted between the insert and the lock is created again.
+   * lock so none can be deleted before this transaction commits, and how many
+   * it created. Rows are inserted in name order so concurrent first pushes
+   * cannot deadlock. A queue deleted between the insert and the lock is
+   * created again.
    */
-  async ensureQueues(tenantId: string, names: string[], manager: EntityManager): Promise<Map<string, string>> {
+  async ensureQueues(
+    tenantId: string,
+    names: string[],
+    manager: EntityManager,
+  ): Promise<{ ids: Map<string, string>; created: number }> {
+    let created = 0;
     for (let attempt = 1; ; attempt++) {
-      await manager.query(
-        `INSERT INTO queues (tenant_id, id, name)
-         SELECT $1, t.id, t.name FROM unnest($2::uuid[], $3::text[]) AS t(id, name) ORDER BY t.name
-         ON CONFLICT (tenant_id, name) DO NOTHING`,
+      const [inserted]: Array<{ created: number }> = await manager.query(
+        `WITH created AS (
+           INSERT INTO queues (tenant_id, id, name)
+           SELECT $1, t.id, t.name FROM unnest($2::uuid[], $3::text[]) AS t(id, name) ORDER BY t.name
+           ON CONFLICT (tenant_id, name) DO NOTHING
+           RETURNING 1
+         )
+         SELECT count(*)::int AS created FROM created`,
         [tenantId, names.map(() => uuidv7()), names],
       );
+      created += inserted.created;
       const rows: Array<{ id: string; name: string }> = await manager.query(
         'SELECT id, name FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[]) ORDER BY name FOR KEY SHARE',
         [tenantId, names],
       );
       if (rows.length === names.length || attempt === 3) {
-        return new Map(rows.map((row) => [row.name, row.id]));
+        return { ids: new Map(rows.map((row) => [row.name, row.id])), created };
       }
     }
   }
@@ -126,34 +137,36 @@ export class QueuesRepository {
   /**
    * Creates the missing partitions of queues this transaction already holds
    * (see ensureQueues) and locks every one against other pushes, in id order,
-   * returning each one's last offset. FOR NO KEY UPDATE, not FOR UPDATE, so
-   * pops creating consumer rows (a key-share lock through the foreign key)
-   * are not blocked by a push.
+   * returning each one's last offset, and how many it created. FOR NO KEY
+   * UPDATE, not FOR UPDATE, so pops creating consumer rows (a key-share lock
+   * through the foreign key) are not blocked by a push.
    */
   async lockPartitions(
     tenantId: string,
     partitions: Array<{ queueId: string; name: string }>,
     manager: EntityManager,
-  ): Promise<Array<{ id: string; queueId: string; name: string; lastOffset: number }>> {
+  ): Promise<{ locked: Array<{ id: string; queueId: string; name: string; lastOffset: number }>; created: number }> {
     const queueIds = partitions.map((partition) => partition.queueId);
     const names = partitions.map((partition) => partition.name);
     // A new partition gets a cursor for every group of its queue at once, at
     // its beginning (it has no messages yet). See PopRepository.ensureGroup
     // for why no group can be created meanwhile without seeing it.
-    await manager.query(
+    const [inserted]: Array<{ created: number }> = await manager.query(
       `WITH created AS (
          INSERT INTO partitions (tenant_id, id, queue_id, name)
          SELECT $1, t.id, t.queue_id, t.name FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS t(id, queue_id, name)
          ORDER BY t.queue_id, t.name
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
          RETURNING tenant_id, id, queue_id
+       ), cursors AS (
+         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
+         SELECT p.tenant_id, p.queue_id, p.id, g.name
+           FROM created p
+           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
+          ORDER BY p.id, g.name
+         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
        )
-       INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
-       SELECT p.tenant_id, p.queue_id, p.id, g.name
-         FROM created p
-         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
-        ORDER BY p.id, g.name
-       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+       SELECT count(*)::int AS created FROM created`,
       [tenantId, partitions.map(() => uuidv7()), queueIds, names],
     );
     const rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }> = await manager.query(
@@ -165,27 +178,36 @@ export class QueuesRepository {
           FOR NO KEY UPDATE OF p`,
       [tenantId, queueIds, names],
     );
-    return rows.map((row) => ({
+    const locked = rows.map((row) => ({
       id: row.id,
       queueId: row.queue_id,
       name: row.name,
       lastOffset: Number(row.last_offset),
     }));
+    return { locked, created: inserted.created };
   }
 
-  /** Creates the queue when missing and applies the given settings; unset ones keep their value. */
+  /**
+   * Creates the queue when missing (true when it did) and takes its row lock,
+   * so that it cannot vanish before configure() updates it.
+   */
+  async upsert(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
+    const [row]: Array<{ created: boolean }> = await manager.query(
+      `INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)
+       ON CONFLICT (tenant_id, name) DO UPDATE SET updated_at = now()
+       RETURNING xmax = 0 AS created`,
+      [tenantId, uuidv7(), name],
+    );
+    return row.created;
+  }
+
+  /** Applies the given settings to a queue this transaction holds (see upsert); unset ones keep their value. */
   async configure(
     tenantId: string,
     name: string,
     settings: QueueSettings,
     manager: EntityManager,
   ): Promise<QueueRecord> {
-    // The upsert takes the row lock, so the queue cannot vanish before the update.
-    await manager.query(
-      `INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)
-       ON CONFLICT (tenant_id, name) DO UPDATE SET updated_at = now()`,
-      [tenantId, uuidv7(), name],
-    );
     const rows: QueueRow[] = await manager.query(
       `WITH q AS (
          UPDATE queues

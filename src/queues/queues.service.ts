@@ -1,6 +1,7 @@
 import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
+import { TenantQuotas } from '../limits/tenant-quotas';
 import { ConfigureCommand } from './dto/configure-request.dto';
 import {
   ConfigureResponseDto,
@@ -25,6 +26,7 @@ export class QueuesService {
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly queues: QueuesRepository,
+    private readonly quotas: TenantQuotas,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - LIST_ENVELOPE_BYTES;
@@ -32,9 +34,11 @@ export class QueuesService {
 
   /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
   async configure(tenantId: string, command: ConfigureCommand): Promise<ConfigureResponseDto> {
-    const queue = await this.transactions.run(tenantId, (manager) =>
-      this.queues.configure(tenantId, command.queue, command.settings, manager),
-    );
+    const queue = await this.transactions.run(tenantId, async (manager) => {
+      const created = await this.queues.upsert(tenantId, command.queue, manager);
+      await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
+      return this.queues.configure(tenantId, command.queue, command.settings, manager);
+    });
     const inForce = optionsOf(queue);
     return {
       configured: true,
@@ -95,6 +99,7 @@ export class QueuesService {
   /** Idempotent: deleting a queue that does not exist (any more) is not an error. */
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
     const existed = await this.transactions.run(tenantId, (manager) => this.queues.delete(tenantId, name, manager));
+    if (existed) this.quotas.forget(tenantId);
     return { deleted: existed, queue: name, existed };
   }
 }
