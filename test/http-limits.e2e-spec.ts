@@ -1,9 +1,11 @@
-import { AddressInfo } from 'node:net';
+import { Agent, request as httpRequest } from 'node:http';
+import { AddressInfo, connect, Socket } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { answerUntilClosed, openSocket } from './support/raw-socket';
-import { createTestApp } from './support/test-app';
-import { within } from './support/wait';
+import { createTestApp, newTenant } from './support/test-app';
+import { hsToken, TEST_JWT_SECRET } from './support/tokens';
+import { waitFor, within } from './support/wait';
 
 describe('HTTP server limits', () => {
   let app: NestExpressApplication;
@@ -61,25 +63,95 @@ describe('HTTP server limits', () => {
     expect(await within(answer, 'the server closes the idle connection', 10_000)).toMatch(/^HTTP\/1\.1 200 /);
   });
 
-  it('closes connections beyond HTTP_MAX_CONNECTIONS as they arrive, and serves again once they are gone', async () => {
+  it('at HTTP_MAX_CONNECTIONS, makes room for a newcomer by closing the oldest connection that never sent a request', async () => {
     const held = await Promise.all(Array.from({ length: 20 }, () => openSocket(port)));
-    const extra = await openSocket(port);
+    const oldestClosed = answerUntilClosed(held[0]);
+    const newcomer = await openSocket(port);
+    const answer = answerUntilClosed(newcomer);
 
-    await within(answerUntilClosed(extra), 'the connection past the cap is closed');
+    await within(oldestClosed, 'the oldest idle connection is closed');
+    newcomer.write('GET /health/live HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n');
+    expect(await within(answer, 'the newcomer is answered')).toMatch(/^HTTP\/1\.1 200 /);
     held.forEach((socket) => socket.destroy());
-    await within(
-      (async () => {
-        for (;;) {
-          const response = await request(app.getHttpServer())
-            .get('/health')
-            .catch(() => undefined);
-          if (response?.status === 200) return;
-        }
-      })(),
-      'the broker serves again',
-    );
   });
 });
+
+describe('a flood of anonymous connections that never finish their headers', () => {
+  const CAP = 40;
+  let app: NestExpressApplication;
+  let port: number;
+  let flooding = true;
+  const flood: Socket[] = [];
+
+  beforeAll(async () => {
+    app = await createTestApp({
+      JWT_ENABLED: 'true',
+      JWT_SECRET: TEST_JWT_SECRET,
+      HTTP_MAX_CONNECTIONS: String(CAP),
+      HTTP_HEADERS_TIMEOUT_MS: '60000',
+      HTTP_REQUEST_TIMEOUT_MS: '60000',
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
+    });
+    await app.listen(0, '127.0.0.1');
+    port = (app.getHttpServer().address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    flooding = false;
+    flood.forEach((socket) => socket.destroy());
+    await app.close();
+  });
+
+  /** A socket that sends half a request line, and comes back as soon as it is cut. */
+  function slowHeaders(): void {
+    if (!flooding) return;
+    const socket = connect(port, '127.0.0.1');
+    flood.push(socket);
+    socket.on('connect', () => socket.write('GET /health HTTP/1.1\r\nX-Slow: '));
+    socket.on('error', () => undefined);
+    socket.on('close', () => setImmediate(slowHeaders));
+  }
+
+  it("keeps an authenticated keep-alive client's connection and lets new clients in, however fast the flood reconnects", async () => {
+    const tenant = newTenant();
+    const auth = `Bearer ${hsToken({ role: 'read-write', tenant })}`;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const first = await call(port, agent, auth);
+    expect(first.status).toBe(204);
+
+    for (let index = 0; index < CAP * 3; index += 1) slowHeaders();
+    await waitFor(() => flood.length >= CAP * 3, 'the flood is under way');
+
+    const kept: Array<{ status: number; socket?: Socket }> = [];
+    const fresh: number[] = [];
+    for (let round = 0; round < 10; round += 1) {
+      kept.push(await call(port, agent, auth));
+      const once = new Agent({ keepAlive: false });
+      fresh.push((await call(port, once, auth).catch(() => ({ status: 0 }))).status);
+    }
+
+    expect(kept.map(({ status }) => status)).toEqual(kept.map(() => 204));
+    // The same connection all along: the flood never took it.
+    expect(kept.every(({ socket }) => socket === first.socket)).toBe(true);
+    expect(fresh.filter((status) => status === 204).length).toBeGreaterThanOrEqual(8);
+    agent.destroy();
+  });
+});
+
+/** A pop of an empty queue (204) through the agent, and the connection that carried it. */
+function call(port: number, agent: Agent, authorization: string): Promise<{ status: number; socket?: Socket }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      { host: '127.0.0.1', port, agent, path: '/api/v1/pop/queue/quiet', headers: { authorization } },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, socket: response.socket }));
+      },
+    );
+    request.on('error', reject);
+    request.end();
+  });
+}
 
 describe('DOCS_ENABLED=false', () => {
   it('serves neither Swagger UI nor the OpenAPI document', async () => {

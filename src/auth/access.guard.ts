@@ -10,6 +10,7 @@ import { Reflector } from '@nestjs/core';
 import { AuthGuard } from '@nestjs/passport';
 import type { Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { trustConnection } from '../http/connection-roster';
 import { AccessLevel, levelAllows } from './access-level';
 import { ACCESS_LEVEL_KEY } from './access.decorator';
 import { Principal, ROLES } from './principal';
@@ -56,6 +57,7 @@ export class AccessGuard extends AuthGuard('jwt') {
       ? await this.authenticate(context, request, level)
       : this.anonymous(request);
     (request as unknown as Record<string, Principal>)[PRINCIPAL_KEY] = principal;
+    trustConnection(request);
     return true;
   }
 
