@@ -105,7 +105,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       popMaxWaitingPerTenant: reader.int('POP_MAX_WAITING_PER_TENANT', 1_000, 0, 1_000_000),
       tenantMaxConnections: reader.int('DB_TENANT_MAX_CONNECTIONS', tenantDefault, 1, poolSize),
       rateLimits: {
-        renew: reader.int('RATE_LIMIT_RENEW', 0, 0, 10_000_000),
+        renew: reader.int('RATE_LIMIT_RENEW', 1_000, 0, 10_000_000),
         consume: reader.int('RATE_LIMIT_CONSUME', 2_000, 0, 10_000_000),
         produce: reader.int('RATE_LIMIT_PRODUCE', 2_000, 0, 10_000_000),
         manage: reader.int('RATE_LIMIT_MANAGE', 500, 0, 10_000_000),

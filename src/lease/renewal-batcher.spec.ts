@@ -70,6 +70,36 @@ describe('RenewalBatcher', () => {
     ]);
   });
 
+  it('keeps a lease out of a second statement while a first one renews it, so the other slot serves other leases', async () => {
+    const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '2' });
+
+    const first = subject.renew(request('hot', 1, 'a'));
+    await flush();
+    const again = [subject.renew(request('hot', 2, 'a')), subject.renew(request('hot', 3, 'a'))];
+    const other = subject.renew(request('cold', 4, 'b'));
+    await flush();
+
+    expect(repository.calls.map((call) => call.requests.map((pending) => pending.leaseId))).toEqual([
+      ['hot'],
+      ['cold'],
+    ]);
+    repository.calls[1].finish();
+    await expect(other).resolves.toEqual({ renewed: 4, earliestExpiresAt: 'cold' });
+    await flush();
+    expect(repository.calls).toHaveLength(2);
+
+    repository.calls[0].finish();
+    await expect(first).resolves.toEqual({ renewed: 1, earliestExpiresAt: 'hot' });
+    await flush();
+    // Both waiting renewals of the lease go in the next statement together.
+    expect(repository.calls[2].requests.map((pending) => pending.seconds)).toEqual([2, 3]);
+    repository.calls[2].finish();
+    await expect(Promise.all(again)).resolves.toEqual([
+      { renewed: 2, earliestExpiresAt: 'hot' },
+      { renewed: 3, earliestExpiresAt: 'hot' },
+    ]);
+  });
+
   it('never puts more than LEASE_RENEWAL_BATCH_SIZE renewals in one statement', async () => {
     const { batcher: subject, repository } = batcher({ LEASE_RENEWAL_CONCURRENCY: '1', LEASE_RENEWAL_BATCH_SIZE: '2' });
 

@@ -33,6 +33,8 @@ export class RenewalBatcher {
   private waitingCount = 0;
   /** Rows each known lease renewed last time, by `tenant\nlease`. */
   private readonly leaseRows = new Map<string, number>();
+  /** Leases in a statement now, by `tenant\nlease`: a second statement would only wait for the first one's row locks. */
+  private readonly leasesInFlight = new Map<string, number>();
   private running = 0;
   private runningBig = 0;
   /** When both lanes wait and a slot allows either, they take turns. */
@@ -75,8 +77,11 @@ export class RenewalBatcher {
         big && small ? (this.lastLane === 'big' ? 'small' : 'big') : big ? 'big' : small ? 'small' : undefined;
       if (!lane) return;
       this.lastLane = lane;
-      const batch = this.takeBatch(lane);
-      if (batch.length === 0) continue;
+      const { batch, dropped } = this.takeBatch(lane);
+      if (batch.length === 0) {
+        if (dropped > 0) continue;
+        return;
+      }
       this.running += 1;
       if (lane === 'big') this.runningBig += 1;
       void this.run(batch, lane);
@@ -95,13 +100,18 @@ export class RenewalBatcher {
 
   /**
    * The next group: one request per tenant in turn, oldest first, without
-   * the requests whose time ran out while they waited for a slot. A tenant
-   * served last goes to the back of the round-robin.
+   * the requests whose time ran out while they waited for a slot (dropped).
+   * A tenant served last goes to the back of the round-robin. A tenant
+   * whose oldest request renews a lease already in a running statement
+   * waits for that statement: renewing the same rows again in parallel
+   * would hold a slot, and every renewal grouped with it, behind the first
+   * statement's row locks.
    */
-  private takeBatch(lane: Lane): Pending[] {
+  private takeBatch(lane: Lane): { batch: Pending[]; dropped: number } {
     const now = monotonicNow();
     const batch: Pending[] = [];
     let rows = 0;
+    let dropped = 0;
     while (batch.length < this.maxBatch && this.waitingCount > 0) {
       let tookAny = false;
       for (const [tenantId, queue] of [...this.waiting]) {
@@ -110,6 +120,7 @@ export class RenewalBatcher {
         const size = this.rowsOf(pending.request);
         if (pending.deadline > now && this.laneOf(pending.request) !== lane) continue;
         if (pending.deadline > now && batch.length > 0 && rows + size > this.maxRows) continue;
+        if (pending.deadline > now && this.leasesInFlight.has(leaseKey(pending.request))) continue;
         queue.shift();
         this.waitingCount -= 1;
         // Back of the round-robin: the map keeps insertion order.
@@ -117,6 +128,7 @@ export class RenewalBatcher {
         if (queue.length > 0) this.waiting.set(tenantId, queue);
         if (pending.deadline <= now) {
           pending.reject(new PoolUnavailableError(new Error('no renewal slot before the deadline')));
+          dropped += 1;
           continue;
         }
         batch.push(pending);
@@ -125,13 +137,20 @@ export class RenewalBatcher {
       }
       if (!tookAny) break;
     }
-    return batch;
+    return { batch, dropped };
   }
 
   private async run(batch: Pending[], lane: Lane): Promise<void> {
+    const leases = batch.map((pending) => leaseKey(pending.request));
+    for (const lease of leases) this.leasesInFlight.set(lease, (this.leasesInFlight.get(lease) ?? 0) + 1);
     try {
       await this.renewOrSplit(batch);
     } finally {
+      for (const lease of leases) {
+        const left = this.leasesInFlight.get(lease)! - 1;
+        if (left === 0) this.leasesInFlight.delete(lease);
+        else this.leasesInFlight.set(lease, left);
+      }
       this.running -= 1;
       if (lane === 'big') this.runningBig -= 1;
       this.drain();
