@@ -9,6 +9,7 @@ import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
 import { decodesCleanly, matchLeaseExtend } from './lease/lease-route';
+import { ProbeService } from './health/probe.service';
 import { DrainService } from './lifecycle/drain.service';
 import { requestLogger } from './logging/request-log';
 import { ROOT_LOGGER, RootLogger } from './logging/root-logger';
@@ -41,6 +42,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
     ),
   );
   app.use(app.get(DrainService).middleware);
+  app.use(app.get(ProbeService).middleware);
   if (options.leaseFastPath ?? true) {
     const leaseFastPath = app.get(LeaseFastPathMiddleware);
     app.use(leaseFastPath.use.bind(leaseFastPath));

@@ -1,20 +1,21 @@
 import { Controller, Get, Res } from '@nestjs/common';
-import { HealthCheckResult, HealthCheckService } from '@nestjs/terminus';
 import { ApiOkResponse, ApiOperation, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { ApiErrorResponse } from '../common/api-errors.decorator';
-import { HealthService, HealthStatus } from './health.service';
-import { ReadinessReport, ReadinessService } from './readiness.service';
+import { ProbeService } from './probe.service';
 
+/** The probes as routes, for Swagger and the router; ProbeService.middleware answers them first. */
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
-  constructor(
-    private readonly healthService: HealthService,
-    private readonly health: HealthCheckService,
-    private readonly readiness: ReadinessService,
-  ) {}
+  constructor(private readonly probes: ProbeService) {}
+
+  private async answer(path: string, response: Response): Promise<unknown> {
+    const { status, body } = await this.probes.answer(path)!;
+    response.status(status);
+    return body;
+  }
 
   @Get()
   @Access('public')
@@ -24,8 +25,8 @@ export class HealthController {
   })
   @ApiOkResponse({ description: 'The database answered', schema: { example: { status: 'ok', database: 'up' } } })
   @ApiErrorResponse(503, 'The database could not be reached', 'database unavailable')
-  check(): Promise<HealthStatus> {
-    return this.healthService.check();
+  check(@Res({ passthrough: true }) response: Response): Promise<unknown> {
+    return this.answer('/health', response);
   }
 
   @Get('live')
@@ -36,8 +37,8 @@ export class HealthController {
       'Touches nothing else, so a database outage never gets a broker restarted. Answers 200 while draining, too.',
   })
   @ApiOkResponse({ schema: { example: { status: 'ok', info: {}, error: {}, details: {} } } })
-  live(): Promise<HealthCheckResult> {
-    return this.health.check([]);
+  live(@Res({ passthrough: true }) response: Response): Promise<unknown> {
+    return this.answer('/health/live', response);
   }
 
   @Get('ready')
@@ -73,9 +74,7 @@ export class HealthController {
       },
     },
   })
-  async ready(@Res({ passthrough: true }) response: Response): Promise<ReadinessReport['body']> {
-    const { status, body } = await this.readiness.report();
-    response.status(status);
-    return body;
+  ready(@Res({ passthrough: true }) response: Response): Promise<unknown> {
+    return this.answer('/health/ready', response);
   }
 }

@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import { principalOf } from '../auth/principal.decorator';
 import { requestIdOf } from '../common/request-id.middleware';
+import { PROBE_PATHS } from '../health/probe.service';
 import type { RootLogger } from './root-logger';
 
 /** Writes a request's line once its answer is done; called by observeRequests (http-metrics.middleware.ts). */
@@ -17,8 +18,16 @@ export type RequestLogger = (request: Request, response: Response, durationMs: n
 export function requestLogger(logger: RootLogger): RequestLogger {
   return (request, response, durationMs, route) => {
     const status = response.statusCode;
-    // 503 is a broker draining or asking to be retried elsewhere: expected, not an error.
-    const level = status >= 500 && status !== 503 ? 'error' : status >= 400 ? 'warn' : 'info';
+    // 503 is a broker draining or asking to be retried elsewhere: expected, not an error. A probe
+    // answered as it should be is noise at info: load balancers ask every few seconds.
+    const level =
+      status >= 500 && status !== 503
+        ? 'error'
+        : status >= 400
+          ? 'warn'
+          : PROBE_PATHS.includes(route)
+            ? 'debug'
+            : 'info';
     if (!logger.isLevelEnabled(level)) return;
     logger[level](
       {

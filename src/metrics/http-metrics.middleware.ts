@@ -1,4 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { PROBE_PATHS } from '../health/probe.service';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
@@ -29,7 +30,8 @@ export function routeOf(request: Request): string {
   const route = (request.route as { path?: unknown } | undefined)?.path;
   // Nest answers unknown paths from a catch-all route: not a route of the API.
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
-  // Served ahead of the router (LeaseFastPathMiddleware), so Express never sets its route.
+  // Served ahead of the router (LeaseFastPathMiddleware, ProbeService), so Express never sets their route.
   if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
+  if (PROBE_PATHS.includes(request.path)) return request.path;
   return 'unmatched';
 }

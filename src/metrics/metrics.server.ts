@@ -2,11 +2,9 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import type { AddressInfo } from 'node:net';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { ReadinessService } from '../health/readiness.service';
+import { ProbeService } from '../health/probe.service';
 import { bearerMatches } from './metrics-token';
 import { MetricsService } from './metrics.service';
-
-const LIVE = JSON.stringify({ status: 'ok', info: {}, error: {}, details: {} });
 
 /**
  * With METRICS_PORT, a listener of its own for what the platform asks of a
@@ -22,7 +20,7 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
 
   constructor(
     private readonly metrics: MetricsService,
-    private readonly readiness: ReadinessService,
+    private readonly probes: ProbeService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -53,13 +51,12 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
 
   private async answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const path = request.url?.split('?')[0];
-    if (request.method !== 'GET') return send(response, 404, '{"error":"not found"}');
-    if (path === '/health/live') return send(response, 200, LIVE);
-    if (path === '/health/ready') {
-      const { status, body } = await this.readiness.report();
+    const probe = request.method === 'GET' && path !== '/health' ? this.probes.answer(path ?? '') : undefined;
+    if (probe) {
+      const { status, body } = await probe;
       return send(response, status, JSON.stringify(body));
     }
-    if (path !== '/metrics') return send(response, 404, '{"error":"not found"}');
+    if (request.method !== 'GET' || path !== '/metrics') return send(response, 404, '{"error":"not found"}');
     const token = this.config.metrics.token;
     if (token !== undefined && !bearerMatches(request.headers.authorization, token)) {
       response.setHeader('WWW-Authenticate', 'Bearer');
