@@ -258,6 +258,32 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
     );
   });
 
+  it("states each body route's own bound in its 413", () => {
+    const description = (path: string) => document.paths[path].post.responses['413'].description as string;
+
+    expect(description('/api/v1/lease/{leaseId}/extend')).toMatch(/^The body is above 1 KiB/);
+    expect(description('/api/v1/ack')).toMatch(/^The body is above 128 KiB/);
+    expect(description('/api/v1/configure')).toMatch(/^The body is above 256 KiB/);
+    expect(description('/api/v1/push')).toMatch(/^The body is above BODY_LIMIT/);
+    expect(description('/api/v1/ack/batch')).toMatch(/^The body is above BODY_LIMIT/);
+  });
+
+  it('shows the 200 body of both pops and both acks, with its schema', () => {
+    for (const path of ['/api/v1/pop/queue/{queue}', '/api/v1/pop/queue/{queue}/partition/{partition}']) {
+      const ok = document.paths[path].get.responses['200'];
+      expect(ok.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/PopResponseDto' });
+    }
+    for (const path of ['/api/v1/ack', '/api/v1/ack/batch']) {
+      const ok = document.paths[path].post.responses['200'];
+      expect(ok.content['application/json'].schema).toEqual({
+        type: 'array',
+        items: { $ref: '#/components/schemas/AckResultDto' },
+      });
+      expect(ok.content['application/json'].example[0]).toMatchObject({ success: true, leaseReleased: false });
+    }
+    expect(Object.keys(document.components.schemas.PopResponseDto.properties)).toContain('messages');
+  });
+
   it('pre-fills no path parameter in Swagger UI, and describes the lease id instead', () => {
     const pathParameters = operations.flatMap(([name, operation]) =>
       (operation.parameters ?? [])

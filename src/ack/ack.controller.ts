@@ -1,5 +1,12 @@
 import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
-import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import {
+  ApiBearerAuth,
+  ApiBody,
+  ApiOkResponse,
+  ApiOperation,
+  ApiResponseNoStatusOptions,
+  ApiTags,
+} from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
@@ -19,9 +26,25 @@ const ACK_DESCRIPTION =
   "nothing moves); without it there is no lease check, which can move the cursor under another worker's lease. " +
   'Unknown partitions, messages and leases, and those of other tenants, answer success false: never an error status.';
 
+/** Per route, as a route's @HttpCode would hide a 200 declared on the class. */
+const ACK_ANSWER: ApiResponseNoStatusOptions = {
+  type: [AckResultDto],
+  description: 'One result per acknowledgment, in request order',
+  example: [
+    { index: 0, transactionId: 'order-42-created', success: true, error: null, leaseReleased: false, dlq: false },
+    {
+      index: 1,
+      transactionId: 'order-43-created',
+      success: false,
+      error: 'invalid or expired lease',
+      leaseReleased: false,
+      dlq: false,
+    },
+  ],
+};
+
 @ApiTags('messages')
 @ApiBearerAuth()
-@ApiOkResponse({ type: [AckResultDto], description: 'One result per acknowledgment, in request order' })
 @ApiErrorResponse(
   400,
   'Malformed request (the error names the field); nothing is applied',
@@ -44,6 +67,7 @@ export class AckController {
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge one message', description: ACK_DESCRIPTION })
   @ApiBody({ type: AckRequestDto })
+  @ApiOkResponse(ACK_ANSWER)
   @AcceptsBody(ACK_BODY_MAX_BYTES, JSON_BODY_ELEMENTS)
   ack(@TenantId() tenantId: string, @Body(AckRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
     return this.ackService.acknowledge(tenantId, commands);
@@ -54,6 +78,7 @@ export class AckController {
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge several messages in order, in one transaction', description: ACK_DESCRIPTION })
   @ApiBody({ type: AckBatchRequestDto })
+  @ApiOkResponse(ACK_ANSWER)
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS)
   ackBatch(@TenantId() tenantId: string, @Body(AckBatchRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
     return this.ackService.acknowledge(tenantId, commands);

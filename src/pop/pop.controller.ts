@@ -33,9 +33,11 @@ const POP_DESCRIPTION =
   'or answers 204 at the timeout. A queue or partition that does not exist yet parks the same way: the push ' +
   'that creates it wakes the poll.';
 
+/** Per route: the 200 that @HttpCode declares on a route would hide one declared on the class. */
+const POP_ANSWER = { type: PopResponseDto, description: 'Messages claimed under one new lease' };
+
 @ApiTags('messages')
 @ApiBearerAuth()
-@ApiOkResponse({ type: PopResponseDto })
 @ApiNoContentResponse({
   description:
     'Nothing to deliver (empty body), also for a queue or partition that does not exist (yet): nothing is created',
@@ -81,6 +83,7 @@ export class PopController {
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Pop from any partition of a queue', description: POP_DESCRIPTION })
+  @ApiOkResponse(POP_ANSWER)
   popQueue(
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
@@ -94,6 +97,7 @@ export class PopController {
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Pop from one partition of a queue', description: POP_DESCRIPTION })
+  @ApiOkResponse(POP_ANSWER)
   popPartition(
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
