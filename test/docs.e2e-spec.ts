@@ -254,7 +254,7 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       expect([name, errorExamples(operation, '413')[0]]).toEqual([name, PAYLOAD_TOO_LARGE]);
     }
     expect(errorExamples(document.paths['/api/v1/push'].post, '413')).toContain(
-      'items[1].payload is larger than 1048576 bytes (1048578)',
+      'items[1].payload is larger than 4194304 bytes (4194306)',
     );
   });
 

@@ -101,7 +101,7 @@ describe('bodies sent to hurt the broker (auth on)', () => {
   });
 
   it('refuses a message above MESSAGE_MAX_BYTES with 413 naming the item, and stores none of the push', async () => {
-    const big = 'x'.repeat(1024 * 1024);
+    const big = 'x'.repeat(4 * 1024 * 1024);
     const response = await request(app.getHttpServer())
       .post('/api/v1/push')
       .set('authorization', writer())
@@ -113,7 +113,7 @@ describe('bodies sent to hurt the broker (auth on)', () => {
       });
 
     expect(response.status).toBe(413);
-    expect(response.body).toEqual({ error: `items[1].payload is larger than 1048576 bytes (${big.length + 2})` });
+    expect(response.body).toEqual({ error: `items[1].payload is larger than 4194304 bytes (${big.length + 2})` });
     expect(await storedCounts(app.get(DataSource), tenant)).toMatchObject({ queues: 0, messages: 0 });
   });
 

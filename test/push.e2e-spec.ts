@@ -76,6 +76,16 @@ describe('POST /api/v1/push', () => {
     expect(response.body.map((result: { status: string }) => result.status)).toEqual(['queued', 'queued', 'queued']);
   });
 
+  it('stores and delivers a 2.1 MB payload under the default MESSAGE_MAX_BYTES, as Queen clients expect', async () => {
+    const payload = { blob: 'q'.repeat(2_100_000) };
+    const pushed = await broker.client.push([{ queue: 'large', payload }]);
+    expect(pushed.status).toBe(201);
+    expect(pushed.body[0].status).toBe('queued');
+
+    const popped = await broker.client.popLeased('large');
+    expect(popped.messages[0].data).toEqual(payload);
+  });
+
   it('answers 201 [] for an empty items array and stores nothing', async () => {
     const response = await broker.client.push([]);
 

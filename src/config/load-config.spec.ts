@@ -92,14 +92,16 @@ describe('loadConfig', () => {
       maxConnections: 4_096,
     });
     expect(config.limits).toEqual({
-      messageMaxBytes: 1024 ** 2,
+      messageMaxBytes: 4 * 1024 ** 2,
       bodyMaxJsonValues: 500_000,
       bodyMaxInflateRatio: 100,
       responseMaxBytes: 8 * 1024 ** 2,
       popMaxWaitingPerTenant: 1_000,
       tenantMaxConnections: 8,
-      rateLimits: { renew: 0, consume: 2_000, produce: 2_000, manage: 500 },
+      rateLimits: { renew: 1_000, consume: 2_000, produce: 2_000, manage: 500 },
+      quotas: { queues: 1_000, partitions: 100_000, consumerGroups: 1_000 },
     });
+    expect(config.database.connectTimeoutMs).toBe(10_000);
     expect(config.leaseRenewalBatchRows).toBe(2_000);
     expect(config.docsEnabled).toBe(true);
     expect(config.metrics).toEqual({
@@ -140,6 +142,38 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '5000', HTTP_REQUEST_TIMEOUT_MS: '1000' })).toThrow(
       /HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS/,
     );
+  });
+
+  it('refuses sizes that contradict each other: a message larger than a body or than an answer', () => {
+    expect(() => loadConfig({ BODY_LIMIT: '2mb', MESSAGE_MAX_BYTES: '4mb' })).toThrow(
+      /MESSAGE_MAX_BYTES must not be larger than BODY_LIMIT/,
+    );
+    expect(() => loadConfig({ RESPONSE_MAX_BYTES: '1mb', MESSAGE_MAX_BYTES: '2mb' })).toThrow(
+      /RESPONSE_MAX_BYTES must not be smaller than MESSAGE_MAX_BYTES/,
+    );
+    // Left unset, the message bound follows a smaller body or answer bound.
+    expect(loadConfig({ BODY_LIMIT: '2mb' }).limits.messageMaxBytes).toBe(2 * 1024 ** 2);
+    expect(loadConfig({ RESPONSE_MAX_BYTES: '1mb' }).limits.messageMaxBytes).toBe(1024 ** 2);
+  });
+
+  it('refuses a DATABASE_URL that is not a PostgreSQL URL, never echoing it', () => {
+    for (const url of [
+      'postgress://u:secret@host/db',
+      'mysql://u:secret@host/db',
+      'not a url secret',
+      'postgres:///db',
+    ]) {
+      let message = '';
+      try {
+        loadConfig({ DATABASE_URL: url });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toMatch(/DATABASE_URL/);
+      expect(message).not.toContain('secret');
+    }
+    expect(loadConfig({ DATABASE_URL: 'postgresql://u@db.internal:5433/leasehold' }).database.url).toBeDefined();
+    expect(loadConfig({ DATABASE_URL: 'postgres:///leasehold?host=/var/run/postgresql' }).database.url).toBeDefined();
   });
 
   it('refuses several workers on the embedded database', () => {

@@ -59,10 +59,15 @@ export function loadConfig(env: Env = process.env): AppConfig {
   // A fifth of the pool (at least one connection) stays free of any one tenant.
   const tenantDefault = Math.max(1, poolSize - Math.max(1, Math.floor(poolSize / 5)));
 
+  const bodyLimitBytes = reader.size('BODY_LIMIT', 16 * 1024 ** 2);
+  const responseMaxBytes = reader.size('RESPONSE_MAX_BYTES', 8 * 1024 ** 2);
+  // Unset, it follows a smaller body or answer bound; set, a contradiction is a mistake to report.
+  const messageMaxBytes = reader.size('MESSAGE_MAX_BYTES', Math.min(4 * 1024 ** 2, bodyLimitBytes, responseMaxBytes));
+
   const config: AppConfig = {
     port: reader.int('PORT', 6632, 0, 65535),
     host: reader.string('HOST') ?? '0.0.0.0',
-    bodyLimitBytes: reader.size('BODY_LIMIT', 16 * 1024 ** 2),
+    bodyLimitBytes,
     shutdownTimeoutMs: reader.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     workers: reader.int('WORKERS', 1, 1, 64),
     database: {
@@ -98,10 +103,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
       maxConnections: reader.int('HTTP_MAX_CONNECTIONS', 4_096, 1, 1_000_000),
     },
     limits: {
-      messageMaxBytes: reader.size('MESSAGE_MAX_BYTES', 1024 ** 2),
+      messageMaxBytes,
       bodyMaxJsonValues: reader.int('BODY_MAX_JSON_VALUES', 500_000, 1, 100_000_000),
       bodyMaxInflateRatio: reader.int('BODY_MAX_INFLATE_RATIO', 100, 1, 100_000),
-      responseMaxBytes: reader.size('RESPONSE_MAX_BYTES', 8 * 1024 ** 2),
+      responseMaxBytes,
       popMaxWaitingPerTenant: reader.int('POP_MAX_WAITING_PER_TENANT', 1_000, 0, 1_000_000),
       tenantMaxConnections: reader.int('DB_TENANT_MAX_CONNECTIONS', tenantDefault, 1, poolSize),
       rateLimits: {
@@ -143,6 +148,12 @@ export function loadConfig(env: Env = process.env): AppConfig {
     // PGlite runs one transaction at a time and cannot carry NOTIFY between
     // processes, so extra workers would only queue and miss long-poll wakeups.
     problems.push('WORKERS > 1 needs DATABASE_URL: the embedded database serves one broker process');
+  }
+  if (config.limits.messageMaxBytes > config.bodyLimitBytes) {
+    problems.push('MESSAGE_MAX_BYTES must not be larger than BODY_LIMIT: no push could carry such a message');
+  }
+  if (config.limits.messageMaxBytes > config.limits.responseMaxBytes) {
+    problems.push('RESPONSE_MAX_BYTES must not be smaller than MESSAGE_MAX_BYTES: a pop answers at least one message');
   }
   if (config.metrics.token !== undefined && config.metrics.token.length < 16) {
     problems.push('METRICS_TOKEN must be at least 16 characters');

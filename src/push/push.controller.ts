@@ -41,7 +41,7 @@ export class PushController {
   @ApiAuthErrors('the token has no write-only, read-write or admin role')
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS, {
     when: "an item's payload is above MESSAGE_MAX_BYTES as JSON",
-    error: 'items[1].payload is larger than 1048576 bytes (1048578)',
+    error: 'items[1].payload is larger than 4194304 bytes (4194306)',
   })
   @ApiDatabaseErrors(
     'The push may or may not have been stored: retry it with the same transactionIds, and a stored message ' +

@@ -26,7 +26,7 @@ export class PushItemDto {
 
   @ApiProperty({
     description:
-      'Any JSON value, null included (delivered as data: null). Required. Up to MESSAGE_MAX_BYTES as JSON (1 MiB by ' +
+      'Any JSON value, null included (delivered as data: null). Required. Up to MESSAGE_MAX_BYTES as JSON (4 MiB by ' +
       'default) and 100 levels deep; no \\u0000',
     example: { orderId: 42 },
   })
