@@ -105,10 +105,21 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** Node's own warnings and a crash's stack trace as lines of the log too, not text on stderr. */
+function logProcessEvents(): void {
+  process.removeAllListeners('warning');
+  process.on('warning', (warning) => logger.warn(`${warning.name}: ${warning.message}`));
+  process.on('uncaughtException', (error) => {
+    logger.fatal(`Uncaught exception: ${error.stack ?? error.message}`);
+    process.exit(1);
+  });
+}
+
 async function main(): Promise<void> {
   const config = configOrExit();
   const loggerService = new PinoLoggerService(rootLogger(config.log));
   Logger.overrideLogger(loggerService);
+  logProcessEvents();
   if (cluster.isPrimary) {
     const portTaken = await portProblem(config.host, config.port);
     if (portTaken) exit(portTaken);
