@@ -154,6 +154,15 @@ export class FakeBroker {
     return this.requests.filter((request) => routeOf(request.method, request.path)?.route === route);
   }
 
+  /** The hard end the claim fixed for a lease (its earliest row's), on this broker's clock. */
+  leaseHardEnd(leaseId: string): number {
+    let hardEnd = Infinity;
+    for (const queues of this.tenants.values()) {
+      for (const row of this.rows(queues)) if (row.leaseId === leaseId) hardEnd = Math.min(hardEnd, row.leaseHardEnd);
+    }
+    return hardEnd;
+  }
+
   private now(): number {
     return performance.now() + this.clockOffsetMs;
   }

@@ -474,8 +474,8 @@ describe('LeaseKeeper against a broker over HTTP', () => {
 
     const reason = await aborted(signal);
 
-    // The fake broker shares this clock: its hard end is 2 s after the pop arrived.
-    const hardEnd = broker.requestsTo('pop')[0].at + 2_000;
+    // The fake broker shares this clock; its hard end is 2 s after it claimed the batch.
+    const hardEnd = broker.leaseHardEnd(notices[0].notice.leaseId);
     expect(reason).toMatchObject({ kind: 'ceiling-reached' });
     expect(notices).toHaveLength(1);
     expect(notices[0].notice.remainingMs).toBeGreaterThan(0);
