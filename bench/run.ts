@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import autocannon, { Result } from 'autocannon';
 import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
-import { Answer, call as callAt, percentile, popAndAck } from './http';
+import { percentile, popAndAck } from './http';
+import { createHotLease, createLeases } from './leases';
 import { IsolationRow, measureIsolation } from './tenants';
 import { measureWakeups, WakeupRow } from './wakeups';
 
@@ -29,6 +30,7 @@ const DRAIN_PARTITIONS = Number(process.env.BENCH_DRAIN_PARTITIONS ?? 5000);
 /** Text after this line in RESULTS.md is written by hand and kept across runs. */
 const KEPT_MARKER = '<!-- Written by hand from here on; npm run bench keeps it. -->';
 const ISOLATION_SECRET = 'bench-isolation-secret-of-enough-length';
+const ISOLATION_METRICS_TOKEN = 'isolation-scrape-token-0123456789';
 const BROKER = `http://127.0.0.1:${BROKER_PORT}`;
 
 interface Row {
@@ -42,34 +44,44 @@ interface Row {
   rssMb?: number;
 }
 
+/** BENCH_ONLY=isolation runs the tenant-isolation scenarios alone and prints them instead of writing RESULTS.md. */
 async function main(): Promise<void> {
   await assertPortFree(BROKER_PORT);
   await assertPortFree(CEILING_PORT);
   await assertPortFree(ISOLATION_PORT);
   await recreateDatabase();
+  if (process.env.BENCH_ONLY === 'isolation') {
+    console.log(JSON.stringify(await measureTenantIsolation(), null, 2));
+    return;
+  }
+  const { rows, drains, wakeups } = await measureThroughput();
+  writeResults(rows, drains, wakeups, await measureTenantIsolation());
+}
+
+async function measureThroughput(): Promise<{ rows: Row[]; drains: DrainRow[]; wakeups: WakeupRow[] }> {
   const broker = start('broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
     PORT: String(BROKER_PORT),
     HOST: '127.0.0.1',
     DATABASE_URL: databaseUrl(),
     DB_POOL_SIZE: process.env.BENCH_POOL_SIZE ?? '10',
     JWT_ENABLED: 'false',
-    // The throughput figures are the broker's, not its per-tenant limits'; renewals keep theirs, so the
-    // extend figures include the rate limiter's cost.
+    // The throughput figures are the broker's, not its per-tenant limits'. Renewals keep a limit, so the
+    // extend figures include the rate limiter's cost, but one no single tenant reaches here.
     RATE_LIMIT_CONSUME: '0',
     RATE_LIMIT_PRODUCE: '0',
+    RATE_LIMIT_RENEW: '10000000',
   });
   const ceiling = start('ceiling', join(ROOT, 'dist-bench', 'bench', 'ceiling-app.js'), [String(CEILING_PORT)], {});
   const rows: Row[] = [];
   const drains: DrainRow[] = [];
   let wakeups: WakeupRow[] = [];
-  let isolation: IsolationRow[] = [];
   try {
     await waitFor(`${BROKER}/health`);
     await waitFor(`http://127.0.0.1:${CEILING_PORT}/api/v1/lease/x/extend`, 'POST');
 
     log(`creating ${LEASES} live leases through pop`);
-    const leases = await createLeases(LEASES);
-    const hotLease = await createHotLease(10);
+    const leases = await createLeases(BROKER, LEASES);
+    const hotLease = await createHotLease(BROKER, 10);
     log(`created ${leases.length} leases and one 10-partition hot lease`);
 
     const ceilingUrl = `http://127.0.0.1:${CEILING_PORT}`;
@@ -121,6 +133,10 @@ async function main(): Promise<void> {
     ceiling.kill('SIGTERM');
   }
   await new Promise((resolve) => broker.once('exit', resolve));
+  return { rows, drains, wakeups };
+}
+
+async function measureTenantIsolation(): Promise<IsolationRow[]> {
   const isolated = start('isolation broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
     PORT: String(ISOLATION_PORT),
     HOST: '127.0.0.1',
@@ -128,18 +144,23 @@ async function main(): Promise<void> {
     DB_POOL_SIZE: process.env.BENCH_POOL_SIZE ?? '10',
     JWT_ENABLED: 'true',
     JWT_SECRET: ISOLATION_SECRET,
+    METRICS_TOKEN: ISOLATION_METRICS_TOKEN,
   });
   try {
     await waitFor(`http://127.0.0.1:${ISOLATION_PORT}/health`);
     log('tenant isolation: tenant B renews while tenant A misbehaves');
-    isolation = await measureIsolation(
-      { base: `http://127.0.0.1:${ISOLATION_PORT}`, secret: ISOLATION_SECRET, rssMb: () => rss(isolated) },
+    return await measureIsolation(
+      {
+        base: `http://127.0.0.1:${ISOLATION_PORT}`,
+        secret: ISOLATION_SECRET,
+        metricsToken: ISOLATION_METRICS_TOKEN,
+        rssMb: () => rss(isolated),
+      },
       SECONDS,
     );
   } finally {
     isolated.kill('SIGTERM');
   }
-  writeResults(rows, drains, wakeups, isolation);
 }
 
 function databaseUrl(): string {
@@ -196,56 +217,6 @@ async function waitFor(url: string, method = 'GET'): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   throw new Error(`${url} did not come up`);
-}
-
-function call<T>(method: string, path: string, body?: unknown): Promise<Answer<T>> {
-  return callAt<T>(BROKER, method, path, body);
-}
-
-async function push(queue: string, items: Array<{ partition: string; payload: unknown }>): Promise<void> {
-  const response = await call('POST', '/api/v1/push', { items: items.map((item) => ({ queue, ...item })) });
-  if (response.status !== 201) throw new Error(`push answered ${response.status}`);
-}
-
-/** One message in each of `count / 2` partitions, popped by two consumer groups: `count` single-partition leases. */
-async function createLeases(count: number): Promise<string[]> {
-  const partitions = Math.ceil(count / 2);
-  for (let start = 0; start < partitions; start += 500) {
-    const items = [];
-    for (let index = start; index < Math.min(partitions, start + 500); index += 1) {
-      items.push({ partition: `p${index}`, payload: { index } });
-    }
-    await push('bench-leases', items);
-  }
-  const leases: string[] = [];
-  for (const group of ['bench-a', 'bench-b']) {
-    const workers = Array.from({ length: 8 }, async () => {
-      for (;;) {
-        const response = await call<{ leaseId: string }>(
-          'GET',
-          `/api/v1/pop/queue/bench-leases?batch=1&leaseSeconds=3600&consumerGroup=${group}`,
-        );
-        if (response.status === 204) return;
-        if (response.status !== 200) throw new Error(`pop answered ${response.status}`);
-        leases.push(response.body.leaseId);
-      }
-    });
-    await Promise.all(workers);
-  }
-  return leases.slice(0, count);
-}
-
-async function createHotLease(partitions: number): Promise<string> {
-  await push(
-    'bench-hot',
-    Array.from({ length: partitions }, (_unused, index) => ({ partition: `h${index}`, payload: { index } })),
-  );
-  const response = await call<{ leaseId: string; partitionsClaimed: unknown }>(
-    'GET',
-    `/api/v1/pop/queue/bench-hot?batch=${partitions}&partitions=${partitions}&leaseSeconds=3600`,
-  );
-  if (response.status !== 200) throw new Error(`hot pop answered ${response.status}`);
-  return response.body.leaseId;
 }
 
 async function measure(scenario: string, base: string, connections: number, lease: () => string): Promise<Row> {

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { connect, Socket } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { sign } from 'jsonwebtoken';
@@ -24,6 +25,8 @@ export interface IsolationRow {
 export interface IsolationBroker {
   base: string;
   secret: string;
+  /** The broker's METRICS_TOKEN, for the scraper of the queue-flood scenario. */
+  metricsToken: string;
   /** The broker's resident memory now, in MB. */
   rssMb: () => number;
 }
@@ -96,6 +99,13 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
   }
   await call('POST', '/api/v1/configure', a, { queue: 'polled' });
   const bomb = gzipBomb();
+  // Tenant A's one lease that it renews from 64 connections, and 16 MB of {"seconds":[{},{},...]}.
+  await expect201(call('POST', '/api/v1/push', a, { items: [{ queue: 'hot', payload: 1 }] }));
+  const hotLease = ((await call('GET', '/api/v1/pop/queue/hot?leaseSeconds=3600', a)).body as { leaseId: string })
+    .leaseId;
+  const secondsFlood = Buffer.from(`{"seconds":[${'{},'.repeat((16 * 1024 * 1024) / 3 - 10)}{}]}`);
+  const host = new URL(broker.base);
+  let queueNumber = 0;
 
   const scenarios: Array<[string, (running: () => boolean) => Array<Promise<string>>]> = [
     ['quiet: nobody else', () => []],
@@ -147,6 +157,48 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
           return String(answer.status);
         }),
       ],
+    ],
+    [
+      'tenant A extending with 16 MB bodies of {"seconds":[{},{},...]}, 3 at a time',
+      (running) =>
+        loops(3, running, async () => {
+          const answer = await call('POST', `/api/v1/lease/${hotLease}/extend`, a, secondsFlood, {
+            'content-type': 'application/json',
+          });
+          return String(answer.status);
+        }),
+    ],
+    [
+      '64 anonymous connections polling GET /health/ready',
+      (running) => loops(64, running, async () => String((await call('GET', '/health/ready', undefined)).status)),
+    ],
+    [
+      'tenant A pushing to a new queue name each time, 8 at a time, and /metrics scraped every second',
+      (running) => [
+        ...loops(8, running, async () => {
+          const answer = await call('POST', '/api/v1/push', aWriter, {
+            items: [{ queue: `flood-${(queueNumber += 1)}`, payload: 1 }],
+          });
+          return String(answer.status);
+        }),
+        ...loops(1, running, async () => {
+          const answer = await call('GET', '/metrics', `Bearer ${broker.metricsToken}`);
+          await sleep(1_000);
+          return `scrape ${answer.status}`;
+        }),
+      ],
+    ],
+    [
+      '4300 anonymous sockets sending headers slowly, reconnecting when cut',
+      (running) => slowHeaderFlood(host.hostname, Number(host.port), 4_300, running),
+    ],
+    [
+      'tenant A renewing one lease from 64 connections, ignoring the hints',
+      (running) =>
+        loops(64, running, async () => {
+          const answer = await call('POST', `/api/v1/lease/${hotLease}/extend`, a, { seconds: 3600 });
+          return String(answer.status);
+        }),
     ],
     [
       'tenant A renewing 20 leases of 500 partitions each, 40 in flight',
@@ -244,6 +296,35 @@ function loops(count: number, running: () => boolean, task: () => Promise<string
     while (running()) seen.push(await task());
     return seen.join(',');
   });
+}
+
+/**
+ * `count` sockets that send half a request line and nothing more, each
+ * replaced as soon as the broker cuts it; resolves with how many were cut.
+ */
+function slowHeaderFlood(host: string, port: number, count: number, running: () => boolean): Array<Promise<string>> {
+  let cut = 0;
+  const open = new Set<Socket>();
+  const one = (): void => {
+    if (!running()) return;
+    const socket = connect(port, host);
+    open.add(socket);
+    socket.on('connect', () => socket.write('GET /health HTTP/1.1\r\nX-Slow: '));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      open.delete(socket);
+      cut += 1;
+      setTimeout(one, 10);
+    });
+  };
+  for (let index = 0; index < count; index += 1) one();
+  return [
+    (async () => {
+      while (running()) await sleep(100);
+      for (const socket of open) socket.destroy();
+      return Array.from({ length: cut }, () => 'cut').join(',');
+    })(),
+  ];
 }
 
 function gzipBomb(): Buffer {
