@@ -177,6 +177,18 @@ describe.each([
     await app.close();
   });
 
+  /** The request line and headers of an extend whose body comes framed as `framing` says. */
+  const extendHead = (framing: string): string =>
+    [
+      `POST ${extendPath()} HTTP/1.1`,
+      'Host: broker',
+      `Authorization: ${worker()}`,
+      'Content-Type: application/json',
+      framing,
+      '',
+      '',
+    ].join('\r\n');
+
   const renewedNormally = async (): Promise<void> => {
     const response = await request(app.getHttpServer())
       .post(extendPath())
@@ -189,17 +201,7 @@ describe.each([
   it('refuses a 16 MB body from its declared length with 413, reading none of it, and closes the connection', async () => {
     const socket = await openSocket(port);
     const closed = answerUntilClosed(socket);
-    socket.write(
-      [
-        `POST ${extendPath()} HTTP/1.1`,
-        'Host: broker',
-        `Authorization: ${worker()}`,
-        'Content-Type: application/json',
-        `Content-Length: ${16 * 1024 * 1024}`,
-        '',
-        '',
-      ].join('\r\n'),
-    );
+    socket.write(extendHead(`Content-Length: ${16 * 1024 * 1024}`));
     socket.write(secondsFlood(4096));
 
     const answer = await within(closed, 'the broker answers and closes the connection');
@@ -212,17 +214,7 @@ describe.each([
   it('cuts a chunked body off with 413 as soon as it passes 1 KiB', async () => {
     const socket = await openSocket(port);
     const closed = answerUntilClosed(socket);
-    socket.write(
-      [
-        `POST ${extendPath()} HTTP/1.1`,
-        'Host: broker',
-        `Authorization: ${worker()}`,
-        'Content-Type: application/json',
-        'Transfer-Encoding: chunked',
-        '',
-        '',
-      ].join('\r\n'),
-    );
+    socket.write(extendHead('Transfer-Encoding: chunked'));
     const chunk = secondsFlood(2048);
     socket.write(`${chunk.length.toString(16)}\r\n`);
     socket.write(chunk);
