@@ -7,12 +7,15 @@ const ROOT = join(__dirname, '..', '..');
 /** Every variable loadConfig reads, learnt by letting it read an environment that records each name. */
 function variablesRead(): string[] {
   const names = new Set<string>();
-  const recording = new Proxy({} as Record<string, string | undefined>, {
-    get: (_target, name) => {
-      if (typeof name === 'string') names.add(name);
-      return undefined;
+  const recording = new Proxy(
+    {},
+    {
+      get: (_target, name) => {
+        if (typeof name === 'string') names.add(name);
+        return undefined;
+      },
     },
-  });
+  );
   loadConfig(recording);
   return [...names].sort();
 }
