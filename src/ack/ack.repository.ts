@@ -18,6 +18,8 @@ export interface Cursor extends CursorKey {
   retryLimit: number;
   deadLetterQueue: boolean;
   committedOffset: number;
+  /** The first message kept past the cursor (retention may have deleted some); null when there is none. */
+  nextOffset: number | null;
   deliveredOffset: number;
   leaseEndOffset: number | null;
   leaseId: string | null;
@@ -63,6 +65,7 @@ export class AckRepository {
       retry_limit: number;
       dead_letter_queue: boolean;
       committed_offset: string;
+      next_offset: string | null;
       delivered_offset: string;
       lease_end_offset: string | null;
       lease_id: string | null;
@@ -86,6 +89,8 @@ export class AckRepository {
        )
        SELECT l.partition_id, l.consumer_group, q.name AS queue, p.name AS partition, p.last_offset,
               q.retry_limit, q.dead_letter_queue, l.committed_offset, l.delivered_offset, l.lease_end_offset,
+              (SELECT min(m.seq) FROM messages m
+                WHERE m.tenant_id = $1 AND m.partition_id = l.partition_id AND m.seq > l.committed_offset) AS next_offset,
               l.lease_id, l.lease_epoch, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
          FROM locked l
          JOIN partitions p ON p.tenant_id = $1 AND p.id = l.partition_id
@@ -102,6 +107,7 @@ export class AckRepository {
       retryLimit: row.retry_limit,
       deadLetterQueue: row.dead_letter_queue,
       committedOffset: Number(row.committed_offset),
+      nextOffset: row.next_offset === null ? null : Number(row.next_offset),
       deliveredOffset: Number(row.delivered_offset),
       leaseEndOffset: row.lease_end_offset === null ? null : Number(row.lease_end_offset),
       leaseId: row.lease_id,

@@ -27,6 +27,7 @@ function cursor(overrides: Partial<Cursor> = {}): Cursor {
     retryLimit: 3,
     deadLetterQueue: true,
     committedOffset: 2,
+    nextOffset: 3,
     deliveredOffset: 5,
     leaseEndOffset: 5,
     leaseId: LEASE,
@@ -497,6 +498,15 @@ describe('AckService.acknowledge', () => {
           retryCount: 0,
           releaseLease: true,
         });
+      });
+
+      it('takes the first message kept past the cursor as the one at the cursor when retention deleted the ones between', async () => {
+        const h = harness({ cursors: [cursor({ retryCount: 3, retryLimit: 3, nextOffset: 4 })] });
+
+        const [result] = await h.service.acknowledge('t', [ack(4, { outcome: 'failed', error: 'boom' })]);
+
+        expect(result).toMatchObject(accepted(true, true));
+        expect(savedFor(h)).toMatchObject({ committedOffset: 4, retryCount: 0 });
       });
 
       it('only spends another retry for a message not at the cursor', async () => {

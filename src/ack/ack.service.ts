@@ -144,7 +144,8 @@ export class AckService {
 
     // Only the next message in order can leave the partition: moving the
     // cursor past a later one would skip the unacknowledged ones before it.
-    const atCursor = seq === cursor.committedOffset + 1;
+    // The next message is the next offset, or the first one kept past a range retention deleted.
+    const atCursor = seq === cursor.committedOffset + 1 || (seq === cursor.nextOffset && cursor.committedOffset < seq);
     if (atCursor && (command.outcome === 'dlq' || cursor.retryCount >= cursor.retryLimit)) {
       const keep = command.outcome === 'dlq' || cursor.deadLetterQueue;
       if (keep) {

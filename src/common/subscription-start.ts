@@ -1,14 +1,20 @@
 /**
- * SQL for the offset a consumer group starts from in a partition: 0 when the
- * group takes everything, else the last offset created before the group's
- * subscription_from. Push timestamps never decrease along a partition's
- * offsets (they are taken under the partition lock), so that offset is the
- * boundary. Aliases name a partitions row and a consumer_groups row.
+ * SQL for the offset a consumer group starts from in a partition: just
+ * before the first message still kept (retention may have deleted the
+ * oldest) when the group takes everything, else the last offset created
+ * before the group's subscription_from, if that is later. Push timestamps
+ * never decrease along a partition's offsets (they are taken under the
+ * partition lock), so that offset is the boundary. Aliases name a
+ * partitions row and a consumer_groups row.
  */
 export function subscriptionStartOffset(partition: string, group: string): string {
-  return `CASE WHEN ${group}.subscription_from IS NULL THEN 0
-               ELSE COALESCE((SELECT max(m.seq) FROM messages m
-                               WHERE m.tenant_id = ${partition}.tenant_id AND m.partition_id = ${partition}.id
-                                 AND m.created_at < ${group}.subscription_from), 0)
-          END`;
+  return `GREATEST(
+            COALESCE((SELECT min(m.seq) - 1 FROM messages m
+                       WHERE m.tenant_id = ${partition}.tenant_id AND m.partition_id = ${partition}.id),
+                     ${partition}.last_offset),
+            CASE WHEN ${group}.subscription_from IS NULL THEN 0
+                 ELSE COALESCE((SELECT max(m.seq) FROM messages m
+                                 WHERE m.tenant_id = ${partition}.tenant_id AND m.partition_id = ${partition}.id
+                                   AND m.created_at < ${group}.subscription_from), 0)
+            END)`;
 }

@@ -72,6 +72,7 @@ const CLAIM_SQL = `
        FOR UPDATE OF c SKIP LOCKED
   ), spans AS (
     SELECT k.*,
+           CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset ELSE k.last_offset END AS span_end,
            LEAST(CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset ELSE k.last_offset END
                  - k.committed_offset, $6) AS available,
            row_number() OVER (ORDER BY k.updated_at, k.partition_id) AS claim_order
@@ -87,14 +88,27 @@ const CLAIM_SQL = `
              OVER (ORDER BY z.claim_order, m.seq) AS answer_bytes,
            row_number() OVER (ORDER BY z.claim_order, m.seq) AS position
       FROM sized z
-      JOIN messages m ON m.tenant_id = $1 AND m.partition_id = z.partition_id
-                     AND m.seq > z.committed_offset AND m.seq <= z.committed_offset + z.take
+     CROSS JOIN LATERAL (
+           SELECT m.seq, m.payload_bytes, m.payload, m.transaction_id, m.trace_id, m.producer_sub
+             FROM messages m
+            WHERE m.tenant_id = $1 AND m.partition_id = z.partition_id
+              AND m.seq > z.committed_offset AND m.seq <= z.span_end
+            ORDER BY m.seq
+            LIMIT z.take
+         ) m
      WHERE z.take > 0
   ), fitting AS (
     SELECT partition_id, max(seq) AS through_offset
       FROM measured
      WHERE answer_bytes <= $10 OR position = 1
      GROUP BY partition_id
+  ), emptied AS (
+    -- Retention deleted what lay past this cursor: move it on, so the partition stops being a candidate.
+    UPDATE consumers c
+       SET committed_offset = z.span_end, delivered_offset = GREATEST(c.delivered_offset, z.span_end), retry_count = 0
+      FROM sized z
+     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
+       AND z.take > 0 AND NOT EXISTS (SELECT 1 FROM measured s WHERE s.partition_id = z.partition_id)
   ), claimed AS (
     UPDATE consumers c
        SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
