@@ -13,6 +13,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 import { QueuesModule } from './queues/queues.module';
+import { RetentionModule } from './retention/retention.module';
 
 @Module({
   imports: [
@@ -30,6 +31,7 @@ import { QueuesModule } from './queues/queues.module';
     AckModule,
     QueuesModule,
     DlqModule,
+    RetentionModule,
   ],
 })
 export class AppModule {}

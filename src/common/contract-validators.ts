@@ -137,9 +137,11 @@ export function IsIntegerBetween(
   });
 }
 
-export function IsTrueOrFalse(): PropertyDecorator {
+export function IsTrueOrFalse(options: { nullMeansAbsent?: boolean } = {}): PropertyDecorator {
   return contractRule('isTrueOrFalse', (value) =>
-    value === undefined || typeof value === 'boolean' ? undefined : 'must be true or false',
+    value === undefined || typeof value === 'boolean' || (value === null && options.nullMeansAbsent)
+      ? undefined
+      : 'must be true or false',
   );
 }
 

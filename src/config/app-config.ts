@@ -69,6 +69,22 @@ export interface LimitsConfig {
   quotas: TenantQuotas;
 }
 
+/** The retention job (RetentionService) and the defaults of queues that set no retention of their own. */
+export interface RetentionConfig {
+  /** How often each queue is looked at; 0 turns the job off in this process. */
+  intervalMs: number;
+  /** Most rows one retention statement deletes. */
+  batchSize: number;
+  /** completedRetentionSeconds of queues that set none; 0 keeps consumed messages. */
+  completedSeconds: number;
+  /** retentionSeconds of queues that set none; 0 keeps unconsumed messages. */
+  pendingSeconds: number;
+  /** dlqRetentionSeconds of queues that set none; 0 keeps dead letters. */
+  deadLetterSeconds: number;
+  /** An empty partition is removed this long after its last push. */
+  emptyPartitionGraceSeconds: number;
+}
+
 export interface AppConfig {
   port: number;
   host: string;
@@ -89,6 +105,7 @@ export interface AppConfig {
   leaseRenewalBatchRows: number;
   http: HttpConfig;
   limits: LimitsConfig;
+  retention: RetentionConfig;
   /** Serve Swagger UI and the OpenAPI document (/docs, /docs-json). */
   docsEnabled: boolean;
   metrics: MetricsConfig;

@@ -6,6 +6,7 @@ export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512'];
 const MIN_SECRET_BYTES = 32;
+const INT32_MAX = 2_147_483_647;
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
 
 export class ConfigError extends Error {
@@ -120,6 +121,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
         partitions: reader.int('TENANT_MAX_PARTITIONS', 100_000, 0, 100_000_000),
         consumerGroups: reader.int('TENANT_MAX_CONSUMER_GROUPS', 1_000, 0, 100_000_000),
       },
+    },
+    retention: {
+      intervalMs: reader.int('RETENTION_INTERVAL_MS', 30_000, 0, 86_400_000),
+      batchSize: reader.int('RETENTION_BATCH_SIZE', 1_000, 1, 100_000),
+      completedSeconds: reader.int('COMPLETED_RETENTION_SECONDS', 3_600, 0, INT32_MAX),
+      pendingSeconds: reader.int('RETENTION_SECONDS', 14 * 86_400, 0, INT32_MAX),
+      deadLetterSeconds: reader.int('DLQ_RETENTION_SECONDS', 14 * 86_400, 0, INT32_MAX),
+      emptyPartitionGraceSeconds: reader.int('EMPTY_PARTITION_GRACE_SECONDS', 3_600, 0, INT32_MAX),
     },
     docsEnabled: reader.bool('DOCS_ENABLED', true),
     defaultTenantId: DEFAULT_TENANT_ID,

@@ -4,6 +4,7 @@ import { HotLeaseRenewals1796037387818 } from '../../migrations/1796037387818-Ho
 import { MessagePayloadBytes1796091820254 } from '../../migrations/1796091820254-MessagePayloadBytes';
 import { EagerCursors1796104437615 } from '../../migrations/1796104437615-EagerCursors';
 import { LeaseFencing1796200000000 } from '../../migrations/1796200000000-LeaseFencing';
+import { Retention1796300000000 } from '../../migrations/1796300000000-Retention';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -13,4 +14,5 @@ export const MIGRATIONS = [
   MessagePayloadBytes1796091820254,
   EagerCursors1796104437615,
   LeaseFencing1796200000000,
+  Retention1796300000000,
 ];

@@ -42,6 +42,8 @@ export class MetricsService {
   readonly acks: Counter<'status' | 'outcome'>;
   readonly pops: Counter<'outcome'>;
   readonly quotaRefusals: Counter<'quota'>;
+  readonly retentionDeleted: Counter<'reason'>;
+  readonly retentionRunSeconds: Histogram;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_class'>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
@@ -118,6 +120,20 @@ export class MetricsService {
       name: 'leasehold_quota_refusals_total',
       help: 'Requests refused because the tenant is at a quota, by quota (TENANT_MAX_QUEUES, _PARTITIONS, _CONSUMER_GROUPS).',
       labelNames: ['quota'],
+      registers,
+    });
+    this.retentionDeleted = new Counter({
+      name: 'leasehold_retention_deleted_total',
+      help:
+        'Rows the retention job deleted, by reason: completed (consumed by every group), retention (past ' +
+        'retentionSeconds), evicted (past maxWaitTimeSeconds), dead_letter, partition (empty partitions).',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.retentionRunSeconds = new Histogram({
+      name: 'leasehold_retention_run_seconds',
+      help: "One round of this process's retention job, over every queue whose turn had come.",
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
     this.acks = new Counter({

@@ -18,6 +18,10 @@ const QUEUE_STATS_TIMEOUT_MS = 2_000;
 interface QueueStats {
   depth: Array<{ tenant: string | null; queue: string; messages: number }>;
   lag: Array<{ tenant: string | null; queue: string; group: string; messages: number }>;
+  /** Partitions whose retention is due since more than a round: the job is behind. */
+  retentionOverdue: number;
+  /** Rows deleted and not yet reclaimed by (auto)vacuum, by table. */
+  deadRows: Array<{ table: string; rows: number }>;
 }
 
 /**
@@ -34,6 +38,7 @@ export class ScrapeCollector {
   private readonly logger = new Logger('Metrics');
   private readonly maxSeries: number;
   private readonly tenantLabels: boolean;
+  private readonly retentionIntervalMs: number;
   private cached: { at: number; stats: QueueStats } | undefined;
   private reading: Promise<QueueStats> | undefined;
   private readonly failures: Counter;
@@ -48,6 +53,7 @@ export class ScrapeCollector {
   ) {
     this.maxSeries = config.metrics.maxQueueSeries;
     this.tenantLabels = config.metrics.tenantLabels;
+    this.retentionIntervalMs = config.retention.intervalMs;
     const registers = [metrics.registry];
     const pool = (): Pool | undefined => driverPool(this.dataSource);
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
@@ -130,6 +136,24 @@ export class ScrapeCollector {
         for (const row of (await stats()).lag) this.set({ ...labels(row), consumer_group: row.group }, row.messages);
       },
     });
+    new Gauge({
+      name: 'leasehold_retention_overdue_partitions',
+      help: 'Partitions whose retention has been due for longer than a round of the job (RETENTION_INTERVAL_MS): it is behind.',
+      registers,
+      async collect() {
+        this.set((await stats()).retentionOverdue);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_table_dead_rows',
+      help: 'Rows deleted (by retention, acks of dead letters...) that autovacuum has not reclaimed yet, by table.',
+      labelNames: ['table'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const row of (await stats()).deadRows) this.set({ table: row.table }, row.rows);
+      },
+    });
     const labels = (row: { tenant: string | null; queue: string }): Record<string, string> =>
       row.tenant === null ? { queue: row.queue } : { tenant: row.tenant, queue: row.queue };
   }
@@ -147,7 +171,7 @@ export class ScrapeCollector {
         this.logger.warn(
           `Reading queue depth and lag failed: ${error instanceof Error ? error.message : String(error)}`,
         );
-        return this.cached?.stats ?? { depth: [], lag: [] };
+        return this.cached?.stats ?? { depth: [], lag: [], retentionOverdue: 0, deadRows: [] };
       })
       .finally(() => (this.reading = undefined));
     return this.reading;
@@ -180,7 +204,18 @@ export class ScrapeCollector {
           LIMIT $1`,
         [this.maxSeries],
       );
+      const [{ overdue }]: Array<{ overdue: number }> = await manager.query(
+        `SELECT count(*)::int AS overdue FROM partitions
+          WHERE retention_check_at < clock_timestamp() - make_interval(secs => $1::double precision / 1000)`,
+        [Math.max(1_000, this.retentionIntervalMs)],
+      );
+      const dead: Array<{ table: string; rows: string }> = await manager.query(
+        `SELECT relname AS table, n_dead_tup AS rows FROM pg_stat_user_tables
+          WHERE relname IN ('messages', 'dead_letters', 'consumers', 'partitions') ORDER BY relname`,
+      );
       return {
+        retentionOverdue: overdue,
+        deadRows: dead.map((row) => ({ table: row.table, rows: Number(row.rows) })),
         lag: lag.map((row) => ({
           tenant: row.tenant,
           queue: row.queue,

@@ -70,7 +70,8 @@ export class PushRepository {
       ],
     );
     await manager.query(
-      `UPDATE partitions p SET last_offset = t.last_offset
+      `UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
+                               retention_check_at = COALESCE(p.retention_check_at, now())
          FROM unnest($2::uuid[], $3::bigint[]) AS t(id, last_offset)
         WHERE p.tenant_id = $1 AND p.id = t.id`,
       [tenantId, [...lastOffsets.keys()], [...lastOffsets.values()]],

@@ -62,6 +62,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   const queues = {
     ensureQueues: async (_tenantId: string, names: string[]) => ({
       ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
+      maxSizes: new Map(),
       created: 0,
     }),
     lockPartitions: async (_tenantId: string, wanted: Array<{ queueId: string; name: string }>) => {

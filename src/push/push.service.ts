@@ -18,6 +18,9 @@ interface PushOutcome {
   work: Map<string, QueueWork>;
 }
 
+/** The error of an item refused because its queue holds maxSize messages not yet consumed. */
+export const QUEUE_FULL = 'queue is full';
+
 @Injectable()
 export class PushService {
   constructor(
@@ -88,20 +91,30 @@ export class PushService {
       manager,
     );
 
+    // Room left in queues with a maxSize; past it an item fails rather than being stored.
+    const room =
+      queues.maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, queues.maxSizes, manager);
+
     const lastOffsets = new Map<string, number>();
     const fresh: NewMessage[] = [];
     const work = new Map<string, QueueWork>();
     const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
       const key = compositeKey(partition.id, transactionId);
-      const result = (messageId: string, status: PushStatus): PushResultDto => ({
+      const result = (messageId: string | null, status: PushStatus): PushResultDto => ({
         index,
         message_id: messageId,
         transaction_id: transactionId,
         queueName: item.queue,
         status,
+        ...(status === 'failed' ? { error: QUEUE_FULL } : {}),
       });
       const original = known.get(key);
       if (original) return result(original, 'duplicate');
+      const left = room.get(partition.queueId);
+      if (left !== undefined) {
+        if (left <= 0) return result(null, 'failed');
+        room.set(partition.queueId, left - 1);
+      }
       const seq = (lastOffsets.get(partition.id) ?? partition.lastOffset) + 1;
       const id = uuidv7();
       lastOffsets.set(partition.id, seq);
@@ -119,5 +132,14 @@ export class PushService {
       await this.notices.notify(this.wakeup.notificationsFor(tenantId, work), manager);
     }
     return { results, work };
+  }
+
+  private async roomLeft(
+    tenantId: string,
+    maxSizes: Map<string, number>,
+    manager: EntityManager,
+  ): Promise<Map<string, number>> {
+    const pending = await this.queues.pending(tenantId, [...maxSizes.keys()], manager);
+    return new Map([...maxSizes].map(([queueId, max]) => [queueId, max - (pending.get(queueId) ?? 0)]));
   }
 }

@@ -3,6 +3,8 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
+import { RetentionSettings } from './dto/configure-request.dto';
+import { StoredRetention } from '../retention/retention-policy';
 
 export interface QueueRecord {
   id: string;
@@ -10,6 +12,7 @@ export interface QueueRecord {
   leaseTime: number;
   retryLimit: number;
   deadLetterQueue: boolean;
+  retention: StoredRetention;
   /** Options the broker stores and echoes but does not interpret. */
   extraOptions: Record<string, unknown>;
   createdAt: string;
@@ -20,12 +23,18 @@ export interface QueueSettings {
   leaseTime?: number;
   retryLimit?: number;
   deadLetterQueue?: boolean;
+  /** Retention options sent; null resets one to the broker's default. */
+  retention: RetentionSettings;
   extraOptions: Record<string, unknown>;
 }
 
 export interface QueueSummary extends QueueRecord {
   partitions: number;
   messages: number;
+  /** Messages not yet consumed by the slowest consumer group (all kept ones when there is none). */
+  pending: number;
+  /** Messages still stored (retention deletes the rest). */
+  retained: number;
   deadLetters: number;
   consumerGroups: number;
 }
@@ -70,6 +79,12 @@ interface QueueRow {
   lease_time: number;
   retry_limit: number;
   dead_letter_queue: boolean;
+  retention_enabled: boolean | null;
+  retention_seconds: number | null;
+  completed_retention_seconds: number | null;
+  max_wait_time_seconds: number | null;
+  max_size: number | null;
+  dlq_retention_seconds: number | null;
   options: Record<string, unknown>;
   created_at: string;
   updated_at: string;
@@ -78,14 +93,30 @@ interface QueueRow {
 interface QueueSummaryRow extends QueueRow {
   partitions: number;
   messages: string;
+  pending: string;
+  retained: string;
   dead_letters: number;
   consumer_groups: number;
 }
 
+/**
+ * Per partition `p`: its messages still kept (retained) and those not yet
+ * consumed by its slowest group (pending; every kept one when it has none).
+ * Retention deletes a partition's oldest messages first, so what is kept is
+ * the offsets from the first kept message to the last.
+ */
+const PARTITION_COUNTS = `
+  LEFT JOIN LATERAL (SELECT COALESCE(min(m.seq), p.last_offset + 1) AS first_kept FROM messages m
+                      WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id) k ON true
+  LEFT JOIN LATERAL (SELECT min(c.committed_offset) AS slowest FROM consumers c
+                      WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id) c ON true`;
+const PENDING = 'p.last_offset - GREATEST(k.first_kept - 1, COALESCE(c.slowest, 0))';
+
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
 
-const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.options,
+const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.options, q.retention_enabled,
+  q.retention_seconds, q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
 /** SQL for queues and their partitions: lookup, creation on first use, options, statistics, deletion. */
@@ -110,7 +141,7 @@ export class QueuesRepository {
     tenantId: string,
     names: string[],
     manager: EntityManager,
-  ): Promise<{ ids: Map<string, string>; created: number }> {
+  ): Promise<{ ids: Map<string, string>; maxSizes: Map<string, number>; created: number }> {
     let created = 0;
     for (let attempt = 1; ; attempt++) {
       const [inserted]: Array<{ created: number }> = await manager.query(
@@ -124,12 +155,18 @@ export class QueuesRepository {
         [tenantId, names.map(() => uuidv7()), names],
       );
       created += inserted.created;
-      const rows: Array<{ id: string; name: string }> = await manager.query(
-        'SELECT id, name FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[]) ORDER BY name FOR KEY SHARE',
+      const rows: Array<{ id: string; name: string; max_size: number | null }> = await manager.query(
+        `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
+          ORDER BY name FOR KEY SHARE`,
         [tenantId, names],
       );
       if (rows.length === names.length || attempt === 3) {
-        return { ids: new Map(rows.map((row) => [row.name, row.id])), created };
+        const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
+        return {
+          ids: new Map(rows.map((row) => [row.name, row.id])),
+          maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
+          created,
+        };
       }
     }
   }
@@ -187,6 +224,18 @@ export class QueuesRepository {
     return { locked, created: inserted.created };
   }
 
+  /** Per queue id, its messages not yet consumed by its slowest consumer group (see PARTITION_COUNTS). */
+  async pending(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, number>> {
+    const rows: Array<{ queue_id: string; pending: string }> = await manager.query(
+      `SELECT p.queue_id, COALESCE(sum(${PENDING}), 0) AS pending
+         FROM partitions p ${PARTITION_COUNTS}
+        WHERE p.tenant_id = $1 AND p.queue_id = ANY($2::uuid[])
+        GROUP BY p.queue_id`,
+      [tenantId, queueIds],
+    );
+    return new Map(rows.map((row) => [row.queue_id, Number(row.pending)]));
+  }
+
   /**
    * Creates the queue when missing (true when it did) and takes its row lock,
    * so that it cannot vanish before configure() updates it.
@@ -199,6 +248,16 @@ export class QueuesRepository {
       [tenantId, uuidv7(), name],
     );
     return row.created;
+  }
+
+  /** After a queue's retention settings change, each of its partitions is looked at again by the next round. */
+  async recheckRetention(tenantId: string, name: string, manager: EntityManager): Promise<void> {
+    await manager.query(
+      `UPDATE partitions p SET retention_check_at = clock_timestamp()
+         FROM queues q
+        WHERE q.tenant_id = $1 AND q.name = $2 AND p.tenant_id = q.tenant_id AND p.queue_id = q.id`,
+      [tenantId, name],
+    );
   }
 
   /** Applies the given settings to a queue this transaction holds (see upsert); unset ones keep their value. */
@@ -215,6 +274,18 @@ export class QueuesRepository {
                 retry_limit = COALESCE($4, retry_limit),
                 dead_letter_queue = COALESCE($5, dead_letter_queue),
                 options = options || $6::jsonb,
+                retention_enabled = CASE WHEN $7::jsonb ? 'retentionEnabled'
+                                         THEN ($7::jsonb ->> 'retentionEnabled')::boolean ELSE retention_enabled END,
+                retention_seconds = CASE WHEN $7::jsonb ? 'retentionSeconds'
+                                         THEN ($7::jsonb ->> 'retentionSeconds')::int ELSE retention_seconds END,
+                completed_retention_seconds = CASE WHEN $7::jsonb ? 'completedRetentionSeconds'
+                                         THEN ($7::jsonb ->> 'completedRetentionSeconds')::int
+                                         ELSE completed_retention_seconds END,
+                max_wait_time_seconds = CASE WHEN $7::jsonb ? 'maxWaitTimeSeconds'
+                                         THEN ($7::jsonb ->> 'maxWaitTimeSeconds')::int ELSE max_wait_time_seconds END,
+                max_size = CASE WHEN $7::jsonb ? 'maxSize' THEN ($7::jsonb ->> 'maxSize')::int ELSE max_size END,
+                dlq_retention_seconds = CASE WHEN $7::jsonb ? 'dlqRetentionSeconds'
+                                         THEN ($7::jsonb ->> 'dlqRetentionSeconds')::int ELSE dlq_retention_seconds END,
                 updated_at = now()
           WHERE tenant_id = $1 AND name = $2
          RETURNING *
@@ -227,6 +298,7 @@ export class QueuesRepository {
         settings.retryLimit ?? null,
         settings.deadLetterQueue ?? null,
         JSON.stringify(settings.extraOptions),
+        JSON.stringify(settings.retention),
       ],
     );
     return toQueue(rows[0]);
@@ -291,14 +363,17 @@ export class QueuesRepository {
     ids?: string[],
   ): Promise<QueueSummary[]> {
     const rows: QueueSummaryRow[] = await manager.query(
-      `SELECT ${QUEUE_COLUMNS}, s.partitions, s.messages,
+      `SELECT ${QUEUE_COLUMNS}, s.partitions, s.messages, s.pending, s.retained,
               (SELECT count(*)::int FROM dead_letters d
                 WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
               (SELECT count(*)::int FROM consumer_groups g
                 WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS consumer_groups
          FROM queues q
-        CROSS JOIN LATERAL (SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages
-                              FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
+        CROSS JOIN LATERAL (
+              SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages,
+                     COALESCE(sum(${PENDING}), 0) AS pending, COALESCE(sum(p.last_offset - k.first_kept + 1), 0) AS retained
+                FROM partitions p ${PARTITION_COUNTS}
+               WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
         WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::uuid[] IS NULL OR q.id = ANY($3))
         ORDER BY q.name`,
       [tenantId, name ?? null, ids ?? null],
@@ -307,6 +382,8 @@ export class QueuesRepository {
       ...toQueue(row),
       partitions: row.partitions,
       messages: Number(row.messages),
+      pending: Number(row.pending),
+      retained: Number(row.retained),
       deadLetters: row.dead_letters,
       consumerGroups: row.consumer_groups,
     }));
@@ -416,6 +493,14 @@ function toQueue(row: QueueRow): QueueRecord {
     leaseTime: row.lease_time,
     retryLimit: row.retry_limit,
     deadLetterQueue: row.dead_letter_queue,
+    retention: {
+      retentionEnabled: row.retention_enabled,
+      retentionSeconds: row.retention_seconds,
+      completedRetentionSeconds: row.completed_retention_seconds,
+      maxWaitTimeSeconds: row.max_wait_time_seconds,
+      maxSize: row.max_size,
+      dlqRetentionSeconds: row.dlq_retention_seconds,
+    },
     extraOptions: row.options,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

@@ -2,6 +2,13 @@ import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
+import {
+  RetentionDefaults,
+  retentionDefaultsOf,
+  retentionOptionsInForce,
+  retentionPolicy,
+  StoredRetention,
+} from '../retention/retention-policy';
 import { ConfigureCommand } from './dto/configure-request.dto';
 import {
   ConfigureResponseDto,
@@ -22,6 +29,7 @@ const LIST_ENVELOPE_BYTES = 1_024;
 @Injectable()
 export class QueuesService {
   private readonly answerBudget: number;
+  private readonly retentionDefaults: RetentionDefaults;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -30,6 +38,7 @@ export class QueuesService {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - LIST_ENVELOPE_BYTES;
+    this.retentionDefaults = retentionDefaultsOf(config);
   }
 
   /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
@@ -37,9 +46,16 @@ export class QueuesService {
     const queue = await this.transactions.run(tenantId, async (manager) => {
       const created = await this.queues.upsert(tenantId, command.queue, manager);
       await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
-      return this.queues.configure(tenantId, command.queue, command.settings, manager);
+      const queue = await this.queues.configure(tenantId, command.queue, command.settings, manager);
+      if (Object.keys(command.settings.retention).length > 0) {
+        await this.queues.recheckRetention(tenantId, command.queue, manager);
+      }
+      return queue;
     });
-    const inForce = optionsOf(queue);
+    const inForce: Record<string, unknown> = {
+      ...optionsOf(queue, this.retentionDefaults),
+      ...retentionOptionsInForce(retentionPolicy(queue.retention, this.retentionDefaults)),
+    };
     return {
       configured: true,
       queue: queue.name,
@@ -68,7 +84,10 @@ export class QueuesService {
               shown.map((entry) => entry.id),
             );
       const more = entries.length > shown.length;
-      return { queues: summaries.map(toSummary), next: more ? shown[shown.length - 1].name : null };
+      return {
+        queues: summaries.map((summary) => toSummary(summary, this.retentionDefaults)),
+        next: more ? shown[shown.length - 1].name : null,
+      };
     });
   }
 
@@ -88,7 +107,7 @@ export class QueuesService {
         manager,
       );
       return {
-        ...toSummary(summary),
+        ...toSummary(summary, this.retentionDefaults),
         partitions,
         partitionsTruncated: summary.partitions > partitions.length,
         consumerGroups: groupsOf(totals, consumers),
@@ -104,21 +123,30 @@ export class QueuesService {
   }
 }
 
-function optionsOf(queue: QueueRecord): Record<string, unknown> {
+/** The options a queue was given: the retention ones only once set, each with the value in force. */
+function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<string, unknown> {
+  const inForce = retentionOptionsInForce(retentionPolicy(queue.retention, defaults));
+  const retention = Object.fromEntries(
+    Object.entries(inForce).filter(([name]) => queue.retention[name as keyof StoredRetention] !== null),
+  );
   return {
     leaseTime: queue.leaseTime,
     retryLimit: queue.retryLimit,
     deadLetterQueue: queue.deadLetterQueue,
+    ...retention,
     ...queue.extraOptions,
   };
 }
 
-function toSummary(summary: QueueSummary): QueueSummaryDto {
+function toSummary(summary: QueueSummary, defaults: RetentionDefaults): QueueSummaryDto {
   return {
     name: summary.name,
-    options: optionsOf(summary),
+    options: optionsOf(summary, defaults),
+    retention: retentionOptionsInForce(retentionPolicy(summary.retention, defaults)),
     partitionCount: summary.partitions,
     messages: summary.messages,
+    pending: summary.pending,
+    retained: summary.retained,
     deadLetters: summary.deadLetters,
     consumerGroupCount: summary.consumerGroups,
     createdAt: summary.createdAt,

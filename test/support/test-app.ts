@@ -23,7 +23,15 @@ export async function createTestApp(
   beforeInit: (app: NestExpressApplication) => void = () => undefined,
 ): Promise<NestExpressApplication> {
   // A JSON line per request would bury a failing test's output; the log tests run a broker process of their own.
-  const config = loadConfig({ TENANT_HEADER, DB_POOL_SIZE: '4', LOG_REQUESTS: 'false', ...process.env, ...env });
+  // The retention job works across tenants: tests that want it turn it on (RETENTION_INTERVAL_MS) or call it.
+  const config = loadConfig({
+    TENANT_HEADER,
+    DB_POOL_SIZE: '4',
+    LOG_REQUESTS: 'false',
+    RETENTION_INTERVAL_MS: '0',
+    ...process.env,
+    ...env,
+  });
   const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
     .overrideProvider(APP_CONFIG)
     .useValue(config)

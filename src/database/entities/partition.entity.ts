@@ -1,7 +1,8 @@
-import { Column, Entity, ForeignKey, PrimaryColumn, Unique } from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryColumn, Unique } from 'typeorm';
 import { QueueEntity } from './queue.entity';
 
 @Entity({ name: 'partitions' })
+@Index('idx_partitions_retention_check', ['retentionCheckAt'], { where: 'retention_check_at IS NOT NULL' })
 @Unique('uq_partitions_name', ['tenantId', 'queueId', 'name'])
 @ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
   name: 'fk_partitions_queue',
@@ -26,4 +27,12 @@ export class PartitionEntity {
 
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
+
+  /** When a push last added messages; an empty partition is removed a grace period after it. */
+  @Column({ name: 'last_pushed_at', type: 'timestamptz', default: () => 'now()' })
+  lastPushedAt: Date;
+
+  /** When the retention job should next look at this partition; null: not before a push. */
+  @Column({ name: 'retention_check_at', type: 'timestamptz', nullable: true, default: () => 'now()' })
+  retentionCheckAt: Date | null;
 }

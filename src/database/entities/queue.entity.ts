@@ -29,4 +29,23 @@ export class QueueEntity {
 
   @Column({ name: 'updated_at', type: 'timestamptz', default: () => 'now()' })
   updatedAt: Date;
+
+  /** Retention settings (see RetentionService); null means the broker's default. */
+  @Column({ name: 'retention_enabled', type: 'boolean', nullable: true })
+  retentionEnabled: boolean | null;
+
+  @Column({ name: 'retention_seconds', type: 'integer', nullable: true })
+  retentionSeconds: number | null;
+
+  @Column({ name: 'completed_retention_seconds', type: 'integer', nullable: true })
+  completedRetentionSeconds: number | null;
+
+  @Column({ name: 'max_wait_time_seconds', type: 'integer', nullable: true })
+  maxWaitTimeSeconds: number | null;
+
+  @Column({ name: 'max_size', type: 'integer', nullable: true })
+  maxSize: number | null;
+
+  @Column({ name: 'dlq_retention_seconds', type: 'integer', nullable: true })
+  dlqRetentionSeconds: number | null;
 }

@@ -44,7 +44,86 @@ export class QueueOptionsDto {
   })
   @IsTrueOrFalse()
   deadLetterQueue?: boolean;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    nullable: true,
+    description:
+      'Seconds a message is kept once every consumer group of its partition has moved past it (acked or ' +
+      "dead-lettered). 0 keeps such messages; null (or never set) means the broker's COMPLETED_RETENTION_SECONDS " +
+      '(3600). Also how far back a group that starts later, or seeks, can read.',
+  })
+  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  completedRetentionSeconds?: number | null;
+
+  @ApiPropertyOptional({
+    nullable: true,
+    description:
+      'false keeps messages that nobody consumed, whatever retentionSeconds says; true or null applies ' +
+      'retentionSeconds (or the broker default).',
+  })
+  @IsTrueOrFalse({ nullMeansAbsent: true })
+  retentionEnabled?: boolean | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    nullable: true,
+    description:
+      'Seconds after which a message is deleted even if nobody consumed it, as SQS does. 0 keeps them; null ' +
+      "(or never set) means the broker's RETENTION_SECONDS (14 days). A message under a live lease goes when " +
+      'the lease ends.',
+  })
+  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  retentionSeconds?: number | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    nullable: true,
+    description:
+      'Seconds a message may wait for a consumer group: older, it is dead-lettered for each group that has not ' +
+      'consumed it (when deadLetterQueue is on) and removed. 0 or null: no limit.',
+  })
+  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  maxWaitTimeSeconds?: number | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    nullable: true,
+    description:
+      'Most messages the queue may hold that its slowest consumer group has not consumed; a push past it ' +
+      'stores what fits and answers the rest `failed` with error `queue is full`. 0 or null: no limit.',
+  })
+  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  maxSize?: number | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    nullable: true,
+    description:
+      "Seconds a dead letter is kept. 0 keeps them; null (or never set) means the broker's DLQ_RETENTION_SECONDS " +
+      '(14 days).',
+  })
+  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  dlqRetentionSeconds?: number | null;
 }
+
+/** The retention options: stored in columns of their own, null meaning the broker's default. */
+export const RETENTION_OPTIONS = [
+  'completedRetentionSeconds',
+  'retentionEnabled',
+  'retentionSeconds',
+  'maxWaitTimeSeconds',
+  'maxSize',
+  'dlqRetentionSeconds',
+] as const;
+
+export type RetentionOption = (typeof RETENTION_OPTIONS)[number];
+export type RetentionSettings = Partial<Record<RetentionOption, number | boolean | null>>;
 
 /** Unknown options are stored as JSON and echoed: storable, and within QUEUE_OPTIONS_MAX_BYTES. */
 function extraOptionsProblem(extra: Record<string, unknown>): Problem {

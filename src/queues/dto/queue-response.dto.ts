@@ -41,11 +41,35 @@ export class QueueSummaryDto {
   })
   options: Record<string, unknown>;
 
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description: 'Retention in force, the broker defaults included; 0 means none (docs/retention.md)',
+    example: {
+      completedRetentionSeconds: 3600,
+      retentionEnabled: true,
+      retentionSeconds: 1209600,
+      maxWaitTimeSeconds: 0,
+      maxSize: 0,
+      dlqRetentionSeconds: 1209600,
+    },
+  })
+  retention: Record<string, number | boolean>;
+
   @ApiProperty({ type: 'integer' })
   partitionCount: number;
 
   @ApiProperty({ type: 'integer', description: 'Messages ever stored (the sum of partition offsets)' })
   messages: number;
+
+  @ApiProperty({
+    type: 'integer',
+    description: "Messages not yet consumed by the queue's slowest consumer group (every kept one when it has none)",
+  })
+  pending: number;
+
+  @ApiProperty({ type: 'integer', description: 'Messages still stored; retention deletes the others' })
+  retained: number;
 
   @ApiProperty({ type: 'integer' })
   deadLetters: number;

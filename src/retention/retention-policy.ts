@@ -1,0 +1,63 @@
+import { AppConfig } from '../config/app-config';
+
+/** A queue's retention settings as stored: null means the broker's default. */
+export interface StoredRetention {
+  retentionEnabled: boolean | null;
+  retentionSeconds: number | null;
+  completedRetentionSeconds: number | null;
+  maxWaitTimeSeconds: number | null;
+  maxSize: number | null;
+  dlqRetentionSeconds: number | null;
+}
+
+/** The broker's defaults (RetentionConfig), for queues that do not set their own. */
+export interface RetentionDefaults {
+  completedSeconds: number;
+  pendingSeconds: number;
+  deadLetterSeconds: number;
+}
+
+/** What retention does to a queue; null: that rule keeps everything. */
+export interface RetentionPolicy {
+  /** Delete messages every group has moved past, this long after they were pushed. */
+  completedSeconds: number | null;
+  /** Delete any message this long after it was pushed (SQS's retention period). */
+  pendingSeconds: number | null;
+  /** Evict a message waiting longer than this for some group: dead-letter it for that group, then remove it. */
+  maxWaitSeconds: number | null;
+  /** Most messages not yet consumed by the slowest group; pushes past it fail per item. */
+  maxSize: number | null;
+  /** Delete dead letters this long after they were written. */
+  deadLetterSeconds: number | null;
+}
+
+export function retentionDefaultsOf(config: AppConfig): RetentionDefaults {
+  const { completedSeconds, pendingSeconds, deadLetterSeconds } = config.retention;
+  return { completedSeconds, pendingSeconds, deadLetterSeconds };
+}
+
+const positive = (seconds: number | null | undefined): number | null =>
+  seconds === null || seconds === undefined || seconds <= 0 ? null : seconds;
+
+export function retentionPolicy(stored: StoredRetention, defaults: RetentionDefaults): RetentionPolicy {
+  return {
+    completedSeconds: positive(stored.completedRetentionSeconds ?? defaults.completedSeconds),
+    pendingSeconds:
+      stored.retentionEnabled === false ? null : positive(stored.retentionSeconds ?? defaults.pendingSeconds),
+    maxWaitSeconds: positive(stored.maxWaitTimeSeconds),
+    maxSize: positive(stored.maxSize),
+    deadLetterSeconds: positive(stored.dlqRetentionSeconds ?? defaults.deadLetterSeconds),
+  };
+}
+
+/** The retention options as configure echoes them and resources lists them: the values in force, 0 for none. */
+export function retentionOptionsInForce(policy: RetentionPolicy): Record<keyof StoredRetention, number | boolean> {
+  return {
+    completedRetentionSeconds: policy.completedSeconds ?? 0,
+    retentionEnabled: policy.pendingSeconds !== null,
+    retentionSeconds: policy.pendingSeconds ?? 0,
+    maxWaitTimeSeconds: policy.maxWaitSeconds ?? 0,
+    maxSize: policy.maxSize ?? 0,
+    dlqRetentionSeconds: policy.deadLetterSeconds ?? 0,
+  };
+}

@@ -1,0 +1,300 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { StoredRetention } from './retention-policy';
+
+/** A partition the retention job claimed for this round, with its queue's settings. */
+export interface DuePartition {
+  tenantId: string;
+  partitionId: string;
+  deadLetterQueue: boolean;
+  retention: StoredRetention;
+}
+
+/** One partition's rules, in seconds; null turns a rule off. */
+export interface PartitionRules {
+  tenantId: string;
+  partitionId: string;
+  pendingSeconds: number | null;
+  evictSeconds: number | null;
+  completedSeconds: number | null;
+  /** Dead-letter evicted messages (the queue keeps dead letters). */
+  letters: boolean;
+  /** Remove the partition once it keeps nothing, this long after its last push; null: never. */
+  graceSeconds: number | null;
+}
+
+/** What one statement deleted, by reason. */
+export interface Trimmed {
+  completed: number;
+  retention: number;
+  evicted: number;
+  lettered: number;
+  partitions: number;
+}
+
+/** A version-7 UUID made by PostgreSQL: the clock's milliseconds over a random v4, with its version bits set to 7. */
+const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+                   PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+                   FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid`;
+
+const RULES = `rules AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::int[], $6::boolean[], $7::int[])
+      AS t(tenant_id, partition_id, pending_s, evict_s, completed_s, letters, grace_s)
+  )`;
+
+const ago = (seconds: string): string => `clock_timestamp() - make_interval(secs => ${seconds})`;
+
+/**
+ * Over a set of partitions, each with its rules, in one statement, looking
+ * at each partition's oldest $8 messages:
+ *
+ * - pending retention and eviction cut a prefix of messages older than
+ *   their age, and move every cursor still below the cut past it; eviction
+ *   first dead-letters each message for every group that had not consumed
+ *   it (retention does not). Both need every cursor of the partition: a
+ *   partition whose cursors someone holds (a claim, an ack) is left for the
+ *   next round, and the cut never reaches a message under a live lease.
+ * - completed retention deletes, from the oldest, messages every group has
+ *   moved past, once older than its age; a partition no group reads keeps
+ *   them.
+ */
+const TRIM_SQL = `
+  WITH ${RULES}, locked AS (
+    SELECT c.tenant_id, c.partition_id, c.consumer_group, c.committed_offset,
+           COALESCE(c.lease_expires_at > clock_timestamp(), false) AS leased
+      FROM consumers c
+      JOIN rules r ON c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
+     ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+       FOR UPDATE OF c SKIP LOCKED
+  ), state AS (
+    SELECT r.*, a.cursors, a.slowest,
+           (SELECT count(*) FROM locked l WHERE l.tenant_id = r.tenant_id AND l.partition_id = r.partition_id) AS held,
+           (SELECT min(l.committed_offset) FROM locked l
+             WHERE l.tenant_id = r.tenant_id AND l.partition_id = r.partition_id AND l.leased) AS leased_from
+      FROM rules r
+     CROSS JOIN LATERAL (SELECT count(*) AS cursors, min(c.committed_offset) AS slowest FROM consumers c
+                          WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id) a
+  ), oldest AS (
+    SELECT s.tenant_id, s.partition_id, o.seq, o.created_at
+      FROM state s
+     CROSS JOIN LATERAL (SELECT m.seq, m.created_at FROM messages m
+                          WHERE m.tenant_id = s.tenant_id AND m.partition_id = s.partition_id
+                          ORDER BY m.seq LIMIT $8) o
+  ), cut AS (
+    SELECT s.tenant_id, s.partition_id, s.letters, x.*,
+           GREATEST(x.pending_upto, x.evict_upto) AS trim_upto,
+           GREATEST(x.pending_upto, x.evict_upto, x.completed_upto) AS upto
+      FROM state s
+     CROSS JOIN LATERAL (
+           SELECT max(o.seq) FILTER (WHERE s.held = s.cursors AND o.created_at < ${ago('s.pending_s')}
+                                       AND (s.leased_from IS NULL OR o.seq <= s.leased_from)) AS pending_upto,
+                  max(o.seq) FILTER (WHERE s.held = s.cursors AND o.created_at < ${ago('s.evict_s')}
+                                       AND (s.leased_from IS NULL OR o.seq <= s.leased_from)) AS evict_upto,
+                  max(o.seq) FILTER (WHERE o.created_at < ${ago('s.completed_s')} AND o.seq <= s.slowest)
+                    AS completed_upto
+             FROM oldest o
+            WHERE o.tenant_id = s.tenant_id AND o.partition_id = s.partition_id) x
+  ), lettered AS (
+    INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
+                              trace_id, payload, producer_sub, message_created_at, error_message, retry_count)
+    SELECT b.tenant_id, ${UUID_V7}, p.queue_id, m.partition_id, l.consumer_group, m.id, m.seq, m.transaction_id,
+           m.trace_id, m.payload, m.producer_sub, m.created_at, $9, 0
+      FROM cut b
+      JOIN partitions p ON p.tenant_id = b.tenant_id AND p.id = b.partition_id
+      JOIN locked l ON l.tenant_id = b.tenant_id AND l.partition_id = b.partition_id
+                   AND l.committed_offset < b.evict_upto
+      JOIN messages m ON m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id
+                     AND m.seq > GREATEST(l.committed_offset, COALESCE(b.pending_upto, 0)) AND m.seq <= b.evict_upto
+     WHERE b.letters
+    RETURNING 1
+  ), advanced AS (
+    UPDATE consumers c
+       SET committed_offset = b.trim_upto, delivered_offset = GREATEST(c.delivered_offset, b.trim_upto), retry_count = 0
+      FROM cut b
+     WHERE c.tenant_id = b.tenant_id AND c.partition_id = b.partition_id AND c.committed_offset < b.trim_upto
+  ), gone AS (
+    DELETE FROM messages m USING cut b
+     WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq <= b.upto
+    RETURNING m.tenant_id, m.partition_id, m.seq
+  )
+  SELECT b.partition_id,
+         count(g.seq) FILTER (WHERE g.seq <= COALESCE(b.completed_upto, 0))::int AS completed,
+         count(g.seq) FILTER (WHERE g.seq > COALESCE(b.completed_upto, 0) AND g.seq > COALESCE(b.pending_upto, 0))::int
+           AS evicted,
+         count(g.seq) FILTER (WHERE g.seq > COALESCE(b.completed_upto, 0)
+                                AND g.seq <= COALESCE(b.pending_upto, 0))::int AS retention,
+         (SELECT count(*) FROM lettered)::int AS lettered
+    FROM cut b
+    LEFT JOIN gone g ON g.tenant_id = b.tenant_id AND g.partition_id = b.partition_id
+   GROUP BY b.partition_id`;
+
+/**
+ * After TRIM_SQL, in the same transaction: removes the partitions that keep
+ * nothing, hold no live lease and took no push for their grace period, and
+ * sets when each other one is next looked at: at once when TRIM_SQL cut as
+ * much as it may in one go ($9), else when its oldest message comes of age
+ * under a rule, but no sooner than $8 ms (it may be of age and wait for a
+ * consumer, a lease or a lock), or never (null) when it keeps nothing and
+ * is not to be removed: the next push asks again.
+ */
+const SCHEDULE_SQL = `
+  WITH ${RULES}, hurried AS (
+    SELECT unnest($9::uuid[]) AS partition_id
+  ), first AS (
+    SELECT r.*, f.seq, f.created_at, a.slowest,
+           EXISTS (SELECT 1 FROM consumers c WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
+                      AND c.lease_expires_at > clock_timestamp()) AS leased
+      FROM rules r
+      LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM messages m
+                          WHERE m.tenant_id = r.tenant_id AND m.partition_id = r.partition_id
+                          ORDER BY m.seq LIMIT 1) f ON true
+     CROSS JOIN LATERAL (SELECT min(c.committed_offset) AS slowest FROM consumers c
+                          WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id) a
+  ), removed AS (
+    DELETE FROM partitions p USING first f
+     WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased
+       AND p.last_pushed_at < ${ago('f.grace_s')}
+    RETURNING p.tenant_id, p.id
+  ), next AS (
+    SELECT f.tenant_id, f.partition_id, f.seq,
+           LEAST(f.created_at + make_interval(secs => f.pending_s),
+                 f.created_at + make_interval(secs => f.evict_s),
+                 f.created_at + make_interval(secs => f.completed_s)) AS of_age,
+           f.grace_s, EXISTS (SELECT 1 FROM hurried h WHERE h.partition_id = f.partition_id) AS hurry
+      FROM first f
+  ), scheduled AS (
+    UPDATE partitions p
+       SET retention_check_at =
+             CASE WHEN n.seq IS NULL THEN p.last_pushed_at + make_interval(secs => n.grace_s)
+                  WHEN n.hurry THEN clock_timestamp()
+                  WHEN n.of_age IS NULL THEN NULL
+                  ELSE GREATEST(n.of_age, clock_timestamp() + make_interval(secs => $8::double precision / 1000))
+             END
+      FROM next n
+     WHERE p.tenant_id = n.tenant_id AND p.id = n.partition_id
+       AND NOT EXISTS (SELECT 1 FROM removed r WHERE r.tenant_id = p.tenant_id AND r.id = p.id)
+  )
+  SELECT (SELECT count(*) FROM removed)::int AS removed`;
+
+/** SQL of the retention job (RetentionService): each statement bounded and found by index. */
+@Injectable()
+export class RetentionRepository {
+  /**
+   * Claims up to `limit` partitions, of any tenant, whose time to be looked
+   * at has come, and puts that time `holdMs` on, so that another broker
+   * does not take them meanwhile (SKIP LOCKED skips those being claimed).
+   */
+  async claimDue(limit: number, holdMs: number, manager: EntityManager): Promise<DuePartition[]> {
+    const rows: Array<{
+      tenant_id: string;
+      partition_id: string;
+      dead_letter_queue: boolean;
+      retention_enabled: boolean | null;
+      retention_seconds: number | null;
+      completed_retention_seconds: number | null;
+      max_wait_time_seconds: number | null;
+      max_size: number | null;
+      dlq_retention_seconds: number | null;
+    }> = await manager.query(
+      `WITH claimed AS (
+         UPDATE partitions p
+            SET retention_check_at = clock_timestamp() + make_interval(secs => $2::double precision / 1000)
+           FROM (SELECT tenant_id, id, retention_check_at AS was_due FROM partitions
+                  WHERE retention_check_at <= clock_timestamp()
+                  ORDER BY retention_check_at LIMIT $1
+                    FOR NO KEY UPDATE SKIP LOCKED) d
+          WHERE p.tenant_id = d.tenant_id AND p.id = d.id
+         RETURNING p.tenant_id, p.id, p.queue_id, d.was_due
+       )
+       SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue, q.retention_enabled, q.retention_seconds,
+              q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds
+         FROM claimed c
+         JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+        ORDER BY c.was_due`,
+      [limit, holdMs],
+    );
+    return rows.map((row) => ({
+      tenantId: row.tenant_id,
+      partitionId: row.partition_id,
+      deadLetterQueue: row.dead_letter_queue,
+      retention: {
+        retentionEnabled: row.retention_enabled,
+        retentionSeconds: row.retention_seconds,
+        completedRetentionSeconds: row.completed_retention_seconds,
+        maxWaitTimeSeconds: row.max_wait_time_seconds,
+        maxSize: row.max_size,
+        dlqRetentionSeconds: row.dlq_retention_seconds,
+      },
+    }));
+  }
+
+  /** TRIM_SQL then SCHEDULE_SQL over the partitions, looking at up to `window` messages of each. */
+  async trim(
+    rules: PartitionRules[],
+    window: number,
+    evictedError: string,
+    pollMs: number,
+    manager: EntityManager,
+  ): Promise<Trimmed> {
+    const columns = [
+      rules.map((rule) => rule.tenantId),
+      rules.map((rule) => rule.partitionId),
+      rules.map((rule) => rule.pendingSeconds),
+      rules.map((rule) => rule.evictSeconds),
+      rules.map((rule) => rule.completedSeconds),
+      rules.map((rule) => rule.letters),
+      rules.map((rule) => rule.graceSeconds),
+    ];
+    const rows: Array<{
+      partition_id: string;
+      completed: number;
+      evicted: number;
+      retention: number;
+      lettered: number;
+    }> = await manager.query(TRIM_SQL, [...columns, window, evictedError]);
+    const cutToTheWindow = rows
+      .filter((row) => row.completed + row.evicted + row.retention >= window)
+      .map((row) => row.partition_id);
+    const [scheduled]: Array<{ removed: number }> = await manager.query(SCHEDULE_SQL, [
+      ...columns,
+      pollMs,
+      cutToTheWindow,
+    ]);
+    const sum = (key: 'completed' | 'evicted' | 'retention') => rows.reduce((total, row) => total + row[key], 0);
+    return {
+      completed: sum('completed'),
+      evicted: sum('evicted'),
+      retention: sum('retention'),
+      lettered: rows[0]?.lettered ?? 0,
+      partitions: scheduled.removed,
+    };
+  }
+
+  /**
+   * Deletes up to `limit` dead letters older than their queue's retention
+   * (`defaultSeconds` for queues that set none; 0 keeps them), oldest first,
+   * found through their age.
+   */
+  async deadLetters(defaultSeconds: number, limit: number, manager: EntityManager): Promise<number> {
+    const [row]: Array<{ deleted: number }> = await manager.query(
+      `WITH shortest AS (
+         SELECT min(s) AS seconds FROM (
+           SELECT NULLIF($1::int, 0) AS s
+           UNION ALL SELECT min(dlq_retention_seconds) FROM queues WHERE dlq_retention_seconds > 0) x
+       ), doomed AS (
+         SELECT d.tenant_id, d.id FROM dead_letters d
+           JOIN queues q ON q.tenant_id = d.tenant_id AND q.id = d.queue_id
+          WHERE d.created_at < ${ago('(SELECT seconds FROM shortest)')}
+            AND COALESCE(q.dlq_retention_seconds, $1) > 0
+            AND d.created_at < ${ago('COALESCE(q.dlq_retention_seconds, $1)')}
+          ORDER BY d.created_at
+          LIMIT $2
+       ), gone AS (
+         DELETE FROM dead_letters d USING doomed x WHERE d.tenant_id = x.tenant_id AND d.id = x.id RETURNING 1
+       )
+       SELECT count(*)::int AS deleted FROM gone`,
+      [defaultSeconds, limit],
+    );
+    return row.deleted;
+  }
+}

@@ -1,0 +1,153 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { APP_CONFIG, AppConfig, RetentionConfig } from '../config/app-config';
+import { TransactionRunner } from '../database/transaction-runner';
+import { MetricsService } from '../metrics/metrics.service';
+import { RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
+import { DuePartition, PartitionRules, RetentionRepository } from './retention.repository';
+
+export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition';
+
+/** What one round deleted, by reason, and how many partitions it looked at. */
+export interface RetentionRound {
+  partitions: number;
+  deleted: Record<RetentionReason, number>;
+  /** Dead letters written for evicted messages. */
+  evictedToDeadLetters: number;
+}
+
+/** A round's budget, and how soon a partition that could not be cut is looked at again, even with the timer off. */
+const MIN_ROUND_MS = 1_000;
+/** Partitions claimed and worked on together, in one transaction. */
+const CLAIM = 100;
+/** The error text of a dead letter made by eviction. */
+export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
+
+/**
+ * The retention job. Each partition carries when it is next worth looking
+ * at (when its oldest message comes of age under one of its queue's rules;
+ * a push to an empty partition asks for a look at once), so a round's work
+ * grows with what there is to delete, not with the number of queues. Every
+ * RETENTION_INTERVAL_MS each broker process claims the partitions whose
+ * time has come (SKIP LOCKED: each is worked on by one broker), cuts them
+ * in bounded statements in short transactions, and deletes dead letters
+ * past their retention. A round stops rather than run past its interval;
+ * what is left is due at once for the next. Rules and defaults:
+ * docs/retention.md.
+ */
+@Injectable()
+export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('Retention');
+  private readonly settings: RetentionConfig;
+  private readonly defaults: RetentionDefaults;
+  /** How long a round may run, and how long a partition that waits (a consumer, a lease) waits for its next look. */
+  private readonly roundMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private round: Promise<unknown> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly retention: RetentionRepository,
+    private readonly metrics: MetricsService,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.settings = config.retention;
+    this.defaults = retentionDefaultsOf(config);
+    this.roundMs = Math.max(MIN_ROUND_MS, this.settings.intervalMs);
+  }
+
+  onApplicationBootstrap(): void {
+    if (this.settings.intervalMs === 0) return;
+    // Spread over the interval, so brokers started together do not look for work together.
+    this.schedule(Math.random() * this.settings.intervalMs);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.round?.catch(() => undefined);
+  }
+
+  /** One round over every partition whose time has come, then the dead letters; the timer calls it, tests may too. */
+  async runOnce(): Promise<RetentionRound> {
+    const outcome: RetentionRound = {
+      partitions: 0,
+      deleted: { completed: 0, retention: 0, evicted: 0, dead_letter: 0, partition: 0 },
+      evictedToDeadLetters: 0,
+    };
+    const stopAt = performance.now() + this.roundMs;
+    const timer = this.metrics.retentionRunSeconds.startTimer();
+    try {
+      while (!this.stopped && performance.now() < stopAt) {
+        const claimed = await this.transactions.run(undefined, (manager) =>
+          this.retention.claimDue(CLAIM, this.roundMs, manager),
+        );
+        if (claimed.length === 0) break;
+        await this.cut(claimed, outcome);
+        outcome.partitions += claimed.length;
+      }
+      const batch = this.settings.batchSize;
+      for (let deleted = batch; deleted === batch && !this.stopped && performance.now() < stopAt;) {
+        deleted = await this.transactions.run(undefined, (manager) =>
+          this.retention.deadLetters(this.settings.deadLetterSeconds, batch, manager),
+        );
+        this.count(outcome, 'dead_letter', deleted);
+      }
+    } finally {
+      timer();
+    }
+    const deleted = Object.entries(outcome.deleted).filter(([, count]) => count > 0);
+    if (deleted.length > 0) {
+      this.logger.log(
+        `Deleted ${deleted.map(([reason, count]) => `${count} ${reason}`).join(', ')} ` +
+          `(${outcome.partitions} partitions looked at)`,
+      );
+    }
+    return outcome;
+  }
+
+  private async cut(claimed: DuePartition[], outcome: RetentionRound): Promise<void> {
+    const rules = claimed.map((partition): PartitionRules => {
+      const policy = retentionPolicy(partition.retention, this.defaults);
+      return {
+        tenantId: partition.tenantId,
+        partitionId: partition.partitionId,
+        pendingSeconds: policy.pendingSeconds,
+        evictSeconds: policy.maxWaitSeconds,
+        completedSeconds: policy.completedSeconds,
+        letters: partition.deadLetterQueue,
+        graceSeconds: this.settings.emptyPartitionGraceSeconds,
+      };
+    });
+    // One statement reads at most about a batch of messages, however many partitions share it.
+    const window = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
+    const trimmed = await this.transactions.run(undefined, (manager) =>
+      this.retention.trim(rules, window, EVICTED, this.roundMs, manager),
+    );
+    this.count(outcome, 'completed', trimmed.completed);
+    this.count(outcome, 'retention', trimmed.retention);
+    this.count(outcome, 'evicted', trimmed.evicted);
+    this.count(outcome, 'partition', trimmed.partitions);
+    outcome.evictedToDeadLetters += trimmed.lettered;
+  }
+
+  private count(outcome: RetentionRound, reason: RetentionReason, deleted: number): void {
+    outcome.deleted[reason] += deleted;
+    if (deleted > 0) this.metrics.retentionDeleted.inc({ reason }, deleted);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.round = this.runOnce()
+        .catch((error: unknown) =>
+          this.logger.warn(`A retention round failed: ${error instanceof Error ? error.message : String(error)}`),
+        )
+        .finally(() => {
+          this.round = undefined;
+          this.schedule(this.settings.intervalMs);
+        });
+    }, delayMs);
+    this.timer.unref();
+  }
+}

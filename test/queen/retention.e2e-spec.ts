@@ -1,0 +1,39 @@
+import { sleep } from '../support/sleep';
+import { newTenant } from '../support/test-app';
+import { useTestBroker } from '../support/test-broker';
+import { QueenClient } from './queen-client';
+
+jest.setTimeout(60_000);
+
+/** Queen's client tests retentionTest and retentionTestMaxTime, run as its suite asks: RETENTION_INTERVAL 2000. */
+describe("Queen's retention tests", () => {
+  const broker = useTestBroker({ RETENTION_INTERVAL_MS: '2000' });
+
+  it('retentionTest: 100 unconsumed messages of a queue with retentionSeconds 10 are gone 15 s later', async () => {
+    const queen = new QueenClient(broker.app, newTenant());
+    const queue = await queen.create('test-queue-retention-01', {
+      retentionEnabled: true,
+      retentionSeconds: 10,
+      completedRetentionSeconds: 5,
+    });
+    expect(queue.configured).toBe(true);
+    for (let index = 0; index < 100; index += 1)
+      expect(await queen.push('test-queue-retention-01', { data: { message: index } })).toBe(201);
+
+    await sleep(15_000);
+
+    expect(await queen.pop('test-queue-retention-01', 100)).toEqual([]);
+  });
+
+  it('retentionTestMaxTime: with maxWaitTimeSeconds 10 they are gone 15 s later too', async () => {
+    const queen = new QueenClient(broker.app, newTenant());
+    const queue = await queen.create('test-queue-retention-02', { retentionEnabled: true, maxWaitTimeSeconds: 10 });
+    expect(queue.configured).toBe(true);
+    for (let index = 0; index < 100; index += 1)
+      expect(await queen.push('test-queue-retention-02', { data: { message: index } })).toBe(201);
+
+    await sleep(15_000);
+
+    expect(await queen.pop('test-queue-retention-02', 100)).toEqual([]);
+  });
+});
