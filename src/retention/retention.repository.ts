@@ -37,6 +37,9 @@ const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
                    PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
                    FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid`;
 
+/** The advisory lock keys of partitions being cut: the first key spaces them apart from other advisory locks. */
+const RETENTION_LOCK_SPACE = 73_460_021;
+
 const RULES = `rules AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::int[], $6::boolean[], $7::int[])
       AS t(tenant_id, partition_id, pending_s, evict_s, completed_s, letters, grace_s)
@@ -180,11 +183,13 @@ const SCHEDULE_SQL = `
 @Injectable()
 export class RetentionRepository {
   /**
-   * Claims up to `limit` partitions, of any tenant, whose time to be looked
-   * at has come, and puts that time `holdMs` on, so that another broker
-   * does not take them meanwhile (SKIP LOCKED skips those being claimed).
+   * Up to `limit` partitions, of any tenant, whose time to be looked at has
+   * come, each under a transaction-level advisory lock that this call took:
+   * another broker's round skips them. No row lock: pushes hold their
+   * partitions' rows, and a claim that skipped those would never get to a
+   * busy partition.
    */
-  async claimDue(limit: number, holdMs: number, manager: EntityManager): Promise<DuePartition[]> {
+  async claimDue(limit: number, manager: EntityManager): Promise<DuePartition[]> {
     const rows: Array<{
       tenant_id: string;
       partition_id: string;
@@ -196,22 +201,24 @@ export class RetentionRepository {
       max_size: number | null;
       dlq_retention_seconds: number | null;
     }> = await manager.query(
-      `WITH claimed AS (
-         UPDATE partitions p
-            SET retention_check_at = clock_timestamp() + make_interval(secs => $2::double precision / 1000)
-           FROM (SELECT tenant_id, id, retention_check_at AS was_due FROM partitions
-                  WHERE retention_check_at <= clock_timestamp()
-                  ORDER BY retention_check_at LIMIT $1
-                    FOR NO KEY UPDATE SKIP LOCKED) d
-          WHERE p.tenant_id = d.tenant_id AND p.id = d.id
-         RETURNING p.tenant_id, p.id, p.queue_id, d.was_due
+      `WITH due AS (
+         SELECT p.tenant_id, p.id, p.queue_id, p.retention_check_at
+           FROM partitions p
+          WHERE p.retention_check_at <= clock_timestamp()
+          ORDER BY p.retention_check_at
+          LIMIT $1 * 4
+       ), claimed AS (
+         SELECT d.* FROM due d
+          WHERE pg_try_advisory_xact_lock(${RETENTION_LOCK_SPACE}, hashtext(d.id::text))
+          ORDER BY d.retention_check_at
+          LIMIT $1
        )
        SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue, q.retention_enabled, q.retention_seconds,
               q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
-        ORDER BY c.was_due`,
-      [limit, holdMs],
+        ORDER BY c.retention_check_at`,
+      [limit],
     );
     return rows.map((row) => ({
       tenantId: row.tenant_id,

@@ -1,9 +1,10 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { APP_CONFIG, AppConfig, RetentionConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
 import { RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
-import { DuePartition, PartitionRules, RetentionRepository } from './retention.repository';
+import { PartitionRules, RetentionRepository } from './retention.repository';
 
 export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition';
 
@@ -28,8 +29,8 @@ export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
  * a push to an empty partition asks for a look at once), so a round's work
  * grows with what there is to delete, not with the number of queues. Every
  * RETENTION_INTERVAL_MS each broker process claims the partitions whose
- * time has come (SKIP LOCKED: each is worked on by one broker), cuts them
- * in bounded statements in short transactions, and deletes dead letters
+ * time has come (under advisory locks: each is worked on by one broker),
+ * cuts them in bounded statements in short transactions, and deletes dead letters
  * past their retention. A round stops rather than run past its interval;
  * what is left is due at once for the next. Rules and defaults:
  * docs/retention.md.
@@ -79,12 +80,9 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const timer = this.metrics.retentionRunSeconds.startTimer();
     try {
       while (!this.stopped && performance.now() < stopAt) {
-        const claimed = await this.transactions.run(undefined, (manager) =>
-          this.retention.claimDue(CLAIM, this.roundMs, manager),
-        );
-        if (claimed.length === 0) break;
-        await this.cut(claimed, outcome);
-        outcome.partitions += claimed.length;
+        const looked = await this.transactions.run(undefined, (manager) => this.cut(manager, outcome));
+        if (looked === 0) break;
+        outcome.partitions += looked;
       }
       const batch = this.settings.batchSize;
       for (let deleted = batch; deleted === batch && !this.stopped && performance.now() < stopAt;) {
@@ -106,7 +104,10 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     return outcome;
   }
 
-  private async cut(claimed: DuePartition[], outcome: RetentionRound): Promise<void> {
+  /** Claims due partitions and cuts them, in the caller's transaction; answers how many it looked at. */
+  private async cut(manager: EntityManager, outcome: RetentionRound): Promise<number> {
+    const claimed = await this.retention.claimDue(CLAIM, manager);
+    if (claimed.length === 0) return 0;
     const rules = claimed.map((partition): PartitionRules => {
       const policy = retentionPolicy(partition.retention, this.defaults);
       return {
@@ -121,14 +122,13 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     });
     // One statement reads at most about a batch of messages, however many partitions share it.
     const window = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
-    const trimmed = await this.transactions.run(undefined, (manager) =>
-      this.retention.trim(rules, window, EVICTED, this.roundMs, manager),
-    );
+    const trimmed = await this.retention.trim(rules, window, EVICTED, this.roundMs, manager);
     this.count(outcome, 'completed', trimmed.completed);
     this.count(outcome, 'retention', trimmed.retention);
     this.count(outcome, 'evicted', trimmed.evicted);
     this.count(outcome, 'partition', trimmed.partitions);
     outcome.evictedToDeadLetters += trimmed.lettered;
+    return claimed.length;
   }
 
   private count(outcome: RetentionRound, reason: RetentionReason, deleted: number): void {
