@@ -28,9 +28,10 @@ export class Retention1796300000000 implements MigrationInterface {
         ADD COLUMN last_pushed_at timestamptz NOT NULL DEFAULT now(),
         ADD COLUMN retention_check_at timestamptz DEFAULT now()`);
     await queryRunner.query(
-      'CREATE INDEX idx_partitions_retention_check ON partitions (retention_check_at) WHERE retention_check_at IS NOT NULL',
+      `CREATE INDEX idx_partitions_retention_check ON partitions (tenant_id, retention_check_at)
+        WHERE retention_check_at IS NOT NULL`,
     );
-    await queryRunner.query('CREATE INDEX idx_dead_letters_created ON dead_letters (created_at)');
+    await queryRunner.query('CREATE INDEX idx_dead_letters_created ON dead_letters (tenant_id, created_at)');
     await queryRunner.query(
       'ALTER TABLE messages SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05)',
     );

@@ -129,8 +129,18 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       expect(response.body.queues[1]).toEqual({
         name: 'orders',
         options: { leaseTime: 60, retryLimit: 3, deadLetterQueue: true },
+        retention: {
+          completedRetentionSeconds: 3600,
+          retentionEnabled: true,
+          retentionSeconds: 1_209_600,
+          maxWaitTimeSeconds: 0,
+          maxSize: 0,
+          dlqRetentionSeconds: 1_209_600,
+        },
         partitionCount: 2,
         messages: 5,
+        pending: 5,
+        retained: 5,
         deadLetters: 0,
         consumerGroupCount: 0,
         createdAt: expect.stringMatching(TIMESTAMP),

@@ -40,6 +40,20 @@ const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 /** The advisory lock keys of partitions being cut: the first key spaces them apart from other advisory locks. */
 const RETENTION_LOCK_SPACE = 73_460_021;
 
+/**
+ * Every tenant that has a queue, found by walking the primary key of queues
+ * from one tenant to the next (PostgreSQL has no skip scan), so that each
+ * cross-tenant lookup of the job is a set of lookups inside one tenant's
+ * rows, as a schema distributed by tenant wants.
+ */
+const TENANTS = `tenants(tenant_id) AS (
+    SELECT (SELECT tenant_id FROM queues ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.tenant_id FROM queues q WHERE q.tenant_id > t.tenant_id ORDER BY q.tenant_id LIMIT 1)
+      FROM tenants t
+     WHERE t.tenant_id IS NOT NULL
+  )`;
+
 const RULES = `rules AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::int[], $6::boolean[], $7::int[])
       AS t(tenant_id, partition_id, pending_s, evict_s, completed_s, letters, grace_s)
@@ -201,11 +215,13 @@ export class RetentionRepository {
       max_size: number | null;
       dlq_retention_seconds: number | null;
     }> = await manager.query(
-      `WITH due AS (
-         SELECT p.tenant_id, p.id, p.queue_id, p.retention_check_at
-           FROM partitions p
-          WHERE p.retention_check_at <= clock_timestamp()
-          ORDER BY p.retention_check_at
+      `WITH RECURSIVE ${TENANTS}, due AS (
+         SELECT d.* FROM tenants t
+          CROSS JOIN LATERAL (
+                SELECT p.tenant_id, p.id, p.queue_id, p.retention_check_at FROM partitions p
+                 WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp()
+                 ORDER BY p.retention_check_at LIMIT $1) d
+          ORDER BY d.retention_check_at
           LIMIT $1 * 4
        ), claimed AS (
          SELECT d.* FROM due d
@@ -284,17 +300,20 @@ export class RetentionRepository {
    */
   async deadLetters(defaultSeconds: number, limit: number, manager: EntityManager): Promise<number> {
     const [row]: Array<{ deleted: number }> = await manager.query(
-      `WITH shortest AS (
+      `WITH RECURSIVE ${TENANTS}, shortest AS (
          SELECT min(s) AS seconds FROM (
            SELECT NULLIF($1::int, 0) AS s
            UNION ALL SELECT min(dlq_retention_seconds) FROM queues WHERE dlq_retention_seconds > 0) x
        ), doomed AS (
-         SELECT d.tenant_id, d.id FROM dead_letters d
-           JOIN queues q ON q.tenant_id = d.tenant_id AND q.id = d.queue_id
-          WHERE d.created_at < ${ago('(SELECT seconds FROM shortest)')}
-            AND COALESCE(q.dlq_retention_seconds, $1) > 0
-            AND d.created_at < ${ago('COALESCE(q.dlq_retention_seconds, $1)')}
-          ORDER BY d.created_at
+         SELECT e.tenant_id, e.id FROM tenants t
+          CROSS JOIN LATERAL (
+                SELECT d.tenant_id, d.id, d.created_at FROM dead_letters d
+                  JOIN queues q ON q.tenant_id = d.tenant_id AND q.id = d.queue_id
+                 WHERE d.tenant_id = t.tenant_id AND d.created_at < ${ago('(SELECT seconds FROM shortest)')}
+                   AND COALESCE(q.dlq_retention_seconds, $1) > 0
+                   AND d.created_at < ${ago('COALESCE(q.dlq_retention_seconds, $1)')}
+                 ORDER BY d.created_at LIMIT $2) e
+          ORDER BY e.created_at
           LIMIT $2
        ), gone AS (
          DELETE FROM dead_letters d USING doomed x WHERE d.tenant_id = x.tenant_id AND d.id = x.id RETURNING 1

@@ -3,7 +3,7 @@ import { QueueEntity } from './queue.entity';
 
 @Entity({ name: 'dead_letters' })
 @Index('idx_dead_letters_queue', ['tenantId', 'queueId', 'consumerGroup', 'createdAt'])
-@Index('idx_dead_letters_created', ['createdAt'])
+@Index('idx_dead_letters_created', ['tenantId', 'createdAt'])
 @ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
   name: 'fk_dead_letters_queue',
   onDelete: 'CASCADE',

@@ -2,7 +2,7 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn, Unique } from 'typeor
 import { QueueEntity } from './queue.entity';
 
 @Entity({ name: 'partitions' })
-@Index('idx_partitions_retention_check', ['retentionCheckAt'], { where: 'retention_check_at IS NOT NULL' })
+@Index('idx_partitions_retention_check', ['tenantId', 'retentionCheckAt'], { where: 'retention_check_at IS NOT NULL' })
 @Unique('uq_partitions_name', ['tenantId', 'queueId', 'name'])
 @ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
   name: 'fk_partitions_queue',
