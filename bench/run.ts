@@ -7,6 +7,7 @@ import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
 import { percentile, popAndAck } from './http';
 import { createHotLease, createLeases } from './leases';
+import { measureSoak, SoakResult } from './soak';
 import { IsolationRow, measureIsolation } from './tenants';
 import { measureWakeups, WakeupRow } from './wakeups';
 
@@ -26,6 +27,9 @@ const BROKER_PORT = 6700;
 const CEILING_PORT = 6701;
 const ISOLATION_PORT = 6702;
 const SECOND_BROKER_PORT = 6703;
+const SOAK_PORT = 6704;
+const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 240);
+const SOAK_RATE = Number(process.env.BENCH_SOAK_RATE ?? 800);
 const DRAIN_PARTITIONS = Number(process.env.BENCH_DRAIN_PARTITIONS ?? 5000);
 /** Text after this line in RESULTS.md is written by hand and kept across runs. */
 const KEPT_MARKER = '<!-- Written by hand from here on; npm run bench keeps it. -->';
@@ -44,7 +48,7 @@ interface Row {
   rssMb?: number;
 }
 
-/** BENCH_ONLY=isolation runs the tenant-isolation scenarios alone and prints them instead of writing RESULTS.md. */
+/** BENCH_ONLY=isolation or soak runs those scenarios alone and prints them instead of writing RESULTS.md. */
 async function main(): Promise<void> {
   await assertPortFree(BROKER_PORT);
   await assertPortFree(CEILING_PORT);
@@ -54,8 +58,13 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(await measureTenantIsolation(), null, 2));
     return;
   }
+  if (process.env.BENCH_ONLY === 'soak') {
+    console.log(JSON.stringify(await measureSoakRun(), null, 2));
+    return;
+  }
   const { rows, drains, wakeups } = await measureThroughput();
-  writeResults(rows, drains, wakeups, await measureTenantIsolation());
+  const isolation = await measureTenantIsolation();
+  writeResults(rows, drains, wakeups, isolation, await measureSoakRun());
 }
 
 async function measureThroughput(): Promise<{ rows: Row[]; drains: DrainRow[]; wakeups: WakeupRow[] }> {
@@ -161,6 +170,32 @@ async function measureTenantIsolation(): Promise<IsolationRow[]> {
   } finally {
     isolated.kill('SIGTERM');
   }
+}
+
+/** A broker as shipped, its retention job included, under steady traffic for SOAK_SECONDS (bench/soak.ts). */
+async function measureSoakRun(): Promise<SoakResult> {
+  const soaked = start('soak broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
+    PORT: String(SOAK_PORT),
+    HOST: '127.0.0.1',
+    DATABASE_URL: databaseUrl(),
+    DB_POOL_SIZE: process.env.BENCH_POOL_SIZE ?? '10',
+    JWT_ENABLED: 'false',
+  });
+  try {
+    await waitFor(`http://127.0.0.1:${SOAK_PORT}/health`);
+    log(`soak: ${SOAK_RATE} messages/s for ${SOAK_SECONDS} s with retention on`);
+    return await measureSoak(`http://127.0.0.1:${SOAK_PORT}`, databaseUrl(), SOAK_SECONDS, SOAK_RATE, () =>
+      cpuSeconds(soaked),
+    );
+  } finally {
+    soaked.kill('SIGTERM');
+  }
+}
+
+/** User and system CPU the process has used, in seconds. */
+function cpuSeconds(child: ChildProcess): number {
+  const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function databaseUrl(): string {
@@ -335,7 +370,13 @@ function rss(child: ChildProcess): number {
   return Math.round(kb / 1024);
 }
 
-function writeResults(rows: Row[], drains: DrainRow[], wakeups: WakeupRow[], isolation: IsolationRow[]): void {
+function writeResults(
+  rows: Row[],
+  drains: DrainRow[],
+  wakeups: WakeupRow[],
+  isolation: IsolationRow[],
+  soak: SoakResult,
+): void {
   const find = (scenario: string, connections: number) =>
     rows.find((row) => row.scenario.startsWith(scenario) && row.connections === connections);
   const ceiling50 = find('ceiling', 50)!;
@@ -420,12 +461,52 @@ function writeResults(rows: Row[], drains: DrainRow[], wakeups: WakeupRow[], iso
         verdict(row.victimP99 <= 300 && row.victimErrors === 0),
     ),
     '',
+    ...soakLines(soak, verdict),
   ];
   const path = join(ROOT, 'bench', 'RESULTS.md');
   const previous = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const kept = previous.includes(KEPT_MARKER) ? previous.slice(previous.indexOf(KEPT_MARKER)) : `${KEPT_MARKER}\n`;
   writeFileSync(path, `${lines.join('\n')}\n${kept}`);
   log(lines.join('\n'));
+}
+
+function soakLines(soak: SoakResult, verdict: (ok: boolean) => string): string[] {
+  const [first, last] = soak.minutes;
+  const tail = soak.samples.slice(Math.floor(soak.samples.length / 2));
+  const peak = Math.max(...soak.samples.map((sample) => sample.rows));
+  const lastHalfMax = Math.max(...tail.map((sample) => sample.rows));
+  const firstHalfMax = Math.max(...soak.samples.slice(0, Math.floor(soak.samples.length / 2)).map((s) => s.rows));
+  return [
+    '## Retention under steady traffic (soak)',
+    '',
+    `A broker as shipped (retention job every 30 s), one queue with \`completedRetentionSeconds: ${soak.completedRetentionSeconds}\`: ` +
+      `4 producers pushing ${soak.targetPerSecond} messages/s in batches of 10 over 8 partitions, one consumer group of 2 ` +
+      `consumers popping (batch 100, long poll) and acking, for ${soak.seconds} s. Every 5 s the live rows of \`messages\` ` +
+      'are counted; every 30 s `VACUUM (ANALYZE) messages` runs, as autovacuum would (it is off on this machine).',
+    '',
+    '| second | live rows | dead rows |',
+    '| ---: | ---: | ---: |',
+    ...soak.samples
+      .filter((_sample, index) => index % 4 === 3)
+      .map((sample) => `| ${sample.second} | ${sample.rows} | ${sample.deadRows} |`),
+    '',
+    '| window | pushed/s | push p99 ms | consumed/s | pop+ack p99 ms |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...soak.minutes.map(
+      (minute) =>
+        `| ${minute.label} | ${minute.pushedPerSecond} | ${minute.pushP99} | ${minute.consumedPerSecond} | ${minute.popAckP99} |`,
+    ),
+    '',
+    `- the row count levels off: at most ${lastHalfMax} in the second half against ${firstHalfMax} in the first (peak ${peak}): ` +
+      verdict(lastHalfMax <= firstHalfMax * 1.5),
+    `- last minute within noise of the first: consumed ${last.consumedPerSecond}/s against ${first.consumedPerSecond}/s, ` +
+      `pop+ack p99 ${last.popAckP99} ms against ${first.popAckP99} ms: ` +
+      verdict(last.consumedPerSecond >= 0.8 * first.consumedPerSecond && last.popAckP99 <= 2 * first.popAckP99 + 20),
+    `- errors: ${soak.errors}: ${verdict(soak.errors === 0)}`,
+    `- the job: ${soak.retentionRounds} rounds, ${soak.retentionSeconds.toFixed(1)} s in all, ${soak.deleted} rows deleted; ` +
+      `the broker used ${soak.brokerCpuSeconds.toFixed(1)} s of CPU in all over the soak`,
+    '',
+  ];
 }
 
 function log(message: string): void {
