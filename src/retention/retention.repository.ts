@@ -76,11 +76,18 @@ const ago = (seconds: string): string => `clock_timestamp() - make_interval(secs
  *   them.
  */
 const TRIM_SQL = `
-  WITH ${RULES}, locked AS (
+  WITH ${RULES}, trimming AS (
+    -- Only partitions whose oldest message is past pending retention or eviction have cursors to move.
+    SELECT r.tenant_id, r.partition_id FROM rules r
+     CROSS JOIN LATERAL (SELECT m.created_at FROM messages m
+                          WHERE m.tenant_id = r.tenant_id AND m.partition_id = r.partition_id
+                          ORDER BY m.seq LIMIT 1) f
+     WHERE f.created_at < ${ago('r.pending_s')} OR f.created_at < ${ago('r.evict_s')}
+  ), locked AS (
     SELECT c.tenant_id, c.partition_id, c.consumer_group, c.committed_offset,
            COALESCE(c.lease_expires_at > clock_timestamp(), false) AS leased
       FROM consumers c
-      JOIN rules r ON c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
+      JOIN trimming t ON c.tenant_id = t.tenant_id AND c.partition_id = t.partition_id
      ORDER BY c.tenant_id, c.partition_id, c.consumer_group
        FOR UPDATE OF c SKIP LOCKED
   ), state AS (
@@ -146,7 +153,7 @@ const TRIM_SQL = `
    GROUP BY b.partition_id`;
 
 /**
- * After TRIM_SQL, in the same transaction: removes the partitions that keep
+ * After TRIM_SQL, in a transaction of its own: removes the partitions that keep
  * nothing, hold no live lease and took no push for their grace period, and
  * sets when each other one is next looked at: at once when TRIM_SQL cut as
  * much as it may in one go ($9), else when its oldest message comes of age
@@ -192,6 +199,18 @@ const SCHEDULE_SQL = `
        AND NOT EXISTS (SELECT 1 FROM removed r WHERE r.tenant_id = p.tenant_id AND r.id = p.id)
   )
   SELECT (SELECT count(*) FROM removed)::int AS removed`;
+
+function columnsOf(rules: PartitionRules[]): unknown[] {
+  return [
+    rules.map((rule) => rule.tenantId),
+    rules.map((rule) => rule.partitionId),
+    rules.map((rule) => rule.pendingSeconds),
+    rules.map((rule) => rule.evictSeconds),
+    rules.map((rule) => rule.completedSeconds),
+    rules.map((rule) => rule.letters),
+    rules.map((rule) => rule.graceSeconds),
+  ];
+}
 
 /** SQL of the retention job (RetentionService): each statement bounded and found by index. */
 @Injectable()
@@ -251,46 +270,38 @@ export class RetentionRepository {
     }));
   }
 
-  /** TRIM_SQL then SCHEDULE_SQL over the partitions, looking at up to `window` messages of each. */
+  /** TRIM_SQL over the partitions, looking at up to `window` messages of each; `full` names those cut to the window. */
   async trim(
     rules: PartitionRules[],
     window: number,
     evictedError: string,
-    pollMs: number,
     manager: EntityManager,
-  ): Promise<Trimmed> {
-    const columns = [
-      rules.map((rule) => rule.tenantId),
-      rules.map((rule) => rule.partitionId),
-      rules.map((rule) => rule.pendingSeconds),
-      rules.map((rule) => rule.evictSeconds),
-      rules.map((rule) => rule.completedSeconds),
-      rules.map((rule) => rule.letters),
-      rules.map((rule) => rule.graceSeconds),
-    ];
+  ): Promise<Omit<Trimmed, 'partitions'> & { full: string[] }> {
     const rows: Array<{
       partition_id: string;
       completed: number;
       evicted: number;
       retention: number;
       lettered: number;
-    }> = await manager.query(TRIM_SQL, [...columns, window, evictedError]);
-    const cutToTheWindow = rows
-      .filter((row) => row.completed + row.evicted + row.retention >= window)
-      .map((row) => row.partition_id);
-    const [scheduled]: Array<{ removed: number }> = await manager.query(SCHEDULE_SQL, [
-      ...columns,
-      pollMs,
-      cutToTheWindow,
-    ]);
+    }> = await manager.query(TRIM_SQL, [...columnsOf(rules), window, evictedError]);
     const sum = (key: 'completed' | 'evicted' | 'retention') => rows.reduce((total, row) => total + row[key], 0);
     return {
       completed: sum('completed'),
       evicted: sum('evicted'),
       retention: sum('retention'),
       lettered: rows[0]?.lettered ?? 0,
-      partitions: scheduled.removed,
+      full: rows.filter((row) => row.completed + row.evicted + row.retention >= window).map((row) => row.partition_id),
     };
+  }
+
+  /** SCHEDULE_SQL: removes the empty partitions, sets the others' next look (at once for `hurried`); answers removals. */
+  async schedule(rules: PartitionRules[], pollMs: number, hurried: string[], manager: EntityManager): Promise<number> {
+    const [scheduled]: Array<{ removed: number }> = await manager.query(SCHEDULE_SQL, [
+      ...columnsOf(rules),
+      pollMs,
+      hurried,
+    ]);
+    return scheduled.removed;
   }
 
   /**

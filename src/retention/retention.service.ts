@@ -1,5 +1,4 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { APP_CONFIG, AppConfig, RetentionConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
@@ -80,7 +79,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const timer = this.metrics.retentionRunSeconds.startTimer();
     try {
       while (!this.stopped && performance.now() < stopAt) {
-        const looked = await this.transactions.run(undefined, (manager) => this.cut(manager, outcome));
+        const looked = await this.cut(outcome);
         if (looked === 0) break;
         outcome.partitions += looked;
       }
@@ -104,31 +103,43 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     return outcome;
   }
 
-  /** Claims due partitions and cuts them, in the caller's transaction; answers how many it looked at. */
-  private async cut(manager: EntityManager, outcome: RetentionRound): Promise<number> {
-    const claimed = await this.retention.claimDue(CLAIM, manager);
-    if (claimed.length === 0) return 0;
-    const rules = claimed.map((partition): PartitionRules => {
-      const policy = retentionPolicy(partition.retention, this.defaults);
-      return {
-        tenantId: partition.tenantId,
-        partitionId: partition.partitionId,
-        pendingSeconds: policy.pendingSeconds,
-        evictSeconds: policy.maxWaitSeconds,
-        completedSeconds: policy.completedSeconds,
-        letters: partition.deadLetterQueue,
-        graceSeconds: this.settings.emptyPartitionGraceSeconds,
-      };
+  /**
+   * Claims due partitions and cuts them in one short transaction (it holds
+   * the cursors it moves, which acks and renewals wait for), then schedules
+   * their next look in another (it waits for pushes holding partitions).
+   * Answers how many partitions it looked at.
+   */
+  private async cut(outcome: RetentionRound): Promise<number> {
+    const window = { size: 0 };
+    const cut = await this.transactions.run(undefined, async (manager) => {
+      const claimed = await this.retention.claimDue(CLAIM, manager);
+      if (claimed.length === 0) return undefined;
+      const rules = claimed.map((partition): PartitionRules => {
+        const policy = retentionPolicy(partition.retention, this.defaults);
+        return {
+          tenantId: partition.tenantId,
+          partitionId: partition.partitionId,
+          pendingSeconds: policy.pendingSeconds,
+          evictSeconds: policy.maxWaitSeconds,
+          completedSeconds: policy.completedSeconds,
+          letters: partition.deadLetterQueue,
+          graceSeconds: this.settings.emptyPartitionGraceSeconds,
+        };
+      });
+      // One statement reads at most about a batch of messages, however many partitions share it.
+      window.size = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
+      return { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) };
     });
-    // One statement reads at most about a batch of messages, however many partitions share it.
-    const window = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
-    const trimmed = await this.retention.trim(rules, window, EVICTED, this.roundMs, manager);
-    this.count(outcome, 'completed', trimmed.completed);
-    this.count(outcome, 'retention', trimmed.retention);
-    this.count(outcome, 'evicted', trimmed.evicted);
-    this.count(outcome, 'partition', trimmed.partitions);
-    outcome.evictedToDeadLetters += trimmed.lettered;
-    return claimed.length;
+    if (!cut) return 0;
+    const removed = await this.transactions.run(undefined, (manager) =>
+      this.retention.schedule(cut.rules, this.roundMs, cut.trimmed.full, manager),
+    );
+    this.count(outcome, 'completed', cut.trimmed.completed);
+    this.count(outcome, 'retention', cut.trimmed.retention);
+    this.count(outcome, 'evicted', cut.trimmed.evicted);
+    this.count(outcome, 'partition', removed);
+    outcome.evictedToDeadLetters += cut.trimmed.lettered;
+    return cut.rules.length;
   }
 
   private count(outcome: RetentionRound, reason: RetentionReason, deleted: number): void {
