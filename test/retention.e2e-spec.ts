@@ -1,9 +1,11 @@
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, cursors, expireLeases, sql } from './support/db-state';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
+import { waitForLockWaiter, within } from './support/wait';
 
 /** The tenant's messages of a queue, by transaction id, in offset order. */
 async function kept(dataSource: DataSource, tenant: string, queue: string): Promise<string[]> {
@@ -368,5 +370,55 @@ describe('retention: empty partitions', () => {
       await first.close();
       await second.close();
     }
+  });
+});
+
+(onEmbeddedDatabase ? describe.skip : describe)('retention and pushes holding the same partitions', () => {
+  const broker = useTestBroker();
+  let observer: Client;
+
+  beforeAll(async () => {
+    observer = new Client({ connectionString: process.env.DATABASE_URL });
+    await observer.connect();
+  });
+
+  afterAll(() => observer.end());
+
+  it('takes the partitions it schedules in id order, as a push does, so that neither waits on the other in a cycle', async () => {
+    const { client, dataSource } = broker;
+    await client.configure({ queue: 'busy', options: { completedRetentionSeconds: 1 } }).expect(200);
+    const names = Array.from({ length: 20 }, (_, index) => `p${index}`);
+    await client
+      .push(names.map((partition) => ({ queue: 'busy', partition, payload: partition, transactionId: partition })))
+      .expect(201);
+    const partitions: Array<{ id: string; name: string }> = await sql(
+      dataSource,
+      'SELECT id, name FROM partitions WHERE tenant_id = $1 ORDER BY id',
+      [client.tenant],
+    );
+    const [lowest, ...others] = partitions;
+    await firstInLine(dataSource, client.tenant);
+
+    // A push holds the lowest partition: the schedule must wait for it before taking any other.
+    await observer.query('BEGIN');
+    await observer.query('SELECT 1 FROM partitions WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [
+      client.tenant,
+      lowest.id,
+    ]);
+    const round = broker.app.get(RetentionService).runOnce();
+    try {
+      await waitForLockWaiter(observer, 'hurried AS');
+      const pushed = await within(
+        client
+          .push(others.map(({ name }) => ({ queue: 'busy', partition: name, payload: 'more' })))
+          .then((response) => response),
+        'a push to every other partition while the schedule waits',
+        10_000,
+      );
+      expect(pushed.status).toBe(201);
+    } finally {
+      await observer.query('COMMIT');
+    }
+    await round;
   });
 });

@@ -153,7 +153,9 @@ const TRIM_SQL = `
    GROUP BY b.partition_id`;
 
 /**
- * After TRIM_SQL, in a transaction of its own: removes the partitions that keep
+ * After TRIM_SQL, in a transaction of its own, holding the partitions in id
+ * order as a push does (an UPDATE alone takes them in whatever order its
+ * join yields, and deadlocked with pushes): removes the partitions that keep
  * nothing, hold no live lease and took no push for their grace period, and
  * sets when each other one is next looked at: at once when TRIM_SQL cut as
  * much as it may in one go ($9), else when its oldest message comes of age
@@ -164,11 +166,17 @@ const TRIM_SQL = `
 const SCHEDULE_SQL = `
   WITH ${RULES}, hurried AS (
     SELECT unnest($9::uuid[]) AS partition_id
+  ), held AS MATERIALIZED (
+    SELECT p.tenant_id, p.id FROM partitions p
+      JOIN rules r ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
+     ORDER BY p.id
+       FOR NO KEY UPDATE OF p
   ), first AS (
     SELECT r.*, f.seq, f.created_at, a.slowest,
            EXISTS (SELECT 1 FROM consumers c WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
                       AND c.lease_expires_at > clock_timestamp()) AS leased
       FROM rules r
+      JOIN held h ON h.tenant_id = r.tenant_id AND h.id = r.partition_id
       LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM messages m
                           WHERE m.tenant_id = r.tenant_id AND m.partition_id = r.partition_id
                           ORDER BY m.seq LIMIT 1) f ON true

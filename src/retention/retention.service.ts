@@ -68,7 +68,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     await this.round?.catch(() => undefined);
   }
 
-  /** One round over every partition whose time has come, then the dead letters; the timer calls it, tests may too. */
+  /** One round: the dead letters, then every partition whose time has come; the timer calls it, tests may too. */
   async runOnce(): Promise<RetentionRound> {
     const outcome: RetentionRound = {
       partitions: 0,
@@ -78,17 +78,19 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const stopAt = performance.now() + this.roundMs;
     const timer = this.metrics.retentionRunSeconds.startTimer();
     try {
-      while (!this.stopped && performance.now() < stopAt) {
-        const looked = await this.cut(outcome);
-        if (looked === 0) break;
-        outcome.partitions += looked;
-      }
+      // Dead letters first, within half the round: a backlog of partitions must not starve them.
       const batch = this.settings.batchSize;
-      for (let deleted = batch; deleted === batch && !this.stopped && performance.now() < stopAt;) {
+      const lettersUntil = performance.now() + this.roundMs / 2;
+      for (let deleted = batch; deleted === batch && !this.stopped && performance.now() < lettersUntil;) {
         deleted = await this.transactions.run(undefined, (manager) =>
           this.retention.deadLetters(this.settings.deadLetterSeconds, batch, manager),
         );
         this.count(outcome, 'dead_letter', deleted);
+      }
+      while (!this.stopped && performance.now() < stopAt) {
+        const looked = await this.cut(outcome);
+        if (looked === 0) break;
+        outcome.partitions += looked;
       }
     } finally {
       timer();

@@ -28,6 +28,8 @@ export async function waitForValue<T>(
 /** Waits until a session runs a statement containing `fragment` and is blocked on a lock. */
 export async function waitForLockWaiter(observer: Client, fragment: string): Promise<void> {
   await waitFor(async () => {
+    // Inside a transaction the statistics are a snapshot taken at first use: take a fresh one.
+    await observer.query('SELECT pg_stat_clear_snapshot()');
     const { rows } = await observer.query(
       `SELECT count(*)::int AS waiting FROM pg_stat_activity
         WHERE wait_event_type = 'Lock' AND datname = current_database() AND position($1 in query) > 0`,
