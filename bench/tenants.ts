@@ -214,6 +214,7 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
 
   const rows: IsolationRow[] = [];
   for (const [scenario, attack] of scenarios) {
+    if (process.env.BENCH_SCENARIO && !scenario.includes(process.env.BENCH_SCENARIO)) continue;
     let on = true;
     const victim = await startVictim(broker.base, b, victimLease, seconds);
     const attackers = attack(() => on);
