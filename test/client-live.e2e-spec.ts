@@ -16,7 +16,7 @@ import {
   type PopResponse,
   type RequestOptions,
 } from '../client/src';
-import { WakeupService } from '../src/wakeup/wakeup.service';
+import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { cursors, expireLeases, storedCounts } from './support/db-state';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant } from './support/test-app';
@@ -317,7 +317,7 @@ describe('the client against a live broker', () => {
 
   it('started before its queue exists, waits in a long poll and gets the first message pushed, without a single onError call', async () => {
     const consumer = startConsumer({ leaseSeconds: 30, waitTimeoutMs: 120_000 });
-    const wakeup = app.get(WakeupService);
+    const wakeup = app.get(ParkedPolls);
     await waitFor(() => wakeup.parkedCount(tenant, QUEUE, GROUP) === 1, 'the first poll parks', 15_000);
     expect(await storedCounts(dataSource, tenant)).toMatchObject({ queues: 0 });
 

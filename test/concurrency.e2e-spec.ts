@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
-import { WakeupService } from '../src/wakeup/wakeup.service';
+import { WakeupChannel } from '../src/wakeup/wakeup-channel';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors } from './support/db-state';
 import { sleep } from './support/sleep';
@@ -244,7 +244,7 @@ class Ledger {
     });
 
     it('reconnects and hears pushes from other brokers again', async () => {
-      const wakeup = proxied.get(WakeupService);
+      const wakeup = proxied.get(WakeupChannel);
       const tenant = newTenant();
       const consumer = new BrokerClient(proxied, tenant);
       const producer = new BrokerClient(brokerA, tenant);

@@ -5,7 +5,7 @@ import { sleep } from './support/sleep';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { waitFor } from './support/wait';
-import { WakeupService } from '../src/wakeup/wakeup.service';
+import { ParkedPolls } from '../src/wakeup/parked-polls';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
@@ -429,15 +429,15 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     it('stops waiting when the caller hangs up, so a later push is not leased to nobody', async () => {
       await broker.client.configure({ queue: 'orders' });
 
-      const wakeup = broker.app.get(WakeupService);
+      const wakeup = broker.app.get(ParkedPolls);
       const hangingUp = broker.client.pop('orders', { wait: true, timeout: 10_000 });
       const outcome = hangingUp.then(
         () => 'answered',
         () => 'hung up',
       );
-      await waitFor(() => wakeup.parkedTotal === 1, 'the poll parking');
+      await waitFor(() => wakeup.total === 1, 'the poll parking');
       hangingUp.abort();
-      await waitFor(() => wakeup.parkedTotal === 0, 'the broker letting the poll go');
+      await waitFor(() => wakeup.total === 0, 'the broker letting the poll go');
       await broker.client.pushMany('orders', 1);
 
       const response = await broker.client.pop('orders');

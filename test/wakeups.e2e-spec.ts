@@ -2,7 +2,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { WakeupRepository } from '../src/wakeup/wakeup.repository';
-import { WakeupService } from '../src/wakeup/wakeup.service';
+import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient, PopBody, Query } from './support/broker-client';
 import { expireLeases, sql } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
@@ -22,13 +22,13 @@ jest.setTimeout(60_000);
 describe('parked polls wake when something they could claim becomes claimable', () => {
   let app: NestExpressApplication;
   let dataSource: DataSource;
-  let wakeup: WakeupService;
+  let wakeup: ParkedPolls;
   let client: BrokerClient;
 
   beforeAll(async () => {
     app = await createTestApp();
     dataSource = app.get(DataSource);
-    wakeup = app.get(WakeupService);
+    wakeup = app.get(ParkedPolls);
   });
 
   afterAll(async () => {
@@ -151,7 +151,7 @@ describe('parked polls wake when something they could claim becomes claimable', 
     await expireLeases(dataSource, client.tenant, held.leaseId!);
     const repository = app.get(WakeupRepository);
     const sweeps = jest.spyOn(repository, 'endingLeases');
-    const announced = jest.spyOn(wakeup, 'announceRedeliveries');
+    const announced = jest.spyOn(wakeup, 'redelivered');
     try {
       await waitFor(() => sweeps.mock.calls.length >= 3, 'three sweeps run');
       await Promise.all(sweeps.mock.results.map((result) => result.value));

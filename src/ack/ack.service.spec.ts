@@ -1,8 +1,9 @@
+import { Logger } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
-import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
-import { WakeupRepository } from '../wakeup/wakeup.repository';
-import { Redelivery, WakeupService } from '../wakeup/wakeup.service';
+import { Redelivery } from '../wakeup/parked-polls';
+import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckRepository, Cursor, CursorKey, CursorUpdate, DeadLetter } from './ack.repository';
 import { AckService, INVALID_LEASE } from './ack.service';
@@ -80,9 +81,15 @@ function harness(world: World = {}): Harness {
   const counted: Harness['counted'] = [];
 
   const manager = {};
-  const transactions = {
-    run: (_tenantId: string, work: (manager: unknown) => unknown) => work(manager),
-  } as unknown as TransactionRunner;
+  const writes = {
+    run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
+      const unit = new UnitOfWork(tenantId, manager as EntityManager);
+      const result = await work(unit);
+      announced.push(unit.redelivered);
+      unit.runEffects(new Logger('test'));
+      return result;
+    },
+  } as unknown as Writes;
   const acks = {
     lockCursors: async (_tenantId: string, keys: CursorKey[]) => {
       lockedKeys.push(keys.map(({ partitionId, consumerGroup }) => ({ partitionId, consumerGroup })));
@@ -116,11 +123,6 @@ function harness(world: World = {}): Harness {
       ),
     deadLetter: async (_tenantId: string, batch: DeadLetter[]) => void letters.push(batch),
   } as unknown as AckRepository;
-  const wakeup = {
-    redeliveryNotificationsFor: () => [],
-    announceRedeliveries: (_tenantId: string, redeliveries: Redelivery[]) => void announced.push(redeliveries),
-  } as unknown as WakeupService;
-  const notices = { notify: async () => undefined } as unknown as WakeupRepository;
   const counter = (metric: string) => ({
     inc: (labels: Record<string, string>, value = 1) => void counted.push({ metric, labels, value }),
   });
@@ -131,7 +133,7 @@ function harness(world: World = {}): Harness {
     queue: (_tenantId: string, queue: string) => ({ queue }),
   } as unknown as MetricsService;
 
-  const service = new AckService(transactions, acks, wakeup, notices, metrics);
+  const service = new AckService(writes, acks, metrics);
   return { service, saved, letters, announced, lockedKeys, counted };
 }
 
@@ -145,7 +147,7 @@ const savedFor = (h: Harness, partitionId = P1) =>
 describe('AckService.acknowledge', () => {
   it('answers an empty request with no results and opens no transaction', async () => {
     const h = harness();
-    const run = jest.spyOn(h.service['transactions'], 'run');
+    const run = jest.spyOn(h.service['writes'], 'run');
 
     await expect(h.service.acknowledge('t', [])).resolves.toEqual([]);
     expect(run).not.toHaveBeenCalled();

@@ -1,15 +1,28 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
-import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService, RedeliveryCause } from '../metrics/metrics.service';
-import { WakeupRepository } from '../wakeup/wakeup.repository';
-import { Redelivery, WakeupService } from '../wakeup/wakeup.service';
+import { Redelivery } from '../wakeup/parked-polls';
+import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repository';
 
 export const INVALID_LEASE = 'invalid or expired lease';
+export const ALREADY_ACKNOWLEDGED = 'message already acknowledged';
+
+/**
+ * The stricter rules of the acks of one transaction. A lease-less ack is
+ * checked against the required lease holding its cursor, if one does; an
+ * ack of a message the cursor had passed before the transaction began is
+ * refused rather than answered as done, so that a replayed transaction is
+ * recognised instead of half applied.
+ */
+export class TransactionAcks {
+  /** Per cursor, its committed offset when the transaction first locked it. */
+  readonly committedAtStart = new Map<string, number>();
+
+  constructor(readonly requiredLeases: ReadonlySet<string>) {}
+}
 
 /** A cursor as the acks of one request move it. */
 interface WorkingCursor extends Cursor {
@@ -22,10 +35,8 @@ interface WorkingCursor extends Cursor {
 @Injectable()
 export class AckService {
   constructor(
-    private readonly transactions: TransactionRunner,
+    private readonly writes: Writes,
     private readonly acks: AckRepository,
-    private readonly wakeup: WakeupService,
-    private readonly notices: WakeupRepository,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -38,18 +49,9 @@ export class AckService {
    */
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
-    const tally: Tally = { handedBack: [], deadLettered: [] };
-    const { results, redeliveries } = await this.transactions.run(tenantId, (manager) => {
-      tally.handedBack = [];
-      tally.deadLettered = [];
-      return this.apply(tenantId, commands, manager, tally);
-    });
-    this.wakeup.announceRedeliveries(tenantId, redeliveries);
-    this.count(tenantId, commands, results, tally);
-    return results;
+    return this.writes.run(tenantId, (unit) => this.apply(unit, commands));
   }
 
-  /** Counted once committed. */
   private count(tenantId: string, commands: AckCommand[], results: AckResultDto[], tally: Tally): void {
     results.forEach((result, index) =>
       this.metrics.acks.inc({ status: commands[index].outcome, outcome: result.success ? 'accepted' : 'refused' }),
@@ -60,12 +62,14 @@ export class AckService {
     for (const queue of tally.deadLettered) this.metrics.deadLettered.inc(this.metrics.queue(tenantId, queue));
   }
 
-  private async apply(
-    tenantId: string,
-    commands: AckCommand[],
-    manager: EntityManager,
-    tally: Tally,
-  ): Promise<{ results: AckResultDto[]; redeliveries: Redelivery[] }> {
+  /**
+   * The acknowledgments' work inside a unit of work, for /ack and for the
+   * ack operations of a transaction: what they make claimable again, and
+   * their counts, happen once it has committed.
+   */
+  async apply(unit: UnitOfWork, commands: AckCommand[], transaction?: TransactionAcks): Promise<AckResultDto[]> {
+    const { tenantId, manager } = unit;
+    const tally: Tally = { handedBack: [], deadLettered: [] };
     const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
     const cursors = new Map<string, WorkingCursor>(
       (await this.acks.lockCursors(tenantId, keys, manager)).map((cursor) => [
@@ -73,6 +77,11 @@ export class AckService {
         { ...cursor, changed: false, releaseLease: false, failureCounted: false },
       ]),
     );
+    for (const [key, cursor] of cursors) {
+      if (transaction && !transaction.committedAtStart.has(key)) {
+        transaction.committedAtStart.set(key, cursor.committedOffset);
+      }
+    }
     const missing = keys.filter((key) => !cursors.has(compositeKey(key.partitionId, key.consumerGroup)));
     const partitions =
       missing.length > 0
@@ -82,18 +91,29 @@ export class AckService {
 
     const letters: DeadLetter[] = [];
     const results = commands.map((command, index) => {
-      const cursor = cursors.get(compositeKey(command.partitionId, command.consumerGroup));
+      const key = compositeKey(command.partitionId, command.consumerGroup);
+      const cursor = cursors.get(key);
       const seq = offsets.get(compositeKey(command.partitionId, command.transactionId));
-      const outcome = this.decide(command, cursor, partitions.has(command.partitionId), seq, letters, tally);
+      const outcome =
+        transaction && cursor && seq !== undefined && seq <= transaction.committedAtStart.get(key)!
+          ? { success: false, error: ALREADY_ACKNOWLEDGED, leaseReleased: false, dlq: false }
+          : this.decide(
+              withLease(command, cursor, transaction),
+              cursor,
+              partitions.has(command.partitionId),
+              seq,
+              letters,
+              tally,
+            );
       return { index, transactionId: command.transactionId, ...outcome };
     });
 
     const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
     if (updates.length > 0) await this.acks.saveCursors(tenantId, updates, manager);
     if (letters.length > 0) await this.acks.deadLetter(tenantId, letters, manager);
-    const redeliveries = claimableAgain([...cursors.values()]);
-    await this.notices.notify(this.wakeup.redeliveryNotificationsFor(tenantId, redeliveries), manager);
-    return { results, redeliveries };
+    for (const redelivery of claimableAgain([...cursors.values()])) unit.redeliver(redelivery);
+    unit.afterCommit(() => this.count(tenantId, commands, results, tally));
+    return results;
   }
 
   private decide(
@@ -128,7 +148,7 @@ export class AckService {
       return done(spanDone && this.release(cursor));
     }
 
-    if (seq <= cursor.committedOffset) return refused('message already acknowledged');
+    if (seq <= cursor.committedOffset) return refused(ALREADY_ACKNOWLEDGED);
     // Any failure hands the whole batch back at once.
     const batchEnd = cursor.leaseEndOffset ?? cursor.deliveredOffset;
     const leaseReleased = this.release(cursor);
@@ -209,6 +229,16 @@ function claimableAgain(cursors: WorkingCursor[]): Redelivery[] {
     redelivery.partitions.set(cursor.partition, cursor.lastOffset - cursor.committedOffset);
   }
   return [...byGroup.values()];
+}
+
+/** A transaction's ack without a leaseId of its own is checked against the required lease holding its cursor. */
+function withLease(
+  command: AckCommand,
+  cursor: Cursor | undefined,
+  transaction: TransactionAcks | undefined,
+): AckCommand {
+  if (command.leaseId !== undefined || !transaction || !cursor?.leaseId) return command;
+  return transaction.requiredLeases.has(cursor.leaseId) ? { ...command, leaseId: cursor.leaseId } : command;
 }
 
 function uniqueBy<T>(items: T[], key: (item: T) => string): T[] {

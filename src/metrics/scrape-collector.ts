@@ -7,7 +7,8 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { driverPool } from '../database/guarded-pool';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
-import { WakeupService } from '../wakeup/wakeup.service';
+import { ParkedPolls } from '../wakeup/parked-polls';
+import { WakeupChannel } from '../wakeup/wakeup-channel';
 import { MetricsService } from './metrics.service';
 
 /** Queue depth and lag are read at most this often, however often Prometheus scrapes. */
@@ -47,7 +48,8 @@ export class ScrapeCollector {
     metrics: MetricsService,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly transactions: TransactionRunner,
-    wakeup: WakeupService,
+    polls: ParkedPolls,
+    channel: WakeupChannel,
     drain: DrainService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
@@ -95,7 +97,7 @@ export class ScrapeCollector {
       help: 'Long polls waiting in this process.',
       registers,
       collect() {
-        this.set(wakeup.parkedTotal);
+        this.set(polls.total);
       },
     });
     new Gauge({
@@ -103,7 +105,7 @@ export class ScrapeCollector {
       help: "1 while this process's LISTEN connection is up (wakeups from other broker processes are heard), else 0.",
       registers,
       collect() {
-        this.set(wakeup.listening ? 1 : 0);
+        this.set(channel.listening ? 1 : 0);
       },
     });
     new Gauge({

@@ -7,11 +7,11 @@ import { uuidv7 } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
 import { TenantQuotas } from '../limits/tenant-quotas';
-import { TransactionRunner } from '../database/transaction-runner';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
-import { WakeupService } from '../wakeup/wakeup.service';
+import { ParkedPolls } from '../wakeup/parked-polls';
+import { Writes } from '../wakeup/unit-of-work';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, PopRepository } from './pop.repository';
 
@@ -33,9 +33,9 @@ export class PopService {
   private readonly maxTotalSeconds: number | undefined;
 
   constructor(
-    private readonly transactions: TransactionRunner,
+    private readonly writes: Writes,
     private readonly pops: PopRepository,
-    private readonly wakeup: WakeupService,
+    private readonly polls: ParkedPolls,
     private readonly expiries: LeaseExpiryService,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
@@ -87,7 +87,7 @@ export class PopService {
     let woken = false;
     for (;;) {
       const subscription = options.wait
-        ? this.wakeup.subscribe(tenantId, queue, options.consumerGroup, partition)
+        ? this.polls.subscribe(tenantId, queue, options.consumerGroup, partition)
         : undefined;
       try {
         if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
@@ -144,7 +144,9 @@ export class PopService {
   ): Promise<JsonText | undefined> {
     const leaseId = uuidv7();
     let claimSentAt = 0;
-    const { claimed, leaseSeconds } = await this.transactions.run(tenantId, async (manager) => {
+    let late = false;
+    const { claimed, leaseSeconds } = await this.writes.run(tenantId, async (unit) => {
+      const { manager } = unit;
       // A queue or partition that does not exist (yet) has nothing to deliver: 204, and a long poll
       // parks so that the push that creates it wakes it. Nothing is created here.
       const nothing = async () => {
@@ -185,23 +187,35 @@ export class PopService {
         },
         manager,
       );
+      if (claimed.length > 0) {
+        unit.afterCommit(() => {
+          // The lease runs from the claim, which the server ran after claimSentAt.
+          // A database so slow that the lease may already be over is not handed
+          // out: the batch is claimable again within a round trip, and the next pop
+          // gets it with a live lease.
+          late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
+          if (!late) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
+        });
+      }
       return { claimed, leaseSeconds };
     });
     if (claimed.length === 0) return undefined;
-    // The lease runs from the claim, which the server ran after claimSentAt.
-    // A database so slow that the lease may already be over is not handed
-    // out: the batch is claimable again within a round trip, and the next pop
-    // gets it with a live lease.
-    if (!options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000) {
-      throw new DatabaseTimeoutError(leaseSeconds * 1000);
-    }
-    this.count(tenantId, queueName, claimed);
-    if (!options.autoAck) {
-      const partitions = new Map<string, number>();
-      for (const { partition } of claimed) partitions.set(partition, (partitions.get(partition) ?? 0) + 1);
-      this.expiries.leased(tenantId, queueName, options.consumerGroup, partitions, leaseSeconds * 1000);
-    }
+    if (late) throw new DatabaseTimeoutError(leaseSeconds * 1000);
     return this.answer(queueName, options, options.autoAck ? null : leaseId, claimed);
+  }
+
+  private handedOut(
+    tenantId: string,
+    queue: string,
+    options: PopOptions,
+    claimed: ClaimedMessage[],
+    leaseSeconds: number,
+  ): void {
+    this.count(tenantId, queue, claimed);
+    if (options.autoAck) return;
+    const partitions = new Map<string, number>();
+    for (const { partition } of claimed) partitions.set(partition, (partitions.get(partition) ?? 0) + 1);
+    this.expiries.leased(tenantId, queue, options.consumerGroup, partitions, leaseSeconds * 1000);
   }
 
   private count(tenantId: string, queue: string, claimed: ClaimedMessage[]): void {

@@ -1,11 +1,11 @@
 import type { TenantQuotas } from '../limits/tenant-quotas';
-import { ConflictException } from '@nestjs/common';
+import { ConflictException, Logger } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
-import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueuesRepository } from '../queues/queues.repository';
-import { WakeupRepository } from '../wakeup/wakeup.repository';
-import { QueueWork, WakeupService } from '../wakeup/wakeup.service';
+import { QueueWork } from '../wakeup/parked-polls';
+import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { NewMessage, PushRepository } from './push.repository';
 import { PushService } from './push.service';
@@ -56,9 +56,6 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     partitionId,
   };
 
-  const transactions = {
-    run: (_tenantId: string, work: (manager: unknown) => unknown) => work({}),
-  } as unknown as TransactionRunner;
   const queues = {
     ensureQueues: async (_tenantId: string, names: string[]) => ({
       ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
@@ -90,15 +87,18 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       lastOffsets: Map<string, number>,
     ) => void h.inserts.push({ producerSub, messages, lastOffsets: new Map(lastOffsets) }),
   } as unknown as PushRepository;
-  const wakeup = {
-    notificationsFor: () => [{ channel: 'leasehold_push', payload: '' }],
-    announce: (_tenantId: string, work: Map<string, QueueWork>) => void h.announced.push(work),
-  } as unknown as WakeupService;
-  const notices = {
-    notify: async () => {
-      h.notified += 1;
+  // As Writes does: other processes are told inside the transaction when something was pushed, this
+  // process's polls after commit, then the effects run.
+  const writes = {
+    run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
+      const unit = new UnitOfWork(tenantId, {} as EntityManager);
+      const result = await work(unit);
+      if (unit.pushed.size > 0) h.notified += 1;
+      h.announced.push(unit.pushed);
+      unit.runEffects(new Logger('test'));
+      return result;
     },
-  } as unknown as WakeupRepository;
+  } as unknown as Writes;
   const metrics = {
     pushedMessages: {
       inc: (labels: { queue: string }, value: number) => void h.pushedCounts.push({ queue: labels.queue, value }),
@@ -109,7 +109,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   const quotas = { admit: async () => undefined } as unknown as TenantQuotas;
 
   return Object.assign(h, {
-    service: new PushService(transactions, queues, pushes, wakeup, notices, metrics, quotas),
+    service: new PushService(writes, queues, pushes, metrics, quotas),
   });
 }
 
@@ -126,7 +126,7 @@ const insertedOffsets = (h: Harness) =>
 describe('PushService.push', () => {
   it('stores nothing and opens no transaction for an empty push', async () => {
     const h = harness();
-    const run = jest.spyOn(h.service['transactions'], 'run');
+    const run = jest.spyOn(h.service['writes'], 'run');
 
     await expect(h.service.push('t', undefined, [])).resolves.toEqual([]);
     expect(run).not.toHaveBeenCalled();

@@ -2,21 +2,13 @@ import { ConflictException, Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
-import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
-import { QueuesRepository } from '../queues/queues.repository';
-import { WakeupRepository } from '../wakeup/wakeup.repository';
 import { MetricsService } from '../metrics/metrics.service';
-import { QueueWork, sumOf, WakeupService } from '../wakeup/wakeup.service';
+import { QueuesRepository } from '../queues/queues.repository';
+import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
 import { NewMessage, PushRepository } from './push.repository';
-
-interface PushOutcome {
-  results: PushResultDto[];
-  /** Per queue, new messages per partition: what the push wakes waiters for. */
-  work: Map<string, QueueWork>;
-}
 
 /** The error of an item refused because its queue holds maxSize messages not yet consumed. */
 export const QUEUE_FULL = 'queue is full';
@@ -24,11 +16,9 @@ export const QUEUE_FULL = 'queue is full';
 @Injectable()
 export class PushService {
   constructor(
-    private readonly transactions: TransactionRunner,
+    private readonly writes: Writes,
     private readonly queues: QueuesRepository,
     private readonly pushes: PushRepository,
-    private readonly wakeup: WakeupService,
-    private readonly notices: WakeupRepository,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
   ) {}
@@ -42,22 +32,12 @@ export class PushService {
    */
   async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
     if (items.length === 0) return [];
-    const outcome = await this.transactions.run(tenantId, (manager) =>
-      this.store(tenantId, producerSub ?? null, items, manager),
-    );
-    this.wakeup.announce(tenantId, outcome.work);
-    for (const [queue, partitions] of outcome.work) {
-      this.metrics.pushedMessages.inc(this.metrics.queue(tenantId, queue), sumOf(partitions));
-    }
-    return outcome.results;
+    return this.writes.run(tenantId, (unit) => this.store(unit, producerSub ?? null, items));
   }
 
-  private async store(
-    tenantId: string,
-    producerSub: string | null,
-    items: PushItem[],
-    manager: EntityManager,
-  ): Promise<PushOutcome> {
+  /** The push's work inside a unit of work, for a push and for a push operation of a transaction. */
+  async store(unit: UnitOfWork, producerSub: string | null, items: PushItem[]): Promise<PushResultDto[]> {
+    const { tenantId, manager } = unit;
     const queues = await this.queues.ensureQueues(tenantId, [...new Set(items.map((item) => item.queue))], manager);
     await this.quotas.admit(tenantId, 'queues', queues.created, manager);
     const queueIds = queues.ids;
@@ -97,7 +77,7 @@ export class PushService {
 
     const lastOffsets = new Map<string, number>();
     const fresh: NewMessage[] = [];
-    const work = new Map<string, QueueWork>();
+    const perQueue = new Map<string, number>();
     const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
       const key = compositeKey(partition.id, transactionId);
       const result = (messageId: string | null, status: PushStatus): PushResultDto => ({
@@ -119,9 +99,8 @@ export class PushService {
       const id = uuidv7();
       lastOffsets.set(partition.id, seq);
       known.set(key, id);
-      const queueWork = work.get(item.queue) ?? new Map<string, number>();
-      queueWork.set(item.partition, (queueWork.get(item.partition) ?? 0) + 1);
-      work.set(item.queue, queueWork);
+      unit.push(item.queue, item.partition);
+      perQueue.set(item.queue, (perQueue.get(item.queue) ?? 0) + 1);
       const traceId = item.traceId ?? null;
       fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payloadJson: item.payloadJson });
       return result(id, 'queued');
@@ -129,9 +108,12 @@ export class PushService {
 
     if (fresh.length > 0) {
       await this.pushes.insert(tenantId, producerSub, fresh, lastOffsets, manager);
-      await this.notices.notify(this.wakeup.notificationsFor(tenantId, work), manager);
+      unit.afterCommit(() => {
+        for (const [queue, count] of perQueue)
+          this.metrics.pushedMessages.inc(this.metrics.queue(tenantId, queue), count);
+      });
     }
-    return { results, work };
+    return results;
   }
 
   private async roomLeft(

@@ -2,6 +2,7 @@ import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
+import { Writes } from '../wakeup/unit-of-work';
 import {
   RetentionDefaults,
   retentionDefaultsOf,
@@ -33,6 +34,7 @@ export class QueuesService {
 
   constructor(
     private readonly transactions: TransactionRunner,
+    private readonly writes: Writes,
     private readonly queues: QueuesRepository,
     private readonly quotas: TenantQuotas,
     @Inject(APP_CONFIG) config: AppConfig,
@@ -43,7 +45,7 @@ export class QueuesService {
 
   /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
   async configure(tenantId: string, command: ConfigureCommand): Promise<ConfigureResponseDto> {
-    const queue = await this.transactions.run(tenantId, async (manager) => {
+    const queue = await this.writes.run(tenantId, async ({ manager }) => {
       const created = await this.queues.upsert(tenantId, command.queue, manager);
       await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
       const queue = await this.queues.configure(tenantId, command.queue, command.settings, manager);
@@ -117,8 +119,11 @@ export class QueuesService {
 
   /** Idempotent: deleting a queue that does not exist (any more) is not an error. */
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
-    const existed = await this.transactions.run(tenantId, (manager) => this.queues.delete(tenantId, name, manager));
-    if (existed) this.quotas.forget(tenantId);
+    const existed = await this.writes.run(tenantId, async (unit) => {
+      const deleted = await this.queues.delete(tenantId, name, unit.manager);
+      if (deleted) unit.afterCommit(() => this.quotas.forget(tenantId));
+      return deleted;
+    });
     return { deleted: existed, queue: name, existed };
   }
 }

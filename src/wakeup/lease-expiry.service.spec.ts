@@ -2,7 +2,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { EXPIRY_SWEEP_MS, LeaseExpiryService } from './lease-expiry.service';
 import { EndingLease, WakeupRepository } from './wakeup.repository';
-import { Redelivery, WakeupService } from './wakeup.service';
+import { ParkedPolls, Redelivery } from './parked-polls';
 
 interface Harness {
   expiry: LeaseExpiryService;
@@ -15,15 +15,15 @@ interface Harness {
 function harness(): Harness {
   const waiting = new Set<string>();
   const woken: Harness['woken'] = [];
-  const wakeup = {
+  const polls = {
     isWaiting: (tenantId: string, queue: string, group: string) => waiting.has(`${tenantId}/${queue}/${group}`),
     waitingGroups: () =>
       [...waiting].map((key) => {
         const [tenantId, queue, consumerGroup] = key.split('/');
         return { tenantId, queue, consumerGroup };
       }),
-    announceRedeliveries: (tenantId: string, redeliveries: Redelivery[]) => woken.push({ tenantId, redeliveries }),
-  } as unknown as WakeupService;
+    redelivered: (tenantId: string, redeliveries: Redelivery[]) => woken.push({ tenantId, redeliveries }),
+  } as unknown as ParkedPolls;
   const ending = jest.fn<Promise<EndingLease[]>, unknown[]>().mockResolvedValue([]);
   const transactions = {
     run: (_tenant: unknown, work: (manager: unknown) => unknown) => work({}),
@@ -31,7 +31,7 @@ function harness(): Harness {
   let onDrain: () => void = () => undefined;
   const drainService = { onDrain: (listener: () => void) => (onDrain = listener) } as unknown as DrainService;
   const expiry = new LeaseExpiryService(
-    wakeup,
+    polls,
     transactions,
     { endingLeases: ending } as unknown as WakeupRepository,
     drainService,

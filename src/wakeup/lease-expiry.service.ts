@@ -3,7 +3,7 @@ import { compositeKey, splitCompositeKey } from '../common/composite-key';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { WakeupRepository } from './wakeup.repository';
-import { QueueWork, WakeupService } from './wakeup.service';
+import { ParkedPolls, QueueWork } from './parked-polls';
 
 /** How often parked polls' groups are looked up for leases that end. */
 export const EXPIRY_SWEEP_MS = 500;
@@ -50,7 +50,7 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
   private sweepFailing = false;
 
   constructor(
-    private readonly wakeup: WakeupService,
+    private readonly polls: ParkedPolls,
     private readonly transactions: TransactionRunner,
     private readonly repository: WakeupRepository,
     drain: DrainService,
@@ -68,7 +68,7 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
 
   /** A lease this process handed out: plan its group's waiters' wakeup at its end. */
   leased(tenantId: string, queue: string, consumerGroup: string, partitions: QueueWork, leaseMs: number): void {
-    if (this.stopped || !this.wakeup.isWaiting(tenantId, queue, consumerGroup)) return;
+    if (this.stopped || !this.polls.isWaiting(tenantId, queue, consumerGroup)) return;
     const at = Date.now() + leaseMs + AFTER_END_MS;
     for (const [partition, messages] of partitions) {
       this.plan(compositeKey(tenantId, queue, consumerGroup, partition), at, messages);
@@ -77,7 +77,7 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
 
   /** Looks for ended and ending leases of the groups with parked polls; one sweep at a time. */
   async sweep(): Promise<void> {
-    const groups = this.wakeup.waitingGroups();
+    const groups = this.polls.waitingGroups();
     if (this.stopped || this.sweeping || groups.length === 0) return;
     this.sweeping = true;
     try {
@@ -139,9 +139,7 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
 
   private fire(key: string, messages: number): void {
     const [tenantId, queue, consumerGroup, partition] = splitCompositeKey(key);
-    this.wakeup.announceRedeliveries(tenantId, [
-      { queue, consumerGroup, partitions: new Map([[partition, messages]]) },
-    ]);
+    this.polls.redelivered(tenantId, [{ queue, consumerGroup, partitions: new Map([[partition, messages]]) }]);
   }
 
   private stop(): void {

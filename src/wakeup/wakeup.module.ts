@@ -1,10 +1,12 @@
 import { Module } from '@nestjs/common';
 import { LeaseExpiryService } from './lease-expiry.service';
+import { ParkedPolls } from './parked-polls';
+import { Writes } from './unit-of-work';
+import { WakeupChannel } from './wakeup-channel';
 import { WakeupRepository } from './wakeup.repository';
-import { WakeupService } from './wakeup.service';
 
 @Module({
-  providers: [WakeupService, WakeupRepository, LeaseExpiryService],
-  exports: [WakeupService, WakeupRepository, LeaseExpiryService],
+  providers: [ParkedPolls, WakeupChannel, WakeupRepository, LeaseExpiryService, Writes],
+  exports: [ParkedPolls, WakeupChannel, LeaseExpiryService, Writes],
 })
 export class WakeupModule {}

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import type { Notice } from './wakeup.service';
+import type { Notice } from './wakeup-channel';
 
 export interface WaitingGroup {
   tenantId: string;

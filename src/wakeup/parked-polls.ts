@@ -1,0 +1,236 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { compositeKey, splitCompositeKey } from '../common/composite-key';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { DrainService } from '../lifecycle/drain.service';
+
+export type WaitOutcome = 'woken' | 'timeout' | 'aborted' | 'closing';
+
+/** What a write made claimable in one queue: messages per partition name. */
+export type QueueWork = Map<string, number>;
+
+/** Messages of one queue claimable again by one consumer group, per partition name. */
+export interface Redelivery {
+  queue: string;
+  consumerGroup: string;
+  partitions: QueueWork;
+}
+
+/** Interest in one queue, registered before looking for messages so a push committed meanwhile is not missed. */
+export class WakeupSubscription {
+  private outcome: WaitOutcome | undefined;
+  private resolve: ((outcome: WaitOutcome) => void) | undefined;
+
+  constructor(
+    readonly tenantId: string,
+    readonly consumerGroup: string,
+    /** Only this partition's messages are claimable for it; undefined: any partition's. */
+    readonly partition: string | undefined,
+    /** Its tenant already had POP_MAX_WAITING_PER_TENANT polls parked: it is not registered and must not park. */
+    readonly refused: boolean,
+    private readonly detach: (subscription: WakeupSubscription) => void,
+  ) {}
+
+  get settled(): boolean {
+    return this.outcome !== undefined;
+  }
+
+  /** Waiting in wait(): its poll looked and found nothing. */
+  get parked(): boolean {
+    return this.resolve !== undefined && this.outcome === undefined;
+  }
+
+  settle(outcome: WaitOutcome): void {
+    if (this.outcome) return;
+    this.outcome = outcome;
+    this.resolve?.(outcome);
+  }
+
+  /** Resolves on a push to the queue, the timeout, the abort signal or shutdown, whichever comes first. */
+  wait(timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {
+    if (signal.aborted) this.settle('aborted');
+    if (this.outcome) return Promise.resolve(this.outcome);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.settle('timeout'), timeoutMs);
+      const onAbort = (): void => this.settle('aborted');
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.resolve = (outcome) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        resolve(outcome);
+      };
+    });
+  }
+
+  close(): void {
+    this.detach(this);
+  }
+}
+
+/**
+ * The long polls parked in this process, and who to wake for what was made
+ * claimable. A push wakes only as many waiters as it brought messages, per
+ * consumer group, oldest first, and a partition's waiters only for that
+ * partition's messages: a thousand parked polls and a push of five messages
+ * make five claims, not a thousand. A redelivery wakes only its own group's
+ * waiters. A tenant may have POP_MAX_WAITING_PER_TENANT polls parked in
+ * this process; more are refused (429) instead of parked.
+ */
+@Injectable()
+export class ParkedPolls {
+  /** Per (tenant, queue), in the order they parked. */
+  private readonly waiters = new Map<string, Set<WakeupSubscription>>();
+  private readonly parkedPerTenant = new Map<string, number>();
+  /** Parked polls per (tenant, queue, consumer group): what LeaseExpiryService looks for. */
+  private readonly parkedPerGroup = new Map<string, number>();
+  private readonly maxParkedPerTenant: number;
+  private closing = false;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig, drain: DrainService) {
+    this.maxParkedPerTenant = config.limits.popMaxWaitingPerTenant;
+    drain.onDrain(() => this.closeAll());
+  }
+
+  subscribe(tenantId: string, queue: string, consumerGroup: string, partition: string | undefined): WakeupSubscription {
+    const key = compositeKey(tenantId, queue);
+    const parked = this.parkedPerTenant.get(tenantId) ?? 0;
+    const refused = !this.closing && parked >= this.maxParkedPerTenant;
+    const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, refused, (done) =>
+      this.detach(key, done),
+    );
+    if (this.closing) {
+      subscription.settle('closing');
+      return subscription;
+    }
+    if (refused) return subscription;
+    let set = this.waiters.get(key);
+    if (!set) {
+      set = new Set();
+      this.waiters.set(key, set);
+    }
+    set.add(subscription);
+    this.parkedPerTenant.set(tenantId, parked + 1);
+    const groupKey = compositeKey(tenantId, queue, consumerGroup);
+    this.parkedPerGroup.set(groupKey, (this.parkedPerGroup.get(groupKey) ?? 0) + 1);
+    return subscription;
+  }
+
+  /**
+   * Draining or stopping: every parked poll answers at once (503, so its
+   * client retries elsewhere instead of polling this broker again), and so
+   * does any poll that would park from now on.
+   */
+  closeAll(): void {
+    this.closing = true;
+    for (const subscriptions of this.waiters.values()) {
+      for (const subscription of subscriptions) subscription.settle('closing');
+    }
+    this.waiters.clear();
+    this.parkedPerTenant.clear();
+    this.parkedPerGroup.clear();
+  }
+
+  /** Polls registered to wait in this process, every tenant. */
+  get total(): number {
+    let total = 0;
+    for (const count of this.parkedPerTenant.values()) total += count;
+    return total;
+  }
+
+  /** Whether a poll of this group is parked here. */
+  isWaiting(tenantId: string, queue: string, consumerGroup: string): boolean {
+    return this.parkedPerGroup.has(compositeKey(tenantId, queue, consumerGroup));
+  }
+
+  /** Polls of the group that looked, found nothing and now wait here. */
+  parkedCount(tenantId: string, queue: string, consumerGroup: string): number {
+    let parked = 0;
+    for (const subscription of this.waiters.get(compositeKey(tenantId, queue)) ?? []) {
+      if (subscription.consumerGroup === consumerGroup && subscription.parked) parked += 1;
+    }
+    return parked;
+  }
+
+  /** Every (tenant, queue, consumer group) with a poll parked here. */
+  waitingGroups(): Array<{ tenantId: string; queue: string; consumerGroup: string }> {
+    return [...this.parkedPerGroup.keys()].map((key) => {
+      const [tenantId, queue, consumerGroup] = splitCompositeKey(key);
+      return { tenantId, queue, consumerGroup };
+    });
+  }
+
+  /** Wakes the waiters of each queue for what was pushed to it. */
+  pushed(tenantId: string, work: Map<string, QueueWork>): void {
+    for (const [queue, partitions] of work) this.wake(tenantId, queue, partitions);
+  }
+
+  /** Wakes the waiters of each group for messages it can claim again. */
+  redelivered(tenantId: string, redeliveries: Redelivery[]): void {
+    for (const { queue, consumerGroup, partitions } of redeliveries) {
+      this.wake(tenantId, queue, partitions, sumOf(partitions), consumerGroup);
+    }
+  }
+
+  /**
+   * Per consumer group (or only `consumerGroup`'s), wakes waiters oldest
+   * first while the messages last: one message each, and a partition's
+   * waiter only for its partition's messages. `partitions` undefined: the
+   * sender did not say which.
+   */
+  wake(
+    tenantId: string,
+    queue: string,
+    partitions: QueueWork | undefined,
+    total = sumOf(partitions),
+    consumerGroup?: string,
+  ): void {
+    const key = compositeKey(tenantId, queue);
+    const set = this.waiters.get(key);
+    if (!set) return;
+    const left = new Map<string, { total: number; partitions: Map<string, number> | undefined }>();
+    for (const subscription of set) {
+      if (consumerGroup !== undefined && subscription.consumerGroup !== consumerGroup) continue;
+      let budget = left.get(subscription.consumerGroup);
+      if (!budget) {
+        budget = { total, partitions: partitions && new Map(partitions) };
+        left.set(subscription.consumerGroup, budget);
+      }
+      if (budget.total <= 0 || subscription.settled) continue;
+      if (subscription.partition !== undefined && budget.partitions) {
+        const forPartition = budget.partitions.get(subscription.partition) ?? 0;
+        if (forPartition <= 0) continue;
+        budget.partitions.set(subscription.partition, forPartition - 1);
+      }
+      budget.total -= 1;
+      subscription.settle('woken');
+      this.detach(key, subscription);
+    }
+  }
+
+  /** After a gap in what other processes told this one (a lost LISTEN connection), every waiter looks again. */
+  wakeAll(): void {
+    for (const [key, set] of [...this.waiters]) {
+      const [tenantId, queue] = splitCompositeKey(key);
+      this.wake(tenantId, queue, undefined, set.size);
+    }
+  }
+
+  private detach(key: string, subscription: WakeupSubscription): void {
+    const set = this.waiters.get(key);
+    if (!set?.delete(subscription)) return;
+    if (set.size === 0) this.waiters.delete(key);
+    decrement(this.parkedPerTenant, subscription.tenantId);
+    decrement(this.parkedPerGroup, compositeKey(key, subscription.consumerGroup));
+  }
+}
+
+function decrement(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
+}
+
+export function sumOf(partitions: QueueWork | undefined): number {
+  let total = 0;
+  for (const count of partitions?.values() ?? []) total += count;
+  return total;
+}

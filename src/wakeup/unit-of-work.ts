@@ -1,0 +1,84 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { TransactionRunner } from '../database/transaction-runner';
+import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
+import { WakeupChannel } from './wakeup-channel';
+
+/**
+ * One write's transaction, and what it must have happen once, and only
+ * once, it has committed: the messages it made claimable (which wake parked
+ * polls, here and in every other broker process) and anything else to do
+ * after (counters, timers). Nothing recorded here happens for a write that
+ * rolls back.
+ */
+export class UnitOfWork {
+  readonly pushed = new Map<string, QueueWork>();
+  readonly redelivered: Redelivery[] = [];
+  private readonly effects: Array<() => void> = [];
+
+  constructor(
+    readonly tenantId: string,
+    readonly manager: EntityManager,
+  ) {}
+
+  /** `count` new messages in a partition of a queue. */
+  push(queue: string, partition: string, count = 1): void {
+    const partitions = this.pushed.get(queue) ?? new Map<string, number>();
+    partitions.set(partition, (partitions.get(partition) ?? 0) + count);
+    this.pushed.set(queue, partitions);
+  }
+
+  /** Messages of a queue its consumer group can claim again (a nack, a released lease). */
+  redeliver(redelivery: Redelivery): void {
+    this.redelivered.push(redelivery);
+  }
+
+  /** To run once the transaction has committed (and never if it rolls back). */
+  afterCommit(effect: () => void): void {
+    this.effects.push(effect);
+  }
+
+  /** Runs the effects; one that throws does not keep the others from running. */
+  runEffects(logger: Logger): void {
+    for (const effect of this.effects) {
+      try {
+        effect();
+      } catch (error) {
+        logger.error(`An effect after commit failed: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+  }
+}
+
+/**
+ * The one way a write runs: in one transaction (TransactionRunner), with
+ * what it made claimable told to the other broker processes inside it
+ * (NOTIFY, delivered on commit) and, after commit, to this process's own
+ * parked polls, followed by the write's other effects.
+ */
+@Injectable()
+export class Writes {
+  private readonly logger = new Logger('Writes');
+
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly polls: ParkedPolls,
+    private readonly channel: WakeupChannel,
+  ) {}
+
+  async run<T>(tenantId: string, work: (unit: UnitOfWork) => Promise<T>): Promise<T> {
+    let unit: UnitOfWork | undefined;
+    const result = await this.transactions.run(tenantId, async (manager) => {
+      unit = new UnitOfWork(tenantId, manager);
+      const value = await work(unit);
+      if (unit.pushed.size > 0 || unit.redelivered.length > 0) {
+        await this.channel.tell(tenantId, unit.pushed, unit.redelivered, manager);
+      }
+      return value;
+    });
+    this.polls.pushed(tenantId, unit!.pushed);
+    this.polls.redelivered(tenantId, unit!.redelivered);
+    unit!.runEffects(this.logger);
+    return result;
+  }
+}

@@ -1,0 +1,190 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Client, Notification } from 'pg';
+import { EntityManager } from 'typeorm';
+import { compositeKey } from '../common/composite-key';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { DatabaseServer } from '../database/database-server';
+import { ParkedPolls, QueueWork, Redelivery, sumOf } from './parked-polls';
+import { WakeupRepository } from './wakeup.repository';
+
+/** The PostgreSQL channel every broker process listens on for pushes. */
+export const PUSH_CHANNEL = 'leasehold_push';
+/** And for messages claimable again by one consumer group: a nack, a lease released by an ack. */
+export const REDELIVERY_CHANNEL = 'leasehold_redelivery';
+
+/** A NOTIFY to send inside a transaction, so that it goes out on commit. */
+export interface Notice {
+  channel: string;
+  payload: string;
+}
+
+const RECONNECT_MIN_MS = 250;
+const RECONNECT_MAX_MS = 5_000;
+const HEARTBEAT_MS = 15_000;
+/** NOTIFY payloads stay below PostgreSQL's 8000 bytes; past this a notice names no partitions. */
+const NOTIFY_PAYLOAD_BYTES = 7_000;
+
+/**
+ * How broker processes tell each other what they made claimable: NOTIFY,
+ * sent inside the writing transaction (PostgreSQL delivers it on commit,
+ * never for a rollback), heard on one LISTEN connection per process outside
+ * the pool, so a parked poll holds no pooled connection. A process ignores
+ * its own notices: it has woken its own polls directly. The embedded
+ * database delivers NOTIFY to whichever connection happens to be active,
+ * which is why the direct path exists.
+ */
+@Injectable()
+export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('Wakeups');
+  /** Tells this process's own notices apart: its waiters were already woken directly. */
+  private readonly origin = randomUUID();
+  private client: Client | undefined;
+  private url: string | undefined;
+  private reconnectDelayMs = RECONNECT_MIN_MS;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private closing = false;
+  private everConnected = false;
+
+  constructor(
+    private readonly server: DatabaseServer,
+    private readonly polls: ParkedPolls,
+    private readonly notices: WakeupRepository,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** True while the LISTEN connection is up (wakeups from other broker processes are heard). */
+  get listening(): boolean {
+    return this.client !== undefined;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.url = await this.server.url();
+    await this.connect();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.closing = true;
+    this.polls.closeAll();
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.heartbeatTimer);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  /** Tells the other processes, on commit of the transaction of `manager`, what it made claimable. */
+  async tell(
+    tenantId: string,
+    pushed: Map<string, QueueWork>,
+    redelivered: Redelivery[],
+    manager: EntityManager,
+  ): Promise<void> {
+    const notices = [
+      ...[...pushed].map(([queue, partitions]) => ({
+        channel: PUSH_CHANNEL,
+        payload: this.payload([tenantId, queue], partitions),
+      })),
+      ...redelivered.map(({ queue, consumerGroup, partitions }) => ({
+        channel: REDELIVERY_CHANNEL,
+        payload: this.payload([tenantId, queue, consumerGroup], partitions),
+      })),
+    ];
+    await this.notices.notify(notices, manager);
+  }
+
+  /**
+   * Origin, tenant, queue (and consumer group for a redelivery), message
+   * count, then each partition with its count (left out when they would not
+   * fit: then any waiter may go).
+   */
+  private payload(names: string[], partitions: QueueWork): string {
+    const head = compositeKey(this.origin, ...names, String(sumOf(partitions)));
+    const full = compositeKey(head, ...[...partitions].map(([partition, count]) => `${partition}\t${count}`));
+    return Buffer.byteLength(full) <= NOTIFY_PAYLOAD_BYTES ? full : head;
+  }
+
+  private onNotification(message: Notification): void {
+    const fields = (message.payload ?? '').split('\n');
+    const redelivery = message.channel === REDELIVERY_CHANNEL;
+    if (!redelivery && message.channel !== PUSH_CHANNEL) return;
+    const [origin, tenantId, queue] = fields;
+    const consumerGroup = redelivery ? fields[3] : undefined;
+    const [total, ...partitions] = fields.slice(redelivery ? 4 : 3);
+    if (total === undefined || origin === this.origin) return;
+    const work: QueueWork | undefined =
+      partitions.length === 0
+        ? undefined
+        : new Map(
+            partitions.map((entry) => [
+              entry.slice(0, entry.lastIndexOf('\t')),
+              Number(entry.slice(entry.lastIndexOf('\t') + 1)),
+            ]),
+          );
+    this.polls.wake(tenantId, queue, work, Number(total), consumerGroup);
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closing || !this.url) return;
+    const { database } = this.config;
+    const client = new Client({
+      connectionString: this.url,
+      application_name: 'leasehold-listener',
+      connectionTimeoutMillis: database.acquireTimeoutMs,
+      query_timeout: database.statementTimeoutMs,
+      keepAlive: true,
+    });
+    client.on('notification', (message) => this.onNotification(message));
+    client.on('error', (error) => this.dropped(client, error));
+    client.on('end', () => this.dropped(client));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${PUSH_CHANNEL}; LISTEN ${REDELIVERY_CHANNEL}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      this.logger.warn(`LISTEN connection failed (${messageOf(error)}); retrying in ${this.reconnectDelayMs} ms`);
+      this.scheduleReconnect();
+      return;
+    }
+    if (this.closing) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.client = client;
+    if (this.reconnectDelayMs > RECONNECT_MIN_MS || this.everConnected) this.logger.log('LISTEN connection up again');
+    this.everConnected = true;
+    this.reconnectDelayMs = RECONNECT_MIN_MS;
+    this.heartbeatTimer = setInterval(() => this.heartbeat(client), HEARTBEAT_MS).unref();
+    // What other processes made claimable while the connection was down was not heard: every waiter looks again.
+    this.polls.wakeAll();
+  }
+
+  /** A half-open TCP connection never errors by itself; a periodic round trip finds it. */
+  private heartbeat(client: Client): void {
+    client.query('SELECT 1').catch((error: unknown) => {
+      this.dropped(client, error);
+      client.end().catch(() => undefined);
+    });
+  }
+
+  private dropped(client: Client, error?: unknown): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    clearInterval(this.heartbeatTimer);
+    if (this.closing) return;
+    this.logger.warn(`LISTEN connection lost${error ? ` (${messageOf(error)})` : ''}; reconnecting`);
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closing) return;
+    const delay = this.reconnectDelayMs;
+    this.reconnectDelayMs = Math.min(delay * 2, RECONNECT_MAX_MS);
+    this.reconnectTimer = setTimeout(() => void this.connect(), delay).unref();
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,164 @@
+import { EntityManager } from 'typeorm';
+import { loadConfig } from '../config/load-config';
+import { DatabaseServer } from '../database/database-server';
+import { DrainService } from '../lifecycle/drain.service';
+import { ParkedPolls, QueueWork, Redelivery, WakeupSubscription } from './parked-polls';
+import { Notice, WakeupChannel } from './wakeup-channel';
+import { WakeupRepository } from './wakeup.repository';
+
+const drain = { onDrain: () => undefined } as unknown as DrainService;
+
+interface Process {
+  polls: ParkedPolls;
+  channel: WakeupChannel;
+  /** The NOTIFYs its writes sent. */
+  sent: Notice[];
+}
+
+/** A broker process's polls and channel, never connected: notices are handed over by the test. */
+function process(env: Record<string, string> = {}): Process {
+  const config = loadConfig(env);
+  const polls = new ParkedPolls(config, drain);
+  const sent: Notice[] = [];
+  const notices = { notify: async (batch: Notice[]) => void sent.push(...batch) } as unknown as WakeupRepository;
+  return { polls, channel: new WakeupChannel({} as DatabaseServer, polls, notices, config), sent };
+}
+
+const parked: WakeupSubscription[] = [];
+afterEach(() => parked.splice(0).forEach((subscription) => subscription.settle('aborted')));
+
+/** Subscribes and parks, as a poll that found nothing does. */
+function park(
+  polls: ParkedPolls,
+  group: string,
+  partition?: string,
+  queue = 'jobs',
+  tenant = 't1',
+): WakeupSubscription {
+  const subscription = polls.subscribe(tenant, queue, group, partition);
+  void subscription.wait(60_000, new AbortController().signal);
+  parked.push(subscription);
+  return subscription;
+}
+
+/** What `sender` tells for a write, as the receiver hears it. */
+async function tell(
+  sender: Process,
+  receiver: Process,
+  pushed: Map<string, QueueWork>,
+  redelivered: Redelivery[],
+): Promise<void> {
+  sender.sent.length = 0;
+  await sender.channel.tell('t1', pushed, redelivered, {} as EntityManager);
+  for (const notice of sender.sent) {
+    receiver.channel['onNotification']({ processId: 1, channel: notice.channel, payload: notice.payload });
+  }
+}
+
+const woken = (subscriptions: WakeupSubscription[]): boolean[] =>
+  subscriptions.map((subscription) => subscription.settled);
+
+describe('ParkedPolls', () => {
+  it('wakes only the redelivered group, oldest first, one poll per message', () => {
+    const { polls } = process();
+    const waiting = [park(polls, 'a'), park(polls, 'b'), park(polls, 'a'), park(polls, 'a')];
+
+    polls.redelivered('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['p', 2]]) }]);
+
+    expect(woken(waiting)).toEqual([true, false, true, false]);
+    expect(polls.parkedCount('t1', 'jobs', 'a')).toBe(1);
+    expect(polls.parkedCount('t1', 'jobs', 'b')).toBe(1);
+  });
+
+  it("wakes a partition's poll only for that partition's messages", () => {
+    const { polls } = process();
+    const onX = park(polls, 'a', 'x');
+    const onY = park(polls, 'a', 'y');
+
+    polls.redelivered('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['y', 1]]) }]);
+
+    expect(woken([onX, onY])).toEqual([false, true]);
+  });
+
+  it("does not wake another tenant's polls on a queue of the same name", () => {
+    const { polls } = process();
+    const other = park(polls, 'a', undefined, 'jobs', 't2');
+
+    polls.redelivered('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['p', 5]]) }]);
+
+    expect(other.settled).toBe(false);
+  });
+
+  it('a push wakes one poll per message in every group', () => {
+    const { polls } = process();
+    const waiting = [park(polls, 'a'), park(polls, 'a'), park(polls, 'b')];
+
+    polls.pushed('t1', new Map([['jobs', new Map([['p', 1]])]]));
+
+    expect(woken(waiting)).toEqual([true, false, true]);
+  });
+
+  it('names the groups with parked polls until their last poll leaves', () => {
+    const { polls } = process();
+    const first = park(polls, 'a');
+    const second = park(polls, 'a');
+    expect(polls.isWaiting('t1', 'jobs', 'a')).toBe(true);
+    expect(polls.waitingGroups()).toEqual([{ tenantId: 't1', queue: 'jobs', consumerGroup: 'a' }]);
+
+    first.close();
+    expect(polls.isWaiting('t1', 'jobs', 'a')).toBe(true);
+    second.close();
+    expect(polls.isWaiting('t1', 'jobs', 'a')).toBe(false);
+    expect(polls.waitingGroups()).toEqual([]);
+  });
+
+  it("refuses to park a tenant's poll past POP_MAX_WAITING_PER_TENANT", () => {
+    const { polls } = process({ POP_MAX_WAITING_PER_TENANT: '1' });
+    expect(park(polls, 'a').refused).toBe(false);
+    expect(polls.subscribe('t1', 'jobs', 'a', undefined).refused).toBe(true);
+    expect(polls.subscribe('t2', 'jobs', 'a', undefined).refused).toBe(false);
+  });
+});
+
+describe('WakeupChannel', () => {
+  it("hears another process's redelivery through its NOTIFY payload, for that group and partition only", async () => {
+    const sender = process();
+    const receiver = process();
+    const waiting = [park(receiver.polls, 'b'), park(receiver.polls, 'a', 'x'), park(receiver.polls, 'a', 'y')];
+
+    await tell(sender, receiver, new Map(), [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['y', 1]]) }]);
+
+    expect(woken(waiting)).toEqual([false, false, true]);
+  });
+
+  it('reads partition names containing tabs and counts above one', async () => {
+    const sender = process();
+    const receiver = process();
+    const waiting = [park(receiver.polls, 'a', 'odd\tname'), park(receiver.polls, 'a'), park(receiver.polls, 'a')];
+
+    await tell(sender, receiver, new Map(), [
+      { queue: 'jobs', consumerGroup: 'a', partitions: new Map([['odd\tname', 3]]) },
+    ]);
+
+    expect(woken(waiting)).toEqual([true, true, true]);
+  });
+
+  it('ignores its own notices: its waiters were woken directly', async () => {
+    const only = process();
+    const poll = park(only.polls, 'a');
+
+    await tell(only, only, new Map([['jobs', new Map([['p', 1]])]]), []);
+
+    expect(poll.settled).toBe(false);
+  });
+
+  it("wakes a push's polls in another process, one per message in every group", async () => {
+    const sender = process();
+    const receiver = process();
+    const waiting = [park(receiver.polls, 'a'), park(receiver.polls, 'a'), park(receiver.polls, 'b')];
+
+    await tell(sender, receiver, new Map([['jobs', new Map([['p', 1]])]]), []);
+
+    expect(woken(waiting)).toEqual([true, false, true]);
+  });
+});
