@@ -14,6 +14,7 @@ import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 import { QueuesModule } from './queues/queues.module';
 import { RetentionModule } from './retention/retention.module';
+import { TransactionModule } from './transaction/transaction.module';
 
 @Module({
   imports: [
@@ -29,6 +30,7 @@ import { RetentionModule } from './retention/retention.module';
     PushModule,
     PopModule,
     AckModule,
+    TransactionModule,
     QueuesModule,
     DlqModule,
     RetentionModule,

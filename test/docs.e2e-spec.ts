@@ -249,6 +249,7 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       'POST /api/v1/configure',
       'POST /api/v1/lease/{leaseId}/extend',
       'POST /api/v1/push',
+      'POST /api/v1/transaction',
     ]);
     for (const [name, operation] of withBody) {
       expect([name, errorExamples(operation, '413')[0]]).toEqual([name, PAYLOAD_TOO_LARGE]);

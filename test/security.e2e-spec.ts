@@ -111,6 +111,14 @@ const ROUTE_TABLE: RouteRow[] = [
     request: () => ({ path: '/api/v1/ack/batch', body: { acknowledgments: [] } }),
   },
   {
+    route: 'POST /api/v1/transaction',
+    level: 'read-write',
+    request: (queue) => ({
+      path: '/api/v1/transaction',
+      body: { operations: [{ type: 'push', items: [{ queue, payload: 1 }] }] },
+    }),
+  },
+  {
     route: 'POST /api/v1/configure',
     level: 'read-write',
     request: (queue) => ({ path: '/api/v1/configure', body: { queue, options: { leaseTime: 30 } } }),
@@ -635,6 +643,35 @@ describe('security', () => {
               { transactionId: ids.transactionId, partitionId: ids.partitionId, leaseId: ids.leaseId },
               { transactionId: ids.transactionId, partitionId: ids.partitionId, status: 'dlq' },
             ],
+          },
+        }),
+      },
+      {
+        name: "a transaction acking the owner's message under its lease, and pushing to its queue",
+        route: 'POST /api/v1/transaction',
+        mintsIds: true,
+        request: (ids) => ({
+          method: 'POST',
+          path: '/api/v1/transaction',
+          body: {
+            operations: [
+              { type: 'ack', transactionId: ids.transactionId, partitionId: ids.partitionId, leaseId: ids.leaseId },
+              { type: 'push', items: [{ queue: ids.queue, partition: ids.partition, payload: {} }] },
+            ],
+            requiredLeases: [ids.leaseId],
+          },
+        }),
+      },
+      {
+        name: "a transaction requiring only the owner's lease",
+        route: 'POST /api/v1/transaction',
+        mintsIds: true,
+        request: (ids) => ({
+          method: 'POST',
+          path: '/api/v1/transaction',
+          body: {
+            operations: [{ type: 'push', items: [{ queue: ids.queue, payload: {} }] }],
+            requiredLeases: [ids.leaseId],
           },
         }),
       },

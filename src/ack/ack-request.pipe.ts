@@ -28,7 +28,7 @@ export class AckBatchRequestPipe implements PipeTransform<unknown, AckCommand[]>
   }
 }
 
-function toCommand(ack: AckRequestDto, defaultGroup: string | null | undefined): AckCommand {
+export function toCommand(ack: AckRequestDto, defaultGroup: string | null | undefined): AckCommand {
   return {
     transactionId: ack.transactionId,
     partitionId: ack.partitionId.toLowerCase(),

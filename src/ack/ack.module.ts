@@ -8,5 +8,6 @@ import { AckService } from './ack.service';
   imports: [WakeupModule],
   controllers: [AckController],
   providers: [AckService, AckRepository],
+  exports: [AckService],
 })
 export class AckModule {}

@@ -40,6 +40,7 @@ export class MetricsService {
   readonly pushedMessages: Counter<string>;
   readonly poppedMessages: Counter<string>;
   readonly acks: Counter<'status' | 'outcome'>;
+  readonly transactions: Counter<'outcome'>;
   readonly pops: Counter<'outcome'>;
   readonly quotaRefusals: Counter<'quota'>;
   readonly retentionDeleted: Counter<'reason'>;
@@ -140,6 +141,14 @@ export class MetricsService {
       name: 'leasehold_acks_total',
       help: 'Acknowledgments, by status (completed, failed, retry) and outcome (accepted, refused).',
       labelNames: ['status', 'outcome'],
+      registers,
+    });
+    this.transactions = new Counter({
+      name: 'leasehold_transactions_total',
+      help:
+        'Transactions (POST /api/v1/transaction), by outcome: committed, or the reason it was rolled back ' +
+        '(bad_request, ack_rejected, lease_lost, duplicate, payload_too_large, db_error).',
+      labelNames: ['outcome'],
       registers,
     });
     this.httpDuration = new Histogram({

@@ -2,7 +2,7 @@ import { Inject, Injectable, PipeTransform } from '@nestjs/common';
 import { storedJsonOf, ValidationLimits } from '../common/contract-validators';
 import { validateBody } from '../common/dto-validation';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { DEFAULT_PARTITION, PushItem, PushRequestDto } from './dto/push-request.dto';
+import { DEFAULT_PARTITION, PushItem, PushItemDto, PushRequestDto } from './dto/push-request.dto';
 
 /** Validates a whole push against PushRequestDto before anything is written: one bad item refuses the request. */
 @Injectable()
@@ -14,13 +14,17 @@ export class PushRequestPipe implements PipeTransform<unknown, PushItem[]> {
   }
 
   transform(body: unknown): PushItem[] {
-    const { items } = validateBody(PushRequestDto, body, this.limits);
-    return items.map((item) => ({
-      queue: item.queue,
-      partition: item.partition ?? DEFAULT_PARTITION,
-      payloadJson: storedJsonOf(item, 'payload'),
-      transactionId: item.transactionId ?? undefined,
-      traceId: item.traceId ?? undefined,
-    }));
+    return validateBody(PushRequestDto, body, this.limits).items.map(toPushItem);
   }
+}
+
+/** A validated item as the push service takes it: its payload as the JSON text measured while validating. */
+export function toPushItem(item: PushItemDto): PushItem {
+  return {
+    queue: item.queue,
+    partition: item.partition ?? DEFAULT_PARTITION,
+    payloadJson: storedJsonOf(item, 'payload'),
+    transactionId: item.transactionId ?? undefined,
+    traceId: item.traceId ?? undefined,
+  };
 }

@@ -9,5 +9,6 @@ import { PushService } from './push.service';
   imports: [QueuesModule, WakeupModule],
   controllers: [PushController],
   providers: [PushService, PushRepository],
+  exports: [PushService],
 })
 export class PushModule {}

@@ -1,0 +1,113 @@
+import { BadRequestException, Inject, Injectable, PipeTransform } from '@nestjs/common';
+import { toCommand } from '../ack/ack-request.pipe';
+import { AckCommand, AckRequestDto } from '../ack/dto/ack-request.dto';
+import {
+  isPlainObject,
+  isTooLargeMessage,
+  ValidationLimits,
+  withValidationLimits,
+} from '../common/contract-validators';
+import { contractException, firstMessage, instantiate } from '../common/dto-validation';
+import { isUuid } from '../common/uuid';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { MAX_PUSH_ITEMS, PushItem } from '../push/dto/push-request.dto';
+import { toPushItem } from '../push/push-request.pipe';
+import {
+  MAX_REQUIRED_LEASES,
+  MAX_TRANSACTION_OPERATIONS,
+  TransactionPushOperationDto,
+} from './dto/transaction-request.dto';
+import { TransactionFailureReason } from './dto/transaction-result.dto';
+
+export type TransactionOperation = { type: 'push'; items: PushItem[] } | { type: 'ack'; command: AckCommand };
+
+/** Why a transaction does not apply, and the operation (or lease) at fault. */
+export interface TransactionRefusal {
+  reason: TransactionFailureReason;
+  error: string;
+}
+
+export interface TransactionRequest {
+  operations: TransactionOperation[];
+  /** Lower-cased; a text that is no UUID is kept, as a lease that does not exist. */
+  requiredLeases: string[];
+  /** The first operation that cannot apply, found before anything is written. */
+  invalid?: TransactionRefusal;
+}
+
+/**
+ * The request's shape and bounds are 400s, like a push's. An operation that
+ * cannot apply (malformed, of an unknown type, a payload too large) is the
+ * transaction's refusal, answered 200 with its reason like any other, and
+ * found before the database is asked for anything.
+ */
+@Injectable()
+export class TransactionRequestPipe implements PipeTransform<unknown, TransactionRequest> {
+  private readonly limits: ValidationLimits;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.limits = { messageMaxBytes: config.limits.messageMaxBytes };
+  }
+
+  transform(body: unknown): TransactionRequest {
+    if (!isPlainObject(body)) throw contractException('request body must be a JSON object');
+    const { operations } = body;
+    if (!Array.isArray(operations)) throw invalid('operations must be an array');
+    if (operations.length === 0) throw invalid('operations must not be empty');
+    if (operations.length > MAX_TRANSACTION_OPERATIONS) {
+      throw invalid(`operations may hold at most ${MAX_TRANSACTION_OPERATIONS} operations`);
+    }
+    const pushItems = operations.reduce<number>(
+      (sum, op) => sum + (isPlainObject(op) && Array.isArray(op.items) ? op.items.length : 0),
+      0,
+    );
+    if (pushItems > MAX_PUSH_ITEMS) throw invalid(`operations may hold at most ${MAX_PUSH_ITEMS} push items in all`);
+    const requiredLeases = requiredLeasesOf(body.requiredLeases);
+
+    const parsed: TransactionOperation[] = [];
+    for (let index = 0; index < operations.length; index += 1) {
+      const operation = this.operation(operations[index], `operations[${index}]`);
+      if ('reason' in operation) return { operations: [], requiredLeases, invalid: operation };
+      parsed.push(operation);
+    }
+    return { operations: parsed, requiredLeases };
+  }
+
+  private operation(operation: unknown, at: string): TransactionOperation | TransactionRefusal {
+    if (!isPlainObject(operation)) return { reason: 'bad_request', error: `${at} must be a JSON object` };
+    if (operation.type === 'push') {
+      const push = instantiate(TransactionPushOperationDto, operation);
+      const message = withValidationLimits(this.limits, () => firstMessage(push));
+      if (message !== undefined) {
+        return { reason: isTooLargeMessage(message) ? 'payload_too_large' : 'bad_request', error: `${at}.${message}` };
+      }
+      return { type: 'push', items: push.items.map(toPushItem) };
+    }
+    if (operation.type === 'ack') {
+      const ack = instantiate(AckRequestDto, operation);
+      const message = firstMessage(ack);
+      if (message !== undefined) return { reason: 'bad_request', error: `${at}.${message}` };
+      return { type: 'ack', command: toCommand(ack, undefined) };
+    }
+    return { reason: 'bad_request', error: `${at}.type must be push or ack` };
+  }
+}
+
+function requiredLeasesOf(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw invalid('requiredLeases must be an array');
+  if (value.length > MAX_REQUIRED_LEASES)
+    throw invalid(`requiredLeases may hold at most ${MAX_REQUIRED_LEASES} leases`);
+  return [
+    ...new Set(
+      value.map((lease: unknown, index) => {
+        if (typeof lease !== 'string') throw invalid(`requiredLeases[${index}] must be a string`);
+        return isUuid(lease) ? lease.toLowerCase() : lease;
+      }),
+    ),
+  ];
+}
+
+function invalid(error: string): BadRequestException {
+  return new BadRequestException({ error });
+}

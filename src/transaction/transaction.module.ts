@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { AckModule } from '../ack/ack.module';
+import { PushModule } from '../push/push.module';
+import { WakeupModule } from '../wakeup/wakeup.module';
+import { TransactionController } from './transaction.controller';
+import { TransactionRepository } from './transaction.repository';
+import { TransactionService } from './transaction.service';
+
+@Module({
+  imports: [WakeupModule, PushModule, AckModule],
+  controllers: [TransactionController],
+  providers: [TransactionService, TransactionRepository],
+})
+export class TransactionModule {}

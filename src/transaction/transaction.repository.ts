@@ -1,0 +1,69 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { CursorKey } from '../ack/ack.repository';
+import { isUuid } from '../common/uuid';
+
+/** The locks and lease checks of a transaction; its pushes and acks are the push's and the ack's SQL. */
+@Injectable()
+export class TransactionRepository {
+  /**
+   * Locks, in one statement and in primary-key order (the order acks and
+   * renewals lock in), every consumer row that holds a required lease and
+   * every one the acks will move, so that concurrent transactions queue
+   * instead of deadlocking. Answers the required leases live now, by the
+   * database clock, once the locks are held.
+   */
+  async lock(
+    tenantId: string,
+    requiredLeases: string[],
+    acked: CursorKey[],
+    manager: EntityManager,
+  ): Promise<Set<string>> {
+    const leases = requiredLeases.filter(isUuid);
+    const rows: Array<{ lease_id: string | null; live: boolean }> = await manager.query(
+      `WITH wanted AS (
+         SELECT partition_id, consumer_group FROM consumers WHERE tenant_id = $1 AND lease_id = ANY($2::uuid[])
+          UNION
+         SELECT partition_id, consumer_group FROM unnest($3::uuid[], $4::text[]) AS t(partition_id, consumer_group)
+       )
+       SELECT c.lease_id, COALESCE(c.lease_expires_at > clock_timestamp(), false) AS live
+         FROM (SELECT * FROM wanted ORDER BY partition_id, consumer_group) w
+        CROSS JOIN LATERAL (
+              SELECT c.lease_id, c.lease_expires_at
+                FROM consumers c
+               WHERE c.tenant_id = $1 AND c.partition_id = w.partition_id AND c.consumer_group = w.consumer_group
+                 FOR UPDATE
+            ) c`,
+      [tenantId, leases, acked.map((key) => key.partitionId), acked.map((key) => key.consumerGroup)],
+    );
+    const wanted = new Set(leases);
+    return new Set(rows.filter((row) => row.live && wanted.has(row.lease_id!)).map((row) => row.lease_id!));
+  }
+
+  /**
+   * The required leases not held at commit: a lease is held if a row still
+   * has it, live by the database clock now, or if it was live when locked
+   * and no row has it any more (an ack of this transaction released it: the
+   * rows were locked, nothing else could have).
+   */
+  async lost(
+    tenantId: string,
+    requiredLeases: string[],
+    liveAtStart: Set<string>,
+    manager: EntityManager,
+  ): Promise<string[]> {
+    const leases = requiredLeases.filter(isUuid);
+    const rows: Array<{ lease_id: string; live: boolean }> =
+      leases.length === 0
+        ? []
+        : await manager.query(
+            `SELECT lease_id, bool_or(lease_expires_at > clock_timestamp()) AS live
+               FROM consumers
+              WHERE tenant_id = $1 AND lease_id = ANY($2::uuid[])
+              GROUP BY lease_id`,
+            [tenantId, leases],
+          );
+    const now = new Map(rows.map((row) => [row.lease_id, row.live]));
+    return requiredLeases.filter((lease) => (now.has(lease) ? !now.get(lease) : !liveAtStart.has(lease)));
+  }
+}
