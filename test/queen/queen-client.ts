@@ -41,21 +41,94 @@ export class QueenClient {
     return response.body as { configured?: boolean };
   }
 
-  /** `queue(name).push([{ data }])` */
-  async push(queue: string, payload: unknown): Promise<number> {
-    const response = await this.http
-      .post('/api/v1/push')
-      .set(TENANT_HEADER, this.tenant)
-      .send({ items: [{ queue, partition: 'Default', payload, transactionId: crypto.randomUUID() }] });
+  /** `queue(name)[.partition(p)].push([{ data }, ...])` */
+  async push(queue: string, payload: unknown, ...more: unknown[]): Promise<number> {
+    return this.pushTo(queue, 'Default', payload, ...more);
+  }
+
+  async pushTo(queue: string, partition: string, ...payloads: unknown[]): Promise<number> {
+    const items = payloads.map((payload) => ({ queue, partition, payload, transactionId: crypto.randomUUID() }));
+    const response = await this.http.post('/api/v1/push').set(TENANT_HEADER, this.tenant).send({ items });
     return response.status;
   }
 
-  /** `queue(name).batch(n).wait(false).pop()`: the messages, [] for a 204 */
-  async pop(queue: string, batch: number): Promise<unknown[]> {
+  /** `queue(name)[.partition(p)][.group(g)].batch(n).wait(false).pop()`: the messages, [] for a 204 */
+  async pop(
+    queue: string,
+    batch: number,
+    options: { partition?: string; group?: string } = {},
+  ): Promise<QueenMessage[]> {
+    const path = `/api/v1/pop/queue/${queue}${options.partition ? `/partition/${options.partition}` : ''}`;
     const response = await this.http
-      .get(`/api/v1/pop/queue/${queue}`)
+      .get(path)
       .set(TENANT_HEADER, this.tenant)
-      .query({ batch, wait: false, timeout: 30000 });
-    return response.status === 200 ? (response.body as { messages: unknown[] }).messages : [];
+      .query({ batch, wait: false, timeout: 30000, ...(options.group ? { consumerGroup: options.group } : {}) });
+    return response.status === 200 ? (response.body as { messages: QueenMessage[] }).messages : [];
+  }
+
+  /** `client.transaction()` */
+  transaction(): QueenTransaction {
+    return new QueenTransaction(this.http, this.tenant);
+  }
+}
+
+export interface QueenMessage {
+  transactionId: string;
+  partitionId: string;
+  leaseId?: string | null;
+  data: Record<string, any>;
+}
+
+/**
+ * Queen's TransactionBuilder as it sends: push items with queue, payload and
+ * partition only; acks with transactionId, partitionId, status (completed by
+ * default) and consumerGroup when given, never a leaseId; every acked
+ * message's leaseId in requiredLeases. A rolled-back answer throws its error.
+ */
+export class QueenTransaction {
+  private readonly operations: Array<Record<string, unknown>> = [];
+  private readonly leases = new Set<string>();
+  private target: { queue: string; partition?: string } | undefined;
+
+  constructor(
+    private readonly http: ReturnType<typeof request>,
+    private readonly tenant: string,
+  ) {}
+
+  queue(name: string, partition?: string): this {
+    this.target = { queue: name, partition };
+    return this;
+  }
+
+  push(items: Array<{ data: unknown }>): this {
+    const { queue, partition } = this.target!;
+    this.operations.push({
+      type: 'push',
+      items: items.map((item) => ({ queue, payload: item.data, ...(partition ? { partition } : {}) })),
+    });
+    return this;
+  }
+
+  ack(message: Partial<QueenMessage>, status = 'completed', context: { consumerGroup?: string } = {}): this {
+    this.operations.push({
+      type: 'ack',
+      transactionId: message.transactionId,
+      partitionId: message.partitionId,
+      status,
+      ...(context.consumerGroup ? { consumerGroup: context.consumerGroup } : {}),
+    });
+    if (message.leaseId) this.leases.add(message.leaseId);
+    return this;
+  }
+
+  async commit(): Promise<{ success: boolean; results: unknown[] }> {
+    if (this.operations.length === 0) throw new Error('Transaction has no operations to commit');
+    const response = await this.http
+      .post('/api/v1/transaction')
+      .set(TENANT_HEADER, this.tenant)
+      .send({ operations: this.operations, requiredLeases: [...this.leases] });
+    const result = response.body as { success?: boolean; error?: string; results: unknown[] };
+    if (response.status !== 200 || !result.success) throw new Error(result.error ?? `HTTP ${response.status}`);
+    return result as { success: boolean; results: unknown[] };
   }
 }
