@@ -4,6 +4,7 @@ import type { LeaseholdClient } from './leasehold-client';
 import { notify } from './notify';
 import { linkSignals } from './signals';
 import { backoffDelay, monotonicNow, sleep } from './timing';
+import { Transaction, TransactionFailedError } from './transaction';
 import type { AckResult, Acknowledgment, Message, PopOptions, PopResponse } from './types';
 
 export type ConsumerClient = Pick<LeaseholdClient, 'pop' | 'extend' | 'ackBatch' | 'nackBatch'>;
@@ -16,7 +17,7 @@ export interface ConsumeContext<T = unknown> {
 
 export type ConsumeHandler<T = unknown> = (messages: Message<T>[], context: ConsumeContext<T>) => unknown;
 
-export type ConsumeStage = 'pop' | 'handler' | 'ack' | 'nack';
+export type ConsumeStage = 'pop' | 'handler' | 'ack' | 'nack' | 'commit';
 
 export interface ConsumeOptions<T = unknown> extends Pick<
   PopOptions,
@@ -37,7 +38,7 @@ export interface ConsumeOptions<T = unknown> extends Pick<
   onError?: ((error: unknown, stage: ConsumeStage) => void) | undefined;
 }
 
-type Outcome = { ok: true } | { ok: false; error: unknown };
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 const DEFAULT_LEASE_SECONDS = 30;
 const DEFAULT_BACKOFF_INITIAL_MS = 200;
@@ -152,6 +153,8 @@ class Consumer<T> {
       const lost = keeper.lost;
       if (lost) {
         this.leaseLost(lost, pop.messages);
+      } else if (outcome.ok && outcome.value instanceof Transaction) {
+        await this.commit(pop, outcome.value);
       } else if (outcome.ok) {
         await this.ack(pop);
       } else {
@@ -168,7 +171,7 @@ class Consumer<T> {
     return Promise.resolve()
       .then(() => this.handler(pop.messages, context))
       .then(
-        (): Outcome => ({ ok: true }),
+        (value: unknown): Outcome => ({ ok: true, value }),
         (error: unknown): Outcome => ({ ok: false, error }),
       );
   }
@@ -192,6 +195,29 @@ class Consumer<T> {
       this.leaseLost(new LeaseLostError(pop.leaseId, 'ack-rejected'), pop.messages);
     } else if (refused.length > 0) {
       this.report(new Error(`ack refused for ${refused.length} message(s): ${refused[0]?.error}`), 'ack');
+    }
+  }
+
+  /**
+   * Commits the handler's transaction with an ack of every message of the batch it does not
+   * ack itself, under the batch's lease: the output is pushed only if the input is acked by
+   * the holder of a live lease. The keeper renews until the answer comes.
+   */
+  private async commit(pop: PopResponse<T>, transaction: Transaction): Promise<void> {
+    for (const message of pop.messages) {
+      if (!transaction.acks(message)) transaction.ack(message);
+    }
+    transaction.requireLease(pop.leaseId);
+    try {
+      await transaction.commit();
+    } catch (error) {
+      if (error instanceof TransactionFailedError && error.reason === 'lease_lost') {
+        this.leaseLost(new LeaseLostError(pop.leaseId, 'commit-rejected', { cause: error }), pop.messages);
+        return;
+      }
+      this.report(error, 'commit');
+      // Rolled back for a reason of its own: the batch failed, as if the handler had thrown.
+      if (error instanceof TransactionFailedError) await this.nack(pop, error);
     }
   }
 

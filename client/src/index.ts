@@ -7,4 +7,6 @@ export { LeaseLostError } from './lease-lost-error';
 export type { LeaseLossKind } from './lease-lost-error';
 export { LeaseholdClient } from './leasehold-client';
 export { LeaseholdError } from './leasehold-error';
+export { Transaction, TransactionFailedError } from './transaction';
+export type { TransactionAckOptions, TransactionPushItem, TransactionSender } from './transaction';
 export * from './types';

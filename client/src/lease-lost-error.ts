@@ -1,6 +1,6 @@
 import type { LeaseStatus } from './types';
 
-export type LeaseLossKind = 'not-renewed' | 'deadline-passed' | 'ceiling-reached' | 'ack-rejected';
+export type LeaseLossKind = 'not-renewed' | 'deadline-passed' | 'ceiling-reached' | 'ack-rejected' | 'commit-rejected';
 
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError';
@@ -33,6 +33,8 @@ export class LeaseLostError extends Error {
         return `lease ${leaseId} is lost: it reached the broker's ceiling on total lease length`;
       case 'ack-rejected':
         return `lease ${leaseId} is lost: the broker refused the ack as invalid or expired`;
+      case 'commit-rejected':
+        return `lease ${leaseId} is lost: the broker rolled the transaction back (lease_lost)`;
     }
   }
 }

@@ -1,6 +1,7 @@
 import { consume, type ConsumeHandler, type ConsumeOptions } from './consume';
 import { LeaseholdError } from './leasehold-error';
 import { linkSignals } from './signals';
+import { Transaction } from './transaction';
 import type {
   AckBatchOptions,
   AckBatchRequest,
@@ -19,6 +20,8 @@ import type {
   PushResult,
   QueueOptions,
   RequestOptions,
+  TransactionRequest,
+  TransactionResult,
 } from './types';
 
 const DEFAULT_TENANT_HEADER = 'x-queen-tenant';
@@ -151,6 +154,16 @@ export class LeaseholdClient {
       })),
       options,
     );
+  }
+
+  /** A builder of acks and pushes committed together: see Transaction. */
+  transaction(): Transaction {
+    return new Transaction(this);
+  }
+
+  /** The route itself: answers rolled-back transactions too (success false), rather than throwing. */
+  async sendTransaction(request: TransactionRequest, options?: RequestOptions): Promise<TransactionResult> {
+    return this.request<TransactionResult>('POST', '/api/v1/transaction', request, options);
   }
 
   async configure(queue: string, options: QueueOptions, requestOptions?: RequestOptions): Promise<ConfigureResponse> {

@@ -145,6 +145,37 @@ export interface AckResult {
   dlq: boolean;
 }
 
+export interface TransactionAckOperation extends Acknowledgment {
+  type: 'ack';
+}
+
+export interface TransactionPushOperation<T = unknown> {
+  type: 'push';
+  items: PushItem<T>[];
+}
+
+export type TransactionOperation = TransactionAckOperation | TransactionPushOperation;
+
+export interface TransactionRequest {
+  operations: TransactionOperation[];
+  requiredLeases?: string[];
+}
+
+export type TransactionFailureReason =
+  'bad_request' | 'ack_rejected' | 'lease_lost' | 'duplicate' | 'payload_too_large' | 'db_error';
+
+export type TransactionOperationResult =
+  ({ type: 'ack' } & AckResult) | { index: number; type: 'push'; success: boolean; items: PushResult[] };
+
+export interface TransactionResult {
+  transactionId: string;
+  success: boolean;
+  // Only when success is false.
+  reason?: TransactionFailureReason;
+  error?: string;
+  results: TransactionOperationResult[];
+}
+
 export interface AckBatchOptions extends RequestOptions {
   consumerGroup?: string | null | undefined;
 }

@@ -18,7 +18,7 @@ export interface Fault {
   body: string;
 }
 
-type Route = 'push' | 'pop' | 'extend' | 'ack' | 'ack-batch' | 'configure';
+type Route = 'push' | 'pop' | 'extend' | 'ack' | 'ack-batch' | 'configure' | 'transaction';
 
 interface StoredMessage {
   id: string;
@@ -97,6 +97,7 @@ export class FakeBroker {
   private readonly tenants = new Map<string, Map<string, Queue>>();
   private readonly faults = new Map<Route, Fault[]>();
   private readonly delays = new Map<Route, number>();
+  private readonly stalls = new Map<Route, number>();
   private readonly wakers = new Set<() => void>();
   private readonly wallAtZero = Date.now() - performance.now();
   private clockOffsetMs = 0;
@@ -143,6 +144,11 @@ export class FakeBroker {
       queue.push({ status, body });
     }
     this.faults.set(route, queue);
+  }
+
+  /** Holds every request on `route` for `ms` before doing its work, as a slow database would. */
+  stall(route: Route, ms: number): void {
+    this.stalls.set(route, ms);
   }
 
   /** Holds every answer on `route` back by `ms` (the work itself is done on arrival). */
@@ -203,6 +209,10 @@ export class FakeBroker {
         res.writeHead(fault.status, { 'content-type': 'application/json' }).end(fault.body);
         return;
       }
+      const stallMs = this.stalls.get(match.route) ?? 0;
+      if (stallMs > 0) {
+        await new Promise((resolve) => setTimeout(resolve, stallMs));
+      }
       const tenant = this.tenant(req);
       const [status, answer, headers] = await this.dispatch(
         match.route,
@@ -211,6 +221,7 @@ export class FakeBroker {
         body,
         tenant,
         res,
+        req,
       );
       const delayMs = this.delays.get(match.route) ?? 0;
       if (delayMs > 0) {
@@ -268,6 +279,7 @@ export class FakeBroker {
     body: unknown,
     queues: Map<string, Queue>,
     res: ServerResponse,
+    req: IncomingMessage,
   ): Promise<[number, unknown, Record<string, string>?]> {
     switch (route) {
       case 'push':
@@ -284,10 +296,98 @@ export class FakeBroker {
         return [200, this.ackBatch(queues, body)];
       case 'configure':
         return [200, this.configure(queues, body)];
+      case 'transaction':
+        return [200, this.transaction(req, queues, body)];
     }
   }
 
-  private push(queues: Map<string, Queue>, body: unknown): unknown[] {
+  /**
+   * As the contract's transaction: operations in order on a copy of the tenant's queues, which
+   * replaces them only if every one applied and every required lease is held at the end.
+   */
+  private transaction(req: IncomingMessage, queues: Map<string, Queue>, body: unknown): unknown {
+    const { operations, requiredLeases = [] } = (body ?? {}) as { operations?: unknown; requiredLeases?: string[] };
+    if (!Array.isArray(operations) || operations.length === 0) {
+      throw new HttpError(400, 'operations must be a non-empty array');
+    }
+    const transactionId = randomUUID();
+    const copy = structuredClone(queues);
+    const now = this.now();
+    const liveAtStart = new Set(
+      [...this.rows(copy)].filter((row) => row.leaseExpiresAt > now).map((row) => row.leaseId),
+    );
+    const cursorsAtStart = new Map([...this.rows(copy)].map((row) => [row, row.cursor]));
+    const refuse = (reason: string, error: string): unknown => ({
+      transactionId,
+      success: false,
+      reason,
+      error,
+      results: [],
+    });
+    const results: unknown[] = [];
+    const misses: Array<{ reason: string; error: string; done: boolean }> = [];
+    const items: Array<{ status: string }> = [];
+    let pushed = false;
+    for (const [index, operation] of (operations as Array<Record<string, unknown>>).entries()) {
+      if (operation.type === 'push') {
+        const answers = this.push(copy, operation, false) as Array<{ status: string }>;
+        items.push(...answers);
+        results.push({ index, type: 'push', success: true, items: answers });
+        pushed = true;
+      } else if (operation.type === 'ack') {
+        const partition = this.findPartition(copy, String(operation.partitionId));
+        const row = partition && this.consumer(partition, (operation.consumerGroup as string) ?? QUEUE_MODE);
+        const position =
+          partition?.messages.findIndex((message) => message.transactionId === operation.transactionId) ?? -1;
+        if (row && position >= 0 && position < (cursorsAtStart.get(row) ?? row.cursor)) {
+          misses.push({
+            reason: 'ack_rejected',
+            error: `operations[${index}]: message already acknowledged`,
+            done: true,
+          });
+          continue;
+        }
+        const held = row?.leaseId && requiredLeases.includes(row.leaseId) ? { leaseId: row.leaseId } : {};
+        const result = this.ack(copy, { ...held, ...operation }, index, undefined) as {
+          success: boolean;
+          error: string;
+        };
+        if (!result.success) {
+          const reason = result.error === LEASE_REJECTION ? 'lease_lost' : 'ack_rejected';
+          misses.push({ reason, error: `operations[${index}]: ${result.error}`, done: false });
+          continue;
+        }
+        results.push({ ...result, type: 'ack' });
+      } else {
+        return refuse('bad_request', `operations[${index}].type must be push or ack`);
+      }
+    }
+    if (misses.length > 0) {
+      const replay =
+        misses.every((miss) => miss.done) && items.length > 0 && items.every((item) => item.status === 'duplicate');
+      if (replay) {
+        return refuse('duplicate', `${misses[0].error.split(':')[0]}: already applied`);
+      }
+      const { reason, error } = misses.find((miss) => miss.reason === 'lease_lost') ?? misses[0];
+      return refuse(reason, error);
+    }
+    for (const lease of requiredLeases) {
+      const rows = [...this.rows(copy)].filter((row) => row.leaseId === lease);
+      const held = rows.length > 0 ? rows.some((row) => row.leaseExpiresAt > this.now()) : liveAtStart.has(lease);
+      if (!held) {
+        return refuse('lease_lost', `requiredLeases: ${lease}: ${LEASE_REJECTION}`);
+      }
+    }
+    this.tenants.set(String(req.headers['x-queen-tenant'] ?? DEFAULT_TENANT), copy);
+    if (pushed) {
+      for (const wake of this.wakers) {
+        wake();
+      }
+    }
+    return { transactionId, success: true, results };
+  }
+
+  private push(queues: Map<string, Queue>, body: unknown, wake = true): unknown[] {
     const items = (body as { items?: unknown })?.items;
     if (!Array.isArray(items)) {
       throw new HttpError(400, 'items must be an array');
@@ -326,8 +426,10 @@ export class FakeBroker {
         status: 'queued',
       };
     });
-    for (const wake of this.wakers) {
-      wake();
+    if (wake) {
+      for (const waker of this.wakers) {
+        waker();
+      }
     }
     return results;
   }
@@ -662,6 +764,7 @@ function routeOf(method: string, path: string): { route: Route; params: string[]
     ['POST', /^\/api\/v1\/ack$/, 'ack'],
     ['POST', /^\/api\/v1\/ack\/batch$/, 'ack-batch'],
     ['POST', /^\/api\/v1\/configure$/, 'configure'],
+    ['POST', /^\/api\/v1\/transaction$/, 'transaction'],
   ];
   for (const [verb, pattern, route] of patterns) {
     const match = method === verb ? pattern.exec(path) : null;
