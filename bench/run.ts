@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import autocannon, { Result } from 'autocannon';
 import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
+import { measurePipeline, PipelineMode, PipelineRow } from './pipeline';
 import { percentile, popAndAck } from './http';
 import { createHotLease, createLeases } from './leases';
 import { measureSoak, SoakResult } from './soak';
@@ -48,7 +49,7 @@ interface Row {
   rssMb?: number;
 }
 
-/** BENCH_ONLY=isolation or soak runs those scenarios alone and prints them instead of writing RESULTS.md. */
+/** BENCH_ONLY=isolation, soak or pipeline runs those scenarios alone and prints them instead of writing RESULTS.md. */
 async function main(): Promise<void> {
   await assertPortFree(BROKER_PORT);
   await assertPortFree(CEILING_PORT);
@@ -62,12 +63,21 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(await measureSoakRun(), null, 2));
     return;
   }
-  const { rows, drains, wakeups } = await measureThroughput();
+  const { rows, drains, pipelines, wakeups } = await measureThroughput();
+  if (process.env.BENCH_ONLY === 'pipeline') {
+    console.log(JSON.stringify(pipelines, null, 2));
+    return;
+  }
   const isolation = await measureTenantIsolation();
-  writeResults(rows, drains, wakeups, isolation, await measureSoakRun());
+  writeResults(rows, drains, pipelines, wakeups, isolation, await measureSoakRun());
 }
 
-async function measureThroughput(): Promise<{ rows: Row[]; drains: DrainRow[]; wakeups: WakeupRow[] }> {
+async function measureThroughput(): Promise<{
+  rows: Row[];
+  drains: DrainRow[];
+  pipelines: PipelineRow[];
+  wakeups: WakeupRow[];
+}> {
   const broker = start('broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
     PORT: String(BROKER_PORT),
     HOST: '127.0.0.1',
@@ -83,10 +93,15 @@ async function measureThroughput(): Promise<{ rows: Row[]; drains: DrainRow[]; w
   const ceiling = start('ceiling', join(ROOT, 'dist-bench', 'bench', 'ceiling-app.js'), [String(CEILING_PORT)], {});
   const rows: Row[] = [];
   const drains: DrainRow[] = [];
+  const pipelines: PipelineRow[] = [];
   let wakeups: WakeupRow[] = [];
   try {
     await waitFor(`${BROKER}/health`);
     await waitFor(`http://127.0.0.1:${CEILING_PORT}/api/v1/lease/x/extend`, 'POST');
+    if (process.env.BENCH_ONLY === 'pipeline') {
+      await measurePipelines(pipelines);
+      return { rows, drains, pipelines, wakeups };
+    }
 
     log(`creating ${LEASES} live leases through pop`);
     const leases = await createLeases(BROKER, LEASES);
@@ -122,6 +137,7 @@ async function measureThroughput(): Promise<{ rows: Row[]; drains: DrainRow[]; w
       log(`draining ${DRAIN_PARTITIONS} one-message partitions, ${query}`);
       drains.push(await measureDrain(BROKER, databaseUrl(), DRAIN_PARTITIONS, query, label));
     }
+    await measurePipelines(pipelines);
 
     const second = start('second broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
       PORT: String(SECOND_BROKER_PORT),
@@ -142,7 +158,7 @@ async function measureThroughput(): Promise<{ rows: Row[]; drains: DrainRow[]; w
     ceiling.kill('SIGTERM');
   }
   await new Promise((resolve) => broker.once('exit', resolve));
-  return { rows, drains, wakeups };
+  return { rows, drains, pipelines, wakeups };
 }
 
 async function measureTenantIsolation(): Promise<IsolationRow[]> {
@@ -364,6 +380,16 @@ function summarise(scenario: string, connections: number, result: Result): Row {
   };
 }
 
+/** Each phase with the two modes back to back, so that a drift of the machine hits both alike. */
+async function measurePipelines(pipelines: PipelineRow[]): Promise<void> {
+  for (const phase of ['backlog', 'steady'] as const) {
+    for (const mode of ['transaction', 'push then ack'] as PipelineMode[]) {
+      log(`two-stage pipeline, ${phase}: ${mode}`);
+      pipelines.push(await measurePipeline(BROKER, mode, phase));
+    }
+  }
+}
+
 function rss(child: ChildProcess): number {
   const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
@@ -373,6 +399,7 @@ function rss(child: ChildProcess): number {
 function writeResults(
   rows: Row[],
   drains: DrainRow[],
+  pipelines: PipelineRow[],
   wakeups: WakeupRow[],
   isolation: IsolationRow[],
   soak: SoakResult,
@@ -421,6 +448,22 @@ function writeResults(
     ...drains.map(
       (row) =>
         `| ${row.scenario} | ${row.consumers} | ${row.messages} | ${row.seconds} | ${row.messagesPerSecond} | ${row.pops} | ${row.popP50} | ${row.popP99} | ${row.ackP50} | ${row.ackP99} | ${row.errors} |`,
+    ),
+    '',
+    '## A two-stage pipeline',
+    '',
+    'Stage one (4 workers) pops batches of 10 from one queue of 8 partitions and, for each batch, acks its input and pushes ' +
+      'its output to a second queue, either in one `POST /api/v1/transaction` (with its lease required and each epoch sent) ' +
+      'or as a push followed by an ack; stage two (4 workers) pops the output and acks it. Backlog: 3000 messages pushed ' +
+      'first, end-to-end messages per second until the last is acked at stage two. Steady: 300 messages/s fed for 8 s; ' +
+      'milliseconds from the push to the ack at stage two, and for stage one from its pop answer to its output committed. ' +
+      'Every output must reach stage two exactly once (errors otherwise).',
+    '',
+    '| phase | stage one | messages | messages/s | end-to-end p50 | end-to-end p99 | stage one p50 | stage one p99 | errors |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...pipelines.map(
+      (row) =>
+        `| ${row.phase} | ${row.mode} | ${row.messages} | ${row.messagesPerSecond} | ${row.endToEndP50} | ${row.endToEndP99} | ${row.stageOneP50} | ${row.stageOneP99} | ${row.errors} |`,
     ),
     '',
     '## Redelivery to a parked consumer',

@@ -1,0 +1,169 @@
+import { call, percentile } from './http';
+
+/*
+ * A two-stage pipeline: stage one pops from `in`, and for each batch acks
+ * its input and pushes its output to `out`, either in one transaction or as
+ * a push followed by an ack; stage two pops from `out` and acks. Measured
+ * twice per mode: draining a backlog (end-to-end messages per second), and
+ * under a steady feed well below that (end-to-end latency, push to the final
+ * ack, and stage one's cycle). Every output must reach stage two exactly
+ * once.
+ */
+
+export type PipelineMode = 'transaction' | 'push then ack';
+
+export interface PipelineRow {
+  mode: PipelineMode;
+  phase: 'backlog' | 'steady';
+  messages: number;
+  messagesPerSecond: number;
+  endToEndP50: number;
+  endToEndP99: number;
+  stageOneP50: number;
+  stageOneP99: number;
+  errors: number;
+}
+
+const PARTITIONS = 8;
+const WORKERS = 4;
+const BATCH = 10;
+const BACKLOG = 3_000;
+const STEADY_PER_SECOND = 300;
+const STEADY_SECONDS = 8;
+
+interface Popped {
+  leaseId: string;
+  messages: Array<{ transactionId: string; partitionId: string; leaseEpoch: number; data: { sentAt: number } }>;
+}
+
+export async function measurePipeline(
+  base: string,
+  mode: PipelineMode,
+  phase: PipelineRow['phase'],
+): Promise<PipelineRow> {
+  const tag = `${mode === 'transaction' ? 'tx' : 'split'}-${phase}`;
+  const input = `bench-pipe-in-${tag}`;
+  const output = `bench-pipe-out-${tag}`;
+  const expected = phase === 'backlog' ? BACKLOG : STEADY_PER_SECOND * STEADY_SECONDS;
+  const endToEnd: number[] = [];
+  const stageOne: number[] = [];
+  const delivered = new Set<string>();
+  let errors = 0;
+  let done = false;
+  const deadline = performance.now() + 120_000;
+
+  const feed = async (count: number, offset: number): Promise<void> => {
+    const sentAt = performance.now();
+    const items = Array.from({ length: count }, (_, n) => ({
+      queue: input,
+      partition: `p${(offset + n) % PARTITIONS}`,
+      transactionId: `in-${offset + n}`,
+      payload: { sentAt },
+    }));
+    const pushed = await call(base, 'POST', '/api/v1/push', { items });
+    if (pushed.status !== 201) errors += 1;
+  };
+
+  const pop = (queue: string) =>
+    call<Popped>(base, 'GET', `/api/v1/pop/queue/${queue}?batch=${BATCH}&wait=true&timeout=500&leaseSeconds=30`);
+
+  const stageOneWorker = async (): Promise<void> => {
+    while (!done && performance.now() < deadline) {
+      const popped = await pop(input);
+      if (popped.status === 204) continue;
+      if (popped.status !== 200) {
+        errors += 1;
+        continue;
+      }
+      const started = performance.now();
+      const { leaseId, messages } = popped.body;
+      const outputs = messages.map((message) => ({
+        queue: output,
+        partition: message.partitionId.slice(-1),
+        transactionId: `out-${message.transactionId}`,
+        payload: message.data,
+      }));
+      const acks = messages.map((message) => ({
+        transactionId: message.transactionId,
+        partitionId: message.partitionId,
+        leaseId,
+        leaseEpoch: message.leaseEpoch,
+      }));
+      if (mode === 'transaction') {
+        const committed = await call<{ success: boolean }>(base, 'POST', '/api/v1/transaction', {
+          operations: [...acks.map((ack) => ({ type: 'ack', ...ack })), { type: 'push', items: outputs }],
+          requiredLeases: [leaseId],
+        });
+        if (committed.status !== 200 || !committed.body.success) errors += 1;
+      } else {
+        const pushed = await call(base, 'POST', '/api/v1/push', { items: outputs });
+        const acked = await call<Array<{ success: boolean }>>(base, 'POST', '/api/v1/ack/batch', {
+          acknowledgments: acks,
+        });
+        if (pushed.status !== 201 || acked.status !== 200 || acked.body.some((answer) => !answer.success)) errors += 1;
+      }
+      stageOne.push(performance.now() - started);
+    }
+  };
+
+  const stageTwoWorker = async (): Promise<void> => {
+    while (!done && performance.now() < deadline) {
+      const popped = await pop(output);
+      if (popped.status === 204) continue;
+      if (popped.status !== 200) {
+        errors += 1;
+        continue;
+      }
+      const acked = await call<Array<{ success: boolean }>>(base, 'POST', '/api/v1/ack/batch', {
+        acknowledgments: popped.body.messages.map((message) => ({
+          transactionId: message.transactionId,
+          partitionId: message.partitionId,
+          leaseId: popped.body.leaseId,
+        })),
+      });
+      if (acked.status !== 200 || acked.body.some((answer) => !answer.success)) {
+        errors += 1;
+        continue;
+      }
+      const now = performance.now();
+      for (const message of popped.body.messages) {
+        if (delivered.has(message.transactionId)) errors += 1;
+        delivered.add(message.transactionId);
+        endToEnd.push(now - message.data.sentAt);
+      }
+      if (delivered.size >= expected) done = true;
+    }
+  };
+
+  if (phase === 'backlog') {
+    for (let offset = 0; offset < BACKLOG; offset += 500) await feed(500, offset);
+  }
+  const started = performance.now();
+  const workers = [
+    ...Array.from({ length: WORKERS }, stageOneWorker),
+    ...Array.from({ length: WORKERS }, stageTwoWorker),
+  ];
+  if (phase === 'steady') {
+    const perTick = STEADY_PER_SECOND / 10;
+    for (let tick = 0; tick < STEADY_SECONDS * 10; tick += 1) {
+      const due = started + tick * 100;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
+      void feed(perTick, tick * perTick);
+    }
+  }
+  await Promise.all(workers);
+  const seconds = (performance.now() - started) / 1000;
+  if (delivered.size !== expected) errors += Math.abs(expected - delivered.size);
+  const round = (ms: number) => Math.round(ms);
+  return {
+    mode,
+    phase,
+    messages: delivered.size,
+    messagesPerSecond: Math.round(delivered.size / seconds),
+    endToEndP50: round(percentile(endToEnd, 0.5)),
+    endToEndP99: round(percentile(endToEnd, 0.99)),
+    stageOneP50: round(percentile(stageOne, 0.5)),
+    stageOneP99: round(percentile(stageOne, 0.99)),
+    errors,
+  };
+}
