@@ -103,6 +103,26 @@ interface Answer {
       ]);
     });
 
+    it('a transaction through one process wakes the consumer parked on the other with what it pushed', async () => {
+      await call(a, 'POST', '/api/v1/push', { items: [{ queue: 'source', transactionId: 'in-0', payload: 1 }] });
+      const input = await call(a, 'GET', '/api/v1/pop/queue/source?leaseSeconds=60');
+      expect(input.status).toBe(200);
+      const parked = await parkedOnB();
+
+      const committed = await call(a, 'POST', '/api/v1/transaction', {
+        operations: [
+          { type: 'ack', transactionId: 'in-0', partitionId: input.body.partitionId, leaseId: input.body.leaseId },
+          { type: 'push', items: [{ queue: 'jobs', transactionId: 'out-0', payload: 2 }] },
+        ],
+        requiredLeases: [input.body.leaseId],
+      });
+
+      expect(committed.body.success).toBe(true);
+      const woken = await within(parked.answer, 'the poll parked on b answers', WOKEN_WITHIN_MS);
+      expect(woken.status).toBe(200);
+      expect(woken.body.messages.map((message: any) => message.transactionId)).toEqual(['out-0']);
+    });
+
     it('a lease handed out by one process and left to expire is redelivered to the consumer parked on the other', async () => {
       expect((await push(a, 2)).status).toBe(201);
       const held = await pop(a, 'leaseSeconds=2');
