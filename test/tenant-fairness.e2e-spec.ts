@@ -201,7 +201,7 @@ describe('one tenant cannot starve another', () => {
       expect(lightAnswers.filter((answer) => answer.status !== 200 || answer.body.renewed !== 1)).toEqual([]);
       expect(heavyAnswers.length).toBeGreaterThan(0);
       expect(heavyAnswers.filter((status) => status !== 200)).toEqual([]);
-    });
+    }, 120_000);
 
     it('keeps a woken long poll from answering 5xx when no connection is free: it retries and delivers', async () => {
       const logs = new CapturedLogs();
