@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { AckModule } from './ack/ack.module';
 import { AuthModule } from './auth/auth.module';
 import { ConfigModule } from './config/config.module';
+import { ConsumerGroupsModule } from './consumer-groups/consumer-groups.module';
 import { DatabaseModule } from './database/database.module';
 import { DlqModule } from './dlq/dlq.module';
 import { HealthModule } from './health/health.module';
@@ -33,6 +34,7 @@ import { TransactionModule } from './transaction/transaction.module';
     TransactionModule,
     QueuesModule,
     DlqModule,
+    ConsumerGroupsModule,
     RetentionModule,
   ],
 })

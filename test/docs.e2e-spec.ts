@@ -140,6 +140,21 @@ describe('OpenAPI documentation of the message routes', () => {
     ['get', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '404', '429', '500']],
     ['delete', '/api/v1/resources/queues/{queue}', ['200', '400', '401', '403', '429', '500']],
     ['get', '/api/v1/dlq', ['200', '400', '401', '403', '404', '429', '500']],
+    ['get', '/api/v1/consumer-groups', ['200', '400', '401', '403', '404', '429', '500']],
+    ['get', '/api/v1/consumer-groups/lagging', ['200', '400', '401', '403', '429', '500']],
+    ['get', '/api/v1/consumer-groups/{group}', ['200', '400', '401', '403', '429', '500']],
+    ['delete', '/api/v1/consumer-groups/{group}', ['200', '400', '401', '403', '429', '500']],
+    ['delete', '/api/v1/consumer-groups/{group}/queues/{queue}', ['200', '400', '401', '403', '429', '500']],
+    [
+      'post',
+      '/api/v1/consumer-groups/{group}/queues/{queue}/seek',
+      ['200', '400', '401', '403', '404', '413', '429', '500'],
+    ],
+    [
+      'post',
+      '/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek',
+      ['200', '400', '401', '403', '404', '413', '429', '500'],
+    ],
   ])('documents %s %s with its statuses and bearer auth', async (method, path, statuses) => {
     const response = await request(app.getHttpServer()).get('/docs-json');
     const operation = response.body.paths[path][method];
@@ -247,6 +262,8 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       'POST /api/v1/ack',
       'POST /api/v1/ack/batch',
       'POST /api/v1/configure',
+      'POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek',
+      'POST /api/v1/consumer-groups/{group}/queues/{queue}/seek',
       'POST /api/v1/lease/{leaseId}/extend',
       'POST /api/v1/push',
       'POST /api/v1/transaction',
@@ -266,6 +283,7 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
     expect(description('/api/v1/lease/{leaseId}/extend')).toMatch(/^The body is above 1 KiB/);
     expect(description('/api/v1/ack')).toMatch(/^The body is above 128 KiB/);
     expect(description('/api/v1/configure')).toMatch(/^The body is above 256 KiB/);
+    expect(description('/api/v1/consumer-groups/{group}/queues/{queue}/seek')).toMatch(/^The body is above 1 KiB/);
     expect(description('/api/v1/push')).toMatch(/^The body is above BODY_LIMIT/);
     expect(description('/api/v1/ack/batch')).toMatch(/^The body is above BODY_LIMIT/);
   });

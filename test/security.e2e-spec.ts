@@ -13,7 +13,12 @@ import { sql, tenantSnapshot } from './support/db-state';
 import { createLease, expiries } from './support/lease-fixture';
 import { rawRequest, RawResponse } from './support/raw-request';
 import { discoverRoutes } from './support/routes';
-import { createOwnedQueue, OwnedQueue, randomHex } from './support/tenant-fixture';
+import {
+  CONSUMER_GROUP as OWNED_CONSUMER_GROUP,
+  createOwnedQueue,
+  OwnedQueue,
+  randomHex,
+} from './support/tenant-fixture';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { rs256TokenFromAnyKey, TEST_JWT_SECRET, unsignedToken } from './support/tokens';
 
@@ -135,6 +140,40 @@ const ROUTE_TABLE: RouteRow[] = [
     request: (queue) => ({ path: `/api/v1/resources/queues/${queue}` }),
   },
   { route: 'GET /api/v1/dlq', level: 'read-only', request: (queue) => ({ path: `/api/v1/dlq?queue=${queue}` }) },
+  { route: 'GET /api/v1/consumer-groups', level: 'read-only', request: () => ({ path: '/api/v1/consumer-groups' }) },
+  {
+    route: 'GET /api/v1/consumer-groups/lagging',
+    level: 'read-only',
+    request: () => ({ path: '/api/v1/consumer-groups/lagging' }),
+  },
+  {
+    route: 'GET /api/v1/consumer-groups/:group',
+    level: 'read-only',
+    request: () => ({ path: '/api/v1/consumer-groups/probe' }),
+  },
+  {
+    route: 'DELETE /api/v1/consumer-groups/:group',
+    level: 'admin',
+    request: () => ({ path: '/api/v1/consumer-groups/probe' }),
+  },
+  {
+    route: 'DELETE /api/v1/consumer-groups/:group/queues/:queue',
+    level: 'admin',
+    request: (queue) => ({ path: `/api/v1/consumer-groups/probe/queues/${queue}` }),
+  },
+  {
+    route: 'POST /api/v1/consumer-groups/:group/queues/:queue/seek',
+    level: 'read-write',
+    request: (queue) => ({ path: `/api/v1/consumer-groups/probe/queues/${queue}/seek`, body: { toEnd: true } }),
+  },
+  {
+    route: 'POST /api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek',
+    level: 'read-write',
+    request: (queue) => ({
+      path: `/api/v1/consumer-groups/probe/queues/${queue}/partitions/Default/seek`,
+      body: { toEnd: true },
+    }),
+  },
 ];
 
 const DISCOVERED = discoverRoutes(AppModule);
@@ -705,6 +744,52 @@ describe('security', () => {
         name: 'delete the queue',
         route: 'DELETE /api/v1/resources/queues/:queue',
         request: (ids) => ({ method: 'DELETE', path: `/api/v1/resources/queues/${ids.queue}` }),
+      },
+      {
+        name: 'list consumer groups',
+        route: 'GET /api/v1/consumer-groups',
+        request: () => ({ method: 'GET', path: '/api/v1/consumer-groups' }),
+      },
+      {
+        name: 'list lagging consumer groups',
+        route: 'GET /api/v1/consumer-groups/lagging',
+        request: () => ({ method: 'GET', path: '/api/v1/consumer-groups/lagging?minLagSeconds=0' }),
+      },
+      {
+        name: "read the owner's consumer group",
+        route: 'GET /api/v1/consumer-groups/:group',
+        request: () => ({ method: 'GET', path: `/api/v1/consumer-groups/${OWNED_CONSUMER_GROUP}` }),
+      },
+      {
+        name: "seek the owner's consumer group on its queue",
+        route: 'POST /api/v1/consumer-groups/:group/queues/:queue/seek',
+        request: (ids) => ({
+          method: 'POST',
+          path: `/api/v1/consumer-groups/${OWNED_CONSUMER_GROUP}/queues/${ids.queue}/seek`,
+          body: { timestamp: '2000-01-01T00:00:00Z' },
+        }),
+      },
+      {
+        name: "seek the owner's consumer group on its partition",
+        route: 'POST /api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek',
+        request: (ids) => ({
+          method: 'POST',
+          path: `/api/v1/consumer-groups/${OWNED_CONSUMER_GROUP}/queues/${ids.queue}/partitions/${ids.partition}/seek`,
+          body: { toEnd: true },
+        }),
+      },
+      {
+        name: "forget the owner's consumer group on its queue",
+        route: 'DELETE /api/v1/consumer-groups/:group/queues/:queue',
+        request: (ids) => ({
+          method: 'DELETE',
+          path: `/api/v1/consumer-groups/${OWNED_CONSUMER_GROUP}/queues/${ids.queue}`,
+        }),
+      },
+      {
+        name: "forget the owner's consumer group everywhere",
+        route: 'DELETE /api/v1/consumer-groups/:group',
+        request: () => ({ method: 'DELETE', path: `/api/v1/consumer-groups/${OWNED_CONSUMER_GROUP}` }),
       },
     ];
 

@@ -23,7 +23,7 @@ export class DlqController {
   @ApiQuery({ type: DlqQueryDto })
   @ApiOkResponse({ type: DeadLetterPageDto })
   @ApiErrorResponse(400, 'Invalid query parameter', 'limit must be an integer between 1 and 1000')
-  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue orders not found')
+  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
   @ApiAuthErrors('the token has no read-only, read-write or admin role')
   @ApiDatabaseErrors('Nothing was changed.')
   list(@TenantId() tenantId: string, @Query(DlqQueryPipe) query: DlqQuery): Promise<DeadLetterPageDto> {

@@ -8,5 +8,6 @@ import { PopService } from './pop.service';
   imports: [WakeupModule],
   controllers: [PopController],
   providers: [PopService, PopRepository],
+  exports: [PopRepository],
 })
 export class PopModule {}

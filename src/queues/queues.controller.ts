@@ -76,7 +76,7 @@ export class QueuesController {
   })
   @ApiOkResponse({ type: QueueDetailDto })
   @ApiErrorResponse(400, 'Invalid queue name', 'queue must be 1 to 255 characters long')
-  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue orders not found')
+  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
   @ApiDatabaseErrors('Nothing was changed.')
   detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
     return this.queuesService.detail(tenantId, queue);

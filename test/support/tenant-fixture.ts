@@ -15,7 +15,7 @@ export interface OwnedQueue {
   payloadMarker: string;
 }
 
-const CONSUMER_GROUP = 'owner-group';
+export const CONSUMER_GROUP = 'owner-group';
 
 export const randomHex = (bytes = 4) => randomBytes(bytes).toString('hex');
 

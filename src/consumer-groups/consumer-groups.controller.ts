@@ -1,0 +1,201 @@
+import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { Access } from '../auth/access.decorator';
+import { TenantId } from '../auth/principal.decorator';
+import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
+import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
+import { NamePipe } from '../common/name.pipe';
+import { AcceptsBody } from '../http/body-limit.decorator';
+import { RateLimited } from '../limits/route-class.decorator';
+import {
+  GroupDetailQueryPipe,
+  GroupListQueryPipe,
+  LaggingQueryPipe,
+  SeekRequestPipe,
+} from './consumer-group-query.pipe';
+import { ConsumerGroupsService, SeekTarget } from './consumer-groups.service';
+import {
+  ConsumerGroupDetailQueryDto,
+  ConsumerGroupListQueryDto,
+  LaggingQueryDto,
+} from './dto/consumer-group-query.dto';
+import {
+  ConsumerGroupDetail,
+  ConsumerGroupDetailDto,
+  ConsumerGroupSummaryDto,
+  DeleteConsumerGroupResponseDto,
+  LaggingPartitionDto,
+  SeekResponseDto,
+} from './dto/consumer-group-response.dto';
+import { SEEK_BODY_MAX_BYTES, SeekRequestDto } from './dto/seek-request.dto';
+
+const SEEK_DESCRIPTION =
+  'Body {"toEnd": true} moves the cursor past the last message (the group skips everything stored); ' +
+  '{"timestamp": "<ISO-8601>"} moves it to just before the first message created at or after that instant, so ' +
+  'those are delivered again (to the first kept message, when retention deleted older ones). A group that has ' +
+  'never popped from the queue is created by the seek, positioned there. A live lease of the group on a moved ' +
+  "partition ends and the partition's epoch increases: the old holder's acks are refused and its extends renew " +
+  '0. Parked polls of the group wake for what the seek made claimable.';
+const GROUP = new NamePipe('consumerGroup');
+const QUEUE = new NamePipe('queue');
+const PARTITION = new NamePipe('partition');
+
+@ApiTags('consumer groups')
+@ApiBearerAuth()
+@ApiAuthErrors("the token's roles do not open this route (reads: read-only; seek: read-write; delete: admin)")
+@RateLimited('manage')
+@Controller('api/v1/consumer-groups')
+export class ConsumerGroupsController {
+  constructor(private readonly service: ConsumerGroupsService) {}
+
+  @Get()
+  @Access('read-only')
+  @ApiOperation({
+    summary: 'Consumer groups with their lag, one entry per (group, queue)',
+    description:
+      'By queue then group name. totalLag counts the messages stored that the group has not consumed; maxTimeLag ' +
+      'is the age in seconds of the oldest of them (state Lagging from 60 seconds).',
+  })
+  @ApiQuery({ type: ConsumerGroupListQueryDto })
+  @ApiOkResponse({ type: [ConsumerGroupSummaryDto] })
+  @ApiErrorResponse(400, 'Invalid query parameter', 'limit must be an integer between 1 and 1000')
+  @ApiErrorResponse(404, 'The queue asked for does not exist in this tenant', 'queue not found')
+  @ApiDatabaseErrors('Nothing was changed.')
+  list(
+    @TenantId() tenantId: string,
+    @Query(GroupListQueryPipe) query: ConsumerGroupListQueryDto,
+  ): Promise<ConsumerGroupSummaryDto[]> {
+    return this.service.list(tenantId, query.queue, query.limit);
+  }
+
+  @Get('lagging')
+  @Access('read-only')
+  @ApiOperation({
+    summary: 'Partitions where a group is behind by at least minLagSeconds, worst first',
+    description: 'One entry per (group, partition) whose oldest unconsumed message is at least that old.',
+  })
+  @ApiQuery({ type: LaggingQueryDto })
+  @ApiOkResponse({ type: [LaggingPartitionDto] })
+  @ApiErrorResponse(400, 'Invalid query parameter', 'minLagSeconds must be an integer between 0 and 2147483647')
+  @ApiDatabaseErrors('Nothing was changed.')
+  lagging(
+    @TenantId() tenantId: string,
+    @Query(LaggingQueryPipe) query: LaggingQueryDto,
+  ): Promise<LaggingPartitionDto[]> {
+    return this.service.lagging(tenantId, query.minLagSeconds, query.limit);
+  }
+
+  @Get(':group')
+  @Access('read-only')
+  @ApiOperation({
+    summary: "One group's position per queue and partition",
+    description:
+      'Keyed by queue name; per partition its cursor, offset and time lag, and whether a lease is live (never ' +
+      'the lease id). At most 1000 partitions in all, by queue then partition name; partitionCount tells how many ' +
+      'a queue has. An unknown group answers {}.',
+  })
+  @ApiQuery({ type: ConsumerGroupDetailQueryDto })
+  @ApiOkResponse({ schema: ConsumerGroupDetailDto.schema })
+  @ApiErrorResponse(400, 'Invalid group name or query parameter', 'consumerGroup must be 1 to 255 characters long')
+  @ApiDatabaseErrors('Nothing was changed.')
+  detail(
+    @TenantId() tenantId: string,
+    @Param('group', GROUP) group: string,
+    @Query(GroupDetailQueryPipe) query: ConsumerGroupDetailQueryDto,
+  ): Promise<ConsumerGroupDetail> {
+    return this.service.detail(tenantId, group, query.queue);
+  }
+
+  @Delete(':group')
+  @HttpCode(HttpStatus.OK)
+  @Access('admin')
+  @ApiOperation({
+    summary: "Forget a group's position on every queue",
+    description:
+      'Its cursors and starting points go, and with them its live leases (their acks are refused, extends renew ' +
+      '0). The next pop by that name starts afresh by its subscriptionMode. Idempotent: an unknown group answers ' +
+      'deletedPartitions 0.',
+  })
+  @ApiOkResponse({ type: DeleteConsumerGroupResponseDto })
+  @ApiErrorResponse(400, 'Invalid group name', 'consumerGroup must not contain control characters')
+  @ApiDatabaseErrors('The group may or may not have been forgotten; delete is idempotent: send it again.')
+  deleteEverywhere(
+    @TenantId() tenantId: string,
+    @Param('group', GROUP) group: string,
+  ): Promise<DeleteConsumerGroupResponseDto> {
+    return this.service.delete(tenantId, group, undefined);
+  }
+
+  @Delete(':group/queues/:queue')
+  @HttpCode(HttpStatus.OK)
+  @Access('admin')
+  @ApiOperation({
+    summary: "Forget a group's position on one queue",
+    description: 'As the delete on every queue, limited to this one; an unknown queue or group answers 0.',
+  })
+  @ApiOkResponse({ type: DeleteConsumerGroupResponseDto })
+  @ApiErrorResponse(400, 'Invalid group or queue name', 'queue must be 1 to 255 characters long')
+  @ApiDatabaseErrors('The group may or may not have been forgotten; delete is idempotent: send it again.')
+  deleteOnQueue(
+    @TenantId() tenantId: string,
+    @Param('group', GROUP) group: string,
+    @Param('queue', QUEUE) queue: string,
+  ): Promise<DeleteConsumerGroupResponseDto> {
+    return this.service.delete(tenantId, group, queue);
+  }
+
+  @Post(':group/queues/:queue/seek')
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({ summary: 'Move a group on every partition of a queue', description: SEEK_DESCRIPTION })
+  @ApiBody({ type: SeekRequestDto, examples: seekExamples() })
+  @ApiOkResponse({ type: SeekResponseDto })
+  @ApiErrorResponse(
+    400,
+    'Neither or both of toEnd and timestamp, or an invalid one; nothing is changed',
+    'toEnd must be true, or a timestamp must be given',
+    'timestamp must be an ISO-8601 timestamp',
+  )
+  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
+  @AcceptsBody(SEEK_BODY_MAX_BYTES)
+  @ApiDatabaseErrors('The seek may or may not have been applied; it is idempotent: send it again.')
+  seekQueue(
+    @TenantId() tenantId: string,
+    @Param('group', GROUP) group: string,
+    @Param('queue', QUEUE) queue: string,
+    @Body(SeekRequestPipe) target: SeekTarget,
+  ): Promise<SeekResponseDto> {
+    return this.service.seek(tenantId, group, queue, undefined, target);
+  }
+
+  @Post(':group/queues/:queue/partitions/:partition/seek')
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({ summary: 'Move a group on one partition', description: SEEK_DESCRIPTION })
+  @ApiBody({ type: SeekRequestDto, examples: seekExamples() })
+  @ApiOkResponse({ type: SeekResponseDto })
+  @ApiErrorResponse(
+    400,
+    'Neither or both of toEnd and timestamp, or an invalid one; nothing is changed',
+    'toEnd and timestamp cannot both be given',
+  )
+  @ApiErrorResponse(404, 'No such queue or partition in this tenant', 'queue not found', 'partition not found')
+  @AcceptsBody(SEEK_BODY_MAX_BYTES)
+  @ApiDatabaseErrors('The seek may or may not have been applied; it is idempotent: send it again.')
+  seekPartition(
+    @TenantId() tenantId: string,
+    @Param('group', GROUP) group: string,
+    @Param('queue', QUEUE) queue: string,
+    @Param('partition', PARTITION) partition: string,
+    @Body(SeekRequestPipe) target: SeekTarget,
+  ): Promise<SeekResponseDto> {
+    return this.service.seek(tenantId, group, queue, partition, target);
+  }
+}
+
+function seekExamples() {
+  return {
+    toEnd: { summary: 'Skip everything stored', value: { toEnd: true } },
+    timestamp: { summary: 'Replay from an instant', value: { timestamp: '2026-07-30T10:00:00Z' } },
+  };
+}

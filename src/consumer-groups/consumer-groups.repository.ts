@@ -1,0 +1,362 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { isoTimestamp } from '../common/sql-timestamp';
+import { subscriptionStartOffset } from '../common/subscription-start';
+
+export interface GroupSummary {
+  name: string;
+  queueName: string;
+  subscriptionFrom: string | null;
+  createdAt: string;
+  partitions: number;
+  partitionsWithLag: number;
+  totalLag: number;
+  maxTimeLag: number;
+  liveLeases: number;
+}
+
+export interface GroupPartition {
+  consumerGroup: string;
+  queueName: string;
+  partition: string;
+  partitionId: string;
+  cursor: number;
+  offsetLag: number;
+  timeLagSeconds: number;
+  oldestUnconsumedAt: string | null;
+  leaseActive: boolean;
+  leaseExpiresAt: string | null;
+  deliveryAttempt: number;
+  retryCount: number;
+}
+
+export interface GroupQueue {
+  queueName: string;
+  subscriptionFrom: string | null;
+  partitionCount: number;
+}
+
+/** A partition whose cursor a seek or delete moved, and what the group can claim there now. */
+export interface MovedCursor {
+  queueName: string;
+  partition: string;
+  claimable: number;
+}
+
+interface GroupPartitionRow {
+  consumer_group: string;
+  queue_name: string;
+  partition: string;
+  partition_id: string;
+  cursor: string;
+  offset_lag: string;
+  time_lag_seconds: string;
+  oldest_unconsumed_at: string | null;
+  lease_active: boolean;
+  lease_expires_at: string | null;
+  delivery_attempt: number;
+  retry_count: number;
+}
+
+/**
+ * Per (group `g`, partition `p`) of the group's queue: its cursor `s.cursor`
+ * (where it would start when it has no row there yet) and the first message
+ * it has not consumed, `o` (none when it is caught up; retention may have
+ * deleted the ones right after the cursor, so it is looked up, not assumed).
+ */
+const GROUP_PARTITIONS = `
+  JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+  LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
+ CROSS JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS cursor) s
+  LEFT JOIN LATERAL (
+        SELECT m.seq, m.created_at FROM messages m
+         WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.cursor AND p.last_offset > s.cursor
+         ORDER BY m.seq LIMIT 1) o ON true`;
+
+const OFFSET_LAG = 'COALESCE(p.last_offset - o.seq + 1, 0)';
+const TIME_LAG = 'COALESCE(floor(EXTRACT(EPOCH FROM now() - o.created_at)), 0)';
+
+const PARTITION_COLUMNS = `g.name AS consumer_group, q.name AS queue_name, p.name AS partition, p.id AS partition_id,
+  s.cursor, ${OFFSET_LAG} AS offset_lag, ${TIME_LAG} AS time_lag_seconds,
+  ${isoTimestamp('o.created_at')} AS oldest_unconsumed_at,
+  COALESCE(c.lease_expires_at > now(), false) AS lease_active,
+  CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
+  COALESCE(c.delivery_attempt, 0) AS delivery_attempt, COALESCE(c.retry_count, 0) AS retry_count`;
+
+/** SQL for consumer groups across a tenant's queues: lag, and moving or forgetting a group's cursors. */
+@Injectable()
+export class ConsumerGroupsRepository {
+  /** Up to `limit` (group, queue) pairs by queue then group name, each with its lag over every partition. */
+  async summaries(
+    tenantId: string,
+    queueName: string | undefined,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<GroupSummary[]> {
+    const rows: Array<{
+      name: string;
+      queue_name: string;
+      subscription_from: string | null;
+      created_at: string;
+      partitions: number;
+      partitions_with_lag: number;
+      total_lag: string;
+      max_time_lag: string;
+      live_leases: number;
+    }> = await manager.query(
+      `SELECT g.name, g.queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from,
+              ${isoTimestamp('g.created_at')} AS created_at,
+              count(p.id)::int AS partitions, count(o.seq)::int AS partitions_with_lag,
+              COALESCE(sum(${OFFSET_LAG}), 0) AS total_lag, COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
+              count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
+         FROM (SELECT g.*, q.name AS queue_name FROM consumer_groups g
+                 JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
+                WHERE g.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
+                ORDER BY q.name, g.name LIMIT $3) g
+         LEFT JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+         LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
+         LEFT JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS cursor) s
+           ON p.id IS NOT NULL
+         LEFT JOIN LATERAL (
+              SELECT m.seq, m.created_at FROM messages m
+               WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.cursor AND p.last_offset > s.cursor
+               ORDER BY m.seq LIMIT 1) o ON true
+        GROUP BY g.queue_name, g.name, g.subscription_from, g.created_at
+        ORDER BY g.queue_name, g.name`,
+      [tenantId, queueName ?? null, limit],
+    );
+    return rows.map((row) => ({
+      name: row.name,
+      queueName: row.queue_name,
+      subscriptionFrom: row.subscription_from,
+      createdAt: row.created_at,
+      partitions: row.partitions,
+      partitionsWithLag: row.partitions_with_lag,
+      totalLag: Number(row.total_lag),
+      maxTimeLag: Number(row.max_time_lag),
+      liveLeases: row.live_leases,
+    }));
+  }
+
+  /** Up to `limit` (group, partition) pairs whose oldest unconsumed message is at least `minLagSeconds` old, oldest first. */
+  async lagging(
+    tenantId: string,
+    minLagSeconds: number,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<GroupPartition[]> {
+    const rows: GroupPartitionRow[] = await manager.query(
+      `SELECT ${PARTITION_COLUMNS}
+         FROM consumer_groups g
+         JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
+         ${GROUP_PARTITIONS}
+        WHERE g.tenant_id = $1 AND o.created_at <= now() - make_interval(secs => $2)
+        ORDER BY o.created_at, q.name, g.name, p.name
+        LIMIT $3`,
+      [tenantId, minLagSeconds, limit],
+    );
+    return rows.map(toGroupPartition);
+  }
+
+  /** The queues a group has a position on, by name, with how many partitions each has. */
+  async queuesOf(
+    tenantId: string,
+    group: string,
+    queueName: string | undefined,
+    manager: EntityManager,
+  ): Promise<GroupQueue[]> {
+    const rows: Array<{ queue_name: string; subscription_from: string | null; partition_count: number }> =
+      await manager.query(
+        `SELECT q.name AS queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from,
+                (SELECT count(*)::int FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id)
+                  AS partition_count
+           FROM consumer_groups g
+           JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
+          WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
+          ORDER BY q.name`,
+        [tenantId, group, queueName ?? null],
+      );
+    return rows.map((row) => ({
+      queueName: row.queue_name,
+      subscriptionFrom: row.subscription_from,
+      partitionCount: row.partition_count,
+    }));
+  }
+
+  /** The group's first `limit` partitions by queue then partition name. */
+  async partitionsOf(
+    tenantId: string,
+    group: string,
+    queueName: string | undefined,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<GroupPartition[]> {
+    const rows: GroupPartitionRow[] = await manager.query(
+      `SELECT ${PARTITION_COLUMNS}
+         FROM consumer_groups g
+         JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
+         ${GROUP_PARTITIONS}
+        WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
+        ORDER BY q.name, p.name
+        LIMIT $4`,
+      [tenantId, group, queueName ?? null, limit],
+    );
+    return rows.map(toGroupPartition);
+  }
+
+  async partitionId(
+    tenantId: string,
+    queueId: string,
+    name: string,
+    manager: EntityManager,
+  ): Promise<string | undefined> {
+    const rows: Array<{ id: string }> = await manager.query(
+      'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
+      [tenantId, queueId, name],
+    );
+    return rows[0]?.id;
+  }
+
+  async groupExists(tenantId: string, queueId: string, group: string, manager: EntityManager): Promise<boolean> {
+    const rows: unknown[] = await manager.query(
+      'SELECT 1 FROM consumer_groups WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
+      [tenantId, queueId, group],
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Moves the group's cursor in every partition of the queue (or in one) to
+   * its end, or to just before the first message created at or after
+   * `timestamp`; ends its leases there and advances their epochs, so the old
+   * holders' acks and extends are refused. Push timestamps never decrease
+   * along a partition's offsets, which makes "the last message before the
+   * instant" the boundary. The rows are locked in primary-key order first,
+   * the order acks and renewals take them in.
+   */
+  async seek(
+    tenantId: string,
+    queue: { id: string; name: string },
+    group: string,
+    partitionId: string | undefined,
+    timestamp: string | undefined,
+    manager: EntityManager,
+  ): Promise<MovedCursor[]> {
+    await manager.query(
+      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
+       SELECT p.tenant_id, p.queue_id, p.id, $3 FROM partitions p
+        WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($4::uuid IS NULL OR p.id = $4)
+        ORDER BY p.id
+       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+      [tenantId, queue.id, group, partitionId ?? null],
+    );
+    await manager.query(
+      `SELECT 1 FROM consumers
+        WHERE tenant_id = $1 AND queue_id = $2 AND consumer_group = $3 AND ($4::uuid IS NULL OR partition_id = $4)
+        ORDER BY tenant_id, partition_id, consumer_group
+          FOR UPDATE`,
+      [tenantId, queue.id, group, partitionId ?? null],
+    );
+    const rows: Array<{ partition: string; last_offset: string; committed_offset: string }> = await manager.query(
+      `WITH target AS (
+         SELECT c.partition_id, p.name AS partition, p.last_offset,
+                CASE WHEN $5::timestamptz IS NULL THEN p.last_offset
+                     ELSE GREATEST(
+                            COALESCE((SELECT min(m.seq) - 1 FROM messages m
+                                       WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id), p.last_offset),
+                            COALESCE((SELECT max(m.seq) FROM messages m
+                                       WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id
+                                         AND m.created_at < $5::timestamptz), 0))
+                END AS offset
+           FROM consumers c
+           JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+          WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3 AND ($4::uuid IS NULL OR c.partition_id = $4)
+       ), moved AS (
+         UPDATE consumers c
+          SET committed_offset = t.offset, delivered_offset = t.offset,
+              lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, lease_deadline = NULL,
+              lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now()
+         FROM target t
+        WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = $3
+       RETURNING t.partition, t.last_offset, c.committed_offset
+       )
+       SELECT partition, last_offset, committed_offset FROM moved`,
+      [tenantId, queue.id, group, partitionId ?? null, timestamp ?? null],
+    );
+    return rows.map((row) => ({
+      queueName: queue.name,
+      partition: row.partition,
+      claimable: Number(row.last_offset) - Number(row.committed_offset),
+    }));
+  }
+
+  /**
+   * Forgets the group's position on one queue or on all: its cursors (and
+   * with them its leases) and its starting point. Cursors are locked first
+   * in primary-key order, as acks and renewals lock them; then the queue
+   * rows, so that no push creating a partition adds a cursor for the group
+   * meanwhile (it holds a key-share lock on the queue while it does).
+   */
+  async delete(
+    tenantId: string,
+    group: string,
+    queueName: string | undefined,
+    manager: EntityManager,
+  ): Promise<MovedCursor[]> {
+    await manager.query(
+      `SELECT 1 FROM consumers c
+         JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+        WHERE c.tenant_id = $1 AND c.consumer_group = $2 AND ($3::text IS NULL OR q.name = $3)
+        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+          FOR UPDATE OF c`,
+      [tenantId, group, queueName ?? null],
+    );
+    await manager.query(
+      `SELECT 1 FROM queues q
+        WHERE q.tenant_id = $1 AND ($3::text IS NULL OR q.name = $3)
+          AND EXISTS (SELECT 1 FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $2)
+        ORDER BY q.id
+          FOR UPDATE OF q`,
+      [tenantId, group, queueName ?? null],
+    );
+    const rows: Array<{ queue_name: string; partition: string; last_offset: string }> = await manager.query(
+      `WITH gone AS (
+         DELETE FROM consumers c
+          USING partitions p, queues q
+          WHERE c.tenant_id = $1 AND c.consumer_group = $2
+            AND p.tenant_id = c.tenant_id AND p.id = c.partition_id
+            AND q.tenant_id = p.tenant_id AND q.id = p.queue_id AND ($3::text IS NULL OR q.name = $3)
+         RETURNING q.name AS queue_name, p.name AS partition, p.last_offset
+       ), groups AS (
+         DELETE FROM consumer_groups g
+          USING queues q
+          WHERE g.tenant_id = $1 AND g.name = $2 AND q.tenant_id = g.tenant_id AND q.id = g.queue_id
+            AND ($3::text IS NULL OR q.name = $3)
+       )
+       SELECT queue_name, partition, last_offset FROM gone`,
+      [tenantId, group, queueName ?? null],
+    );
+    return rows.map((row) => ({
+      queueName: row.queue_name,
+      partition: row.partition,
+      claimable: Number(row.last_offset),
+    }));
+  }
+}
+
+function toGroupPartition(row: GroupPartitionRow): GroupPartition {
+  return {
+    consumerGroup: row.consumer_group,
+    queueName: row.queue_name,
+    partition: row.partition,
+    partitionId: row.partition_id,
+    cursor: Number(row.cursor),
+    offsetLag: Number(row.offset_lag),
+    timeLagSeconds: Number(row.time_lag_seconds),
+    oldestUnconsumedAt: row.oldest_unconsumed_at,
+    leaseActive: row.lease_active,
+    leaseExpiresAt: row.lease_expires_at,
+    deliveryAttempt: row.delivery_attempt,
+    retryCount: row.retry_count,
+  };
+}

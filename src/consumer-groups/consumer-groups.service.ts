@@ -1,0 +1,165 @@
+import { Injectable, Logger, NotFoundException } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { TransactionRunner } from '../database/transaction-runner';
+import { TenantQuotas } from '../limits/tenant-quotas';
+import { PopRepository } from '../pop/pop.repository';
+import { QueuesRepository } from '../queues/queues.repository';
+import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
+import { Redelivery } from '../wakeup/parked-polls';
+import { ConsumerGroupsRepository, GroupPartition, MovedCursor } from './consumer-groups.repository';
+import { GROUP_DETAIL_MAX_PARTITIONS } from './dto/consumer-group-query.dto';
+import {
+  ConsumerGroupDetail,
+  ConsumerGroupSummaryDto,
+  DeleteConsumerGroupResponseDto,
+  GroupPartitionDto,
+  LaggingPartitionDto,
+  SeekResponseDto,
+} from './dto/consumer-group-response.dto';
+
+/** A group whose oldest unconsumed message is this old is Lagging (the lagging route's default threshold). */
+export const LAGGING_SECONDS = 60;
+
+export type SeekTarget = { toEnd: true } | { timestamp: string };
+
+/**
+ * What an operator reads and changes about consumer groups: lag per queue
+ * and partition, seeking a group, forgetting it. Moves end the group's
+ * leases on what they move and wake its parked polls for what became
+ * claimable, once committed.
+ */
+@Injectable()
+export class ConsumerGroupsService {
+  private readonly logger = new Logger('ConsumerGroups');
+
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly writes: Writes,
+    private readonly groups: ConsumerGroupsRepository,
+    private readonly queues: QueuesRepository,
+    private readonly pops: PopRepository,
+    private readonly quotas: TenantQuotas,
+  ) {}
+
+  list(tenantId: string, queue: string | undefined, limit: number): Promise<ConsumerGroupSummaryDto[]> {
+    return this.transactions.run(tenantId, async (manager) => {
+      if (queue !== undefined) await this.queueOrThrow(tenantId, queue, manager);
+      const summaries = await this.groups.summaries(tenantId, queue, limit, manager);
+      return summaries.map(({ subscriptionFrom, ...summary }) => ({
+        ...summary,
+        subscriptionMode: subscriptionFrom === null ? 'all' : 'new',
+        subscriptionTimestamp: subscriptionFrom,
+        state: summary.maxTimeLag >= LAGGING_SECONDS ? 'Lagging' : 'Stable',
+      }));
+    });
+  }
+
+  lagging(tenantId: string, minLagSeconds: number, limit: number): Promise<LaggingPartitionDto[]> {
+    return this.transactions.run(tenantId, (manager) => this.groups.lagging(tenantId, minLagSeconds, limit, manager));
+  }
+
+  detail(tenantId: string, group: string, queue: string | undefined): Promise<ConsumerGroupDetail> {
+    return this.transactions.run(tenantId, async (manager) => {
+      const queues = await this.groups.queuesOf(tenantId, group, queue, manager);
+      const partitions = await this.groups.partitionsOf(tenantId, group, queue, GROUP_DETAIL_MAX_PARTITIONS, manager);
+      const detail: ConsumerGroupDetail = {};
+      for (const { queueName, subscriptionFrom, partitionCount } of queues) {
+        detail[queueName] = {
+          subscriptionMode: subscriptionFrom === null ? 'all' : 'new',
+          subscriptionTimestamp: subscriptionFrom,
+          partitionCount,
+          partitions: [],
+        };
+      }
+      for (const partition of partitions) detail[partition.queueName]?.partitions.push(partitionOnly(partition));
+      return detail;
+    });
+  }
+
+  async delete(tenantId: string, group: string, queue: string | undefined): Promise<DeleteConsumerGroupResponseDto> {
+    const forgotten = await this.writes.run(tenantId, async (unit) => {
+      const moved = await this.groups.delete(tenantId, group, queue, unit.manager);
+      wake(unit, group, moved);
+      unit.afterCommit(() => this.quotas.forget(tenantId));
+      return moved.length;
+    });
+    this.logger.log(
+      `Consumer group ${JSON.stringify(group)} forgotten on ${queue === undefined ? 'every queue' : `queue ${JSON.stringify(queue)}`}` +
+        ` of tenant ${tenantId}: ${forgotten} cursors`,
+    );
+    return {
+      success: true,
+      consumerGroup: group,
+      ...(queue === undefined ? {} : { queueName: queue }),
+      deletedPartitions: forgotten,
+    };
+  }
+
+  async seek(
+    tenantId: string,
+    group: string,
+    queueName: string,
+    partitionName: string | undefined,
+    target: SeekTarget,
+  ): Promise<SeekResponseDto> {
+    const moved = await this.writes.run(tenantId, async (unit) => {
+      const queue = await this.queueOrThrow(tenantId, queueName, unit.manager);
+      let partitionId: string | undefined;
+      if (partitionName !== undefined) {
+        partitionId = await this.groups.partitionId(tenantId, queue.id, partitionName, unit.manager);
+        if (partitionId === undefined) throw new NotFoundException({ error: 'partition not found' });
+      }
+      if (!(await this.groups.groupExists(tenantId, queue.id, group, unit.manager))) {
+        const created = await this.pops.ensureGroup(
+          tenantId,
+          queue.id,
+          group,
+          { newOnly: false, from: undefined },
+          unit.manager,
+        );
+        await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit.manager);
+      }
+      const timestamp = 'timestamp' in target ? target.timestamp : undefined;
+      const cursors = await this.groups.seek(tenantId, queue, group, partitionId, timestamp, unit.manager);
+      wake(unit, group, cursors);
+      return cursors.length;
+    });
+    this.logger.log(
+      `Consumer group ${JSON.stringify(group)} sought to ${'toEnd' in target ? 'the end' : target.timestamp} on queue ` +
+        `${JSON.stringify(queueName)}${partitionName === undefined ? '' : ` partition ${JSON.stringify(partitionName)}`}` +
+        ` of tenant ${tenantId}: ${moved} cursors`,
+    );
+    return {
+      success: true,
+      consumerGroup: group,
+      queueName,
+      ...(partitionName === undefined ? {} : { partition: partitionName }),
+      partitionsUpdated: moved,
+    };
+  }
+
+  private async queueOrThrow(tenantId: string, name: string, manager: EntityManager) {
+    const queue = await this.queues.find(tenantId, name, manager);
+    if (!queue) throw new NotFoundException({ error: 'queue not found' });
+    return queue;
+  }
+}
+
+/** Parked polls of the group wake for what its moved cursors can claim now (a forgotten group starts afresh). */
+function wake(unit: UnitOfWork, group: string, moved: MovedCursor[]): void {
+  const byQueue = new Map<string, Redelivery>();
+  for (const { queueName, partition, claimable } of moved) {
+    if (claimable <= 0) continue;
+    let redelivery = byQueue.get(queueName);
+    if (!redelivery) {
+      redelivery = { queue: queueName, consumerGroup: group, partitions: new Map() };
+      byQueue.set(queueName, redelivery);
+    }
+    redelivery.partitions.set(partition, claimable);
+  }
+  for (const redelivery of byQueue.values()) unit.redeliver(redelivery);
+}
+
+function partitionOnly({ consumerGroup: _group, queueName: _queue, ...partition }: GroupPartition): GroupPartitionDto {
+  return partition;
+}

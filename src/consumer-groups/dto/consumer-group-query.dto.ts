@@ -1,0 +1,47 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { IsIntegerBetween, IsName, ToQueryInteger } from '../../common/contract-validators';
+import { INT32_MAX } from '../../common/input';
+
+export const GROUP_LIST_MAX = 1_000;
+export const GROUP_DETAIL_MAX_PARTITIONS = 1_000;
+
+export class ConsumerGroupListQueryDto {
+  @ApiPropertyOptional({ type: String, description: "Only this queue's groups" })
+  @IsName({ optional: true, inQuery: true })
+  queue?: string;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: GROUP_LIST_MAX,
+    default: GROUP_LIST_MAX,
+    description: 'At most this many (group, queue) entries, by queue then group name',
+  })
+  @ToQueryInteger()
+  @IsIntegerBetween(1, GROUP_LIST_MAX)
+  limit = GROUP_LIST_MAX;
+}
+
+export class LaggingQueryDto {
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    maximum: INT32_MAX,
+    default: 60,
+    description: 'Only partitions whose oldest unconsumed message is at least this many seconds old',
+  })
+  @ToQueryInteger()
+  @IsIntegerBetween(0, INT32_MAX)
+  minLagSeconds = 60;
+
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000, default: 100, description: 'Worst first' })
+  @ToQueryInteger()
+  @IsIntegerBetween(1, 1_000)
+  limit = 100;
+}
+
+export class ConsumerGroupDetailQueryDto {
+  @ApiPropertyOptional({ type: String, description: 'Only this queue' })
+  @IsName({ optional: true, inQuery: true })
+  queue?: string;
+}
