@@ -66,6 +66,60 @@ export class QueenClient {
     return response.status === 200 ? (response.body as { messages: QueenMessage[] }).messages : [];
   }
 
+  /**
+   * `queue(name).group(g)[.subscriptionMode(m)].concurrency(n).batch(1).wait(false).consume(handler)`:
+   * n workers pop one message at a time and ack it (the client's auto-ack), each stopping at its first
+   * empty answer, which is stricter than the client's idle window. Answers how many were handled.
+   */
+  async consume(queue: string, group: string, options: { concurrency: number; subscriptionMode?: string }) {
+    let handled = 0;
+    const worker = async () => {
+      for (;;) {
+        const response = await this.http
+          .get(`/api/v1/pop/queue/${queue}`)
+          .set(TENANT_HEADER, this.tenant)
+          .query({ batch: 1, wait: false, consumerGroup: group, ...pick(options, 'subscriptionMode') });
+        if (response.status !== 200) return;
+        for (const message of (response.body as { messages: QueenMessage[] }).messages) {
+          handled += 1;
+          await this.http.post('/api/v1/ack').set(TENANT_HEADER, this.tenant).send({
+            transactionId: message.transactionId,
+            partitionId: message.partitionId,
+            leaseId: message.leaseId,
+            status: 'completed',
+            consumerGroup: group,
+          });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: options.concurrency }, worker));
+    return handled;
+  }
+
+  /** `client.deleteConsumerGroup(group, deleteMetadata)` */
+  async deleteConsumerGroup(group: string, deleteMetadata = true): Promise<request.Response> {
+    return this.http
+      .delete(`/api/v1/consumer-groups/${encodeURIComponent(group)}`)
+      .set(TENANT_HEADER, this.tenant)
+      .query({ deleteMetadata });
+  }
+
+  /** `client.admin.deleteConsumerGroupForQueue(group, queue, deleteMetadata)` */
+  async deleteConsumerGroupForQueue(group: string, queue: string, deleteMetadata = true): Promise<request.Response> {
+    return this.http
+      .delete(`/api/v1/consumer-groups/${encodeURIComponent(group)}/queues/${encodeURIComponent(queue)}`)
+      .set(TENANT_HEADER, this.tenant)
+      .query({ deleteMetadata });
+  }
+
+  /** `client.admin.seekConsumerGroup(group, queue, { timestamp } | { toEnd: true })` */
+  async seekConsumerGroup(group: string, queue: string, target: object): Promise<request.Response> {
+    return this.http
+      .post(`/api/v1/consumer-groups/${encodeURIComponent(group)}/queues/${encodeURIComponent(queue)}/seek`)
+      .set(TENANT_HEADER, this.tenant)
+      .send(target);
+  }
+
   /** `client.transaction()` */
   transaction(): QueenTransaction {
     return new QueenTransaction(this.http, this.tenant);
@@ -131,4 +185,8 @@ export class QueenTransaction {
     if (response.status !== 200 || !result.success) throw new Error(result.error ?? `HTTP ${response.status}`);
     return result as { success: boolean; results: unknown[] };
   }
+}
+
+function pick<T extends object>(object: T, key: keyof T): Partial<T> {
+  return object[key] === undefined ? {} : ({ [key]: object[key] } as Partial<T>);
 }
