@@ -545,7 +545,7 @@ function soakLines(soak: SoakResult, verdict: (ok: boolean) => string): string[]
     `- last minute within noise of the first: consumed ${last.consumedPerSecond}/s against ${first.consumedPerSecond}/s, ` +
       `pop+ack p99 ${last.popAckP99} ms against ${first.popAckP99} ms: ` +
       verdict(last.consumedPerSecond >= 0.8 * first.consumedPerSecond && last.popAckP99 <= 2 * first.popAckP99 + 20),
-    `- errors: ${soak.errors}: ${verdict(soak.errors === 0)}`,
+    `- errors: ${soak.errors}${describeErrors(soak.errorKinds)}: ${verdict(soak.errors === 0)}`,
     `- the job: ${soak.retentionRounds} rounds, ${soak.retentionSeconds.toFixed(1)} s in all, ${soak.deleted} rows deleted; ` +
       `the broker used ${soak.brokerCpuSeconds.toFixed(1)} s of CPU in all over the soak`,
     '',
@@ -560,3 +560,8 @@ main().catch((error) => {
   process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
   process.exit(1);
 });
+
+function describeErrors(kinds: Record<string, number>): string {
+  const entries = Object.entries(kinds);
+  return entries.length === 0 ? '' : ` (${entries.map(([kind, count]) => `${count}× ${kind}`).join(', ')})`;
+}

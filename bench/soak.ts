@@ -32,6 +32,8 @@ export interface SoakResult {
   samples: SoakSample[];
   minutes: SoakMinute[];
   errors: number;
+  /** What the failed requests answered, grouped, with how often. */
+  errorKinds: Record<string, number>;
   retentionRounds: number;
   retentionSeconds: number;
   deleted: number;
@@ -72,6 +74,15 @@ export async function measureSoak(
   const consumed: Timed[] = [];
   const samples: SoakSample[] = [];
   let errors = 0;
+  const errorKinds: Record<string, number> = {};
+  const failed = (what: string, status: number, body: unknown): void => {
+    errors += 1;
+    const error = Array.isArray(body)
+      ? body.find((answer: { success?: boolean; error?: string }) => answer.success === false)?.error
+      : (body as { error?: string } | undefined)?.error;
+    const kind = `${what} ${status}${error ? ` ${error}` : ''}`;
+    errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+  };
   let sequence = 0;
 
   const producer = async (index: number): Promise<void> => {
@@ -86,7 +97,7 @@ export async function measureSoak(
         payload: { n: sequence++, body: 'x'.repeat(200) },
       }));
       const answer = await call(base, 'POST', '/api/v1/push', { items });
-      if (answer.status !== 201) errors += 1;
+      if (answer.status !== 201) failed('push', answer.status, answer.body);
       pushes.push({ at: answer.at, ms: answer.ms, messages: BATCH });
     }
   };
@@ -100,7 +111,7 @@ export async function measureSoak(
       );
       if (popped.status === 204) continue;
       if (popped.status !== 200) {
-        errors += 1;
+        failed('pop', popped.status, popped.body);
         continue;
       }
       const acked = await call<Array<{ success: boolean }>>(base, 'POST', '/api/v1/ack/batch', {
@@ -111,7 +122,7 @@ export async function measureSoak(
           leaseId: popped.body.leaseId,
         })),
       });
-      if (acked.status !== 200 || acked.body.some((answer) => !answer.success)) errors += 1;
+      if (acked.status !== 200 || acked.body.some((answer) => !answer.success)) failed('ack', acked.status, acked.body);
       consumed.push({ at: acked.at, ms: acked.at - startedAt, messages: popped.body.messages.length });
     }
   };
@@ -174,6 +185,7 @@ export async function measureSoak(
     samples,
     minutes: [minute('first minute', started, started + 60_000), minute('last minute', until - 60_000, until)],
     errors,
+    errorKinds,
     retentionRounds: metric(/^leasehold_retention_run_seconds_count (\S+)$/gm),
     retentionSeconds: metric(/^leasehold_retention_run_seconds_sum (\S+)$/gm),
     deleted: metric(/^leasehold_retention_deleted_total\{[^}]*\} (\S+)$/gm),

@@ -57,24 +57,64 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       expect(detail.body.options).toEqual({ leaseTime: 60, retryLimit: 3, deadLetterQueue: true });
     });
 
-    it('stores and echoes options it does not interpret, merging them across calls', async () => {
-      await broker.client.configure({ queue: 'orders', options: { priority: 5, ttl: 3600 } });
+    it("accepts the options Queen's client sends with every queue at their defaults, and echoes them", async () => {
+      const options = {
+        leaseTime: 300,
+        retryLimit: 3,
+        priority: 0,
+        delayedProcessing: 0,
+        windowBuffer: 0,
+        maxSize: 10000,
+        retentionSeconds: 0,
+        completedRetentionSeconds: 0,
+        encryptionEnabled: false,
+        ttl: 3600,
+        retryDelay: 1000,
+      };
 
-      const response = await broker.client.configure({
-        queue: 'orders',
-        options: { ttl: 60, encryption: { enabled: false } },
-      });
+      const response = await broker.client.configure({ queue: 'orders', namespace: null, task: null, options });
       const detail = await broker.client.get('/api/v1/resources/queues/orders');
 
-      expect(response.body.options).toEqual({ ttl: 60, encryption: { enabled: false } });
+      expect(response.status).toBe(200);
+      expect(response.body.options).toEqual(options);
       expect(detail.body.options).toEqual({
-        leaseTime: 60,
+        leaseTime: 300,
         retryLimit: 3,
         deadLetterQueue: true,
-        priority: 5,
-        ttl: 60,
-        encryption: { enabled: false },
+        maxSize: 10000,
+        retentionSeconds: 0,
+        completedRetentionSeconds: 0,
       });
+    });
+
+    it.each([
+      [{ visibility: 30 }, 'options.visibility is not a supported option'],
+      [{ encryptionEnabled: true }, 'options.encryptionEnabled is not implemented: only false is accepted'],
+      [{ ttl: 60 }, 'options.ttl is not implemented: only 3600 is accepted'],
+      [{ retryDelay: 5000 }, 'options.retryDelay is not implemented: only 1000 is accepted'],
+      [{ priority: 5 }, 'options.priority is not implemented: only 0 is accepted'],
+      [{ leaseTime: 30, 'a b': 1 }, 'options contain an option name that is not supported'],
+      [{ constructor: 1 }, 'options.constructor is not a supported option'],
+    ])('refuses %j by name and changes nothing', async (options, error) => {
+      await broker.client.configure({ queue: 'orders', options: { leaseTime: 45 } }).expect(200);
+
+      const response = await broker.client.configure({ queue: 'orders', options });
+
+      expect([response.status, response.body]).toEqual([400, { error }]);
+      const detail = await broker.client.get('/api/v1/resources/queues/orders');
+      expect(detail.body.options).toEqual({ leaseTime: 45, retryLimit: 3, deadLetterQueue: true });
+    });
+
+    it('stores delayedProcessing and windowBuffer, shows them once set, and echoes them', async () => {
+      const response = await broker.client
+        .configure({ queue: 'orders', options: { delayedProcessing: 5, windowBuffer: 2 } })
+        .expect(200);
+      expect(response.body.options).toEqual({ delayedProcessing: 5, windowBuffer: 2 });
+
+      const detail = await broker.client.get('/api/v1/resources/queues/orders');
+      expect(detail.body.options).toMatchObject({ delayedProcessing: 5, windowBuffer: 2 });
+      const bad = await broker.client.configure({ queue: 'orders', options: { delayedProcessing: -1 } });
+      expect(bad.body).toEqual({ error: 'options.delayedProcessing must be an integer between 0 and 2147483647' });
     });
 
     it('makes leaseTime the default lease of a pop', async () => {

@@ -5,6 +5,7 @@ import { MessagePayloadBytes1796091820254 } from '../../migrations/1796091820254
 import { EagerCursors1796104437615 } from '../../migrations/1796104437615-EagerCursors';
 import { LeaseFencing1796200000000 } from '../../migrations/1796200000000-LeaseFencing';
 import { Retention1796300000000 } from '../../migrations/1796300000000-Retention';
+import { DeliveryOptions1796400000000 } from '../../migrations/1796400000000-DeliveryOptions';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -15,4 +16,5 @@ export const MIGRATIONS = [
   EagerCursors1796104437615,
   LeaseFencing1796200000000,
   Retention1796300000000,
+  DeliveryOptions1796400000000,
 ];

@@ -28,6 +28,8 @@ export interface ClaimRequest {
   maxBytes: number;
   /** The longest the lease may run from its claim, renewals included (LEASE_MAX_TOTAL_SECONDS); undefined for no ceiling. */
   maxTotalSeconds?: number | undefined;
+  delayedProcessing: number;
+  windowBuffer: number;
 }
 
 export interface ClaimedMessage {
@@ -55,6 +57,14 @@ export interface ClaimedMessage {
  * epoch and fix the ceiling, all by the clock read once at the claim.
  * Why each part is there: docs/internals.md.
  */
+/** Creation time of the partition `p`'s newest message (windowBuffer). */
+const NEWEST_CREATED_AT = `(SELECT m.created_at FROM messages m
+                             WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq = p.last_offset)`;
+/** Creation time of the first message past the cursor `c` (delayedProcessing). */
+const NEXT_CREATED_AT = `(SELECT m.created_at FROM messages m
+                           WHERE m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.seq > c.committed_offset
+                           ORDER BY m.seq LIMIT 1)`;
+
 const CLAIM_SQL = `
   WITH clock AS (
     SELECT clock_timestamp() AS now
@@ -67,16 +77,26 @@ const CLAIM_SQL = `
        AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT now FROM clock))
+       AND ($13::int = 0 OR COALESCE(${NEWEST_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $13))
+       AND ($12::int = 0 OR c.committed_offset < c.delivered_offset
+            OR COALESCE(${NEXT_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $12))
      ORDER BY c.updated_at, c.partition_id
      LIMIT $5
        FOR UPDATE OF c SKIP LOCKED
   ), spans AS (
-    SELECT k.*,
-           CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset ELSE k.last_offset END AS span_end,
-           LEAST(CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset ELSE k.last_offset END
-                 - k.committed_offset, $6) AS available,
+    SELECT k.*, e.span_end, LEAST(e.span_end - k.committed_offset, $6) AS available,
            row_number() OVER (ORDER BY k.updated_at, k.partition_id) AS claim_order
       FROM candidates k
+     CROSS JOIN LATERAL (
+           SELECT CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset
+                       WHEN $12::int = 0 THEN k.last_offset
+                       -- Delayed: up to the last message due (all of them when none is kept past the cursor).
+                       ELSE COALESCE((SELECT max(m.seq) FROM messages m
+                                       WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
+                                         AND m.seq > k.committed_offset AND m.seq <= k.last_offset
+                                         AND m.created_at <= (SELECT now FROM clock) - make_interval(secs => $12)),
+                                     k.last_offset)
+                  END AS span_end) e
   ), sized AS (
     SELECT s.*, LEAST(s.available, $6 - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take
       FROM spans s
@@ -140,6 +160,8 @@ const CLAIM_SQL = `
 export interface PopTarget {
   queueId: string;
   leaseTime: number;
+  delayedProcessing: number;
+  windowBuffer: number;
   /** The named partition's id; null when there is no such partition (or none was named). */
   partitionId: string | null;
   groupExists: boolean;
@@ -162,21 +184,34 @@ export class PopRepository {
     consumerGroup: string,
     manager: EntityManager,
   ): Promise<PopTarget | undefined> {
-    const rows: Array<{ id: string; lease_time: number; partition_id: string | null; group_exists: boolean }> =
-      await this.engine.prepared(
-        manager,
-        'leasehold_pop_target',
-        `SELECT q.id, q.lease_time,
+    const rows: Array<{
+      id: string;
+      lease_time: number;
+      delayed_processing: number;
+      window_buffer: number;
+      partition_id: string | null;
+      group_exists: boolean;
+    }> = await this.engine.prepared(
+      manager,
+      'leasehold_pop_target',
+      `SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
                 (SELECT p.id FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = $3) AS partition_id,
                 EXISTS (SELECT 1 FROM consumer_groups g
                          WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $4) AS group_exists
            FROM queues q
           WHERE q.tenant_id = $1 AND q.name = $2`,
-        [tenantId, queue, partition ?? null, consumerGroup],
-      );
+      [tenantId, queue, partition ?? null, consumerGroup],
+    );
     if (rows.length === 0) return undefined;
     const [row] = rows;
-    return { queueId: row.id, leaseTime: row.lease_time, partitionId: row.partition_id, groupExists: row.group_exists };
+    return {
+      queueId: row.id,
+      leaseTime: row.lease_time,
+      delayedProcessing: row.delayed_processing,
+      windowBuffer: row.window_buffer,
+      partitionId: row.partition_id,
+      groupExists: row.group_exists,
+    };
   }
 
   /**
@@ -226,6 +261,36 @@ export class PopRepository {
     return row.now;
   }
 
+  /**
+   * Milliseconds until something the group waits for only because of
+   * delayedProcessing or windowBuffer comes due (0 or less: it already has),
+   * undefined when nothing does: a parked poll looks again then.
+   */
+  async nextDueInMs(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<number | undefined> {
+    const [row]: Array<{ due_in_ms: string | null }> = await manager.query(
+      `SELECT ceil(EXTRACT(EPOCH FROM min(s.due) - clock_timestamp()) * 1000) AS due_in_ms
+         FROM (SELECT GREATEST(
+                        CASE WHEN $5::int > 0 THEN ${NEWEST_CREATED_AT} + make_interval(secs => $5) END,
+                        CASE WHEN $6::int > 0 AND c.committed_offset >= c.delivered_offset
+                             THEN ${NEXT_CREATED_AT} + make_interval(secs => $6) END) AS due
+                 FROM consumers c
+                 JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+                WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
+                  AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
+                  AND p.last_offset > c.committed_offset
+                  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= clock_timestamp())) s`,
+      [
+        tenantId,
+        request.queueId,
+        request.consumerGroup,
+        request.partitionId ?? null,
+        request.windowBuffer,
+        request.delayedProcessing,
+      ],
+    );
+    return row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms);
+  }
+
   async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
     const rows: Array<{
       id: string;
@@ -251,6 +316,8 @@ export class PopRepository {
       request.autoAck,
       request.maxBytes,
       request.maxTotalSeconds ?? null,
+      request.delayedProcessing,
+      request.windowBuffer,
     ]);
     return rows.map((row) => ({
       id: row.id,

@@ -21,7 +21,18 @@ const ANSWER_ENVELOPE_BYTES = 2_048;
 const POLL_CLAIMS_PER_POOL = 0.25;
 /** How soon a woken long poll whose claim failed tries again. */
 const RETRY_AFTER_FAILURE_MS = 250;
+/** Past the instant a delayed message or a window comes due, so the next look finds it due by the database clock. */
+const DUE_SLACK_MS = 20;
 export const TOO_MANY_WAITING = 'too many waiting pops';
+
+/** One look for messages: what it delivered, or when to look again. */
+interface Attempt {
+  delivery?: JsonText;
+  /** The claim failed with a database error after a wakeup: look again shortly. */
+  failed?: boolean;
+  /** Something becomes claimable by delayedProcessing or windowBuffer in this many ms. */
+  dueInMs?: number;
+}
 
 @Injectable()
 export class PopService {
@@ -92,17 +103,22 @@ export class PopService {
       try {
         if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
         const attempt = !subscription
-          ? { delivery: await this.claim(tenantId, queue, partition, options) }
+          ? await this.claim(tenantId, queue, partition, options)
           : await this.pollClaim(tenantId, queue, partition, options, deadline, woken);
         if (attempt.delivery || !subscription) return attempt.delivery;
         const remaining = Math.max(0, deadline - Date.now());
+        const lookAgainIn = attempt.failed
+          ? RETRY_AFTER_FAILURE_MS
+          : attempt.dueInMs !== undefined
+            ? Math.max(0, attempt.dueInMs) + DUE_SLACK_MS
+            : undefined;
         const outcome = await subscription.wait(
-          attempt.failed ? Math.min(remaining, RETRY_AFTER_FAILURE_MS) : remaining,
+          lookAgainIn === undefined ? remaining : Math.min(remaining, lookAgainIn),
           signal,
         );
         if (outcome === 'closing') throw new ShuttingDownException();
-        // A timeout ends the poll, unless it was the short wait before retrying a failed claim.
-        if (outcome === 'aborted' || (outcome === 'timeout' && (!attempt.failed || Date.now() >= deadline))) {
+        // A timeout ends the poll, unless it was the wait before looking again (a failed claim, something coming due).
+        if (outcome === 'aborted' || (outcome === 'timeout' && (lookAgainIn === undefined || Date.now() >= deadline))) {
           return undefined;
         }
         woken = true;
@@ -124,10 +140,10 @@ export class PopService {
     options: PopOptions,
     deadline: number,
     woken: boolean,
-  ): Promise<{ delivery?: JsonText; failed?: boolean }> {
+  ): Promise<Attempt> {
     const claim = () => this.claim(tenantId, queue, partition, options);
     try {
-      return { delivery: await this.pollClaims.run(tenantId, claim, deadline - Date.now()) };
+      return await this.pollClaims.run(tenantId, claim, deadline - Date.now());
     } catch (error) {
       if (error instanceof TurnTimeoutError) return {};
       if (!woken || !databaseFailureOf(error)) throw error;
@@ -141,8 +157,9 @@ export class PopService {
     queueName: string,
     partitionName: string | undefined,
     options: PopOptions,
-  ): Promise<JsonText | undefined> {
+  ): Promise<Attempt> {
     const leaseId = uuidv7();
+    let dueInMs: number | undefined;
     let claimSentAt = 0;
     let late = false;
     const { claimed, leaseSeconds } = await this.writes.run(tenantId, async (unit) => {
@@ -171,22 +188,24 @@ export class PopService {
       // A lease may not outlast the ceiling from its first second.
       const leaseSeconds = Math.min(options.leaseSeconds ?? target.leaseTime, this.maxTotalSeconds ?? Infinity);
       claimSentAt = monotonicNow();
-      const claimed = await this.pops.claim(
-        tenantId,
-        {
-          queueId: target.queueId,
-          partitionId: target.partitionId ?? undefined,
-          consumerGroup: options.consumerGroup,
-          leaseId,
-          leaseSeconds,
-          batch: options.batch,
-          maxPartitions: options.partitions,
-          autoAck: options.autoAck,
-          maxBytes: this.answerBudget,
-          maxTotalSeconds: this.maxTotalSeconds,
-        },
-        manager,
-      );
+      const request = {
+        queueId: target.queueId,
+        partitionId: target.partitionId ?? undefined,
+        consumerGroup: options.consumerGroup,
+        leaseId,
+        leaseSeconds,
+        batch: options.batch,
+        maxPartitions: options.partitions,
+        autoAck: options.autoAck,
+        maxBytes: this.answerBudget,
+        maxTotalSeconds: this.maxTotalSeconds,
+        delayedProcessing: target.delayedProcessing,
+        windowBuffer: target.windowBuffer,
+      };
+      const claimed = await this.pops.claim(tenantId, request, manager);
+      if (claimed.length === 0 && (target.delayedProcessing > 0 || target.windowBuffer > 0)) {
+        dueInMs = await this.pops.nextDueInMs(tenantId, request, manager);
+      }
       if (claimed.length > 0) {
         unit.afterCommit(() => {
           // The lease runs from the claim, which the server ran after claimSentAt.
@@ -199,9 +218,9 @@ export class PopService {
       }
       return { claimed, leaseSeconds };
     });
-    if (claimed.length === 0) return undefined;
+    if (claimed.length === 0) return { dueInMs };
     if (late) throw new DatabaseTimeoutError(leaseSeconds * 1000);
-    return this.answer(queueName, options, options.autoAck ? null : leaseId, claimed);
+    return { delivery: this.answer(queueName, options, options.autoAck ? null : leaseId, claimed) };
   }
 
   private handedOut(

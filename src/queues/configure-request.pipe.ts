@@ -1,6 +1,6 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { undeclaredEntries, validateBody } from '../common/dto-validation';
-import { ConfigureCommand, ConfigureRequestDto, QueueOptionsDto, RETENTION_OPTIONS } from './dto/configure-request.dto';
+import { validateBody } from '../common/dto-validation';
+import { ConfigureCommand, ConfigureRequestDto, RETENTION_OPTIONS } from './dto/configure-request.dto';
 
 @Injectable()
 export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCommand> {
@@ -13,10 +13,11 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
         leaseTime: sent.leaseTime,
         retryLimit: sent.retryLimit,
         deadLetterQueue: sent.deadLetterQueue,
+        delayedProcessing: sent.delayedProcessing,
+        windowBuffer: sent.windowBuffer,
         retention: Object.fromEntries(
           RETENTION_OPTIONS.filter((name) => sent[name] !== undefined).map((name) => [name, sent[name]]),
         ),
-        extraOptions: undeclaredEntries(QueueOptionsDto, sent),
       },
       sent: Object.keys(sent),
     };

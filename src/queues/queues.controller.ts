@@ -29,8 +29,10 @@ export class QueuesController {
     summary: 'Create a queue or change its options',
     description:
       'leaseTime (default leaseSeconds of a pop), retryLimit (failures redelivered before dead-lettering), ' +
-      'deadLetterQueue (false drops messages that use up their retries). Options not sent keep their value. ' +
-      'Unknown options are stored and echoed for compatibility, not interpreted.',
+      'deadLetterQueue (false drops messages that use up their retries), delayedProcessing, windowBuffer and the ' +
+      'retention options (docs/retention.md). Options not sent keep their value. An option the broker does not ' +
+      'implement is refused with a 400 naming it; priority, encryptionEnabled, ttl and retryDelay, which ' +
+      "Queen's client sends with every queue, are accepted at their default value only.",
   })
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })
@@ -38,12 +40,11 @@ export class QueuesController {
     400,
     'Invalid queue name or option value (the error names it); nothing is changed',
     'options.leaseTime must be an integer between 1 and 2147483647',
+    'options.visibility is not a supported option',
+    'options.encryptionEnabled is not implemented: only false is accepted',
     'queue is required',
   )
-  @AcceptsBody(CONFIGURE_BODY_MAX_BYTES, JSON_BODY_ELEMENTS, {
-    when: 'the options are above 64 KiB as JSON',
-    error: 'options are larger than 65536 bytes (70000)',
-  })
+  @AcceptsBody(CONFIGURE_BODY_MAX_BYTES, JSON_BODY_ELEMENTS)
   @ApiDatabaseErrors('The options may or may not have been applied; configure is idempotent: send it again.')
   configure(
     @TenantId() tenantId: string,

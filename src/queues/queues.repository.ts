@@ -12,8 +12,10 @@ export interface QueueRecord {
   leaseTime: number;
   retryLimit: number;
   deadLetterQueue: boolean;
+  delayedProcessing: number;
+  windowBuffer: number;
   retention: StoredRetention;
-  /** Options the broker stores and echoes but does not interpret. */
+  /** Options stored before the broker refused those it does not implement, still shown. */
   extraOptions: Record<string, unknown>;
   createdAt: string;
   updatedAt: string;
@@ -23,9 +25,10 @@ export interface QueueSettings {
   leaseTime?: number;
   retryLimit?: number;
   deadLetterQueue?: boolean;
+  delayedProcessing?: number;
+  windowBuffer?: number;
   /** Retention options sent; null resets one to the broker's default. */
   retention: RetentionSettings;
-  extraOptions: Record<string, unknown>;
 }
 
 export interface QueueSummary extends QueueRecord {
@@ -79,6 +82,8 @@ interface QueueRow {
   lease_time: number;
   retry_limit: number;
   dead_letter_queue: boolean;
+  delayed_processing: number;
+  window_buffer: number;
   retention_enabled: boolean | null;
   retention_seconds: number | null;
   completed_retention_seconds: number | null;
@@ -115,7 +120,8 @@ const PENDING = 'p.last_offset - GREATEST(k.first_kept - 1, COALESCE(c.slowest, 
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
 
-const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.options, q.retention_enabled,
+const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.delayed_processing,
+  q.window_buffer, q.options, q.retention_enabled,
   q.retention_seconds, q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
@@ -273,7 +279,8 @@ export class QueuesRepository {
             SET lease_time = COALESCE($3, lease_time),
                 retry_limit = COALESCE($4, retry_limit),
                 dead_letter_queue = COALESCE($5, dead_letter_queue),
-                options = options || $6::jsonb,
+                delayed_processing = COALESCE($6, delayed_processing),
+                window_buffer = COALESCE($8, window_buffer),
                 retention_enabled = CASE WHEN $7::jsonb ? 'retentionEnabled'
                                          THEN ($7::jsonb ->> 'retentionEnabled')::boolean ELSE retention_enabled END,
                 retention_seconds = CASE WHEN $7::jsonb ? 'retentionSeconds'
@@ -297,8 +304,9 @@ export class QueuesRepository {
         settings.leaseTime ?? null,
         settings.retryLimit ?? null,
         settings.deadLetterQueue ?? null,
-        JSON.stringify(settings.extraOptions),
+        settings.delayedProcessing ?? null,
         JSON.stringify(settings.retention),
+        settings.windowBuffer ?? null,
       ],
     );
     return toQueue(rows[0]);
@@ -493,6 +501,8 @@ function toQueue(row: QueueRow): QueueRecord {
     leaseTime: row.lease_time,
     retryLimit: row.retry_limit,
     deadLetterQueue: row.dead_letter_queue,
+    delayedProcessing: row.delayed_processing,
+    windowBuffer: row.window_buffer,
     retention: {
       retentionEnabled: row.retention_enabled,
       retentionSeconds: row.retention_seconds,

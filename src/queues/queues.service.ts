@@ -10,7 +10,7 @@ import {
   retentionPolicy,
   StoredRetention,
 } from '../retention/retention-policy';
-import { ConfigureCommand } from './dto/configure-request.dto';
+import { ConfigureCommand, DEFAULT_ONLY_OPTIONS } from './dto/configure-request.dto';
 import {
   ConfigureResponseDto,
   ConsumerGroupDto,
@@ -55,7 +55,10 @@ export class QueuesService {
       return queue;
     });
     const inForce: Record<string, unknown> = {
+      ...DEFAULT_ONLY_OPTIONS,
       ...optionsOf(queue, this.retentionDefaults),
+      delayedProcessing: queue.delayedProcessing,
+      windowBuffer: queue.windowBuffer,
       ...retentionOptionsInForce(retentionPolicy(queue.retention, this.retentionDefaults)),
     };
     return {
@@ -128,7 +131,7 @@ export class QueuesService {
   }
 }
 
-/** The options a queue was given: the retention ones only once set, each with the value in force. */
+/** The options a queue was given: the delivery and retention ones only once set, each with the value in force. */
 function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<string, unknown> {
   const inForce = retentionOptionsInForce(retentionPolicy(queue.retention, defaults));
   const retention = Object.fromEntries(
@@ -138,6 +141,8 @@ function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<stri
     leaseTime: queue.leaseTime,
     retryLimit: queue.retryLimit,
     deadLetterQueue: queue.deadLetterQueue,
+    ...(queue.delayedProcessing > 0 ? { delayedProcessing: queue.delayedProcessing } : {}),
+    ...(queue.windowBuffer > 0 ? { windowBuffer: queue.windowBuffer } : {}),
     ...retention,
     ...queue.extraOptions,
   };

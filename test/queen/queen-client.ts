@@ -52,17 +52,22 @@ export class QueenClient {
     return response.status;
   }
 
-  /** `queue(name)[.partition(p)][.group(g)].batch(n).wait(false).pop()`: the messages, [] for a 204 */
+  /** `queue(name)[.partition(p)][.group(g)].batch(n).wait(w).pop()`: the messages, [] for a 204 */
   async pop(
     queue: string,
     batch: number,
-    options: { partition?: string; group?: string } = {},
+    options: { partition?: string; group?: string; wait?: boolean } = {},
   ): Promise<QueenMessage[]> {
     const path = `/api/v1/pop/queue/${queue}${options.partition ? `/partition/${options.partition}` : ''}`;
     const response = await this.http
       .get(path)
       .set(TENANT_HEADER, this.tenant)
-      .query({ batch, wait: false, timeout: 30000, ...(options.group ? { consumerGroup: options.group } : {}) });
+      .query({
+        batch,
+        wait: options.wait ?? false,
+        timeout: 30000,
+        ...(options.group ? { consumerGroup: options.group } : {}),
+      });
     return response.status === 200 ? (response.body as { messages: QueenMessage[] }).messages : [];
   }
 

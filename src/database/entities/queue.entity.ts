@@ -48,4 +48,16 @@ export class QueueEntity {
 
   @Column({ name: 'dlq_retention_seconds', type: 'integer', nullable: true })
   dlqRetentionSeconds: number | null;
+
+  /** Seconds after its push before a message can be popped. */
+  @Column({ name: 'delayed_processing', type: 'integer', default: 0 })
+  delayedProcessing: number;
+
+  /** Seconds a partition must be quiet (its newest message that old) before it is handed out. */
+  @Column({ name: 'window_buffer', type: 'integer', default: 0 })
+  windowBuffer: number;
+
+  /** Order of the queues a discovery pop serves, highest first. */
+  @Column({ name: 'priority', type: 'integer', default: 0 })
+  priority: number;
 }

@@ -1,20 +1,10 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  IsIntegerBetween,
-  IsName,
-  IsTrueOrFalse,
-  Problem,
-  storableJsonProblem,
-  tooLarge,
-} from '../../common/contract-validators';
+import { IsIntegerBetween, IsName, IsTrueOrFalse, Problem } from '../../common/contract-validators';
 import { IsObjectOf } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
 import { QueueSettings } from '../queues.repository';
 
-/** Options are echoed by configure and listed by resources: they stay small. */
-export const QUEUE_OPTIONS_MAX_BYTES = 64 * 1024;
-/** The options and their envelope, with room for JSON's escapes. */
-export const CONFIGURE_BODY_MAX_BYTES = 4 * QUEUE_OPTIONS_MAX_BYTES;
+export const CONFIGURE_BODY_MAX_BYTES = 256 * 1024;
 
 /** A configure request as ConfigureRequestPipe hands it to the service. */
 export interface ConfigureCommand {
@@ -44,6 +34,27 @@ export class QueueOptionsDto {
   })
   @IsTrueOrFalse()
   deadLetterQueue?: boolean;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    default: 0,
+    description:
+      'Seconds after its push before a message can be popped; a poll parked meanwhile gets it when it comes due',
+  })
+  @IsIntegerBetween(0, INT32_MAX)
+  delayedProcessing?: number;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    default: 0,
+    description:
+      'Seconds a partition must be quiet (its newest message that old) before it is handed out, so a burst is ' +
+      'delivered together',
+  })
+  @IsIntegerBetween(0, INT32_MAX)
+  windowBuffer?: number;
 
   @ApiPropertyOptional({
     type: 'integer',
@@ -125,10 +136,33 @@ export const RETENTION_OPTIONS = [
 export type RetentionOption = (typeof RETENTION_OPTIONS)[number];
 export type RetentionSettings = Partial<Record<RetentionOption, number | boolean | null>>;
 
-/** Unknown options are stored as JSON and echoed: storable, and within QUEUE_OPTIONS_MAX_BYTES. */
-function extraOptionsProblem(extra: Record<string, unknown>): Problem {
-  const json = JSON.stringify(extra);
-  return storableJsonProblem(json) ?? tooLarge(Buffer.byteLength(json), QUEUE_OPTIONS_MAX_BYTES, 'are');
+/**
+ * Options the broker does not implement, accepted at the value that leaves
+ * them off: Queen's client sends every option with its default.
+ */
+export const DEFAULT_ONLY_OPTIONS: Readonly<Record<string, unknown>> = {
+  priority: 0,
+  encryptionEnabled: false,
+  ttl: 3600,
+  retryDelay: 1000,
+};
+
+const PRINTABLE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** Any option the broker would not honour is refused by name, rather than stored and ignored. */
+function unsupportedOptionProblem(undeclared: Record<string, unknown>): Problem {
+  for (const [name, value] of Object.entries(undeclared)) {
+    if (!Object.hasOwn(DEFAULT_ONLY_OPTIONS, name)) {
+      return PRINTABLE_NAME.test(name)
+        ? `.${name} is not a supported option`
+        : 'contain an option name that is not supported';
+    }
+    const accepted = DEFAULT_ONLY_OPTIONS[name];
+    if (value !== null && value !== accepted) {
+      return `.${name} is not implemented: only ${JSON.stringify(accepted)} is accepted`;
+    }
+  }
+  return undefined;
 }
 
 export class ConfigureRequestDto {
@@ -138,8 +172,10 @@ export class ConfigureRequestDto {
 
   @ApiPropertyOptional({
     type: QueueOptionsDto,
-    description: 'Options to set; others keep their value. Unknown options are stored and echoed, not interpreted.',
+    description:
+      'Options to set; others keep their value. An option the broker does not implement is refused by name; ' +
+      `${Object.keys(DEFAULT_ONLY_OPTIONS).join(', ')} are accepted at their default value only.`,
   })
-  @IsObjectOf(() => QueueOptionsDto, { rest: extraOptionsProblem })
+  @IsObjectOf(() => QueueOptionsDto, { rest: unsupportedOptionProblem })
   options?: (QueueOptionsDto & Record<string, unknown>) | null;
 }
