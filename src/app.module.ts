@@ -10,6 +10,7 @@ import { LeaseModule } from './lease/lease.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { LimitsModule } from './limits/limits.module';
 import { LoggingModule } from './logging/logging.module';
+import { MaintenanceModule } from './maintenance/maintenance.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
@@ -25,6 +26,7 @@ import { TransactionModule } from './transaction/transaction.module';
     LifecycleModule,
     MetricsModule,
     LimitsModule,
+    MaintenanceModule,
     AuthModule,
     HealthModule,
     LeaseModule,

@@ -126,7 +126,10 @@ describe('OpenAPI documentation of the message routes', () => {
   });
 
   it.each([
-    ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '429', '500']],
+    ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '429', '500', '503']],
+    ['get', '/api/v1/system/maintenance', ['200', '401', '403', '429', '500']],
+    ['post', '/api/v1/system/maintenance', ['200', '400', '401', '403', '413', '429', '500']],
+    ['post', '/api/v1/system/maintenance/pop', ['200', '400', '401', '403', '413', '429', '500']],
     ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '429', '500', '503']],
     [
       'get',
@@ -266,6 +269,8 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       'POST /api/v1/consumer-groups/{group}/queues/{queue}/seek',
       'POST /api/v1/lease/{leaseId}/extend',
       'POST /api/v1/push',
+      'POST /api/v1/system/maintenance',
+      'POST /api/v1/system/maintenance/pop',
       'POST /api/v1/transaction',
     ]);
     for (const [name, operation] of withBody) {

@@ -174,6 +174,22 @@ const ROUTE_TABLE: RouteRow[] = [
       body: { toEnd: true },
     }),
   },
+  { route: 'GET /api/v1/system/maintenance', level: 'admin', request: () => ({ path: '/api/v1/system/maintenance' }) },
+  {
+    route: 'POST /api/v1/system/maintenance',
+    level: 'admin',
+    request: () => ({ path: '/api/v1/system/maintenance', body: { enabled: false } }),
+  },
+  {
+    route: 'GET /api/v1/system/maintenance/pop',
+    level: 'admin',
+    request: () => ({ path: '/api/v1/system/maintenance/pop' }),
+  },
+  {
+    route: 'POST /api/v1/system/maintenance/pop',
+    level: 'admin',
+    request: () => ({ path: '/api/v1/system/maintenance/pop', body: { enabled: false } }),
+  },
 ];
 
 const DISCOVERED = discoverRoutes(AppModule);

@@ -6,6 +6,7 @@ import { EagerCursors1796104437615 } from '../../migrations/1796104437615-EagerC
 import { LeaseFencing1796200000000 } from '../../migrations/1796200000000-LeaseFencing';
 import { Retention1796300000000 } from '../../migrations/1796300000000-Retention';
 import { DeliveryOptions1796400000000 } from '../../migrations/1796400000000-DeliveryOptions';
+import { Maintenance1796500000000 } from '../../migrations/1796500000000-Maintenance';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -17,4 +18,5 @@ export const MIGRATIONS = [
   LeaseFencing1796200000000,
   Retention1796300000000,
   DeliveryOptions1796400000000,
+  Maintenance1796500000000,
 ];

@@ -1,3 +1,4 @@
+import { MAINTENANCE_REFRESH_MS, MaintenanceService } from '../maintenance/maintenance.service';
 import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
@@ -30,7 +31,7 @@ interface Attempt {
   delivery?: JsonText;
   /** The claim failed with a database error after a wakeup: look again shortly. */
   failed?: boolean;
-  /** Something becomes claimable by delayedProcessing or windowBuffer in this many ms. */
+  /** Something may become claimable in this many ms (delayedProcessing, windowBuffer, pops paused). */
   dueInMs?: number;
 }
 
@@ -44,6 +45,7 @@ export class PopService {
   private readonly maxTotalSeconds: number | undefined;
 
   constructor(
+    private readonly maintenance: MaintenanceService,
     private readonly writes: Writes,
     private readonly pops: PopRepository,
     private readonly polls: ParkedPolls,
@@ -102,9 +104,12 @@ export class PopService {
         : undefined;
       try {
         if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
-        const attempt = !subscription
-          ? await this.claim(tenantId, queue, partition, options)
-          : await this.pollClaim(tenantId, queue, partition, options, deadline, woken);
+        const paused = this.maintenance.popsArePaused(tenantId);
+        const attempt: Attempt = paused
+          ? { dueInMs: MAINTENANCE_REFRESH_MS }
+          : !subscription
+            ? await this.claim(tenantId, queue, partition, options)
+            : await this.pollClaim(tenantId, queue, partition, options, deadline, woken);
         if (attempt.delivery || !subscription) return attempt.delivery;
         const remaining = Math.max(0, deadline - Date.now());
         const lookAgainIn = attempt.failed

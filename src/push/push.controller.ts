@@ -39,6 +39,12 @@ export class PushController {
     'invalid JSON body',
   )
   @ApiAuthErrors('the token has no write-only, read-write or admin role')
+  @ApiErrorResponse(
+    503,
+    "The tenant's pushes are paused for maintenance (POST /api/v1/system/maintenance); nothing is stored. " +
+      'Retry after Retry-After seconds.',
+    'maintenance: pushes are paused',
+  )
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS, {
     when: "an item's payload is above MESSAGE_MAX_BYTES as JSON",
     error: 'items[1].payload is larger than 4194304 bytes (4194306)',

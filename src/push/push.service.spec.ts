@@ -1,3 +1,5 @@
+import { MaintenanceService } from '../maintenance/maintenance.service';
+import { TransactionRunner } from '../database/transaction-runner';
 import type { TenantQuotas } from '../limits/tenant-quotas';
 import { ConflictException, Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
@@ -109,7 +111,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   const quotas = { admit: async () => undefined } as unknown as TenantQuotas;
 
   return Object.assign(h, {
-    service: new PushService(writes, queues, pushes, metrics, quotas),
+    service: new PushService(writes, queues, pushes, metrics, quotas, new MaintenanceService({} as TransactionRunner)),
   });
 }
 

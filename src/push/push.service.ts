@@ -1,4 +1,5 @@
 import { ConflictException, Injectable } from '@nestjs/common';
+import { MaintenanceService } from '../maintenance/maintenance.service';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
@@ -21,6 +22,7 @@ export class PushService {
     private readonly pushes: PushRepository,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
+    private readonly maintenance: MaintenanceService,
   ) {}
 
   /**
@@ -31,6 +33,7 @@ export class PushService {
    * duplicate reporting the original message id.
    */
   async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
+    this.maintenance.assertPushesAllowed(tenantId);
     if (items.length === 0) return [];
     return this.writes.run(tenantId, (unit) => this.store(unit, producerSub ?? null, items));
   }

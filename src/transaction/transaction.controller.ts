@@ -92,6 +92,12 @@ export class TransactionController {
     'requiredLeases must be an array',
   )
   @ApiAuthErrors('the token has no read-write or admin role, or the tenant is at a quota')
+  @ApiErrorResponse(
+    503,
+    "The tenant's pushes are paused for maintenance (POST /api/v1/system/maintenance); nothing is stored. " +
+      'Retry after Retry-After seconds.',
+    'maintenance: pushes are paused',
+  )
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS)
   @ApiDatabaseErrors(
     'The transaction may or may not have committed: retry it with the same push transactionIds, and a ' +

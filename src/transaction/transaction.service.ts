@@ -1,3 +1,4 @@
+import { MaintenanceService } from '../maintenance/maintenance.service';
 import { Injectable, Logger } from '@nestjs/common';
 import { QueryFailedError } from 'typeorm';
 import { ALREADY_ACKNOWLEDGED, AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
@@ -31,6 +32,7 @@ export class TransactionService {
   private readonly logger = new Logger('Transactions');
 
   constructor(
+    private readonly maintenance: MaintenanceService,
     private readonly writes: Writes,
     private readonly pushes: PushService,
     private readonly acks: AckService,
@@ -50,6 +52,9 @@ export class TransactionService {
     producerSub: string | undefined,
     request: TransactionRequest,
   ): Promise<TransactionResultDto> {
+    if (request.operations.some((operation) => operation.type === 'push')) {
+      this.maintenance.assertPushesAllowed(tenantId);
+    }
     const transactionId = uuidv7();
     if (request.invalid) return this.refused(transactionId, request.invalid);
     try {

@@ -1,6 +1,7 @@
 import { ConsumerGroupEntity } from './consumer-group.entity';
 import { ConsumerEntity } from './consumer.entity';
 import { DeadLetterEntity } from './dead-letter.entity';
+import { MaintenanceEntity } from './maintenance.entity';
 import { MessageEntity } from './message.entity';
 import { PartitionEntity } from './partition.entity';
 import { QueueEntity } from './queue.entity';
@@ -12,4 +13,5 @@ export const ENTITIES = [
   ConsumerGroupEntity,
   ConsumerEntity,
   DeadLetterEntity,
+  MaintenanceEntity,
 ];
