@@ -1,3 +1,4 @@
+import { messageJson } from '../messages/message-shape';
 import { MAINTENANCE_REFRESH_MS, MaintenanceService } from '../maintenance/maintenance.service';
 import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
@@ -259,12 +260,8 @@ export class PopService {
     const text = JSON.stringify;
     const lease = text(leaseId);
     const group = text(options.consumerGroup);
-    const messages = claimed.map(
-      (message) =>
-        `{"id":${text(message.id)},"transactionId":${text(message.transactionId)},"traceId":${text(message.traceId)},` +
-        `"data":${message.dataJson},"producerSub":${text(message.producerSub)},"createdAt":${text(message.createdAt)},` +
-        `"partitionId":${text(message.partitionId)},"partition":${text(message.partition)},"leaseId":${lease},` +
-        `"consumerGroup":${group},"deliveryAttempt":${message.deliveryAttempt},"leaseEpoch":${message.leaseEpoch}}`,
+    const messages = claimed.map((message) =>
+      messageJson({ ...message, leaseId, consumerGroup: options.consumerGroup }),
     );
     const partitions = new Map<string, { first: ClaimedMessage; messages: number }>();
     for (const message of claimed) {

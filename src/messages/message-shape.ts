@@ -1,0 +1,126 @@
+import { ApiProperty, ApiPropertyOptions } from '@nestjs/swagger';
+
+const EXAMPLE_ID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
+
+/** A message as a pop hands it out and the message listing shows it; the payload is stored JSON text. */
+export interface WireMessage {
+  id: string;
+  transactionId: string;
+  traceId: string | null;
+  dataJson: string;
+  producerSub: string | null;
+  createdAt: string;
+  partitionId: string;
+  partition: string;
+  leaseId: string | null;
+  consumerGroup: string;
+  deliveryAttempt: number;
+  leaseEpoch: number;
+}
+
+interface Field {
+  key: string;
+  write: (message: WireMessage) => string;
+  property: ApiPropertyOptions;
+}
+
+const text = JSON.stringify;
+
+/**
+ * The one declaration of a message's JSON: its keys in order, how each is
+ * written from a row (the payload goes out as the text PostgreSQL stored,
+ * never parsed), and what Swagger shows for it.
+ */
+const MESSAGE_FIELDS: Field[] = [
+  {
+    key: 'id',
+    write: (m) => text(m.id),
+    property: { type: String, description: 'Message id (UUIDv7)', example: EXAMPLE_ID },
+  },
+  {
+    key: 'transactionId',
+    write: (m) => text(m.transactionId),
+    property: { type: String, example: 'order-42-created' },
+  },
+  {
+    key: 'traceId',
+    write: (m) => text(m.traceId),
+    property: { type: String, nullable: true, example: 'trace-7f3a' },
+  },
+  {
+    key: 'data',
+    write: (m) => m.dataJson,
+    property: { type: Object, description: 'The pushed payload, null included', example: { orderId: 42 } },
+  },
+  {
+    key: 'producerSub',
+    write: (m) => text(m.producerSub),
+    property: { type: String, nullable: true, description: "The pushing token's subject; null when auth is off" },
+  },
+  {
+    key: 'createdAt',
+    write: (m) => text(m.createdAt),
+    property: { type: String, example: '2026-07-30T11:06:44.512873Z' },
+  },
+  { key: 'partitionId', write: (m) => text(m.partitionId), property: { type: String, example: EXAMPLE_ID } },
+  { key: 'partition', write: (m) => text(m.partition), property: { type: String, example: 'Default' } },
+  {
+    key: 'leaseId',
+    write: (m) => text(m.leaseId),
+    property: {
+      type: String,
+      nullable: true,
+      description: 'The lease of this pop; null with autoAck, and always null in listings (never shown to readers)',
+      example: EXAMPLE_ID,
+    },
+  },
+  { key: 'consumerGroup', write: (m) => text(m.consumerGroup), property: { type: String, example: '__QUEUE_MODE__' } },
+  {
+    key: 'deliveryAttempt',
+    write: (m) => String(m.deliveryAttempt),
+    property: {
+      type: 'integer',
+      description:
+        '1 on first delivery to this group; one more each time the batch is redelivered after an expired lease ' +
+        'or a nack (0 in a listing for a message not delivered yet)',
+      example: 1,
+    },
+  },
+  {
+    key: 'leaseEpoch',
+    write: (m) => String(m.leaseEpoch),
+    property: {
+      type: 'integer',
+      description:
+        "The fencing token of this message's claim: how many times its partition has been claimed by this group, " +
+        'this claim included. It only grows, and a redelivery carries a higher one. Write it with what the ' +
+        'handler stores elsewhere, and refuse a write carrying a lower epoch than the highest seen for the ' +
+        'partition: a worker that stalled past its lease can then not overwrite the next holder. An ack may ' +
+        'carry it (leaseEpoch).',
+      example: 3,
+    },
+  },
+];
+
+/** The message as JSON text, with `extra` members (already JSON: `"status":"pending"`) appended. */
+export function messageJson(message: WireMessage, extra = ''): string {
+  const members = MESSAGE_FIELDS.map((field) => `"${field.key}":${field.write(message)}`).join(',');
+  return `{${members}${extra ? `,${extra}` : ''}}`;
+}
+
+/** Swagger's view of the same declaration. */
+export class MessageDto {
+  declare id: string;
+  declare transactionId: string;
+  declare traceId: string | null;
+  declare data: unknown;
+  declare producerSub: string | null;
+  declare createdAt: string;
+  declare partitionId: string;
+  declare partition: string;
+  declare leaseId: string | null;
+  declare consumerGroup: string;
+  declare deliveryAttempt: number;
+  declare leaseEpoch: number;
+}
+for (const field of MESSAGE_FIELDS) ApiProperty(field.property)(MessageDto.prototype, field.key);
