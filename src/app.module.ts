@@ -11,6 +11,7 @@ import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { LimitsModule } from './limits/limits.module';
 import { LoggingModule } from './logging/logging.module';
 import { MaintenanceModule } from './maintenance/maintenance.module';
+import { MessagesModule } from './messages/messages.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
@@ -37,6 +38,7 @@ import { TransactionModule } from './transaction/transaction.module';
     QueuesModule,
     DlqModule,
     ConsumerGroupsModule,
+    MessagesModule,
     RetentionModule,
   ],
 })

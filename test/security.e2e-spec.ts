@@ -174,6 +174,31 @@ const ROUTE_TABLE: RouteRow[] = [
       body: { toEnd: true },
     }),
   },
+  {
+    route: 'GET /api/v1/messages',
+    level: 'read-only',
+    request: (queue) => ({ path: `/api/v1/messages?queue=${queue}` }),
+  },
+  {
+    route: 'GET /api/v1/messages/:partitionId/:transactionId',
+    level: 'read-only',
+    request: () => ({ path: `/api/v1/messages/${uuidv7()}/probe` }),
+  },
+  {
+    route: 'DELETE /api/v1/messages/:partitionId/:transactionId',
+    level: 'read-write',
+    request: () => ({ path: `/api/v1/messages/${uuidv7()}/probe` }),
+  },
+  {
+    route: 'POST /api/v1/messages/:partitionId/:transactionId/retry',
+    level: 'read-write',
+    request: () => ({ path: `/api/v1/messages/${uuidv7()}/probe/retry` }),
+  },
+  {
+    route: 'DELETE /api/v1/queues/:queue/clear',
+    level: 'admin',
+    request: (queue) => ({ path: `/api/v1/queues/${queue}/clear` }),
+  },
   { route: 'GET /api/v1/system/maintenance', level: 'admin', request: () => ({ path: '/api/v1/system/maintenance' }) },
   {
     route: 'POST /api/v1/system/maintenance',
@@ -760,6 +785,31 @@ describe('security', () => {
         name: 'delete the queue',
         route: 'DELETE /api/v1/resources/queues/:queue',
         request: (ids) => ({ method: 'DELETE', path: `/api/v1/resources/queues/${ids.queue}` }),
+      },
+      {
+        name: 'browse the queue',
+        route: 'GET /api/v1/messages',
+        request: (ids) => ({ method: 'GET', path: `/api/v1/messages?queue=${ids.queue}` }),
+      },
+      {
+        name: "read the owner's message",
+        route: 'GET /api/v1/messages/:partitionId/:transactionId',
+        request: (ids) => ({ method: 'GET', path: `/api/v1/messages/${ids.partitionId}/${ids.transactionId}` }),
+      },
+      {
+        name: "delete the owner's message",
+        route: 'DELETE /api/v1/messages/:partitionId/:transactionId',
+        request: (ids) => ({ method: 'DELETE', path: `/api/v1/messages/${ids.partitionId}/${ids.transactionId}` }),
+      },
+      {
+        name: "retry the owner's message",
+        route: 'POST /api/v1/messages/:partitionId/:transactionId/retry',
+        request: (ids) => ({ method: 'POST', path: `/api/v1/messages/${ids.partitionId}/${ids.transactionId}/retry` }),
+      },
+      {
+        name: "clear the owner's queue",
+        route: 'DELETE /api/v1/queues/:queue/clear',
+        request: (ids) => ({ method: 'DELETE', path: `/api/v1/queues/${ids.queue}/clear` }),
       },
       {
         name: 'list consumer groups',

@@ -7,6 +7,7 @@ import { LeaseFencing1796200000000 } from '../../migrations/1796200000000-LeaseF
 import { Retention1796300000000 } from '../../migrations/1796300000000-Retention';
 import { DeliveryOptions1796400000000 } from '../../migrations/1796400000000-DeliveryOptions';
 import { Maintenance1796500000000 } from '../../migrations/1796500000000-Maintenance';
+import { DeadLettersByMessage1796600000000 } from '../../migrations/1796600000000-DeadLettersByMessage';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -19,4 +20,5 @@ export const MIGRATIONS = [
   Retention1796300000000,
   DeliveryOptions1796400000000,
   Maintenance1796500000000,
+  DeadLettersByMessage1796600000000,
 ];

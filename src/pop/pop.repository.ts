@@ -84,18 +84,27 @@ const CLAIM_SQL = `
      LIMIT $5
        FOR UPDATE OF c SKIP LOCKED
   ), spans AS (
-    SELECT k.*, e.span_end, LEAST(e.span_end - k.committed_offset, $6) AS available,
+    SELECT k.*, r.redelivery, e.span_end, LEAST(e.span_end - k.committed_offset, $6) AS available,
            row_number() OVER (ORDER BY k.updated_at, k.partition_id) AS claim_order
       FROM candidates k
+     -- A span handed out before is handed out again alone, unless every message in it was deleted since.
      CROSS JOIN LATERAL (
-           SELECT CASE WHEN k.committed_offset < k.delivered_offset THEN k.delivered_offset
+           SELECT k.committed_offset < k.delivered_offset
+                  AND EXISTS (SELECT 1 FROM messages m
+                               WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
+                                 AND m.seq > k.committed_offset AND m.seq <= k.delivered_offset) AS redelivery) r
+     CROSS JOIN LATERAL (
+           SELECT CASE WHEN r.redelivery THEN k.delivered_offset
                        WHEN $12::int = 0 THEN k.last_offset
-                       -- Delayed: up to the last message due (all of them when none is kept past the cursor).
+                       -- Delayed: up to the last message due (none when none is; past the cursor when none is kept).
                        ELSE COALESCE((SELECT max(m.seq) FROM messages m
                                        WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
                                          AND m.seq > k.committed_offset AND m.seq <= k.last_offset
                                          AND m.created_at <= (SELECT now FROM clock) - make_interval(secs => $12)),
-                                     k.last_offset)
+                                     CASE WHEN EXISTS (SELECT 1 FROM messages m
+                                                        WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
+                                                          AND m.seq > k.committed_offset)
+                                          THEN k.committed_offset ELSE k.last_offset END)
                   END AS span_end) e
   ), sized AS (
     SELECT s.*, LEAST(s.available, $6 - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take
@@ -137,7 +146,7 @@ const CLAIM_SQL = `
            committed_offset = CASE WHEN $9 THEN f.through_offset ELSE c.committed_offset END,
            retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
            delivered_offset = GREATEST(c.delivered_offset, f.through_offset),
-           delivery_attempt = CASE WHEN z.committed_offset < z.delivered_offset THEN c.delivery_attempt + 1 ELSE 1 END,
+           delivery_attempt = CASE WHEN z.redelivery THEN c.delivery_attempt + 1 ELSE 1 END,
            lease_epoch = c.lease_epoch + 1,
            lease_deadline = CASE WHEN $9 OR $11::int IS NULL THEN NULL
                                  ELSE (SELECT now FROM clock) + make_interval(secs => $11) END,
@@ -147,7 +156,7 @@ const CLAIM_SQL = `
      WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
     RETURNING c.partition_id, c.delivery_attempt, c.lease_epoch, z.partition, z.claim_order,
               z.committed_offset AS after_offset, f.through_offset,
-              z.ended_lease_id IS NOT NULL AND z.committed_offset < z.delivered_offset AS lease_lost
+              z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost
   )
   SELECT m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
          ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost,

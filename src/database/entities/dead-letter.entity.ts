@@ -4,6 +4,7 @@ import { QueueEntity } from './queue.entity';
 @Entity({ name: 'dead_letters' })
 @Index('idx_dead_letters_queue', ['tenantId', 'queueId', 'consumerGroup', 'createdAt'])
 @Index('idx_dead_letters_created', ['tenantId', 'createdAt'])
+@Index('idx_dead_letters_message', ['tenantId', 'partitionId', 'transactionId'])
 @ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
   name: 'fk_dead_letters_queue',
   onDelete: 'CASCADE',

@@ -1,0 +1,377 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { isoTimestamp } from '../common/sql-timestamp';
+import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
+import { WireMessage } from './message-shape';
+
+export type MessageStatus = 'pending' | 'leased' | 'completed' | 'dead_letter';
+
+export interface MessageFilter {
+  queue: string;
+  partition: string | undefined;
+  consumerGroup: string;
+  status: MessageStatus | undefined;
+  from: string | undefined;
+  to: string | undefined;
+  limit: number;
+  /** Where the previous page ended: the last entry's creation time, partition id and offset. */
+  after: { createdAt: string; partitionId: string; seq: string } | undefined;
+}
+
+export interface ListedMessage extends WireMessage {
+  status: MessageStatus;
+  seq: string;
+}
+
+export interface StoredMessage {
+  queueId: string;
+  queue: string;
+  message: Omit<WireMessage, 'leaseId' | 'consumerGroup' | 'deliveryAttempt' | 'leaseEpoch'>;
+}
+
+export interface GroupState {
+  consumerGroup: string;
+  status: MessageStatus;
+  deliveryAttempt: number;
+  leaseActive: boolean;
+  leaseExpiresAt: string | null;
+  leaseEpoch: number;
+}
+
+export interface DeadLetterSummary {
+  consumerGroup: string;
+  errorMessage: string | null;
+  retryCount: number;
+  failedAt: string;
+}
+
+export interface DeadLetterCopy {
+  queue: string;
+  partition: string;
+  payloadJson: string;
+  traceId: string | null;
+}
+
+/** A message `m` in the eyes of the group whose cursor is `c` (null: it has none yet), and its dead letters. */
+function statusOf(group: string): string {
+  return `CASE WHEN EXISTS (SELECT 1 FROM dead_letters d
+                             WHERE d.tenant_id = m.tenant_id AND d.partition_id = m.partition_id
+                               AND d.transaction_id = m.transaction_id AND d.consumer_group = ${group})
+               THEN 'dead_letter'
+               WHEN m.seq <= COALESCE(c.committed_offset, 0) THEN 'completed'
+               WHEN c.lease_expires_at > now() AND m.seq <= c.lease_end_offset THEN 'leased'
+               ELSE 'pending' END`;
+}
+
+const MESSAGE_COLUMNS = `m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
+  ${isoTimestamp('m.created_at')} AS created_at`;
+
+interface MessageRow {
+  id: string;
+  transaction_id: string;
+  trace_id: string | null;
+  payload: string;
+  producer_sub: string | null;
+  created_at: string;
+}
+
+/** SQL for browsing, deleting and retrying single messages, and clearing a queue. */
+@Injectable()
+export class MessagesRepository {
+  /**
+   * A page of a queue's messages, newest first (by creation time, then
+   * partition id and offset, which keeps pages stable), each with its status
+   * for the group; cut short where the answer would pass `maxBytes` (one
+   * message always comes). `more` tells whether anything was left out.
+   */
+  async page(
+    tenantId: string,
+    filter: MessageFilter,
+    maxBytes: number,
+    manager: EntityManager,
+  ): Promise<{ messages: ListedMessage[]; more: boolean }> {
+    const rows: Array<
+      MessageRow & {
+        partition_id: string;
+        partition: string;
+        seq: string;
+        status: MessageStatus;
+        delivery_attempt: number;
+        lease_epoch: string;
+        page_rows: string;
+      }
+    > = await manager.query(
+      `WITH page AS (
+         SELECT x.partition_id, x.partition, x.seq, x.created_at, x.status, x.bytes, x.delivery_attempt, x.lease_epoch
+           FROM queues q
+           JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND ($3::text IS NULL OR p.name = $3)
+           LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = $4
+          CROSS JOIN LATERAL (
+                SELECT s.* FROM (
+                       SELECT m.partition_id, p.name AS partition, m.seq, m.created_at, ${statusOf('$4')} AS status,
+                              COALESCE(m.payload_bytes, octet_length(m.payload::text)) + octet_length(m.transaction_id)
+                                + COALESCE(octet_length(m.trace_id), 0) + COALESCE(octet_length(m.producer_sub), 0)
+                                + 2 * octet_length(p.name) + octet_length($4) + ${MESSAGE_ENVELOPE_BYTES} AS bytes,
+                              COALESCE(c.delivery_attempt, 0) AS delivery_attempt, COALESCE(c.lease_epoch, 0) AS lease_epoch
+                         FROM messages m
+                        WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id
+                          AND ($5::timestamptz IS NULL OR m.created_at >= $5)
+                          AND ($6::timestamptz IS NULL OR m.created_at < $6)
+                          AND ($7::timestamptz IS NULL OR (m.created_at, m.partition_id, m.seq) < ($7, $8::uuid, $9::bigint))
+                       ) s
+                 WHERE $10::text IS NULL OR s.status = $10
+                 ORDER BY s.seq DESC
+                 LIMIT $11) x
+          WHERE q.tenant_id = $1 AND q.name = $2
+          ORDER BY x.created_at DESC, x.partition_id DESC, x.seq DESC
+          LIMIT $11
+       ), sized AS (
+         SELECT z.*, count(*) OVER () AS page_rows,
+                sum(z.bytes) OVER (ORDER BY z.created_at DESC, z.partition_id DESC, z.seq DESC) AS answer_bytes,
+                row_number() OVER (ORDER BY z.created_at DESC, z.partition_id DESC, z.seq DESC) AS position
+           FROM page z
+       )
+       SELECT ${MESSAGE_COLUMNS}, z.partition_id, z.partition, z.seq, z.status, z.page_rows,
+              CASE WHEN z.status = 'leased' THEN z.delivery_attempt ELSE 0 END AS delivery_attempt, z.lease_epoch
+         FROM sized z
+         JOIN messages m ON m.tenant_id = $1 AND m.partition_id = z.partition_id AND m.seq = z.seq
+        WHERE z.answer_bytes <= $12 OR z.position = 1
+        ORDER BY z.created_at DESC, z.partition_id DESC, z.seq DESC`,
+      [
+        tenantId,
+        filter.queue,
+        filter.partition ?? null,
+        filter.consumerGroup,
+        filter.from ?? null,
+        filter.to ?? null,
+        filter.after?.createdAt ?? null,
+        filter.after?.partitionId ?? null,
+        filter.after?.seq ?? null,
+        filter.status ?? null,
+        filter.limit,
+        maxBytes,
+      ],
+    );
+    const pageRows = rows.length > 0 ? Number(rows[0].page_rows) : 0;
+    return {
+      messages: rows.map((row) => ({
+        ...toMessage(row),
+        partitionId: row.partition_id,
+        partition: row.partition,
+        leaseId: null,
+        consumerGroup: filter.consumerGroup,
+        deliveryAttempt: row.delivery_attempt,
+        leaseEpoch: Number(row.lease_epoch),
+        status: row.status,
+        seq: row.seq,
+      })),
+      more: rows.length < pageRows || pageRows === filter.limit,
+    };
+  }
+
+  async find(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    manager: EntityManager,
+  ): Promise<StoredMessage | undefined> {
+    const rows: Array<MessageRow & { queue_id: string; queue: string; partition: string }> = await manager.query(
+      `SELECT ${MESSAGE_COLUMNS}, q.id AS queue_id, q.name AS queue, p.name AS partition
+         FROM messages m
+         JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE m.tenant_id = $1 AND m.partition_id = $2 AND m.transaction_id = $3`,
+      [tenantId, partitionId, transactionId],
+    );
+    if (rows.length === 0) return undefined;
+    const [row] = rows;
+    return {
+      queueId: row.queue_id,
+      queue: row.queue,
+      message: { ...toMessage(row), partitionId, partition: row.partition },
+    };
+  }
+
+  /** The message's state in every consumer group of its queue. */
+  async groupStates(
+    tenantId: string,
+    queueId: string,
+    partitionId: string,
+    transactionId: string,
+    manager: EntityManager,
+  ): Promise<GroupState[]> {
+    const rows: Array<{
+      consumer_group: string;
+      status: MessageStatus;
+      delivery_attempt: number;
+      lease_active: boolean;
+      lease_expires_at: string | null;
+      lease_epoch: string;
+    }> = await manager.query(
+      `SELECT g.name AS consumer_group, ${statusOf('g.name')} AS status,
+              CASE WHEN c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset
+                   THEN c.delivery_attempt ELSE 0 END AS delivery_attempt,
+              COALESCE(c.lease_expires_at > now(), false) AS lease_active,
+              CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
+              COALESCE(c.lease_epoch, 0) AS lease_epoch
+         FROM consumer_groups g
+         JOIN messages m ON m.tenant_id = g.tenant_id AND m.partition_id = $3 AND m.transaction_id = $4
+         LEFT JOIN consumers c ON c.tenant_id = g.tenant_id AND c.partition_id = $3 AND c.consumer_group = g.name
+        WHERE g.tenant_id = $1 AND g.queue_id = $2
+        ORDER BY g.name`,
+      [tenantId, queueId, partitionId, transactionId],
+    );
+    return rows.map((row) => ({
+      consumerGroup: row.consumer_group,
+      status: row.status,
+      deliveryAttempt: row.delivery_attempt,
+      leaseActive: row.lease_active,
+      leaseExpiresAt: row.lease_expires_at,
+      leaseEpoch: Number(row.lease_epoch),
+    }));
+  }
+
+  async deadLetters(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    manager: EntityManager,
+  ): Promise<DeadLetterSummary[]> {
+    const rows: Array<{
+      consumer_group: string;
+      error_message: string | null;
+      retry_count: number;
+      failed_at: string;
+    }> = await manager.query(
+      `SELECT consumer_group, error_message, retry_count, ${isoTimestamp('created_at')} AS failed_at
+           FROM dead_letters WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3
+          ORDER BY consumer_group, created_at`,
+      [tenantId, partitionId, transactionId],
+    );
+    return rows.map((row) => ({
+      consumerGroup: row.consumer_group,
+      errorMessage: row.error_message,
+      retryCount: row.retry_count,
+      failedAt: row.failed_at,
+    }));
+  }
+
+  /**
+   * Deletes the message and its dead letters, unless a live lease covers it
+   * (then nothing changes). The partition's cursors are locked first, in
+   * primary-key order as acks take them, so no claim can lease it meanwhile.
+   */
+  async delete(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    manager: EntityManager,
+  ): Promise<'leased' | { message: boolean; deadLetters: number }> {
+    const leased: Array<{ leased: boolean }> = await manager.query(
+      `SELECT c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset AS leased
+         FROM consumers c
+         LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.transaction_id = $3
+        WHERE c.tenant_id = $1 AND c.partition_id = $2
+        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+          FOR UPDATE OF c`,
+      [tenantId, partitionId, transactionId],
+    );
+    if (leased.some((row) => row.leased)) return 'leased';
+    const [row]: Array<{ messages: number; dead_letters: number }> = await manager.query(
+      `WITH message AS (
+         DELETE FROM messages WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING 1
+       ), letters AS (
+         DELETE FROM dead_letters WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING 1
+       )
+       SELECT (SELECT count(*)::int FROM message) AS messages, (SELECT count(*)::int FROM letters) AS dead_letters`,
+      [tenantId, partitionId, transactionId],
+    );
+    return { message: row.messages > 0, deadLetters: row.dead_letters };
+  }
+
+  /** Removes the message's dead letters (of one group, or all), answering the oldest's copy of it. */
+  async takeDeadLetters(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    consumerGroup: string | undefined,
+    manager: EntityManager,
+  ): Promise<{ copy: DeadLetterCopy; removed: number } | undefined> {
+    const rows: Array<{ queue: string; partition: string; payload: string; trace_id: string | null }> =
+      await manager.query(
+        `WITH gone AS (
+           DELETE FROM dead_letters d
+            WHERE d.tenant_id = $1 AND d.partition_id = $2 AND d.transaction_id = $3
+              AND ($4::text IS NULL OR d.consumer_group = $4)
+           RETURNING d.queue_id, d.partition_id, d.payload, d.trace_id, d.created_at
+         )
+         SELECT q.name AS queue, p.name AS partition, g.payload::text AS payload, g.trace_id
+           FROM gone g
+           JOIN queues q ON q.tenant_id = $1 AND q.id = g.queue_id
+           JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
+          ORDER BY g.created_at`,
+        [tenantId, partitionId, transactionId, consumerGroup ?? null],
+      );
+    if (rows.length === 0) return undefined;
+    const [first] = rows;
+    return {
+      copy: { queue: first.queue, partition: first.partition, payloadJson: first.payload, traceId: first.trace_id },
+      removed: rows.length,
+    };
+  }
+
+  /**
+   * Deletes every message of the queue (or of one partition) and moves each
+   * cursor there to the end, ending its leases and advancing their epochs.
+   * Cursors are locked first, in primary-key order.
+   */
+  async clear(
+    tenantId: string,
+    queueId: string,
+    partitionId: string | undefined,
+    manager: EntityManager,
+  ): Promise<{ messages: number; partitions: number }> {
+    await manager.query(
+      `SELECT 1 FROM consumers
+        WHERE tenant_id = $1 AND queue_id = $2 AND ($3::uuid IS NULL OR partition_id = $3)
+        ORDER BY tenant_id, partition_id, consumer_group
+          FOR UPDATE`,
+      [tenantId, queueId, partitionId ?? null],
+    );
+    const [row]: Array<{ messages: number; partitions: number }> = await manager.query(
+      `WITH moved AS (
+         UPDATE consumers c
+            SET committed_offset = p.last_offset, delivered_offset = GREATEST(c.delivered_offset, p.last_offset),
+                lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, lease_deadline = NULL,
+                lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now()
+           FROM partitions p
+          WHERE c.tenant_id = $1 AND c.queue_id = $2 AND ($3::uuid IS NULL OR c.partition_id = $3)
+            AND p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         RETURNING 1
+       ), gone AS (
+         DELETE FROM messages m
+          USING partitions p
+          WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($3::uuid IS NULL OR p.id = $3)
+            AND m.tenant_id = p.tenant_id AND m.partition_id = p.id
+         RETURNING 1
+       )
+       SELECT (SELECT count(*)::int FROM gone) AS messages,
+              (SELECT count(*)::int FROM partitions
+                WHERE tenant_id = $1 AND queue_id = $2 AND ($3::uuid IS NULL OR id = $3)) AS partitions,
+              (SELECT count(*) FROM moved) AS moved`,
+      [tenantId, queueId, partitionId ?? null],
+    );
+    return { messages: row.messages, partitions: row.partitions };
+  }
+}
+
+function toMessage(row: MessageRow) {
+  return {
+    id: row.id,
+    transactionId: row.transaction_id,
+    traceId: row.trace_id,
+    dataJson: row.payload,
+    producerSub: row.producer_sub,
+    createdAt: row.created_at,
+  };
+}

@@ -1,0 +1,184 @@
+import { BadRequestException, ConflictException, Inject, Injectable, Logger, NotFoundException } from '@nestjs/common';
+import { JsonText } from '../common/json-text';
+import { isUuid } from '../common/uuid';
+import { zonedTimestamp } from '../common/contract-validators';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { TransactionRunner } from '../database/transaction-runner';
+import { PushService } from '../push/push.service';
+import { QueuesRepository } from '../queues/queues.repository';
+import { Writes } from '../wakeup/unit-of-work';
+import { QUEUE_MODE_GROUP } from '../common/queue-mode';
+import { messageJson } from './message-shape';
+import { MessagesRepository, MessageFilter } from './messages.repository';
+import {
+  ClearQueueResponseDto,
+  DeleteMessageResponseDto,
+  MessageListQueryDto,
+  RetryMessageResponseDto,
+} from './dto/messages.dto';
+
+/** The page's own keys, outside its messages. */
+const PAGE_ENVELOPE_BYTES = 1_024;
+const NOT_A_CURSOR = 'after is not a page cursor';
+
+/**
+ * Looking at and repairing single messages: a paged, filtered listing with
+ * each message's state for a group, one message with its state in every
+ * group, deleting one, retrying a dead letter, clearing a queue.
+ */
+@Injectable()
+export class MessagesService {
+  private readonly logger = new Logger('Messages');
+  private readonly pageBudget: number;
+
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly writes: Writes,
+    private readonly messages: MessagesRepository,
+    private readonly queues: QueuesRepository,
+    private readonly pushes: PushService,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.pageBudget = config.limits.responseMaxBytes - PAGE_ENVELOPE_BYTES;
+  }
+
+  /** `{"messages": [...], "next"}` as JSON text: payloads go out as stored. */
+  list(tenantId: string, query: MessageListQueryDto): Promise<JsonText> {
+    const filter: MessageFilter = {
+      queue: query.queue,
+      partition: query.partition,
+      consumerGroup: query.consumerGroup ?? QUEUE_MODE_GROUP,
+      status: query.status,
+      from: query.from === undefined ? undefined : zonedTimestamp(query.from),
+      to: query.to === undefined ? undefined : zonedTimestamp(query.to),
+      limit: query.limit,
+      after: query.after === undefined ? undefined : decodeCursor(query.after),
+    };
+    return this.transactions.run(tenantId, async (manager) => {
+      if (!(await this.queues.find(tenantId, query.queue, manager))) {
+        throw new NotFoundException({ error: 'queue not found' });
+      }
+      const { messages, more } = await this.messages.page(tenantId, filter, this.pageBudget, manager);
+      const last = messages.at(-1);
+      const next = more && last ? encodeCursor(last.createdAt, last.partitionId, last.seq) : null;
+      const entries = messages.map((message) => messageJson(message, `"status":${JSON.stringify(message.status)}`));
+      return new JsonText(`{"messages":[${entries.join(',')}],"next":${JSON.stringify(next)}}`);
+    });
+  }
+
+  detail(tenantId: string, partitionId: string, transactionId: string): Promise<JsonText> {
+    return this.transactions.run(tenantId, async (manager) => {
+      const stored = await this.messages.find(tenantId, partitionId, transactionId, manager);
+      if (!stored) throw new NotFoundException({ error: 'message not found' });
+      const groups = await this.messages.groupStates(tenantId, stored.queueId, partitionId, transactionId, manager);
+      const deadLetters = await this.messages.deadLetters(tenantId, partitionId, transactionId, manager);
+      const { message } = stored;
+      const text = JSON.stringify;
+      return new JsonText(
+        `{"queue":${text(stored.queue)},"partition":${text(message.partition)},"partitionId":${text(partitionId)},` +
+          `"id":${text(message.id)},"transactionId":${text(message.transactionId)},"traceId":${text(message.traceId)},` +
+          `"data":${message.dataJson},"producerSub":${text(message.producerSub)},"createdAt":${text(message.createdAt)},` +
+          `"groups":${text(groups)},"deadLetters":${text(deadLetters)}}`,
+      );
+    });
+  }
+
+  async delete(tenantId: string, partitionId: string, transactionId: string): Promise<DeleteMessageResponseDto> {
+    const outcome = await this.writes.run(tenantId, (unit) =>
+      this.messages.delete(tenantId, partitionId, transactionId, unit.manager),
+    );
+    if (outcome === 'leased') throw new ConflictException({ error: 'message is under a live lease' });
+    if (!outcome.message && outcome.deadLetters === 0) throw new NotFoundException({ error: 'message not found' });
+    this.logger.log(
+      `Message ${JSON.stringify(transactionId)} of partition ${partitionId} deleted by tenant ${tenantId}` +
+        ` (${outcome.deadLetters} dead letters)`,
+    );
+    return { deleted: true, message: outcome.message, deadLetters: outcome.deadLetters };
+  }
+
+  /**
+   * Pushes a dead letter's message again to the tail of its partition, as
+   * transactionId `dlq:<original>`, and removes the dead letters in the same
+   * unit of work, which wakes the queue's parked polls once committed.
+   */
+  async retry(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    consumerGroup: string | undefined,
+  ): Promise<RetryMessageResponseDto> {
+    const answer = await this.writes.run(tenantId, async (unit) => {
+      const taken = await this.messages.takeDeadLetters(
+        tenantId,
+        partitionId,
+        transactionId,
+        consumerGroup,
+        unit.manager,
+      );
+      if (!taken) throw new NotFoundException({ error: 'dead letter not found' });
+      const retryId = `dlq:${transactionId}`;
+      const [pushed] = await this.pushes.store(unit, null, [
+        {
+          queue: taken.copy.queue,
+          partition: taken.copy.partition,
+          payloadJson: taken.copy.payloadJson,
+          transactionId: retryId,
+          traceId: taken.copy.traceId ?? undefined,
+        },
+      ]);
+      if (pushed.status === 'failed') throw new ConflictException({ error: pushed.error ?? 'could not store it' });
+      return {
+        retried: true as const,
+        messageId: pushed.message_id!,
+        transactionId: retryId,
+        queue: taken.copy.queue,
+        partition: taken.copy.partition,
+        deadLetters: taken.removed,
+      };
+    });
+    this.logger.log(
+      `Dead letter ${JSON.stringify(transactionId)} of partition ${partitionId} retried by tenant ${tenantId}`,
+    );
+    return answer;
+  }
+
+  async clear(tenantId: string, queueName: string, partitionName: string | undefined): Promise<ClearQueueResponseDto> {
+    const cleared = await this.writes.run(tenantId, async ({ manager }) => {
+      const queue = await this.queues.find(tenantId, queueName, manager);
+      if (!queue) throw new NotFoundException({ error: 'queue not found' });
+      let partitionId: string | undefined;
+      if (partitionName !== undefined) {
+        const rows: Array<{ id: string }> = await manager.query(
+          'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
+          [tenantId, queue.id, partitionName],
+        );
+        partitionId = rows[0]?.id;
+        if (!partitionId) throw new NotFoundException({ error: 'partition not found' });
+      }
+      return this.messages.clear(tenantId, queue.id, partitionId, manager);
+    });
+    this.logger.log(
+      `Queue ${JSON.stringify(queueName)}${partitionName === undefined ? '' : ` partition ${JSON.stringify(partitionName)}`}` +
+        ` of tenant ${tenantId} cleared: ${cleared.messages} messages`,
+    );
+    return {
+      cleared: true,
+      queue: queueName,
+      ...(partitionName === undefined ? {} : { partition: partitionName }),
+      messagesDeleted: cleared.messages,
+      partitions: cleared.partitions,
+    };
+  }
+}
+
+function encodeCursor(createdAt: string, partitionId: string, seq: string): string {
+  return Buffer.from(`${createdAt}|${partitionId}|${seq}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: string; partitionId: string; seq: string } {
+  const [createdAt, partitionId, seq, ...rest] = Buffer.from(cursor, 'base64url').toString().split('|');
+  const valid =
+    rest.length === 0 && zonedTimestamp(createdAt) !== undefined && isUuid(partitionId) && /^\d{1,18}$/.test(seq ?? '');
+  if (!valid) throw new BadRequestException({ error: NOT_A_CURSOR });
+  return { createdAt, partitionId, seq };
+}
