@@ -129,6 +129,8 @@ describe('OpenAPI documentation of the message routes', () => {
     ['post', '/api/v1/push', ['201', '400', '401', '403', '413', '429', '500', '503']],
     ['get', '/api/v1/system/maintenance', ['200', '401', '403', '429', '500']],
     ['get', '/api/v1/messages', ['200', '400', '401', '403', '404', '429', '500']],
+    ['get', '/api/v1/pop', ['200', '204', '400', '401', '403', '429', '500', '503']],
+    ['get', '/api/v1/resources/namespaces', ['200', '401', '403', '429', '500']],
     ['get', '/api/v1/messages/{partitionId}/{transactionId}', ['200', '400', '401', '403', '404', '429', '500']],
     [
       'delete',

@@ -92,7 +92,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       [{ encryptionEnabled: true }, 'options.encryptionEnabled is not implemented: only false is accepted'],
       [{ ttl: 60 }, 'options.ttl is not implemented: only 3600 is accepted'],
       [{ retryDelay: 5000 }, 'options.retryDelay is not implemented: only 1000 is accepted'],
-      [{ priority: 5 }, 'options.priority is not implemented: only 0 is accepted'],
+      [{ priority: 1.5 }, 'options.priority must be an integer between -2147483647 and 2147483647'],
       [{ leaseTime: 30, 'a b': 1 }, 'options contain an option name that is not supported'],
       [{ constructor: 1 }, 'options.constructor is not a supported option'],
     ])('refuses %j by name and changes nothing', async (options, error) => {
@@ -177,6 +177,8 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
           maxSize: 0,
           dlqRetentionSeconds: 1_209_600,
         },
+        namespace: null,
+        task: null,
         partitionCount: 2,
         messages: 5,
         pending: 5,

@@ -106,6 +106,23 @@ const ROUTE_TABLE: RouteRow[] = [
     request: (queue) => ({ path: `/api/v1/pop/queue/${queue}/partition/Default` }),
   },
   {
+    route: 'GET /api/v1/pop',
+    level: 'read-write',
+    request: () => ({ path: '/api/v1/pop?namespace=probe' }),
+  },
+  {
+    route: 'HEAD /api/v1/pop',
+    level: 'public',
+    refusesMethod: true,
+    request: () => ({ path: '/api/v1/pop?namespace=probe' }),
+  },
+  {
+    route: 'GET /api/v1/resources/namespaces',
+    level: 'read-only',
+    request: () => ({ path: '/api/v1/resources/namespaces' }),
+  },
+  { route: 'GET /api/v1/resources/tasks', level: 'read-only', request: () => ({ path: '/api/v1/resources/tasks' }) },
+  {
     route: 'POST /api/v1/ack',
     level: 'read-write',
     request: () => ({ path: '/api/v1/ack', body: { transactionId: 'probe', partitionId: uuidv7() } }),

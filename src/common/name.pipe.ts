@@ -12,3 +12,15 @@ export class NamePipe implements PipeTransform<unknown, string> {
     return value as string;
   }
 }
+
+/** An optional name in the query string. */
+export class OptionalNamePipe implements PipeTransform<unknown, string | undefined> {
+  constructor(private readonly field: string) {}
+
+  transform(value: unknown): string | undefined {
+    if (value === undefined) return undefined;
+    const problem = Array.isArray(value) ? 'must be given once' : nameProblem(value);
+    if (problem !== undefined) throw contractException(messageOf(this.field, problem));
+    return value as string;
+  }
+}

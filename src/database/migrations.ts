@@ -8,6 +8,7 @@ import { Retention1796300000000 } from '../../migrations/1796300000000-Retention
 import { DeliveryOptions1796400000000 } from '../../migrations/1796400000000-DeliveryOptions';
 import { Maintenance1796500000000 } from '../../migrations/1796500000000-Maintenance';
 import { DeadLettersByMessage1796600000000 } from '../../migrations/1796600000000-DeadLettersByMessage';
+import { QueueNamespaces1796700000000 } from '../../migrations/1796700000000-QueueNamespaces';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -21,4 +22,5 @@ export const MIGRATIONS = [
   DeliveryOptions1796400000000,
   Maintenance1796500000000,
   DeadLettersByMessage1796600000000,
+  QueueNamespaces1796700000000,
 ];

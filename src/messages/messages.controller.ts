@@ -16,10 +16,9 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
-import { messageOf, nameProblem } from '../common/contract-validators';
 import { contractException, validateQuery } from '../common/dto-validation';
 import { JsonText } from '../common/json-text';
-import { NamePipe } from '../common/name.pipe';
+import { NamePipe, OptionalNamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { isUuid } from '../common/uuid';
 import { RateLimited } from '../limits/route-class.decorator';
@@ -45,18 +44,6 @@ class PartitionIdPipe implements PipeTransform<unknown, string> {
   transform(value: unknown): string {
     if (!isUuid(value)) throw contractException('partitionId must be a UUID');
     return value.toLowerCase();
-  }
-}
-
-/** An optional name in the query string. */
-class OptionalNamePipe implements PipeTransform<unknown, string | undefined> {
-  constructor(private readonly field: string) {}
-
-  transform(value: unknown): string | undefined {
-    if (value === undefined) return undefined;
-    const problem = Array.isArray(value) ? 'must be given once' : nameProblem(value);
-    if (problem !== undefined) throw contractException(messageOf(this.field, problem));
-    return value as string;
   }
 }
 

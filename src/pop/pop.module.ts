@@ -1,12 +1,13 @@
 import { Module } from '@nestjs/common';
 import { WakeupModule } from '../wakeup/wakeup.module';
+import { DiscoveryPopController } from './discovery-pop.controller';
 import { PopController } from './pop.controller';
 import { PopRepository } from './pop.repository';
 import { PopService } from './pop.service';
 
 @Module({
   imports: [WakeupModule],
-  controllers: [PopController],
+  controllers: [PopController, DiscoveryPopController],
   providers: [PopService, PopRepository],
   exports: [PopRepository],
 })

@@ -270,6 +270,23 @@ export class PopRepository {
     return row.now;
   }
 
+  /** The names of the queues a discovery pop serves, highest priority first, then by name. */
+  async discover(
+    tenantId: string,
+    filter: { namespace: string | undefined; task: string | undefined },
+    limit: number,
+    manager: EntityManager,
+  ): Promise<string[]> {
+    const rows: Array<{ name: string }> = await manager.query(
+      `SELECT name FROM queues
+        WHERE tenant_id = $1 AND ($2::text IS NULL OR namespace = $2) AND ($3::text IS NULL OR task = $3)
+        ORDER BY priority DESC, name
+        LIMIT $4`,
+      [tenantId, filter.namespace ?? null, filter.task ?? null, limit],
+    );
+    return rows.map((row) => row.name);
+  }
+
   /**
    * Milliseconds until something the group waits for only because of
    * delayedProcessing or windowBuffer comes due (0 or less: it already has),

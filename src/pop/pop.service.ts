@@ -12,7 +12,7 @@ import { TenantQuotas } from '../limits/tenant-quotas';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
-import { ParkedPolls } from '../wakeup/parked-polls';
+import { ParkedPolls, WaitOutcome, WakeupSubscription } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/unit-of-work';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, PopRepository } from './pop.repository';
@@ -23,6 +23,8 @@ const ANSWER_ENVELOPE_BYTES = 2_048;
 const POLL_CLAIMS_PER_POOL = 0.25;
 /** How soon a woken long poll whose claim failed tries again. */
 const RETRY_AFTER_FAILURE_MS = 250;
+/** A discovery pop serves at most this many queues, by priority. */
+export const DISCOVERY_MAX_QUEUES = 100;
 /** Past the instant a delayed message or a window comes due, so the next look finds it due by the database clock. */
 const DUE_SLACK_MS = 20;
 export const TOO_MANY_WAITING = 'too many waiting pops';
@@ -86,6 +88,63 @@ export class PopService {
     const delivery = await this.poll(tenantId, queue, partition, options, signal);
     this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
     return delivery;
+  }
+
+  /**
+   * A pop over the queues configured with the namespace and/or task, highest
+   * priority first: the first that has something claimable answers. With
+   * wait it parks on all of them (each counts towards
+   * POP_MAX_WAITING_PER_TENANT) and looks again at every one when any is
+   * woken; a queue configured into the set meanwhile joins at that look.
+   */
+  async discover(
+    tenantId: string,
+    filter: { namespace: string | undefined; task: string | undefined },
+    options: PopOptions,
+    signal: AbortSignal,
+  ): Promise<JsonText | undefined> {
+    options = { ...options };
+    const deadline = Date.now() + options.timeoutMs;
+    let woken = false;
+    for (;;) {
+      const queues = await this.writes.run(tenantId, ({ manager }) =>
+        this.pops.discover(tenantId, filter, DISCOVERY_MAX_QUEUES, manager),
+      );
+      const subscriptions = options.wait
+        ? queues.map((queue) => this.polls.subscribe(tenantId, queue, options.consumerGroup, undefined))
+        : [];
+      try {
+        if (subscriptions.some((subscription) => subscription.refused)) {
+          throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
+        }
+        let lookAgainIn: number | undefined;
+        for (const queue of queues) {
+          const attempt: Attempt = this.maintenance.popsArePaused(tenantId)
+            ? { dueInMs: MAINTENANCE_REFRESH_MS }
+            : options.wait
+              ? await this.pollClaim(tenantId, queue, undefined, options, deadline, woken)
+              : await this.claim(tenantId, queue, undefined, options);
+          if (attempt.delivery) {
+            this.metrics.pops.inc({ outcome: 'messages' });
+            return attempt.delivery;
+          }
+          const again = attempt.failed ? RETRY_AFTER_FAILURE_MS : attempt.dueInMs;
+          if (again !== undefined) lookAgainIn = Math.min(lookAgainIn ?? Infinity, Math.max(0, again) + DUE_SLACK_MS);
+        }
+        // No queue matches yet: look again soon, one may be configured.
+        if (queues.length === 0) lookAgainIn = MAINTENANCE_REFRESH_MS;
+        const remaining = Math.max(0, deadline - Date.now());
+        if (!options.wait || remaining === 0) break;
+        const outcome = await firstOf(subscriptions, Math.min(remaining, lookAgainIn ?? remaining), signal);
+        if (outcome === 'closing') throw new ShuttingDownException();
+        if (outcome === 'aborted' || (outcome === 'timeout' && Date.now() >= deadline)) break;
+        woken = true;
+      } finally {
+        for (const subscription of subscriptions) subscription.close();
+      }
+    }
+    this.metrics.pops.inc({ outcome: 'empty' });
+    return undefined;
   }
 
   private async poll(
@@ -280,5 +339,31 @@ export class PopService {
         `"messages":[${messages.join(',')}],"partitionsClaimed":${claims.length},` +
         `"claimedPartitions":[${claims.join(',')}]}`,
     );
+  }
+}
+
+/** The first outcome of several subscriptions' waits; the others are settled with it. */
+async function firstOf(
+  subscriptions: WakeupSubscription[],
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<WaitOutcome> {
+  const done = new AbortController();
+  const stop = (): void => done.abort();
+  signal.addEventListener('abort', stop, { once: true });
+  try {
+    if (subscriptions.length === 0) {
+      return await new Promise<WaitOutcome>((resolve) => {
+        const timer = setTimeout(() => resolve('timeout'), timeoutMs);
+        done.signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve('aborted');
+        });
+      });
+    }
+    return await Promise.race(subscriptions.map((subscription) => subscription.wait(timeoutMs, done.signal)));
+  } finally {
+    signal.removeEventListener('abort', stop);
+    done.abort();
   }
 }

@@ -5,7 +5,7 @@ import { ConfigureCommand, ConfigureRequestDto, RETENTION_OPTIONS } from './dto/
 @Injectable()
 export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCommand> {
   transform(body: unknown): ConfigureCommand {
-    const { queue, options } = validateBody(ConfigureRequestDto, body);
+    const { queue, options, namespace, task } = validateBody(ConfigureRequestDto, body);
     const sent = options ?? {};
     return {
       queue,
@@ -15,6 +15,9 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
         deadLetterQueue: sent.deadLetterQueue,
         delayedProcessing: sent.delayedProcessing,
         windowBuffer: sent.windowBuffer,
+        priority: sent.priority,
+        namespace: namespace ?? undefined,
+        task: task ?? undefined,
         retention: Object.fromEntries(
           RETENTION_OPTIONS.filter((name) => sent[name] !== undefined).map((name) => [name, sent[name]]),
         ),

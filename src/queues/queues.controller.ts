@@ -11,7 +11,14 @@ import { ConfigureRequestPipe } from './configure-request.pipe';
 import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueListQueryDto } from './dto/queue-list-query.dto';
 import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
-import { ConfigureResponseDto, DeleteQueueResponseDto, QueueDetailDto, QueueListDto } from './dto/queue-response.dto';
+import {
+  ConfigureResponseDto,
+  DeleteQueueResponseDto,
+  NamespacesDto,
+  QueueDetailDto,
+  QueueListDto,
+  TasksDto,
+} from './dto/queue-response.dto';
 import { QueuesService } from './queues.service';
 
 @ApiTags('queues')
@@ -29,10 +36,11 @@ export class QueuesController {
     summary: 'Create a queue or change its options',
     description:
       'leaseTime (default leaseSeconds of a pop), retryLimit (failures redelivered before dead-lettering), ' +
-      'deadLetterQueue (false drops messages that use up their retries), delayedProcessing, windowBuffer and the ' +
-      'retention options (docs/retention.md). Options not sent keep their value. An option the broker does not ' +
-      'implement is refused with a 400 naming it; priority, encryptionEnabled, ttl and retryDelay, which ' +
-      "Queen's client sends with every queue, are accepted at their default value only.",
+      'deadLetterQueue (false drops messages that use up their retries), delayedProcessing, windowBuffer, ' +
+      'priority and the retention options (docs/retention.md); namespace and task, beside options, group queues ' +
+      'for a discovery pop. Options not sent keep their value. An option the broker does not implement is ' +
+      "refused with a 400 naming it; encryptionEnabled, ttl and retryDelay, which Queen's client sends with " +
+      'every queue, are accepted at their default value only.',
   })
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })
@@ -67,6 +75,24 @@ export class QueuesController {
   @ApiDatabaseErrors('Nothing was changed.')
   list(@TenantId() tenantId: string, @Query(QueueListQueryPipe) page: QueueListQuery): Promise<QueueListDto> {
     return this.queuesService.list(tenantId, page);
+  }
+
+  @Get('resources/namespaces')
+  @Access('read-only')
+  @ApiOperation({ summary: "The tenant's queues grouped by namespace, with counts" })
+  @ApiOkResponse({ type: NamespacesDto })
+  @ApiDatabaseErrors('Nothing was changed.')
+  namespaces(@TenantId() tenantId: string): Promise<NamespacesDto> {
+    return this.queuesService.namespaces(tenantId);
+  }
+
+  @Get('resources/tasks')
+  @Access('read-only')
+  @ApiOperation({ summary: "The tenant's queues grouped by task, with counts" })
+  @ApiOkResponse({ type: TasksDto })
+  @ApiDatabaseErrors('Nothing was changed.')
+  tasks(@TenantId() tenantId: string): Promise<TasksDto> {
+    return this.queuesService.tasks(tenantId);
   }
 
   @Get('resources/queues/:queue')

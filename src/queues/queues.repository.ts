@@ -14,6 +14,9 @@ export interface QueueRecord {
   deadLetterQueue: boolean;
   delayedProcessing: number;
   windowBuffer: number;
+  priority: number;
+  namespace: string | null;
+  task: string | null;
   retention: StoredRetention;
   /** Options stored before the broker refused those it does not implement, still shown. */
   extraOptions: Record<string, unknown>;
@@ -27,6 +30,10 @@ export interface QueueSettings {
   deadLetterQueue?: boolean;
   delayedProcessing?: number;
   windowBuffer?: number;
+  priority?: number;
+  /** "" removes it. */
+  namespace?: string;
+  task?: string;
   /** Retention options sent; null resets one to the broker's default. */
   retention: RetentionSettings;
 }
@@ -84,6 +91,9 @@ interface QueueRow {
   dead_letter_queue: boolean;
   delayed_processing: number;
   window_buffer: number;
+  priority: number;
+  namespace: string | null;
+  task: string | null;
   retention_enabled: boolean | null;
   retention_seconds: number | null;
   completed_retention_seconds: number | null;
@@ -121,7 +131,7 @@ const PENDING = 'p.last_offset - GREATEST(k.first_kept - 1, COALESCE(c.slowest, 
 const QUEUE_ENTRY_BYTES = 300;
 
 const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.delayed_processing,
-  q.window_buffer, q.options, q.retention_enabled,
+  q.window_buffer, q.priority, q.namespace, q.task, q.options, q.retention_enabled,
   q.retention_seconds, q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
@@ -281,6 +291,9 @@ export class QueuesRepository {
                 dead_letter_queue = COALESCE($5, dead_letter_queue),
                 delayed_processing = COALESCE($6, delayed_processing),
                 window_buffer = COALESCE($8, window_buffer),
+                priority = COALESCE($9, priority),
+                namespace = CASE WHEN $10::text IS NULL THEN namespace ELSE NULLIF($10, '') END,
+                task = CASE WHEN $11::text IS NULL THEN task ELSE NULLIF($11, '') END,
                 retention_enabled = CASE WHEN $7::jsonb ? 'retentionEnabled'
                                          THEN ($7::jsonb ->> 'retentionEnabled')::boolean ELSE retention_enabled END,
                 retention_seconds = CASE WHEN $7::jsonb ? 'retentionSeconds'
@@ -307,6 +320,9 @@ export class QueuesRepository {
         settings.delayedProcessing ?? null,
         JSON.stringify(settings.retention),
         settings.windowBuffer ?? null,
+        settings.priority ?? null,
+        settings.namespace ?? null,
+        settings.task ?? null,
       ],
     );
     return toQueue(rows[0]);
@@ -503,6 +519,9 @@ function toQueue(row: QueueRow): QueueRecord {
     deadLetterQueue: row.dead_letter_queue,
     delayedProcessing: row.delayed_processing,
     windowBuffer: row.window_buffer,
+    priority: row.priority,
+    namespace: row.namespace,
+    task: row.task,
     retention: {
       retentionEnabled: row.retention_enabled,
       retentionSeconds: row.retention_seconds,

@@ -15,7 +15,10 @@ import {
   ConfigureResponseDto,
   ConsumerGroupDto,
   DeleteQueueResponseDto,
+  NamespacesDto,
   QueueDetailDto,
+  QueueGroupDto,
+  TasksDto,
   QueueListDto,
   QueueSummaryDto,
 } from './dto/queue-response.dto';
@@ -59,6 +62,7 @@ export class QueuesService {
       ...optionsOf(queue, this.retentionDefaults),
       delayedProcessing: queue.delayedProcessing,
       windowBuffer: queue.windowBuffer,
+      priority: queue.priority,
       ...retentionOptionsInForce(retentionPolicy(queue.retention, this.retentionDefaults)),
     };
     return {
@@ -97,6 +101,20 @@ export class QueuesService {
   }
 
   /** Read in one transaction: one snapshot, and one connection even on the embedded database. */
+  async namespaces(tenantId: string): Promise<NamespacesDto> {
+    const summaries = await this.transactions.run(tenantId, (manager) =>
+      this.queues.summaries(tenantId, undefined, manager),
+    );
+    return { namespaces: groupedBy(summaries, 'namespace') };
+  }
+
+  async tasks(tenantId: string): Promise<TasksDto> {
+    const summaries = await this.transactions.run(tenantId, (manager) =>
+      this.queues.summaries(tenantId, undefined, manager),
+    );
+    return { tasks: groupedBy(summaries, 'task') };
+  }
+
   async detail(tenantId: string, name: string): Promise<QueueDetailDto> {
     return this.transactions.run(tenantId, async (manager) => {
       const [summary] = await this.queues.summaries(tenantId, name, manager);
@@ -131,6 +149,22 @@ export class QueuesService {
   }
 }
 
+/** Queues grouped by their namespace or task (those without one are left out), by name. */
+function groupedBy(summaries: QueueSummary[], key: 'namespace' | 'task'): QueueGroupDto[] {
+  const groups = new Map<string, QueueGroupDto>();
+  for (const summary of summaries) {
+    const name = summary[key];
+    if (name === null) continue;
+    const group = groups.get(name) ?? { name, queues: 0, partitions: 0, messages: { total: 0, pending: 0 } };
+    group.queues += 1;
+    group.partitions += summary.partitions;
+    group.messages.total += summary.messages;
+    group.messages.pending += summary.pending;
+    groups.set(name, group);
+  }
+  return [...groups.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
 /** The options a queue was given: the delivery and retention ones only once set, each with the value in force. */
 function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<string, unknown> {
   const inForce = retentionOptionsInForce(retentionPolicy(queue.retention, defaults));
@@ -143,6 +177,7 @@ function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<stri
     deadLetterQueue: queue.deadLetterQueue,
     ...(queue.delayedProcessing > 0 ? { delayedProcessing: queue.delayedProcessing } : {}),
     ...(queue.windowBuffer > 0 ? { windowBuffer: queue.windowBuffer } : {}),
+    ...(queue.priority !== 0 ? { priority: queue.priority } : {}),
     ...retention,
     ...queue.extraOptions,
   };
@@ -153,6 +188,8 @@ function toSummary(summary: QueueSummary, defaults: RetentionDefaults): QueueSum
     name: summary.name,
     options: optionsOf(summary, defaults),
     retention: retentionOptionsInForce(retentionPolicy(summary.retention, defaults)),
+    namespace: summary.namespace,
+    task: summary.task,
     partitionCount: summary.partitions,
     messages: summary.messages,
     pending: summary.pending,

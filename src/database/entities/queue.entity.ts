@@ -57,6 +57,13 @@ export class QueueEntity {
   @Column({ name: 'window_buffer', type: 'integer', default: 0 })
   windowBuffer: number;
 
+  /** What a discovery pop (GET /api/v1/pop?namespace=&task=) matches queues by. */
+  @Column({ name: 'namespace', type: 'text', nullable: true })
+  namespace: string | null;
+
+  @Column({ name: 'task', type: 'text', nullable: true })
+  task: string | null;
+
   /** Order of the queues a discovery pop serves, highest first. */
   @Column({ name: 'priority', type: 'integer', default: 0 })
   priority: number;

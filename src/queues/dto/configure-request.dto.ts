@@ -1,5 +1,12 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIntegerBetween, IsName, IsTrueOrFalse, Problem } from '../../common/contract-validators';
+import {
+  contractRule,
+  IsIntegerBetween,
+  IsName,
+  IsTrueOrFalse,
+  nameProblem,
+  Problem,
+} from '../../common/contract-validators';
 import { IsObjectOf } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
 import { QueueSettings } from '../queues.repository';
@@ -55,6 +62,14 @@ export class QueueOptionsDto {
   })
   @IsIntegerBetween(0, INT32_MAX)
   windowBuffer?: number;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    default: 0,
+    description: 'Order in which a discovery pop (GET /api/v1/pop) serves the queues it matches, highest first',
+  })
+  @IsIntegerBetween(-INT32_MAX, INT32_MAX)
+  priority?: number;
 
   @ApiPropertyOptional({
     type: 'integer',
@@ -141,7 +156,6 @@ export type RetentionSettings = Partial<Record<RetentionOption, number | boolean
  * them off: Queen's client sends every option with its default.
  */
 export const DEFAULT_ONLY_OPTIONS: Readonly<Record<string, unknown>> = {
-  priority: 0,
   encryptionEnabled: false,
   ttl: 3600,
   retryDelay: 1000,
@@ -165,10 +179,29 @@ function unsupportedOptionProblem(undeclared: Record<string, unknown>): Problem 
   return undefined;
 }
 
+/** A namespace or task: a name, "" to remove it, null or absent to keep it. */
+const IsGroupingName = () =>
+  contractRule('isGroupingName', (value) =>
+    value === undefined || value === null || value === '' ? undefined : nameProblem(value),
+  );
+
 export class ConfigureRequestDto {
   @ApiProperty({ example: 'orders', description: 'Created when missing' })
   @IsName()
   queue: string;
+
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    example: 'billing',
+    description: 'What a discovery pop matches the queue by; null or absent keeps it, "" removes it',
+  })
+  @IsGroupingName()
+  namespace?: string | null;
+
+  @ApiPropertyOptional({ type: String, nullable: true, example: 'invoices', description: 'As namespace' })
+  @IsGroupingName()
+  task?: string | null;
 
   @ApiPropertyOptional({
     type: QueueOptionsDto,

@@ -56,6 +56,12 @@ export class QueueSummaryDto {
   })
   retention: Record<string, number | boolean>;
 
+  @ApiProperty({ type: String, nullable: true, example: 'billing', description: 'Set by configure' })
+  namespace: string | null;
+
+  @ApiProperty({ type: String, nullable: true, example: 'invoices', description: 'Set by configure' })
+  task: string | null;
+
   @ApiProperty({ type: 'integer' })
   partitionCount: number;
 
@@ -169,4 +175,36 @@ export class QueueDetailDto extends QueueSummaryDto {
 
   @ApiProperty({ type: [ConsumerGroupDto] })
   consumerGroups: ConsumerGroupDto[];
+}
+
+export class QueueGroupMessagesDto {
+  @ApiProperty({ type: 'integer', description: 'Ever stored' })
+  total: number;
+
+  @ApiProperty({ type: 'integer', description: 'Not yet consumed by the slowest group of each queue' })
+  pending: number;
+}
+
+export class QueueGroupDto {
+  @ApiProperty({ example: 'billing', description: 'The namespace or task' })
+  name: string;
+
+  @ApiProperty({ type: 'integer' })
+  queues: number;
+
+  @ApiProperty({ type: 'integer' })
+  partitions: number;
+
+  @ApiProperty({ type: QueueGroupMessagesDto })
+  messages: QueueGroupMessagesDto;
+}
+
+export class NamespacesDto {
+  @ApiProperty({ type: [QueueGroupDto], description: 'By name; queues without a namespace are left out' })
+  namespaces: QueueGroupDto[];
+}
+
+export class TasksDto {
+  @ApiProperty({ type: [QueueGroupDto], description: 'By name; queues without a task are left out' })
+  tasks: QueueGroupDto[];
 }
