@@ -143,6 +143,11 @@ describe('OpenAPI documentation of the message routes', () => {
       ['200', '400', '401', '403', '404', '409', '429', '500'],
     ],
     ['delete', '/api/v1/queues/{queue}/clear', ['200', '400', '401', '403', '404', '429', '500']],
+    [
+      'post',
+      '/api/v1/messages/{partitionId}/{transactionId}/dlq',
+      ['200', '400', '401', '403', '404', '409', '429', '500'],
+    ],
     ['post', '/api/v1/system/maintenance', ['200', '400', '401', '403', '413', '429', '500']],
     ['post', '/api/v1/system/maintenance/pop', ['200', '400', '401', '403', '413', '429', '500']],
     ['get', '/api/v1/pop/queue/{queue}', ['200', '204', '400', '401', '403', '429', '500', '503']],

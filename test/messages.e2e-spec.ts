@@ -206,6 +206,37 @@ describe('messages', () => {
     });
   });
 
+  describe('POST /api/v1/messages/:partitionId/:transactionId/dlq', () => {
+    it("takes a poison message out of its partition into a group's dead letters, and retry brings it back", async () => {
+      const { client } = broker;
+      await orders(client);
+      const { partitionId } = (await list(client, { queue: 'orders', partition: 'p1' })).body.messages[0];
+      const lease = await client.popLeased('orders', { batch: 1 }, 'p1');
+      const refused = await client.post(`/api/v1/messages/${partitionId}/o1-0/dlq`);
+      expect([refused.status, refused.body]).toEqual([409, { error: 'message is under a live lease' }]);
+      await client.ackAll(lease, 'retry').expect(200);
+
+      const moved = await client.post(`/api/v1/messages/${partitionId}/o1-0/dlq?consumerGroup=billing`).expect(200);
+
+      expect(moved.body).toMatchObject({ moved: true, consumerGroup: 'billing' });
+      const letters = (await client.get('/api/v1/dlq', { queue: 'orders' })).body.messages;
+      expect(letters).toEqual([
+        expect.objectContaining({
+          transactionId: 'o1-0',
+          consumerGroup: 'billing',
+          errorMessage: 'moved to the dead-letter queue by an operator',
+          data: { n: 0 },
+        }),
+      ]);
+      expect(ids((await client.popLeased('orders', { batch: 10 }, 'p1')).messages)).toEqual(['o1-1', 'o1-2']);
+      const missing = await client.post(`/api/v1/messages/${partitionId}/o1-0/dlq`);
+      expect([missing.status, missing.body]).toEqual([404, { error: 'message not found' }]);
+
+      await client.post(`/api/v1/messages/${partitionId}/o1-0/retry`).expect(200);
+      expect(ids(await everyPage(client, { queue: 'orders', partition: 'p1' }))).toEqual(['dlq:o1-0', 'o1-2', 'o1-1']);
+    });
+  });
+
   describe('DELETE /api/v1/queues/:queue/clear', () => {
     it('deletes the messages, moves every group to the end and ends its leases; new pushes flow', async () => {
       const { client, dataSource } = broker;
@@ -268,6 +299,7 @@ describe('messages', () => {
     expect((await stranger.get(`/api/v1/messages/${partitionId}/${transactionId}`)).status).toBe(404);
     expect((await stranger.delete(`/api/v1/messages/${partitionId}/${transactionId}`)).status).toBe(404);
     expect((await stranger.post(`/api/v1/messages/${partitionId}/${transactionId}/retry`)).status).toBe(404);
+    expect((await stranger.post(`/api/v1/messages/${partitionId}/o1-1/dlq`)).status).toBe(404);
     expect((await stranger.delete('/api/v1/queues/orders/clear')).status).toBe(404);
 
     expect(await storedCounts(dataSource, owner.tenant)).toEqual(before);

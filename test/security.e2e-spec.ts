@@ -212,6 +212,11 @@ const ROUTE_TABLE: RouteRow[] = [
     request: () => ({ path: `/api/v1/messages/${uuidv7()}/probe/retry` }),
   },
   {
+    route: 'POST /api/v1/messages/:partitionId/:transactionId/dlq',
+    level: 'read-write',
+    request: () => ({ path: `/api/v1/messages/${uuidv7()}/probe/dlq` }),
+  },
+  {
     route: 'DELETE /api/v1/queues/:queue/clear',
     level: 'admin',
     request: (queue) => ({ path: `/api/v1/queues/${queue}/clear` }),
@@ -822,6 +827,11 @@ describe('security', () => {
         name: "retry the owner's message",
         route: 'POST /api/v1/messages/:partitionId/:transactionId/retry',
         request: (ids) => ({ method: 'POST', path: `/api/v1/messages/${ids.partitionId}/${ids.transactionId}/retry` }),
+      },
+      {
+        name: "move the owner's message to the dead-letter queue",
+        route: 'POST /api/v1/messages/:partitionId/:transactionId/dlq',
+        request: (ids) => ({ method: 'POST', path: `/api/v1/messages/${ids.partitionId}/${ids.transactionId}/dlq` }),
       },
       {
         name: "clear the owner's queue",

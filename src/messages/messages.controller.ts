@@ -28,6 +28,7 @@ import {
   MessageDetailDto,
   MessageListQueryDto,
   MessagePageDto,
+  MoveToDeadLettersResponseDto,
   RetryMessageResponseDto,
 } from './dto/messages.dto';
 import { MessagesService } from './messages.service';
@@ -146,6 +147,31 @@ export class MessagesController {
     @Query('consumerGroup', new OptionalNamePipe('consumerGroup')) consumerGroup: string | undefined,
   ): Promise<RetryMessageResponseDto> {
     return this.service.retry(tenantId, partitionId, transactionId, consumerGroup);
+  }
+
+  @Post('messages/:partitionId/:transactionId/dlq')
+  @HttpCode(HttpStatus.OK)
+  @Access('read-write')
+  @ApiOperation({
+    summary: 'Move a message to the dead-letter queue',
+    description:
+      'Takes a poison message out of its partition (every group skips it) and keeps it as a dead letter of ' +
+      'consumerGroup (queue mode by default), with errorMessage "moved to the dead-letter queue by an operator", ' +
+      'in one transaction. Refused with 409 while a live lease covers it. Retry brings it back.',
+  })
+  @ApiQuery({ name: 'consumerGroup', required: false, description: 'The group whose dead letter it becomes' })
+  @ApiOkResponse({ type: MoveToDeadLettersResponseDto })
+  @ApiErrorResponse(400, 'Invalid partition id', 'partitionId must be a UUID')
+  @ApiErrorResponse(404, 'No such message in this partition of this tenant', 'message not found')
+  @ApiErrorResponse(409, 'A live lease covers the message; nothing changed', 'message is under a live lease')
+  @ApiDatabaseErrors('The move may or may not have happened: send it again (404 then means it did).')
+  moveToDeadLetters(
+    @TenantId() tenantId: string,
+    @Param('partitionId', PartitionIdPipe) partitionId: string,
+    @Param('transactionId', TRANSACTION_ID) transactionId: string,
+    @Query('consumerGroup', new OptionalNamePipe('consumerGroup')) consumerGroup: string | undefined,
+  ): Promise<MoveToDeadLettersResponseDto> {
+    return this.service.moveToDeadLetters(tenantId, partitionId, transactionId, consumerGroup);
   }
 
   @Delete('queues/:queue/clear')

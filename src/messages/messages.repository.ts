@@ -257,6 +257,38 @@ export class MessagesRepository {
   }
 
   /**
+   * Copies the message into the dead-letter queue of `consumerGroup` and
+   * deletes it from its partition, unless a live lease covers it (then
+   * nothing changes); undefined when there is no such message.
+   */
+  async moveToDeadLetters(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    consumerGroup: string,
+    reason: string,
+    deadLetterId: string,
+    manager: EntityManager,
+  ): Promise<'leased' | boolean> {
+    if (await this.lockLeased(tenantId, partitionId, transactionId, manager)) return 'leased';
+    const [row]: Array<{ moved: number }> = await manager.query(
+      `WITH gone AS (
+         DELETE FROM messages WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING *
+       ), letter AS (
+         INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
+                                   trace_id, payload, producer_sub, message_created_at, error_message, retry_count)
+         SELECT $1, $6, p.queue_id, g.partition_id, $4, g.id, g.seq, g.transaction_id, g.trace_id, g.payload,
+                g.producer_sub, g.created_at, $5, 0
+           FROM gone g JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
+         RETURNING 1
+       )
+       SELECT count(*)::int AS moved FROM letter`,
+      [tenantId, partitionId, transactionId, consumerGroup, reason, deadLetterId],
+    );
+    return row.moved > 0;
+  }
+
+  /**
    * Deletes the message and its dead letters, unless a live lease covers it
    * (then nothing changes). The partition's cursors are locked first, in
    * primary-key order as acks take them, so no claim can lease it meanwhile.
@@ -267,16 +299,7 @@ export class MessagesRepository {
     transactionId: string,
     manager: EntityManager,
   ): Promise<'leased' | { message: boolean; deadLetters: number }> {
-    const leased: Array<{ leased: boolean }> = await manager.query(
-      `SELECT c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset AS leased
-         FROM consumers c
-         LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.transaction_id = $3
-        WHERE c.tenant_id = $1 AND c.partition_id = $2
-        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
-          FOR UPDATE OF c`,
-      [tenantId, partitionId, transactionId],
-    );
-    if (leased.some((row) => row.leased)) return 'leased';
+    if (await this.lockLeased(tenantId, partitionId, transactionId, manager)) return 'leased';
     const [row]: Array<{ messages: number; dead_letters: number }> = await manager.query(
       `WITH message AS (
          DELETE FROM messages WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING 1
@@ -287,6 +310,25 @@ export class MessagesRepository {
       [tenantId, partitionId, transactionId],
     );
     return { message: row.messages > 0, deadLetters: row.dead_letters };
+  }
+
+  /** Locks the partition's cursors, in primary-key order as acks take them; true when a live lease covers the message. */
+  private async lockLeased(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    manager: EntityManager,
+  ): Promise<boolean> {
+    const rows: Array<{ leased: boolean }> = await manager.query(
+      `SELECT c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset AS leased
+         FROM consumers c
+         LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.transaction_id = $3
+        WHERE c.tenant_id = $1 AND c.partition_id = $2
+        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+          FOR UPDATE OF c`,
+      [tenantId, partitionId, transactionId],
+    );
+    return rows.some((row) => row.leased);
   }
 
   /** Removes the message's dead letters (of one group, or all), answering the oldest's copy of it. */

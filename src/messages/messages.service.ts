@@ -1,6 +1,6 @@
 import { BadRequestException, ConflictException, Inject, Injectable, Logger, NotFoundException } from '@nestjs/common';
 import { JsonText } from '../common/json-text';
-import { isUuid } from '../common/uuid';
+import { isUuid, uuidv7 } from '../common/uuid';
 import { zonedTimestamp } from '../common/contract-validators';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
@@ -14,12 +14,15 @@ import {
   ClearQueueResponseDto,
   DeleteMessageResponseDto,
   MessageListQueryDto,
+  MoveToDeadLettersResponseDto,
   RetryMessageResponseDto,
 } from './dto/messages.dto';
 
 /** The page's own keys, outside its messages. */
 const PAGE_ENVELOPE_BYTES = 1_024;
 const NOT_A_CURSOR = 'after is not a page cursor';
+/** The error a dead letter made by hand carries. */
+export const MOVED = 'moved to the dead-letter queue by an operator';
 
 /**
  * Looking at and repairing single messages: a paged, filtered listing with
@@ -94,6 +97,26 @@ export class MessagesService {
         ` (${outcome.deadLetters} dead letters)`,
     );
     return { deleted: true, message: outcome.message, deadLetters: outcome.deadLetters };
+  }
+
+  async moveToDeadLetters(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    consumerGroup: string | undefined,
+  ): Promise<MoveToDeadLettersResponseDto> {
+    const group = consumerGroup ?? QUEUE_MODE_GROUP;
+    const deadLetterId = uuidv7();
+    const moved = await this.writes.run(tenantId, (unit) =>
+      this.messages.moveToDeadLetters(tenantId, partitionId, transactionId, group, MOVED, deadLetterId, unit.manager),
+    );
+    if (moved === 'leased') throw new ConflictException({ error: 'message is under a live lease' });
+    if (!moved) throw new NotFoundException({ error: 'message not found' });
+    this.logger.log(
+      `Message ${JSON.stringify(transactionId)} of partition ${partitionId} moved to the dead letters of group ` +
+        `${JSON.stringify(group)} by tenant ${tenantId}`,
+    );
+    return { moved: true, deadLetterId, consumerGroup: group };
   }
 
   /**

@@ -190,3 +190,14 @@ export class ClearQueueResponseDto {
   @ApiProperty({ type: 'integer', description: 'Partitions whose cursors moved to the end' })
   partitions: number;
 }
+
+export class MoveToDeadLettersResponseDto {
+  @ApiProperty({ example: true })
+  moved: true;
+
+  @ApiProperty({ example: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a93' })
+  deadLetterId: string;
+
+  @ApiProperty({ example: '__QUEUE_MODE__' })
+  consumerGroup: string;
+}
