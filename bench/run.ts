@@ -148,7 +148,7 @@ async function measureThroughput(): Promise<{
     });
     try {
       await waitFor(`http://127.0.0.1:${SECOND_BROKER_PORT}/health`);
-      log('wakeups: redelivery to a parked poll, in the same and in another broker process');
+      log('wakeups: redelivery and delayed delivery to a parked poll, in the same and in another broker process');
       wakeups = await measureWakeups(BROKER, `http://127.0.0.1:${SECOND_BROKER_PORT}`, databaseUrl());
     } finally {
       second.kill('SIGTERM');
@@ -468,9 +468,10 @@ function writeResults(
     '',
     '## Redelivery to a parked consumer',
     '',
-    'A batch held through the main broker is nacked, or its 1 s lease left to expire, while a long poll of the same group ' +
-      'is parked in the same process or in a second broker process on the same database (pool 4). Milliseconds from the ' +
-      "nack's answer, or from the lease's expiry by the database clock, to the parked poll's answer; 5 rounds at a time.",
+    'A batch held through the main broker is nacked, or its 1 s lease left to expire, or a message of a queue with ' +
+      'delayedProcessing 1 is pushed, while a long poll of the same group is parked in the same process or in a second ' +
+      "broker process on the same database (pool 4). Milliseconds from the nack's answer, or from the lease's expiry or " +
+      "the message's due instant by the database clock, to the parked poll's answer; 5 rounds at a time.",
     '',
     '| scenario | rounds | p50 | p99 | max | errors |',
     '| --- | ---: | ---: | ---: | ---: | ---: |',

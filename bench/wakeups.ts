@@ -5,7 +5,9 @@ import { call, percentile } from './http';
  * How soon a parked long poll gets a batch that became claimable again:
  * after a nack (from the nack's answer to the poll's answer), and after a
  * lease ends unrenewed (from the lease's expiry by the database clock to
- * the poll's answer). The batch is held through broker `a`; the poll parks
+ * the poll's answer), and after a message of a queue with delayedProcessing
+ * comes due (from its due instant to the poll's answer). The batch is held, or
+ * the message pushed, through broker `a`; the poll parks
  * on `a` itself or on `b`, another process on the same database, which can
  * only hear of it by NOTIFY (nack) or its expiry sweep (expiry).
  */
@@ -39,6 +41,7 @@ export async function measureWakeups(a: string, b: string, databaseUrl: string):
     for (const [event, run] of [
       ['nack', nackRound],
       ['lease expiry', expiryRound],
+      ['delayedProcessing coming due', delayedRound],
     ] as const) {
       for (const [where, poller] of [
         ['same process', a],
@@ -105,6 +108,26 @@ async function expiryRound(a: string, poller: string, db: Pool, queue: string): 
   const woken = await poll;
   if (woken.status !== 200 || rows[0]?.expires_ms == null) return undefined;
   return Date.now() - (performance.now() - woken.at) - Number(rows[0].expires_ms);
+}
+
+/** Milliseconds from the instant a delayed message comes due (database clock) to the parked poll's answer. */
+async function delayedRound(a: string, poller: string, db: Pool, queue: string): Promise<number | undefined> {
+  const configured = await call<unknown>(a, 'POST', '/api/v1/configure', { queue, options: { delayedProcessing: 1 } });
+  if (configured.status !== 200) return undefined;
+  const poll = call<Popped>(poller, 'GET', `/api/v1/pop/queue/${queue}?wait=true&timeout=${POLL_TIMEOUT_MS}`);
+  await sleep(PARK_MS);
+  await push(a, queue);
+  const woken = await poll;
+  const { rows } = await db.query<{ due_ms: string }>(
+    `SELECT (extract(epoch FROM m.created_at + interval '1 second') * 1000)::bigint AS due_ms
+       FROM messages m
+       JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
+       JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+      WHERE q.name = $1`,
+    [queue],
+  );
+  if (woken.status !== 200 || rows[0]?.due_ms == null) return undefined;
+  return Date.now() - (performance.now() - woken.at) - Number(rows[0].due_ms);
 }
 
 async function push(base: string, queue: string): Promise<void> {
