@@ -5,21 +5,8 @@ import { ageMessages, cursors, storedCounts } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { waitFor, within } from './support/wait';
+import { MESSAGE_KEYS } from './support/contract-keys';
 
-const POP_KEYS = [
-  'id',
-  'transactionId',
-  'traceId',
-  'data',
-  'producerSub',
-  'createdAt',
-  'partitionId',
-  'partition',
-  'leaseId',
-  'consumerGroup',
-  'deliveryAttempt',
-  'leaseEpoch',
-];
 const ids = (messages: Array<{ transactionId: string }>) => messages.map((message) => message.transactionId);
 const list = (client: BrokerClient, query: Record<string, string | number>) => client.get('/api/v1/messages', query);
 
@@ -56,7 +43,7 @@ describe('messages', () => {
       expect(Object.keys(page.body)).toEqual(['messages', 'next']);
       expect(page.body.next).toBeNull();
       expect(ids(page.body.messages)).toEqual(['o2-1', 'o2-0', 'o1-2', 'o1-1', 'o1-0']);
-      expect(Object.keys(page.body.messages[0])).toEqual([...POP_KEYS, 'status']);
+      expect(Object.keys(page.body.messages[0])).toEqual([...MESSAGE_KEYS, 'status']);
       expect(page.body.messages.map((message: { status: string }) => message.status)).toEqual([
         'completed',
         'completed',

@@ -6,6 +6,7 @@ import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { waitFor } from './support/wait';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
+import { MESSAGE_KEYS } from './support/contract-keys';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
@@ -19,20 +20,6 @@ const POP_KEYS = [
   'messages',
   'partitionsClaimed',
   'claimedPartitions',
-];
-const MESSAGE_KEYS = [
-  'id',
-  'transactionId',
-  'traceId',
-  'data',
-  'producerSub',
-  'createdAt',
-  'partitionId',
-  'partition',
-  'leaseId',
-  'consumerGroup',
-  'deliveryAttempt',
-  'leaseEpoch',
 ];
 
 const transactionIds = (body: PopBody): string[] => body.messages.map((message) => message.transactionId);

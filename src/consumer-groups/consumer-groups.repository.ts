@@ -204,19 +204,6 @@ export class ConsumerGroupsRepository {
     return rows.map(toGroupPartition);
   }
 
-  async partitionId(
-    tenantId: string,
-    queueId: string,
-    name: string,
-    manager: EntityManager,
-  ): Promise<string | undefined> {
-    const rows: Array<{ id: string }> = await manager.query(
-      'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
-      [tenantId, queueId, name],
-    );
-    return rows[0]?.id;
-  }
-
   async groupExists(tenantId: string, queueId: string, group: string, manager: EntityManager): Promise<boolean> {
     const rows: unknown[] = await manager.query(
       'SELECT 1 FROM consumer_groups WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',

@@ -106,7 +106,7 @@ export class ConsumerGroupsService {
       const queue = await this.queueOrThrow(tenantId, queueName, unit.manager);
       let partitionId: string | undefined;
       if (partitionName !== undefined) {
-        partitionId = await this.groups.partitionId(tenantId, queue.id, partitionName, unit.manager);
+        partitionId = await this.queues.partitionId(tenantId, queue.id, partitionName, unit.manager);
         if (partitionId === undefined) throw new NotFoundException({ error: 'partition not found' });
       }
       if (!(await this.groups.groupExists(tenantId, queue.id, group, unit.manager))) {

@@ -171,11 +171,7 @@ export class MessagesService {
       if (!queue) throw new NotFoundException({ error: 'queue not found' });
       let partitionId: string | undefined;
       if (partitionName !== undefined) {
-        const rows: Array<{ id: string }> = await manager.query(
-          'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
-          [tenantId, queue.id, partitionName],
-        );
-        partitionId = rows[0]?.id;
+        partitionId = await this.queues.partitionId(tenantId, queue.id, partitionName, manager);
         if (!partitionId) throw new NotFoundException({ error: 'partition not found' });
       }
       return this.messages.clear(tenantId, queue.id, partitionId, manager);

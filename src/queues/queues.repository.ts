@@ -252,6 +252,20 @@ export class QueuesRepository {
     return new Map(rows.map((row) => [row.queue_id, Number(row.pending)]));
   }
 
+  /** A partition's id by its name, undefined when the queue has none by that name. */
+  async partitionId(
+    tenantId: string,
+    queueId: string,
+    name: string,
+    manager: EntityManager,
+  ): Promise<string | undefined> {
+    const rows: Array<{ id: string }> = await manager.query(
+      'SELECT id FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
+      [tenantId, queueId, name],
+    );
+    return rows[0]?.id;
+  }
+
   /**
    * Creates the queue when missing (true when it did) and takes its row lock,
    * so that it cannot vanish before configure() updates it.
