@@ -403,7 +403,7 @@ describe('consumer groups', () => {
           () => client.delete('/api/v1/consumer-groups/g/queues/busy'),
           () => client.delete('/api/v1/consumer-groups/g'),
         ];
-        for (let round = 0; round < 40; round += 1) record((await moves[round % moves.length]()).status);
+        for (let round = 0; round < 100; round += 1) record((await moves[round % moves.length]()).status);
       })();
 
       await admin;

@@ -212,14 +212,31 @@ export class ConsumerGroupsRepository {
     return rows.length > 0;
   }
 
+  /** Locks the group's cursors on the queue (or one partition), in primary-key order as acks and renewals take them. */
+  private async lockCursors(
+    tenantId: string,
+    queueId: string,
+    group: string,
+    partitionId: string | undefined,
+    manager: EntityManager,
+  ): Promise<void> {
+    await manager.query(
+      `SELECT 1 FROM consumers
+        WHERE tenant_id = $1 AND queue_id = $2 AND consumer_group = $3 AND ($4::uuid IS NULL OR partition_id = $4)
+        ORDER BY tenant_id, partition_id, consumer_group
+          FOR UPDATE`,
+      [tenantId, queueId, group, partitionId ?? null],
+    );
+  }
+
   /**
    * Moves the group's cursor in every partition of the queue (or in one) to
    * its end, or to just before the first message created at or after
    * `timestamp`; ends its leases there and advances their epochs, so the old
    * holders' acks and extends are refused. Push timestamps never decrease
    * along a partition's offsets, which makes "the last message before the
-   * instant" the boundary. The rows are locked in primary-key order first,
-   * the order acks and renewals take them in.
+   * instant" the boundary. Cursors created here (for partitions the group
+   * had none in) are locked with the rest (see lockCursors).
    */
   async seek(
     tenantId: string,
@@ -237,13 +254,7 @@ export class ConsumerGroupsRepository {
        ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
       [tenantId, queue.id, group, partitionId ?? null],
     );
-    await manager.query(
-      `SELECT 1 FROM consumers
-        WHERE tenant_id = $1 AND queue_id = $2 AND consumer_group = $3 AND ($4::uuid IS NULL OR partition_id = $4)
-        ORDER BY tenant_id, partition_id, consumer_group
-          FOR UPDATE`,
-      [tenantId, queue.id, group, partitionId ?? null],
-    );
+    await this.lockCursors(tenantId, queue.id, group, partitionId, manager);
     const rows: Array<{ partition: string; last_offset: string; committed_offset: string }> = await manager.query(
       `WITH target AS (
          SELECT c.partition_id, p.name AS partition, p.last_offset,
@@ -282,7 +293,11 @@ export class ConsumerGroupsRepository {
    * with them its leases) and its starting point. Cursors are locked first
    * in primary-key order, as acks and renewals lock them; then the queue
    * rows, so that no push creating a partition adds a cursor for the group
-   * meanwhile (it holds a key-share lock on the queue while it does).
+   * meanwhile (it holds a key-share lock on the queue while it does). Cursors
+   * that appeared between the two (a pop re-creating the group) are locked
+   * without waiting: an ack holding one waits for the queue row to write a
+   * dead letter, and waiting for it would deadlock. Throws LockNotAvailable
+   * then; the caller tries again.
    */
   async delete(
     tenantId: string,
@@ -304,6 +319,14 @@ export class ConsumerGroupsRepository {
           AND EXISTS (SELECT 1 FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $2)
         ORDER BY q.id
           FOR UPDATE OF q`,
+      [tenantId, group, queueName ?? null],
+    );
+    await manager.query(
+      `SELECT 1 FROM consumers c
+         JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+        WHERE c.tenant_id = $1 AND c.consumer_group = $2 AND ($3::text IS NULL OR q.name = $3)
+        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+          FOR UPDATE OF c NOWAIT`,
       [tenantId, group, queueName ?? null],
     );
     const rows: Array<{ queue_name: string; partition: string; last_offset: string }> = await manager.query(

@@ -1,5 +1,5 @@
 import { Injectable, Logger, NotFoundException } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
+import { EntityManager, QueryFailedError } from 'typeorm';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { PopRepository } from '../pop/pop.repository';
@@ -77,12 +77,14 @@ export class ConsumerGroupsService {
   }
 
   async delete(tenantId: string, group: string, queue: string | undefined): Promise<DeleteConsumerGroupResponseDto> {
-    const forgotten = await this.writes.run(tenantId, async (unit) => {
-      const moved = await this.groups.delete(tenantId, group, queue, unit.manager);
-      wake(unit, group, moved);
-      unit.afterCommit(() => this.quotas.forget(tenantId));
-      return moved.length;
-    });
+    const forgotten = await retriedWhileLocked(() =>
+      this.writes.run(tenantId, async (unit) => {
+        const moved = await this.groups.delete(tenantId, group, queue, unit.manager);
+        wake(unit, group, moved);
+        unit.afterCommit(() => this.quotas.forget(tenantId));
+        return moved.length;
+      }),
+    );
     this.logger.log(
       `Consumer group ${JSON.stringify(group)} forgotten on ${queue === undefined ? 'every queue' : `queue ${JSON.stringify(queue)}`}` +
         ` of tenant ${tenantId}: ${forgotten} cursors`,
@@ -102,22 +104,27 @@ export class ConsumerGroupsService {
     partitionName: string | undefined,
     target: SeekTarget,
   ): Promise<SeekResponseDto> {
+    // A group that never popped here is created first, in a transaction of its own: creating one locks the
+    // queue row, and holding that while waiting for cursors an ack holds (it then waits for the queue row to
+    // write a dead letter) would deadlock. Should the move then fail, the group exists at its start.
+    await this.writes.run(tenantId, async ({ manager }) => {
+      const queue = await this.queueOrThrow(tenantId, queueName, manager);
+      if (await this.groups.groupExists(tenantId, queue.id, group, manager)) return;
+      const created = await this.pops.ensureGroup(
+        tenantId,
+        queue.id,
+        group,
+        { newOnly: false, from: undefined },
+        manager,
+      );
+      await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
+    });
     const moved = await this.writes.run(tenantId, async (unit) => {
       const queue = await this.queueOrThrow(tenantId, queueName, unit.manager);
       let partitionId: string | undefined;
       if (partitionName !== undefined) {
         partitionId = await this.queues.partitionId(tenantId, queue.id, partitionName, unit.manager);
         if (partitionId === undefined) throw new NotFoundException({ error: 'partition not found' });
-      }
-      if (!(await this.groups.groupExists(tenantId, queue.id, group, unit.manager))) {
-        const created = await this.pops.ensureGroup(
-          tenantId,
-          queue.id,
-          group,
-          { newOnly: false, from: undefined },
-          unit.manager,
-        );
-        await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit.manager);
       }
       const timestamp = 'timestamp' in target ? target.timestamp : undefined;
       const cursors = await this.groups.seek(tenantId, queue, group, partitionId, timestamp, unit.manager);
@@ -142,6 +149,22 @@ export class ConsumerGroupsService {
     const queue = await this.queues.find(tenantId, name, manager);
     if (!queue) throw new NotFoundException({ error: 'queue not found' });
     return queue;
+  }
+}
+
+const LOCK_NOT_AVAILABLE = '55P03';
+const LOCKED_ATTEMPTS = 5;
+
+/** Runs a unit of work again, a little later each time, while it finds a row it would not wait for locked. */
+async function retriedWhileLocked<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await work();
+    } catch (error) {
+      const code = error instanceof QueryFailedError ? (error.driverError as { code?: string }).code : undefined;
+      if (code !== LOCK_NOT_AVAILABLE || attempt === LOCKED_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+    }
   }
 }
 
