@@ -16,6 +16,11 @@ export class DatabaseEngine implements OnModuleInit {
 
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
+  /** The embedded database: one broker process, and statements outside a transaction need care. */
+  get isEmbedded(): boolean {
+    return this.embedded;
+  }
+
   async onModuleInit(): Promise<void> {
     const [row]: Array<{ version: string }> = await this.dataSource.query('SELECT version() AS version');
     this.embedded = row.version.includes('PGlite');

@@ -1,5 +1,6 @@
 import { HttpStatus, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { RetryLaterException } from '../common/retry-later.exception';
+import { DatabaseEngine } from '../database/database-engine';
 import { TransactionRunner } from '../database/transaction-runner';
 
 export interface MaintenanceState {
@@ -17,8 +18,9 @@ const PUSH_RETRY_AFTER_SECONDS = 5;
  * Retry-After, so nothing is taken that could be lost), pops paused
  * (answered 204 without claiming). Kept in the database, so every broker
  * process on it honours them; each process reads the tenants that have one
- * on every MAINTENANCE_REFRESH_MS, and the process that changes a switch
- * honours it at once. The hot paths only look in a map.
+ * on every MAINTENANCE_REFRESH_MS (on PostgreSQL; the embedded database has
+ * one process), and the process that changes a switch honours it at once.
+ * The hot paths only look in a map.
  */
 @Injectable()
 export class MaintenanceService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -30,10 +32,15 @@ export class MaintenanceService implements OnApplicationBootstrap, OnApplication
   /** Bumped by every switch this process reads or sets: a refresh begun before one is stale. */
   private version = 0;
 
-  constructor(private readonly transactions: TransactionRunner) {}
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly engine: DatabaseEngine,
+  ) {}
 
   async onApplicationBootstrap(): Promise<void> {
     await this.refresh();
+    // The embedded database serves one broker process, which sets every switch itself.
+    if (this.engine.isEmbedded) return;
     this.timer = setInterval(() => {
       this.refreshing ??= this.refresh().finally(() => (this.refreshing = undefined));
     }, MAINTENANCE_REFRESH_MS).unref();

@@ -1,5 +1,6 @@
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { TransactionRunner } from '../database/transaction-runner';
+import { DatabaseEngine } from '../database/database-engine';
 import type { TenantQuotas } from '../limits/tenant-quotas';
 import { ConflictException, Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
@@ -111,7 +112,14 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   const quotas = { admit: async () => undefined } as unknown as TenantQuotas;
 
   return Object.assign(h, {
-    service: new PushService(writes, queues, pushes, metrics, quotas, new MaintenanceService({} as TransactionRunner)),
+    service: new PushService(
+      writes,
+      queues,
+      pushes,
+      metrics,
+      quotas,
+      new MaintenanceService({} as TransactionRunner, {} as DatabaseEngine),
+    ),
   });
 }
 
