@@ -27,13 +27,15 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   lockClient.on('error', (error) => logger.warn(`Migration lock connection lost: ${error.message}`));
   await lockClient.connect();
   try {
-    await lockClient.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    // One simple-protocol message: the embedded server may interleave another connection's
+    // messages between the parts of a parameterised statement.
+    await lockClient.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     const applied = await dataSource.runMigrations({ transaction: 'each' });
     if (applied.length > 0) {
       logger.log(`Applied ${applied.map((migration) => migration.name).join(', ')}`);
     }
   } finally {
-    await lockClient.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
+    await lockClient.query(`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`).catch(() => undefined);
     await lockClient.end();
   }
 }
