@@ -1,4 +1,5 @@
 import { ApiProperty, ApiPropertyOptions } from '@nestjs/swagger';
+import { isoTimestamp } from '../common/sql-timestamp';
 
 const EXAMPLE_ID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 
@@ -16,6 +17,36 @@ export interface WireMessage {
   consumerGroup: string;
   deliveryAttempt: number;
   leaseEpoch: number;
+}
+
+/** What a message row itself holds; the rest of a WireMessage comes from its partition and cursor. */
+export type StoredMessage = Pick<
+  WireMessage,
+  'id' | 'transactionId' | 'traceId' | 'dataJson' | 'producerSub' | 'createdAt'
+>;
+
+/** The columns of a `messages` row `m` that a StoredMessage is read from (storedMessage). */
+export const STORED_MESSAGE_COLUMNS = `m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
+  ${isoTimestamp('m.created_at')} AS created_at`;
+
+export interface StoredMessageRow {
+  id: string;
+  transaction_id: string;
+  trace_id: string | null;
+  payload: string;
+  producer_sub: string | null;
+  created_at: string;
+}
+
+export function storedMessage(row: StoredMessageRow): StoredMessage {
+  return {
+    id: row.id,
+    transactionId: row.transaction_id,
+    traceId: row.trace_id,
+    dataJson: row.payload,
+    producerSub: row.producer_sub,
+    createdAt: row.created_at,
+  };
 }
 
 interface Field {

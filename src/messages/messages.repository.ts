@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
-import { WireMessage } from './message-shape';
+import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow, WireMessage } from './message-shape';
 
 export type MessageStatus = 'pending' | 'leased' | 'completed' | 'dead_letter';
 
@@ -23,10 +23,10 @@ export interface ListedMessage extends WireMessage {
   seq: string;
 }
 
-export interface StoredMessage {
+export interface FoundMessage {
   queueId: string;
   queue: string;
-  message: Omit<WireMessage, 'leaseId' | 'consumerGroup' | 'deliveryAttempt' | 'leaseEpoch'>;
+  message: StoredMessage & Pick<WireMessage, 'partitionId' | 'partition'>;
 }
 
 export interface GroupState {
@@ -63,18 +63,6 @@ function statusOf(group: string): string {
                ELSE 'pending' END`;
 }
 
-const MESSAGE_COLUMNS = `m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
-  ${isoTimestamp('m.created_at')} AS created_at`;
-
-interface MessageRow {
-  id: string;
-  transaction_id: string;
-  trace_id: string | null;
-  payload: string;
-  producer_sub: string | null;
-  created_at: string;
-}
-
 /** SQL for browsing, deleting and retrying single messages, and clearing a queue. */
 @Injectable()
 export class MessagesRepository {
@@ -91,7 +79,7 @@ export class MessagesRepository {
     manager: EntityManager,
   ): Promise<{ messages: ListedMessage[]; more: boolean }> {
     const rows: Array<
-      MessageRow & {
+      StoredMessageRow & {
         partition_id: string;
         partition: string;
         seq: string;
@@ -131,7 +119,7 @@ export class MessagesRepository {
                 row_number() OVER (ORDER BY z.created_at DESC, z.partition_id DESC, z.seq DESC) AS position
            FROM page z
        )
-       SELECT ${MESSAGE_COLUMNS}, z.partition_id, z.partition, z.seq, z.status, z.page_rows,
+       SELECT ${STORED_MESSAGE_COLUMNS}, z.partition_id, z.partition, z.seq, z.status, z.page_rows,
               CASE WHEN z.status = 'leased' THEN z.delivery_attempt ELSE 0 END AS delivery_attempt, z.lease_epoch
          FROM sized z
          JOIN messages m ON m.tenant_id = $1 AND m.partition_id = z.partition_id AND m.seq = z.seq
@@ -155,7 +143,7 @@ export class MessagesRepository {
     const pageRows = rows.length > 0 ? Number(rows[0].page_rows) : 0;
     return {
       messages: rows.map((row) => ({
-        ...toMessage(row),
+        ...storedMessage(row),
         partitionId: row.partition_id,
         partition: row.partition,
         leaseId: null,
@@ -174,9 +162,9 @@ export class MessagesRepository {
     partitionId: string,
     transactionId: string,
     manager: EntityManager,
-  ): Promise<StoredMessage | undefined> {
-    const rows: Array<MessageRow & { queue_id: string; queue: string; partition: string }> = await manager.query(
-      `SELECT ${MESSAGE_COLUMNS}, q.id AS queue_id, q.name AS queue, p.name AS partition
+  ): Promise<FoundMessage | undefined> {
+    const rows: Array<StoredMessageRow & { queue_id: string; queue: string; partition: string }> = await manager.query(
+      `SELECT ${STORED_MESSAGE_COLUMNS}, q.id AS queue_id, q.name AS queue, p.name AS partition
          FROM messages m
          JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
          JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
@@ -188,7 +176,7 @@ export class MessagesRepository {
     return {
       queueId: row.queue_id,
       queue: row.queue,
-      message: { ...toMessage(row), partitionId, partition: row.partition },
+      message: { ...storedMessage(row), partitionId, partition: row.partition },
     };
   }
 
@@ -405,15 +393,4 @@ export class MessagesRepository {
     );
     return { messages: row.messages, partitions: row.partitions };
   }
-}
-
-function toMessage(row: MessageRow) {
-  return {
-    id: row.id,
-    transactionId: row.transaction_id,
-    traceId: row.trace_id,
-    dataJson: row.payload,
-    producerSub: row.producer_sub,
-    createdAt: row.created_at,
-  };
 }

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { DatabaseEngine } from '../database/database-engine';
+import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow } from '../messages/message-shape';
 
 /**
  * What a message adds to a pop's answer besides its payload and names (its
@@ -32,14 +33,7 @@ export interface ClaimRequest {
   windowBuffer: number;
 }
 
-export interface ClaimedMessage {
-  id: string;
-  transactionId: string;
-  traceId: string | null;
-  /** The payload as stored JSON text, to be written into the answer as it is. */
-  dataJson: string;
-  producerSub: string | null;
-  createdAt: string;
+export interface ClaimedMessage extends StoredMessage {
   partitionId: string;
   partition: string;
   deliveryAttempt: number;
@@ -158,9 +152,7 @@ const CLAIM_SQL = `
               z.committed_offset AS after_offset, f.through_offset,
               z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost
   )
-  SELECT m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
-         ${isoTimestamp('m.created_at')} AS created_at, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost,
-         k.lease_epoch
+  SELECT ${STORED_MESSAGE_COLUMNS}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch
     FROM claimed k
     JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
@@ -318,19 +310,15 @@ export class PopRepository {
   }
 
   async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
-    const rows: Array<{
-      id: string;
-      transaction_id: string;
-      trace_id: string | null;
-      payload: string;
-      producer_sub: string | null;
-      created_at: string;
-      partition_id: string;
-      partition: string;
-      delivery_attempt: number;
-      lease_lost: boolean;
-      lease_epoch: string;
-    }> = await this.engine.prepared(manager, 'leasehold_claim', CLAIM_SQL, [
+    const rows: Array<
+      StoredMessageRow & {
+        partition_id: string;
+        partition: string;
+        delivery_attempt: number;
+        lease_lost: boolean;
+        lease_epoch: string;
+      }
+    > = await this.engine.prepared(manager, 'leasehold_claim', CLAIM_SQL, [
       tenantId,
       request.queueId,
       request.consumerGroup,
@@ -346,12 +334,7 @@ export class PopRepository {
       request.windowBuffer,
     ]);
     return rows.map((row) => ({
-      id: row.id,
-      transactionId: row.transaction_id,
-      traceId: row.trace_id,
-      dataJson: row.payload,
-      producerSub: row.producer_sub,
-      createdAt: row.created_at,
+      ...storedMessage(row),
       partitionId: row.partition_id,
       partition: row.partition,
       deliveryAttempt: row.delivery_attempt,

@@ -103,6 +103,17 @@ export class PopService {
     options: PopOptions,
     signal: AbortSignal,
   ): Promise<JsonText | undefined> {
+    const delivery = await this.pollMany(tenantId, filter, options, signal);
+    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
+    return delivery;
+  }
+
+  private async pollMany(
+    tenantId: string,
+    filter: { namespace: string | undefined; task: string | undefined },
+    options: PopOptions,
+    signal: AbortSignal,
+  ): Promise<JsonText | undefined> {
     options = { ...options };
     const deadline = Date.now() + options.timeoutMs;
     let woken = false;
@@ -117,34 +128,24 @@ export class PopService {
         if (subscriptions.some((subscription) => subscription.refused)) {
           throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
         }
-        let lookAgainIn: number | undefined;
-        for (const queue of queues) {
-          const attempt: Attempt = this.maintenance.popsArePaused(tenantId)
-            ? { dueInMs: MAINTENANCE_REFRESH_MS }
-            : options.wait
-              ? await this.pollClaim(tenantId, queue, undefined, options, deadline, woken)
-              : await this.claim(tenantId, queue, undefined, options);
-          if (attempt.delivery) {
-            this.metrics.pops.inc({ outcome: 'messages' });
-            return attempt.delivery;
-          }
-          const again = attempt.failed ? RETRY_AFTER_FAILURE_MS : attempt.dueInMs;
-          if (again !== undefined) lookAgainIn = Math.min(lookAgainIn ?? Infinity, Math.max(0, again) + DUE_SLACK_MS);
-        }
         // No queue matches yet: look again soon, one may be configured.
-        if (queues.length === 0) lookAgainIn = MAINTENANCE_REFRESH_MS;
+        let again = queues.length === 0 ? MAINTENANCE_REFRESH_MS : undefined;
+        for (const queue of queues) {
+          const attempt = await this.look(tenantId, queue, undefined, options, deadline, woken);
+          if (attempt.delivery) return attempt.delivery;
+          const inMs = lookAgainIn(attempt);
+          if (inMs !== undefined) again = Math.min(again ?? Infinity, inMs);
+        }
         const remaining = Math.max(0, deadline - Date.now());
-        if (!options.wait || remaining === 0) break;
-        const outcome = await firstOf(subscriptions, Math.min(remaining, lookAgainIn ?? remaining), signal);
+        if (!options.wait || remaining === 0) return undefined;
+        const outcome = await firstOf(subscriptions, Math.min(remaining, again ?? remaining), signal);
         if (outcome === 'closing') throw new ShuttingDownException();
-        if (outcome === 'aborted' || (outcome === 'timeout' && Date.now() >= deadline)) break;
+        if (outcome === 'aborted' || (outcome === 'timeout' && Date.now() >= deadline)) return undefined;
         woken = true;
       } finally {
         for (const subscription of subscriptions) subscription.close();
       }
     }
-    this.metrics.pops.inc({ outcome: 'empty' });
-    return undefined;
   }
 
   private async poll(
@@ -164,26 +165,14 @@ export class PopService {
         : undefined;
       try {
         if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
-        const paused = this.maintenance.popsArePaused(tenantId);
-        const attempt: Attempt = paused
-          ? { dueInMs: MAINTENANCE_REFRESH_MS }
-          : !subscription
-            ? await this.claim(tenantId, queue, partition, options)
-            : await this.pollClaim(tenantId, queue, partition, options, deadline, woken);
+        const attempt = await this.look(tenantId, queue, partition, options, deadline, woken);
         if (attempt.delivery || !subscription) return attempt.delivery;
         const remaining = Math.max(0, deadline - Date.now());
-        const lookAgainIn = attempt.failed
-          ? RETRY_AFTER_FAILURE_MS
-          : attempt.dueInMs !== undefined
-            ? Math.max(0, attempt.dueInMs) + DUE_SLACK_MS
-            : undefined;
-        const outcome = await subscription.wait(
-          lookAgainIn === undefined ? remaining : Math.min(remaining, lookAgainIn),
-          signal,
-        );
+        const again = lookAgainIn(attempt);
+        const outcome = await subscription.wait(again === undefined ? remaining : Math.min(remaining, again), signal);
         if (outcome === 'closing') throw new ShuttingDownException();
         // A timeout ends the poll, unless it was the wait before looking again (a failed claim, something coming due).
-        if (outcome === 'aborted' || (outcome === 'timeout' && (lookAgainIn === undefined || Date.now() >= deadline))) {
+        if (outcome === 'aborted' || (outcome === 'timeout' && (again === undefined || Date.now() >= deadline))) {
           return undefined;
         }
         woken = true;
@@ -191,6 +180,21 @@ export class PopService {
         subscription?.close();
       }
     }
+  }
+
+  /** One look for messages: none while the tenant's pops are paused; a long poll's in its tenant's turn. */
+  private look(
+    tenantId: string,
+    queue: string,
+    partition: string | undefined,
+    options: PopOptions,
+    deadline: number,
+    woken: boolean,
+  ): Promise<Attempt> {
+    if (this.maintenance.popsArePaused(tenantId)) return Promise.resolve({ dueInMs: MAINTENANCE_REFRESH_MS });
+    return options.wait
+      ? this.pollClaim(tenantId, queue, partition, options, deadline, woken)
+      : this.claim(tenantId, queue, partition, options);
   }
 
   /**
@@ -340,6 +344,12 @@ export class PopService {
         `"claimedPartitions":[${claims.join(',')}]}`,
     );
   }
+}
+
+/** When a parked poll should look again without a wakeup: after a failed claim, or once something comes due. */
+function lookAgainIn(attempt: Attempt): number | undefined {
+  if (attempt.failed) return RETRY_AFTER_FAILURE_MS;
+  return attempt.dueInMs === undefined ? undefined : Math.max(0, attempt.dueInMs) + DUE_SLACK_MS;
 }
 
 /** The first outcome of several subscriptions' waits; the others are settled with it. */
