@@ -2,6 +2,7 @@ import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors, sql, storedCounts } from './support/db-state';
 import { newTenant } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
+import { QUEEN_QUEUE_DEFAULTS } from './queen/queen-client';
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
@@ -58,19 +59,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
     });
 
     it("accepts the options Queen's client sends with every queue at their defaults, and echoes them", async () => {
-      const options = {
-        leaseTime: 300,
-        retryLimit: 3,
-        priority: 0,
-        delayedProcessing: 0,
-        windowBuffer: 0,
-        maxSize: 10000,
-        retentionSeconds: 0,
-        completedRetentionSeconds: 0,
-        encryptionEnabled: false,
-        ttl: 3600,
-        retryDelay: 1000,
-      };
+      const options = { ...QUEEN_QUEUE_DEFAULTS, ttl: 3600, retryDelay: 1000 };
 
       const response = await broker.client.configure({ queue: 'orders', namespace: null, task: null, options });
       const detail = await broker.client.get('/api/v1/resources/queues/orders');

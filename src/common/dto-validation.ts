@@ -1,4 +1,4 @@
-import { BadRequestException, HttpException, PayloadTooLargeException } from '@nestjs/common';
+import { BadRequestException, HttpException, PayloadTooLargeException, PipeTransform } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import { getMetadataStorage, ValidationArguments, ValidationTypes, validateSync } from 'class-validator';
 import {
@@ -70,6 +70,15 @@ export function validateQuery<T extends object>(type: DtoClass<T>, query: unknow
   const message = firstMessage(instance);
   if (message !== undefined) throw contractException(message);
   return instance;
+}
+
+/** A query string read through its DTO (validateQuery), for routes whose DTO is the whole answer. */
+export class QueryDtoPipe<T extends object> implements PipeTransform<unknown, T> {
+  constructor(private readonly type: DtoClass<T>) {}
+
+  transform(query: unknown): T {
+    return validateQuery(this.type, query);
+  }
 }
 
 type Check = (plain: Record<string, unknown>) => string | undefined;

@@ -4,15 +4,11 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
+import { QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
 import { AcceptsBody } from '../http/body-limit.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
-import {
-  GroupDetailQueryPipe,
-  GroupListQueryPipe,
-  LaggingQueryPipe,
-  SeekRequestPipe,
-} from './consumer-group-query.pipe';
+import { SeekRequestPipe } from './seek-request.pipe';
 import { ConsumerGroupsService, SeekTarget } from './consumer-groups.service';
 import {
   ConsumerGroupDetailQueryDto,
@@ -63,7 +59,7 @@ export class ConsumerGroupsController {
   @ApiDatabaseErrors('Nothing was changed.')
   list(
     @TenantId() tenantId: string,
-    @Query(GroupListQueryPipe) query: ConsumerGroupListQueryDto,
+    @Query(new QueryDtoPipe(ConsumerGroupListQueryDto)) query: ConsumerGroupListQueryDto,
   ): Promise<ConsumerGroupSummaryDto[]> {
     return this.service.list(tenantId, query.queue, query.limit);
   }
@@ -80,7 +76,7 @@ export class ConsumerGroupsController {
   @ApiDatabaseErrors('Nothing was changed.')
   lagging(
     @TenantId() tenantId: string,
-    @Query(LaggingQueryPipe) query: LaggingQueryDto,
+    @Query(new QueryDtoPipe(LaggingQueryDto)) query: LaggingQueryDto,
   ): Promise<LaggingPartitionDto[]> {
     return this.service.lagging(tenantId, query.minLagSeconds, query.limit);
   }
@@ -101,7 +97,7 @@ export class ConsumerGroupsController {
   detail(
     @TenantId() tenantId: string,
     @Param('group', GROUP) group: string,
-    @Query(GroupDetailQueryPipe) query: ConsumerGroupDetailQueryDto,
+    @Query(new QueryDtoPipe(ConsumerGroupDetailQueryDto)) query: ConsumerGroupDetailQueryDto,
   ): Promise<ConsumerGroupDetail> {
     return this.service.detail(tenantId, group, query.queue);
   }

@@ -63,11 +63,12 @@ interface GroupPartitionRow {
  * (where it would start when it has no row there yet) and the first message
  * it has not consumed, `o` (none when it is caught up; retention may have
  * deleted the ones right after the cursor, so it is looked up, not assumed).
+ * A LEFT JOIN keeps a group whose queue has no partition yet, with nulls.
  */
-const GROUP_PARTITIONS = `
-  JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+const groupPartitions = (join: 'JOIN' | 'LEFT JOIN') => `
+  ${join} partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
   LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
- CROSS JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS cursor) s
+  LEFT JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS cursor) s ON true
   LEFT JOIN LATERAL (
         SELECT m.seq, m.created_at FROM messages m
          WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.cursor AND p.last_offset > s.cursor
@@ -113,14 +114,7 @@ export class ConsumerGroupsRepository {
                  JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
                 WHERE g.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
                 ORDER BY q.name, g.name LIMIT $3) g
-         LEFT JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
-         LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
-         LEFT JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS cursor) s
-           ON p.id IS NOT NULL
-         LEFT JOIN LATERAL (
-              SELECT m.seq, m.created_at FROM messages m
-               WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.cursor AND p.last_offset > s.cursor
-               ORDER BY m.seq LIMIT 1) o ON true
+         ${groupPartitions('LEFT JOIN')}
         GROUP BY g.queue_name, g.name, g.subscription_from, g.created_at
         ORDER BY g.queue_name, g.name`,
       [tenantId, queueName ?? null, limit],
@@ -149,7 +143,7 @@ export class ConsumerGroupsRepository {
       `SELECT ${PARTITION_COLUMNS}
          FROM consumer_groups g
          JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
-         ${GROUP_PARTITIONS}
+         ${groupPartitions('JOIN')}
         WHERE g.tenant_id = $1 AND o.created_at <= now() - make_interval(secs => $2)
         ORDER BY o.created_at, q.name, g.name, p.name
         LIMIT $3`,
@@ -195,7 +189,7 @@ export class ConsumerGroupsRepository {
       `SELECT ${PARTITION_COLUMNS}
          FROM consumer_groups g
          JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
-         ${GROUP_PARTITIONS}
+         ${groupPartitions('JOIN')}
         WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
         ORDER BY q.name, p.name
         LIMIT $4`,

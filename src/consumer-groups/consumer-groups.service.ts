@@ -15,6 +15,7 @@ import {
   GroupPartitionDto,
   LaggingPartitionDto,
   SeekResponseDto,
+  SubscriptionMode,
 } from './dto/consumer-group-response.dto';
 
 /** A group whose oldest unconsumed message is this old is Lagging (the lagging route's default threshold). */
@@ -47,7 +48,7 @@ export class ConsumerGroupsService {
       const summaries = await this.groups.summaries(tenantId, queue, limit, manager);
       return summaries.map(({ subscriptionFrom, ...summary }) => ({
         ...summary,
-        subscriptionMode: subscriptionFrom === null ? 'all' : 'new',
+        subscriptionMode: modeOf(subscriptionFrom),
         subscriptionTimestamp: subscriptionFrom,
         state: summary.maxTimeLag >= LAGGING_SECONDS ? 'Lagging' : 'Stable',
       }));
@@ -65,7 +66,7 @@ export class ConsumerGroupsService {
       const detail: ConsumerGroupDetail = {};
       for (const { queueName, subscriptionFrom, partitionCount } of queues) {
         detail[queueName] = {
-          subscriptionMode: subscriptionFrom === null ? 'all' : 'new',
+          subscriptionMode: modeOf(subscriptionFrom),
           subscriptionTimestamp: subscriptionFrom,
           partitionCount,
           partitions: [],
@@ -166,6 +167,10 @@ async function retriedWhileLocked<T>(work: () => Promise<T>): Promise<T> {
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
     }
   }
+}
+
+function modeOf(subscriptionFrom: string | null): SubscriptionMode {
+  return subscriptionFrom === null ? 'all' : 'new';
 }
 
 /** Parked polls of the group wake for what its moved cursors can claim now (a forgotten group starts afresh). */

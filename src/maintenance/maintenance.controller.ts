@@ -30,7 +30,7 @@ const SCOPE =
 export class MaintenanceController {
   constructor(private readonly maintenance: MaintenanceService) {}
 
-  @Get()
+  @Get(['', 'pop'])
   @ApiOperation({ summary: "The tenant's maintenance switches", description: SCOPE })
   @ApiOkResponse({ type: MaintenanceStateDto })
   @ApiDatabaseErrors('Nothing was changed.')
@@ -55,17 +55,6 @@ export class MaintenanceController {
   @ApiDatabaseErrors('The switch may or may not have changed: send it again.')
   switchPushes(@TenantId() tenantId: string, @Body(SwitchPipe) enabled: boolean): Promise<MaintenanceStateDto> {
     return this.maintenance.set(tenantId, { pushes: enabled });
-  }
-
-  @Get('pop')
-  @ApiOperation({
-    summary: "The tenant's maintenance switches (as GET /api/v1/system/maintenance)",
-    description: SCOPE,
-  })
-  @ApiOkResponse({ type: MaintenanceStateDto })
-  @ApiDatabaseErrors('Nothing was changed.')
-  popState(@TenantId() tenantId: string): Promise<MaintenanceStateDto> {
-    return this.maintenance.state(tenantId);
   }
 
   @Post('pop')

@@ -16,7 +16,7 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
-import { contractException, validateQuery } from '../common/dto-validation';
+import { contractException, QueryDtoPipe } from '../common/dto-validation';
 import { JsonText } from '../common/json-text';
 import { NamePipe, OptionalNamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
@@ -32,13 +32,6 @@ import {
   RetryMessageResponseDto,
 } from './dto/messages.dto';
 import { MessagesService } from './messages.service';
-
-@Injectable()
-class MessageListQueryPipe implements PipeTransform<unknown, MessageListQueryDto> {
-  transform(query: unknown): MessageListQueryDto {
-    return validateQuery(MessageListQueryDto, query);
-  }
-}
 
 @Injectable()
 class PartitionIdPipe implements PipeTransform<unknown, string> {
@@ -80,7 +73,10 @@ export class MessagesController {
   )
   @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
   @ApiDatabaseErrors('Nothing was changed.')
-  list(@TenantId() tenantId: string, @Query(MessageListQueryPipe) query: MessageListQueryDto): Promise<JsonText> {
+  list(
+    @TenantId() tenantId: string,
+    @Query(new QueryDtoPipe(MessageListQueryDto)) query: MessageListQueryDto,
+  ): Promise<JsonText> {
     return this.service.list(tenantId, query);
   }
 
