@@ -6,6 +6,8 @@ import { guardedPg } from './guarded-pool';
 import { MIGRATIONS } from './migrations';
 import { TypeOrmLogger } from './typeorm-logger';
 
+export const MIGRATIONS_TABLE = 'migrations';
+
 /**
  * The one builder of TypeORM options, used by the application and by the
  * migration CLI (data-source.ts) so the two never drift apart.
@@ -16,7 +18,7 @@ export function buildDataSourceOptions(database: DatabaseConfig, url: string): D
     url,
     entities: ENTITIES,
     migrations: MIGRATIONS,
-    migrationsTableName: 'migrations',
+    migrationsTableName: MIGRATIONS_TABLE,
     synchronize: false,
     migrationsRun: false,
     logger: new TypeOrmLogger(),

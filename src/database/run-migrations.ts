@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { DatabaseConfig } from '../config/app-config';
-import { buildDataSourceOptions } from './data-source-options';
+import { buildDataSourceOptions, MIGRATIONS_TABLE } from './data-source-options';
 
 /** Arbitrary but fixed: every broker process contends for the same key. */
 const MIGRATION_LOCK_KEY = 7_346_291_044;
@@ -14,6 +14,7 @@ const MIGRATION_LOCK_KEY = 7_346_291_044;
  * deadlock), serialises them: the second one finds nothing left to do.
  */
 export async function runMigrations(dataSource: DataSource, url: string): Promise<void> {
+  if (await migrationsUpToDate(dataSource)) return;
   const logger = new Logger('Migrations');
   const lockClient = new Client({
     connectionString: url,
@@ -38,6 +39,25 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
     await lockClient.query(`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`).catch(() => undefined);
     await lockClient.end();
   }
+}
+
+/**
+ * Whether every migration of this build is applied, read in one transaction
+ * (at start, and by readiness). Most starts find nothing to do, and then
+ * neither take the lock nor let TypeORM look: it runs its checks outside a
+ * transaction, which the embedded server can interleave with another
+ * connection's statements.
+ */
+export async function migrationsUpToDate(dataSource: DataSource): Promise<boolean> {
+  return dataSource.transaction(async (manager) => {
+    const [table]: Array<{ exists: boolean }> = await manager.query(
+      `SELECT to_regclass('${MIGRATIONS_TABLE}') IS NOT NULL AS exists`,
+    );
+    if (!table.exists) return false;
+    const rows: Array<{ name: string }> = await manager.query(`SELECT name FROM ${MIGRATIONS_TABLE}`);
+    const applied = new Set(rows.map((row) => row.name));
+    return dataSource.migrations.every((migration) => migration.name !== undefined && applied.has(migration.name));
+  });
 }
 
 /** Migrates a database without booting the application (test setup, cluster primary). */

@@ -4,6 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { DrainService } from '../lifecycle/drain.service';
 import { DatabaseProbe } from './database-probe';
+import { migrationsUpToDate } from '../database/run-migrations';
 
 export interface ReadinessReport {
   status: 200 | 503;
@@ -58,7 +59,7 @@ export class ReadinessService implements OnApplicationBootstrap {
     const check = this.indicators.check('migrations');
     if (!this.migrated) {
       try {
-        this.migrated = !(await this.dataSource.showMigrations());
+        this.migrated = await migrationsUpToDate(this.dataSource);
       } catch (error) {
         return check.down({ message: error instanceof Error ? error.message : String(error) });
       }
