@@ -39,6 +39,7 @@ const ROLES: readonly Role[] = ['read-only', 'write-only', 'read-write', 'admin'
 /** The contract's "Authentication and roles", written out here rather than imported from src/auth. */
 const CONTRACT_ROLES: Record<AccessLevel, readonly Role[]> = {
   public: ROLES,
+  'any-role': ROLES,
   'read-only': ['read-only', 'read-write', 'admin'],
   write: ['write-only', 'read-write', 'admin'],
   'read-write': ['read-write', 'admin'],
@@ -151,6 +152,12 @@ const ROUTE_TABLE: RouteRow[] = [
     level: 'read-only',
     request: (queue) => ({ path: `/api/v1/resources/queues/${queue}` }),
   },
+  {
+    route: 'GET /api/v1/resources/queues/:queue/leases',
+    level: 'read-only',
+    request: (queue) => ({ path: `/api/v1/resources/queues/${queue}/leases` }),
+  },
+  { route: 'GET /api/v1/whoami', level: 'any-role', request: () => ({ path: '/api/v1/whoami' }) },
   {
     route: 'DELETE /api/v1/resources/queues/:queue',
     level: 'admin',
@@ -688,6 +695,11 @@ describe('security', () => {
         name: 'read the queue',
         route: 'GET /api/v1/resources/queues/:queue',
         request: (ids) => ({ method: 'GET', path: `/api/v1/resources/queues/${ids.queue}` }),
+      },
+      {
+        name: "list the queue's leases",
+        route: 'GET /api/v1/resources/queues/:queue/leases',
+        request: (ids) => ({ method: 'GET', path: `/api/v1/resources/queues/${ids.queue}/leases` }),
       },
       {
         name: 'list queues',

@@ -5,6 +5,7 @@ describe('levelAllows', () => {
   // The contract's table: levels are sets, not a ladder.
   const expected: Record<AccessLevel, Role[]> = {
     public: [...ROLES],
+    'any-role': [...ROLES],
     'read-only': ['read-only', 'read-write', 'admin'],
     write: ['write-only', 'read-write', 'admin'],
     'read-write': ['read-write', 'admin'],
@@ -32,6 +33,7 @@ describe('levelAllows', () => {
 
   it('allows nothing but public routes to a caller without roles', () => {
     expect(levelAllows('public', [])).toBe(true);
+    expect(levelAllows('any-role', [])).toBe(false);
     expect(levelAllows('read-only', [])).toBe(false);
   });
 

@@ -1,12 +1,13 @@
-import { Role } from './principal';
+import { Role, ROLES } from './principal';
 
-export type AccessLevel = 'public' | 'read-only' | 'write' | 'read-write' | 'admin';
+export type AccessLevel = 'public' | 'any-role' | 'read-only' | 'write' | 'read-write' | 'admin';
 
 /**
  * Levels are sets, not a ladder: write-only may push but not read, and
  * read-only may read but not push.
  */
 export const ROLES_FOR_LEVEL: Record<Exclude<AccessLevel, 'public'>, readonly Role[]> = {
+  'any-role': ROLES,
   'read-only': ['read-only', 'read-write', 'admin'],
   write: ['write-only', 'read-write', 'admin'],
   'read-write': ['read-write', 'admin'],

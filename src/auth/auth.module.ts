@@ -7,6 +7,7 @@ import { FixedWindowThrottlerStorage } from '../limits/fixed-window.storage';
 import { TenantThrottlerGuard } from '../limits/tenant-throttler.guard';
 import { AccessGuard } from './access.guard';
 import { JwtStrategy } from './jwt.strategy';
+import { WhoAmIController } from './whoami.controller';
 
 const reflector = new Reflector();
 
@@ -29,6 +30,7 @@ const reflector = new Reflector();
       }),
     }),
   ],
+  controllers: [WhoAmIController],
   // Global guards run in this order: who the caller is (and its tenant), then its tenant's rate.
   providers: [
     JwtStrategy,

@@ -9,6 +9,7 @@ import { DeliveryOptions1796400000000 } from '../../migrations/1796400000000-Del
 import { Maintenance1796500000000 } from '../../migrations/1796500000000-Maintenance';
 import { DeadLettersByMessage1796600000000 } from '../../migrations/1796600000000-DeadLettersByMessage';
 import { QueueNamespaces1796700000000 } from '../../migrations/1796700000000-QueueNamespaces';
+import { LeaseRenewals1796800000000 } from '../../migrations/1796800000000-LeaseRenewals';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -23,4 +24,5 @@ export const MIGRATIONS = [
   Maintenance1796500000000,
   DeadLettersByMessage1796600000000,
   QueueNamespaces1796700000000,
+  LeaseRenewals1796800000000,
 ];

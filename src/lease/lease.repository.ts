@@ -40,6 +40,9 @@ export class RenewalFailedError extends Error {
   }
 }
 
+const RENEWAL_RECORD = `lease_renewals = c.lease_renewals + 1, lease_renewed_at = l.now,
+           lease_renewal_slack_ms = LEAST(extract(epoch FROM l.old_expires_at - l.now) * 1000, 2147483647)::int`;
+
 /*
  * Renews a whole group of requests in one statement, each keeping its own
  * tenant scope and answer: row locks in primary-key order (no deadlocks),
@@ -63,7 +66,8 @@ const RENEW_SQL = `
     SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, LEAST(l.now + make_interval(secs => l.seconds), c.lease_deadline))
+       SET lease_expires_at = GREATEST(c.lease_expires_at, LEAST(l.now + make_interval(secs => l.seconds), c.lease_deadline)),
+           ${RENEWAL_RECORD}
       FROM clocked AS l
      WHERE c.tenant_id = l.tenant_id
        AND c.partition_id = l.partition_id
@@ -102,7 +106,8 @@ const RENEW_ONE_SQL = `
     SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
     UPDATE consumers AS c
-       SET lease_expires_at = GREATEST(c.lease_expires_at, LEAST(l.now + make_interval(secs => $3), c.lease_deadline))
+       SET lease_expires_at = GREATEST(c.lease_expires_at, LEAST(l.now + make_interval(secs => $3), c.lease_deadline)),
+           ${RENEWAL_RECORD}
       FROM clocked AS l
      WHERE c.tenant_id = $1
        AND c.partition_id = l.partition_id

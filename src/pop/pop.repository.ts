@@ -142,6 +142,7 @@ const CLAIM_SQL = `
            delivered_offset = GREATEST(c.delivered_offset, f.through_offset),
            delivery_attempt = CASE WHEN z.redelivery THEN c.delivery_attempt + 1 ELSE 1 END,
            lease_epoch = c.lease_epoch + 1,
+           lease_renewals = 0, lease_renewed_at = NULL, lease_renewal_slack_ms = NULL,
            lease_deadline = CASE WHEN $9 OR $11::int IS NULL THEN NULL
                                  ELSE (SELECT now FROM clock) + make_interval(secs => $11) END,
            updated_at = now()

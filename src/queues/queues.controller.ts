@@ -5,7 +5,9 @@ import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
+import { LeaseListDto, LeaseListQueryDto } from './dto/lease-list.dto';
 import { RateLimited } from '../limits/route-class.decorator';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
@@ -107,6 +109,27 @@ export class QueuesController {
   @ApiDatabaseErrors('Nothing was changed.')
   detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
     return this.queuesService.detail(tenantId, queue);
+  }
+
+  @Get('resources/queues/:queue/leases')
+  @Access('read-only')
+  @ApiOperation({
+    summary: "The queue's live leases, the soonest to expire first",
+    description:
+      'Per lease its group, partition, epoch, time left by the database clock, renewals and the slack of the ' +
+      'last one. A lease id shows only its last characters: enough for the holder to recognise it, not to use it.',
+  })
+  @ApiQuery({ type: LeaseListQueryDto })
+  @ApiOkResponse({ type: LeaseListDto })
+  @ApiErrorResponse(400, 'Invalid queue name or limit', 'limit must be an integer between 1 and 1000')
+  @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
+  @ApiDatabaseErrors('Nothing was changed.')
+  leases(
+    @TenantId() tenantId: string,
+    @Param('queue', new NamePipe('queue')) queue: string,
+    @Query(new QueryDtoPipe(LeaseListQueryDto)) query: LeaseListQueryDto,
+  ): Promise<LeaseListDto> {
+    return this.queuesService.leases(tenantId, queue, query.limit);
   }
 
   @Delete('resources/queues/:queue')

@@ -5,6 +5,7 @@ import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionSettings } from './dto/configure-request.dto';
 import { StoredRetention } from '../retention/retention-policy';
+import { LEASE_HINT_CHARS, LeaseListDto } from './dto/lease-list.dto';
 
 export interface QueueRecord {
   id: string;
@@ -521,6 +522,64 @@ export class QueuesRepository {
       retryCount: row.retry_count,
       deliveryAttempt: row.delivery_attempt,
     }));
+  }
+
+  /** Up to `limit` live leases on the queue, the soonest to expire first, plus one to tell whether there are more. */
+  async liveLeases(tenantId: string, queueId: string, limit: number, manager: EntityManager): Promise<LeaseListDto> {
+    const rows: Array<{
+      now: string;
+      consumer_group: string;
+      partition_id: string;
+      partition: string;
+      lease_hint: string;
+      epoch: string;
+      messages: string;
+      delivery_attempt: number;
+      expires_at: string;
+      remaining_ms: number;
+      deadline: string | null;
+      renewals: number;
+      last_renewed_at: string | null;
+      last_renewal_slack_ms: number | null;
+    }> = await manager.query(
+      `WITH clock AS (SELECT clock_timestamp() AS now)
+       SELECT ${isoTimestamp('k.now')} AS now, c.consumer_group, c.partition_id, p.name AS partition,
+              right(c.lease_id::text, ${LEASE_HINT_CHARS}) AS lease_hint, c.lease_epoch AS epoch,
+              c.lease_end_offset - c.committed_offset AS messages, c.delivery_attempt,
+              ${isoTimestamp('c.lease_expires_at')} AS expires_at,
+              floor(extract(epoch FROM c.lease_expires_at - k.now) * 1000)::int AS remaining_ms,
+              ${isoTimestamp('c.lease_deadline')} AS deadline, c.lease_renewals AS renewals,
+              ${isoTimestamp('c.lease_renewed_at')} AS last_renewed_at, c.lease_renewal_slack_ms AS last_renewal_slack_ms
+         FROM consumers c
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+        CROSS JOIN clock k
+        WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.lease_id IS NOT NULL AND c.lease_expires_at > k.now
+        ORDER BY c.lease_expires_at, c.partition_id, c.consumer_group
+        LIMIT $3`,
+      [tenantId, queueId, limit + 1],
+    );
+    const now =
+      rows[0]?.now ??
+      (await manager.query<Array<{ now: string }>>(`SELECT ${isoTimestamp('clock_timestamp()')} AS now`))[0].now;
+    return {
+      now,
+      leases: rows.slice(0, limit).map((row) => ({
+        consumerGroup: row.consumer_group,
+        partitionId: row.partition_id,
+        partition: row.partition,
+        leaseIdHint: `…${row.lease_hint}`,
+        epoch: Number(row.epoch),
+        messages: Number(row.messages),
+        deliveryAttempt: row.delivery_attempt,
+        expiresAt: row.expires_at,
+        remainingMs: row.remaining_ms,
+        deadline: row.deadline,
+        renewals: row.renewals,
+        lastRenewedAt: row.last_renewed_at,
+        lastRenewalSlackMs: row.last_renewal_slack_ms,
+      })),
+      truncated: rows.length > limit,
+    };
   }
 }
 

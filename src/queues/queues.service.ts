@@ -11,6 +11,7 @@ import {
   StoredRetention,
 } from '../retention/retention-policy';
 import { ConfigureCommand, DEFAULT_ONLY_OPTIONS } from './dto/configure-request.dto';
+import { LeaseListDto } from './dto/lease-list.dto';
 import {
   ConfigureResponseDto,
   ConsumerGroupDto,
@@ -135,6 +136,16 @@ export class QueuesService {
         partitionsTruncated: summary.partitions > partitions.length,
         consumerGroups: groupsOf(totals, consumers),
       };
+    });
+  }
+
+  async leases(tenantId: string, name: string, limit: number): Promise<LeaseListDto> {
+    return this.transactions.run(tenantId, async (manager) => {
+      const queue = await this.queues.find(tenantId, name, manager);
+      if (!queue) {
+        throw new NotFoundException({ error: 'queue not found' });
+      }
+      return this.queues.liveLeases(tenantId, queue.id, limit, manager);
     });
   }
 

@@ -52,6 +52,17 @@ export class ConsumerEntity {
   @Column({ name: 'lease_deadline', type: 'timestamptz', nullable: true })
   leaseDeadline: Date | null;
 
+  /** Renewals of the live lease; with the two below, reset by each claim and shown to operators only. */
+  @Column({ name: 'lease_renewals', type: 'integer', default: 0 })
+  leaseRenewals: number;
+
+  @Column({ name: 'lease_renewed_at', type: 'timestamptz', nullable: true })
+  leaseRenewedAt: Date | null;
+
+  /** Time the lease had left when last renewed. */
+  @Column({ name: 'lease_renewal_slack_ms', type: 'integer', nullable: true })
+  leaseRenewalSlackMs: number | null;
+
   @Column({ name: 'retry_count', type: 'integer', default: 0 })
   retryCount: number;
 
