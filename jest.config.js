@@ -34,6 +34,14 @@ module.exports = {
       testEnvironment: 'node',
     },
     {
+      // The web console in Debian's Chromium (test/browser/console.browser-spec.ts).
+      displayName: 'browser',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/test/browser/**/*.browser-spec.ts'],
+      transform: { '^.+\\.ts$': tsJest },
+      testEnvironment: 'node',
+    },
+    {
       // The same tests as client/jest.config.js, compiled like the rest of the
       // repo so the shared global setup can be transformed by any project.
       displayName: 'client',

@@ -4,6 +4,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { RequestHandler } from 'express';
 import { HttpExceptionFilter } from './common/http-exception.filter';
+import { serveConsole } from './console/serve-console';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
@@ -48,6 +49,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
     app.use(leaseFastPath.use.bind(leaseFastPath));
   }
   app.use(beforeRouting);
+  if (config.consoleEnabled) serveConsole(app);
   app.useGlobalFilters(new HttpExceptionFilter());
   // Bodies are read after the guards: see RequestBodyInterceptor.
   app.useGlobalInterceptors(new RequestBodyInterceptor(app.get(Reflector), config));

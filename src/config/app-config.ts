@@ -108,6 +108,8 @@ export interface AppConfig {
   retention: RetentionConfig;
   /** Serve Swagger UI and the OpenAPI document (/docs, /docs-json). */
   docsEnabled: boolean;
+  /** Serve the web console at /console. */
+  consoleEnabled: boolean;
   metrics: MetricsConfig;
   log: LogConfig;
   defaultTenantId: string;

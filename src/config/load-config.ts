@@ -131,6 +131,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       emptyPartitionGraceSeconds: reader.int('EMPTY_PARTITION_GRACE_SECONDS', 3_600, 0, INT32_MAX),
     },
     docsEnabled: reader.bool('DOCS_ENABLED', true),
+    consoleEnabled: reader.bool('CONSOLE_ENABLED', true),
     defaultTenantId: DEFAULT_TENANT_ID,
     metrics: {
       enabled: reader.bool('METRICS_ENABLED', true),

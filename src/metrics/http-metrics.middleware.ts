@@ -1,5 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { PROBE_PATHS } from '../health/probe.service';
+import { CONSOLE_PATH } from '../console/serve-console';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
@@ -33,5 +34,6 @@ export function routeOf(request: Request): string {
   // Served ahead of the router (LeaseFastPathMiddleware, ProbeService), so Express never sets their route.
   if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
   if (PROBE_PATHS.includes(request.path)) return request.path;
+  if (request.path === CONSOLE_PATH || request.path.startsWith(`${CONSOLE_PATH}/`)) return CONSOLE_PATH;
   return 'unmatched';
 }

@@ -1,0 +1,272 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { randomHex } from '../support/tenant-fixture';
+import { createTestApp, newTenant } from '../support/test-app';
+import { hsToken, TEST_JWT_SECRET } from '../support/tokens';
+
+/**
+ * The console in a real browser against a broker with auth on and two
+ * tenants. Debian's Chromium is the browser (.ci/run installs it); without it
+ * the suite is skipped, unless CONSOLE_BROWSER_REQUIRED says it must run.
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const hasBrowser = existsSync(CHROMIUM);
+if (!hasBrowser && process.env.CONSOLE_BROWSER_REQUIRED === '1') {
+  throw new Error(`CONSOLE_BROWSER_REQUIRED is set but there is no browser at ${CHROMIUM}`);
+}
+const describeWithBrowser = hasBrowser ? describe : describe.skip;
+const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS_DIR;
+
+// Waits are for events in the page, bounded generously for a loaded machine.
+const UI_TIMEOUT_MS = 20_000;
+jest.setTimeout(120_000);
+
+describeWithBrowser('web console', () => {
+  let app: NestExpressApplication;
+  let base: string;
+  let browser: Browser;
+  const tenantA = newTenant();
+  const tenantB = newTenant();
+  const queueA = `orders-${randomHex(4)}`;
+  const queueB = `invoices-${randomHex(4)}`;
+  const token = (tenant: string, role: string) => hsToken({ tenant, role, sub: `${role}-user` }, { expiresIn: '1h' });
+
+  async function api(method: string, path: string, bearer: string, body?: unknown): Promise<any> {
+    const response = await fetch(`${base}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    if (!response.ok && response.status !== 204) throw new Error(`${method} ${path}: ${response.status} ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  }
+
+  async function signIn(
+    bearer: string,
+    viewport = { width: 1280, height: 800 },
+  ): Promise<{ page: Page; context: BrowserContext }> {
+    const context = await browser.newContext({ viewport });
+    const page = await context.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(`${base}/console/`);
+    await page.getByLabel('Token').fill(bearer);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByTestId('tenant').waitFor();
+    return { page, context };
+  }
+
+  beforeAll(async () => {
+    app = await createTestApp({ JWT_ENABLED: 'true', JWT_SECRET: TEST_JWT_SECRET, TENANT_HEADER: undefined });
+    await app.listen(0, '127.0.0.1');
+    base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    const writerA = token(tenantA, 'read-write');
+    await api('POST', '/configure', writerA, { queue: queueA, options: { retryLimit: 1, leaseTime: 120 } });
+    await api('POST', '/push', writerA, {
+      items: [1, 2, 3].map((n) => ({
+        queue: queueA,
+        partition: `customer-${n}`,
+        payload: { orderId: n, total: n * 9.5 },
+      })),
+    });
+    await api('POST', '/push', token(tenantB, 'read-write'), { items: [{ queue: queueB, payload: { invoice: 1 } }] });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it('signs each tenant in to its own queues, and keeps the token out of URLs and local storage', async () => {
+    for (const [tenant, own, other] of [
+      [tenantA, queueA, queueB],
+      [tenantB, queueB, queueA],
+    ]) {
+      const bearer = token(tenant, 'read-only');
+      const { page, context } = await signIn(bearer);
+      await expectText(page.getByTestId('tenant'), tenant);
+      await expectText(page.getByTestId('roles'), 'read-only');
+      await page.getByRole('link', { name: own, exact: true }).waitFor();
+      expect(await page.getByRole('link', { name: other, exact: true }).count()).toBe(0);
+      expect(page.url()).not.toContain(bearer.slice(-20));
+      const stored = await page.evaluate(() => {
+        const window = globalThis as any;
+        return { session: Object.values(window.sessionStorage), local: Object.values(window.localStorage) };
+      });
+      expect(stored.session).toContain(bearer);
+      expect(stored.local.join('')).not.toContain(bearer.slice(-20));
+      if (tenant === tenantA && SCREENSHOTS) await screenshot(page, 'console-overview.png');
+      await context.close();
+    }
+  });
+
+  it("shows a live lease's time left falling, and jumping after an extend", async () => {
+    const worker = token(tenantA, 'read-write');
+    const popped = await api(
+      'GET',
+      `/pop/queue/${queueA}/partition/customer-1?consumerGroup=billing&leaseSeconds=120`,
+      worker,
+    );
+    const { page, context } = await signIn(token(tenantA, 'read-only'));
+    await page.goto(`${base}/console/#/queues/${queueA}/consumers`);
+    const row = page.locator('tr[data-lease]', { hasText: 'customer-1' });
+    const timeLeft = row.getByTestId('time-left');
+    await timeLeft.waitFor();
+    const first = await msOf(timeLeft);
+    expect(first).toBeGreaterThan(60_000);
+    expect(first).toBeLessThanOrEqual(120_000);
+    await expect(waitUntil(async () => (await msOf(timeLeft)) < first - 500)).resolves.toBe(true);
+    await expectText(row.getByTestId('renewals'), '0');
+
+    const extended = await api('POST', `/lease/${popped.leaseId}/extend`, worker, { seconds: 900 });
+    expect(extended.renewed).toBe(1);
+    await expect(waitUntil(async () => (await msOf(timeLeft)) > 600_000)).resolves.toBe(true);
+    await expectText(row.getByTestId('renewals'), '1');
+    expect(await row.textContent()).not.toContain(popped.leaseId);
+    expect(await row.textContent()).toContain(popped.leaseId.slice(-4));
+    if (SCREENSHOTS) await screenshot(page, 'console-leases.png');
+    await context.close();
+  });
+
+  it('lists a message nacked past its retries as a dead letter, and retrying it delivers it again', async () => {
+    const worker = token(tenantA, 'read-write');
+    let transactionId = '';
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const popped = await api('GET', `/pop/queue/${queueA}/partition/customer-2?consumerGroup=billing`, worker);
+      transactionId = popped.messages[0].transactionId;
+      const [ack] = await api('POST', '/ack', worker, {
+        transactionId,
+        partitionId: popped.partitionId,
+        leaseId: popped.leaseId,
+        consumerGroup: 'billing',
+        status: 'failed',
+        error: 'card declined',
+      });
+      expect(ack.dlq).toBe(attempt === 1);
+    }
+
+    const { page, context } = await signIn(worker);
+    await page.goto(`${base}/console/#/queues/${queueA}/dead-letters`);
+    const row = page.locator(`tr[data-transaction="${transactionId}"]`);
+    await expectText(row, 'card declined');
+    await row.getByRole('button', { name: 'Retry' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByRole('button', { name: 'Retry' }).click();
+    await row.waitFor({ state: 'detached' });
+
+    const again = await api('GET', `/pop/queue/${queueA}/partition/customer-2?consumerGroup=billing`, worker);
+    expect(again.messages.map((message: { transactionId: string }) => message.transactionId)).toEqual([
+      `dlq:${transactionId}`,
+    ]);
+    await context.close();
+  });
+
+  it('gives a read-only token no retry button, and the API refuses its forged retry', async () => {
+    const writer = token(tenantA, 'read-write');
+    const popped = await api('GET', `/pop/queue/${queueA}/partition/customer-3?consumerGroup=audit`, writer);
+    const transactionId = popped.messages[0].transactionId;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const lease =
+        attempt === 0
+          ? popped
+          : await api('GET', `/pop/queue/${queueA}/partition/customer-3?consumerGroup=audit`, writer);
+      await api('POST', '/ack', writer, {
+        transactionId,
+        partitionId: lease.partitionId,
+        leaseId: lease.leaseId,
+        consumerGroup: 'audit',
+        status: 'failed',
+        error: 'schema mismatch',
+      });
+    }
+
+    const { page, context } = await signIn(token(tenantA, 'read-only'));
+    await page.goto(`${base}/console/#/queues/${queueA}/dead-letters`);
+    const row = page.locator(`tr[data-transaction="${transactionId}"]`);
+    await expectText(row, 'schema mismatch');
+    expect(await row.getByRole('button').count()).toBe(0);
+    expect(await page.getByRole('link', { name: 'Settings' }).count()).toBe(0);
+    await page.goto(`${base}/console/#/queues/${queueA}/consumers`);
+    await page.getByRole('heading', { name: 'Consumer groups' }).waitFor();
+    expect(await page.getByRole('button', { name: 'To end' }).count()).toBe(0);
+
+    const forged = await page.evaluate(
+      async ({ partitionId, transactionId }) => {
+        const bearer = String(Object.values((globalThis as any).sessionStorage)[0]);
+        const response = await fetch(
+          `/api/v1/messages/${partitionId}/${encodeURIComponent(transactionId)}/retry?consumerGroup=audit`,
+          {
+            method: 'POST',
+            headers: { authorization: `Bearer ${bearer}` },
+          },
+        );
+        return { status: response.status, body: await response.json() };
+      },
+      { partitionId: popped.partitionId, transactionId },
+    );
+    expect(forged).toEqual({ status: 403, body: { error: 'Insufficient permissions' } });
+    const letters = await api('GET', `/dlq?queue=${queueA}&consumerGroup=audit`, writer);
+    expect(letters.messages.map((letter: { transactionId: string }) => letter.transactionId)).toEqual([transactionId]);
+    await context.close();
+  });
+
+  it('signs a refused token out with the reason, and lays the queue out on a phone without page-wide scrolling', async () => {
+    const { page, context } = await signIn(token(tenantA, 'read-only'), { width: 390, height: 800 });
+    await page.goto(`${base}/console/#/queues/${queueA}/consumers`);
+    await page.getByRole('heading', { name: 'Live leases' }).waitFor();
+    const overflow = await page.evaluate(() => {
+      const root = (globalThis as any).document.documentElement;
+      return root.scrollWidth - root.clientWidth;
+    });
+    expect(overflow).toBeLessThanOrEqual(0);
+    await context.close();
+
+    const expired = hsToken({ tenant: tenantA, role: 'read-only' }, { expiresIn: -3_600 });
+    const fresh = await browser.newContext();
+    const signInPage = await fresh.newPage();
+    await signInPage.goto(`${base}/console/`);
+    await signInPage.getByLabel('Token').fill(expired);
+    await signInPage.getByRole('button', { name: 'Sign in' }).click();
+    await expectText(signInPage.getByRole('alert'), 'Token expired');
+    expect(await signInPage.evaluate(() => (globalThis as any).sessionStorage.length)).toBe(0);
+    await fresh.close();
+  });
+
+  async function screenshot(page: Page, name: string): Promise<void> {
+    mkdirSync(SCREENSHOTS!, { recursive: true });
+    await page.waitForTimeout(2_500); // let a refresh cycle fill the sparklines and countdowns
+    await page.screenshot({ path: join(SCREENSHOTS!, name), fullPage: true });
+  }
+});
+
+async function msOf(locator: ReturnType<Page['locator']>): Promise<number> {
+  return Number(await locator.getAttribute('data-ms'));
+}
+
+async function expectText(locator: ReturnType<Page['locator']>, text: string): Promise<void> {
+  await locator.filter({ hasText: text }).first().waitFor({ timeout: UI_TIMEOUT_MS });
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs = UI_TIMEOUT_MS): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
+}
