@@ -32,6 +32,8 @@ describeWithBrowser('web console', () => {
   const tenantB = newTenant();
   const queueA = `orders-${randomHex(4)}`;
   const queueB = `invoices-${randomHex(4)}`;
+  // Sorts after queueA by name, so only its lag can put it first.
+  const behindA = `webhooks-${randomHex(4)}`;
   const token = (tenant: string, role: string) => hsToken({ tenant, role, sub: `${role}-user` }, { expiresIn: '1h' });
 
   async function api(method: string, path: string, bearer: string, body?: unknown): Promise<any> {
@@ -84,6 +86,11 @@ describeWithBrowser('web console', () => {
         payload: { orderId: n, total: n * 9.5 },
       })),
     });
+    await api('POST', '/push', writerA, {
+      items: Array.from({ length: 12 }, (_, n) => ({ queue: behindA, payload: { to: `user${n}@example.com` } })),
+    });
+    // A group that took one message and left the rest: the queue behind.
+    await api('GET', `/pop/queue/${behindA}?consumerGroup=mailer&autoAck=true&batch=1`, writerA);
     await api('POST', '/push', token(tenantB, 'read-write'), { items: [{ queue: queueB, payload: { invoice: 1 } }] });
   });
 
@@ -110,9 +117,38 @@ describeWithBrowser('web console', () => {
       });
       expect(stored.session).toContain(bearer);
       expect(stored.local.join('')).not.toContain(bearer.slice(-20));
-      if (tenant === tenantA && SCREENSHOTS) await screenshot(page, 'console-overview.png');
       await context.close();
     }
+  });
+
+  it('puts the queue most behind first, and draws throughput from its own samples', async () => {
+    const { page, context } = await signIn(token(tenantA, 'admin'));
+    const rows = page.locator('table.queues tbody tr');
+    await rows.first().waitFor();
+    expect(await rows.first().getAttribute('data-queue')).toBe(behindA);
+    await expectText(page.locator('.lagging li').first(), 'mailer');
+
+    const writer = token(tenantA, 'read-write');
+    let pushing = true;
+    const pusher = (async () => {
+      for (let n = 0; pushing; n++) {
+        await api('POST', '/push', writer, { items: [{ queue: queueA, partition: 'customer-9', payload: { n } }] });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    try {
+      const row = page.locator(`tr[data-queue="${queueA}"]`);
+      await row.getByRole('img', { name: `${queueA}: messages in per second` }).waitFor();
+      await expectText(row, '/s in');
+      await expect(waitUntil(async () => /[1-9][\d.]*\/s in/.test((await row.textContent()) ?? ''))).resolves.toBe(
+        true,
+      );
+      if (SCREENSHOTS) await screenshot(page, 'console-overview.png');
+    } finally {
+      pushing = false;
+      await pusher;
+    }
+    await context.close();
   });
 
   it("shows a live lease's time left falling, and jumping after an extend", async () => {
@@ -249,7 +285,6 @@ describeWithBrowser('web console', () => {
 
   async function screenshot(page: Page, name: string): Promise<void> {
     mkdirSync(SCREENSHOTS!, { recursive: true });
-    await page.waitForTimeout(2_500); // let a refresh cycle fill the sparklines and countdowns
     await page.screenshot({ path: join(SCREENSHOTS!, name), fullPage: true });
   }
 });
