@@ -7,11 +7,13 @@ import { build } from 'esbuild';
  * stylesheet, so they can be cached for good, and an index.html naming them.
  * Runs in `npm ci` (prepare); everything it needs is in node_modules.
  */
-const ROOT = join(__dirname, '..', '..');
+const parent = join(__dirname, '..');
+/** The repository, whether this runs compiled (dist/scripts) or from source. */
+const ROOT = basename(parent) === 'dist' ? join(parent, '..') : parent;
 const SOURCE = join(ROOT, 'console');
 const OUT = join(ROOT, 'dist', 'console');
 
-async function main(): Promise<void> {
+async function main(): Promise<string> {
   rmSync(OUT, { recursive: true, force: true });
   mkdirSync(OUT, { recursive: true });
   const result = await build({
@@ -27,9 +29,10 @@ async function main(): Promise<void> {
     entryNames: '[name]-[hash]',
     metafile: true,
     logLevel: 'warning',
+    absWorkingDir: ROOT,
     legalComments: 'none',
   });
-  const outputs = Object.keys(result.metafile.outputs).map((file) => relative(OUT, join(process.cwd(), file)));
+  const outputs = Object.keys(result.metafile.outputs).map((file) => relative(OUT, join(ROOT, file)));
   const script = outputs.find((file) => file.endsWith('.js'));
   const styles = outputs.find((file) => file.endsWith('.css'));
   if (!script || !styles) throw new Error(`unexpected build outputs: ${outputs.join(', ')}`);
@@ -37,10 +40,13 @@ async function main(): Promise<void> {
   writeFileSync(join(OUT, 'index.html'), html);
   copyFileSync(join(SOURCE, 'favicon.svg'), join(OUT, 'favicon.svg'));
   const bytes = outputs.map((file) => `${basename(file)} ${readFileSync(join(OUT, file)).length} B`);
-  console.log(`console built into ${relative(process.cwd(), OUT)}: ${bytes.join(', ')}`);
+  return `console built into ${relative(ROOT, OUT)}: ${bytes.join(', ')}`;
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+main().then(
+  (summary) => console.log(summary),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -149,11 +149,17 @@ export function Stat({ label, value, tone }: { label: string; value: ComponentCh
   );
 }
 
-/** Keeps focus where a keyboard user expects it after a route change: the new page's heading. */
+let pageLoaded = false;
+
+/**
+ * After a route change, focus goes to the new page's heading, where a
+ * keyboard user expects it; on the page's first load it stays at the top.
+ */
 export function PageTitle({ children }: { children: ComponentChildren }) {
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
-    heading.current?.focus({ preventScroll: true });
+    if (pageLoaded) heading.current?.focus({ preventScroll: true });
+    pageLoaded = true;
   }, []);
   return (
     <h1 ref={heading} tabIndex={-1}>

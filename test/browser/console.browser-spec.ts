@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { CONSOLE_DIR } from '../../src/console/serve-console';
 import { randomHex } from '../support/tenant-fixture';
 import { createTestApp, newTenant } from '../support/test-app';
 import { hsToken, TEST_JWT_SECRET } from '../support/tokens';
@@ -62,6 +63,7 @@ describeWithBrowser('web console', () => {
   }
 
   beforeAll(async () => {
+    expect(staleConsoleSources()).toEqual([]);
     app = await createTestApp({ JWT_ENABLED: 'true', JWT_SECRET: TEST_JWT_SECRET, TENANT_HEADER: undefined });
     await app.listen(0, '127.0.0.1');
     base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
@@ -283,11 +285,65 @@ describeWithBrowser('web console', () => {
     await fresh.close();
   });
 
+  it('refreshes in one cycle, and stops asking while the tab is hidden', async () => {
+    const { page, context } = await signIn(token(tenantA, 'read-only'));
+    await page.locator('table.queues').waitFor();
+    const requests: number[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/api/v1/')) requests.push(Date.now());
+    });
+    const watchMs = 6_000;
+    await page.waitForTimeout(watchMs);
+    // Two routes a cycle, one cycle every two seconds at most: a storm would be far above this.
+    expect(requests.length).toBeGreaterThan(0);
+    expect(requests.length).toBeLessThanOrEqual(2 * (watchMs / 2_000 + 1));
+
+    await page.evaluate(() => {
+      const document = (globalThis as any).document;
+      Object.defineProperty(document, 'hidden', { configurable: true, get: () => true });
+      document.dispatchEvent(new Event('visibilitychange'));
+    });
+    requests.length = 0;
+    await page.waitForTimeout(watchMs);
+    expect(requests.length).toBe(0);
+    await context.close();
+  });
+
+  it('can be used from the keyboard: skip link, links, a confirmation closed with Escape', async () => {
+    const { page, context } = await signIn(token(tenantA, 'read-write'));
+    await page.reload();
+    await page.locator('table.queues').waitFor();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => (globalThis as any).document.activeElement.textContent)).toBe('Skip to content');
+    await page.getByRole('link', { name: behindA, exact: true }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: behindA, level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'To end' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+    const lag = await api('GET', `/consumer-groups?queue=${behindA}`, token(tenantA, 'read-only'));
+    expect(lag[0].totalLag).toBe(11);
+    await context.close();
+  });
+
   async function screenshot(page: Page, name: string): Promise<void> {
     mkdirSync(SCREENSHOTS!, { recursive: true });
     await page.screenshot({ path: join(SCREENSHOTS!, name), fullPage: true });
   }
 });
+
+/** Console sources changed since the last build (npm run build:console), which the browser would not see. */
+function staleConsoleSources(): string[] {
+  const index = join(CONSOLE_DIR, 'index.html');
+  if (!existsSync(index)) return ['dist/console is not built'];
+  const built = statSync(index).mtimeMs;
+  const sources = join(__dirname, '..', '..', 'console');
+  return readdirSync(sources, { recursive: true, encoding: 'utf8' })
+    .filter((file) => statSync(join(sources, file)).isFile() && statSync(join(sources, file)).mtimeMs > built)
+    .map((file) => `console/${file} is newer than the build: npm run build:console`);
+}
 
 async function msOf(locator: ReturnType<Page['locator']>): Promise<number> {
   return Number(await locator.getAttribute('data-ms'));
