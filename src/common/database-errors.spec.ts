@@ -1,6 +1,12 @@
 import { DatabaseError } from 'pg';
-import { QueryFailedError } from 'typeorm';
-import { databaseFailureOf, databaseFailureText, DatabaseTimeoutError, PoolUnavailableError } from './database-errors';
+import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import {
+  ConnectionLostError,
+  databaseFailureOf,
+  databaseFailureText,
+  DatabaseTimeoutError,
+  PoolUnavailableError,
+} from './database-errors';
 
 function serverError(code: string, message: string): DatabaseError {
   const error = new DatabaseError(message, message.length, 'error');
@@ -27,6 +33,18 @@ describe('databaseFailureOf', () => {
     ],
     ['a connection exception (class 08)', serverError('08006', 'connection failure')],
     ['too many connections (53300)', serverError('53300', 'sorry, too many clients already')],
+    [
+      'a write refused by a standby or a read-only session (25006)',
+      new QueryFailedError('INSERT', [], serverError('25006', 'cannot execute INSERT in a read-only transaction')),
+    ],
+    [
+      "TypeORM's runner released when our session was terminated between statements",
+      new QueryRunnerAlreadyReleasedError(),
+    ],
+    [
+      'any error after the connection died under a unit of work',
+      new ConnectionLostError(serverError('57P01', 'terminating connection due to administrator command')),
+    ],
   ])('calls %s unavailable: the contract\'s "pool"', (_case, error) => {
     expect(databaseFailureOf(error)).toBe('unavailable');
     expect(databaseFailureText(databaseFailureOf(error)!)).toBe('pool');

@@ -1,3 +1,5 @@
+import { QueryRunnerAlreadyReleasedError } from 'typeorm';
+
 /** Thrown when no pooled connection could be had within the acquire timeout. */
 export class PoolUnavailableError extends Error {
   constructor(cause: unknown) {
@@ -21,6 +23,19 @@ export class DatabaseTimeoutError extends Error {
   }
 }
 
+/**
+ * The connection died under a unit of work (our session was terminated by a
+ * failover, say) and what failed after that is only a symptom, an error of
+ * TypeORM's that says nothing about the database: the cause is the
+ * connection's own error.
+ */
+export class ConnectionLostError extends Error {
+  constructor(cause: unknown) {
+    super('connection lost', { cause });
+    this.name = 'ConnectionLostError';
+  }
+}
+
 /** What a failure says about the database: unreachable (or not accepting work), or too slow. */
 export type DatabaseFailure = 'unavailable' | 'timeout';
 
@@ -40,6 +55,8 @@ const UNAVAILABLE_CODES = new Set([
   '57P05',
   '25P03',
   '53300',
+  // A write refused by a standby (a demoted primary) or a read-only session: not this primary any more.
+  '25006',
 ]);
 
 const UNAVAILABLE_MESSAGES = [
@@ -56,7 +73,9 @@ const UNAVAILABLE_MESSAGES = [
  * say, is a failed statement on a healthy database: undefined.
  */
 export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
-  if (error instanceof PoolUnavailableError) return 'unavailable';
+  if (error instanceof PoolUnavailableError || error instanceof ConnectionLostError) return 'unavailable';
+  // TypeORM releases a query runner when its connection fails between statements; ours release theirs only once done.
+  if (error instanceof QueryRunnerAlreadyReleasedError) return 'unavailable';
   if (error instanceof DatabaseTimeoutError) return 'timeout';
   const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
   const code = (driverError as { code?: unknown } | null)?.code;

@@ -18,6 +18,14 @@ export class UnsafeConnectionError extends Error {
   }
 }
 
+/** Its server refused a write as read-only (SQLSTATE 25006). */
+export class ReadOnlyConnectionError extends Error {
+  constructor() {
+    super('connection to a read-only server; closed instead of reused');
+    this.name = 'ReadOnlyConnectionError';
+  }
+}
+
 /**
  * Why a connection may not go back to the pool, or undefined when it may.
  * A client-side timeout leaves its statement running on the server and a
@@ -34,6 +42,9 @@ export function unsafeState(client: PoolClient): string | undefined {
   if (status === 'E') return 'inside a failed transaction';
   return undefined;
 }
+
+/** SQLSTATE read_only_sql_transaction: a write refused by a standby or a read-only session. */
+const READ_ONLY_SQL_TRANSACTION = '25006';
 
 /**
  * Between a statement's error and the server's ReadyForQuery this is true as
@@ -87,8 +98,21 @@ export class GuardedPool extends pg.Pool {
         logger.warn(`Connection lost while in use: ${socketError.message}`);
       };
       client.on('error', onError);
+      // A server that refuses writes is a standby now (a failover demoted it), or the session began read-only
+      // (default_transaction_read_only): only a new connection can reach the primary, e.g. through HAProxy.
+      let readOnly = false;
+      const onServerError = (message: { code?: string }): void => {
+        if (message.code === READ_ONLY_SQL_TRANSACTION) readOnly = true;
+      };
+      client.connection.on('errorMessage', onServerError);
       const guardedRelease = (releaseError?: unknown): void => {
         client.removeListener('error', onError);
+        client.connection.removeListener('errorMessage', onServerError);
+        if (!releaseError && readOnly) {
+          logger.warn('A connection whose server refused a write as read-only was released; closing it to reconnect');
+          release(new ReadOnlyConnectionError());
+          return;
+        }
         const state = releaseError ? undefined : unsafeState(client);
         if (state) logger.warn(`A connection was released ${state}; closing it so its transaction cannot be reused`);
         release(releaseError ?? (state ? new UnsafeConnectionError(state) : undefined));

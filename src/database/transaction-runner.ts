@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient } from 'pg';
 import { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
 import { canRollBack } from './guarded-pool';
@@ -38,6 +39,11 @@ export class TransactionRunner {
     try {
       const runner = this.dataSource.createQueryRunner();
       const client = await runnerConnectionWithin(runner, this.acquireTimeoutMs - (monotonicNow() - started));
+      let lostWith: Error | undefined;
+      const onLost = (error: Error): void => {
+        lostWith ??= error;
+      };
+      client.on('error', onLost);
       try {
         return await withinBudget(client, this.budgetMs, async () => {
           await runner.startTransaction();
@@ -49,10 +55,12 @@ export class TransactionRunner {
             if (runner.isTransactionActive && canRollBack(client, error)) {
               await runner.rollbackTransaction().catch(() => undefined);
             }
-            throw error;
+            // Once the connection died, TypeORM's own errors (a released query runner) only hide that.
+            throw lostWith && !databaseFailureOf(error) ? new ConnectionLostError(lostWith) : error;
           }
         });
       } finally {
+        client.removeListener('error', onLost);
         await runner.release();
       }
     } finally {

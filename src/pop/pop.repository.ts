@@ -310,6 +310,28 @@ export class PopRepository {
     return row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms);
   }
 
+  /**
+   * Ends the lease `leaseId` of a pop that claimed and then gave up: its
+   * batches are claimable again at once (their next delivery counts one
+   * attempt more). The rows a pop has since claimed under a new lease id are
+   * not touched. What became claimable, per partition name.
+   */
+  async release(tenantId: string, leaseId: string, manager: EntityManager): Promise<Map<string, number>> {
+    const rows: Array<{ partition: string; claimable: string }> = await manager.query(
+      `WITH released AS (
+         UPDATE consumers c
+            SET lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, updated_at = now()
+          WHERE c.tenant_id = $1 AND c.lease_id = $2
+         RETURNING c.tenant_id, c.partition_id, c.committed_offset
+       )
+       SELECT p.name AS partition, p.last_offset - r.committed_offset AS claimable
+         FROM released r
+         JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id`,
+      [tenantId, leaseId],
+    );
+    return new Map(rows.map((row) => [row.partition, Number(row.claimable)]));
+  }
+
   async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
     const rows: Array<
       StoredMessageRow & {

@@ -231,7 +231,8 @@ export class PopService {
     let dueInMs: number | undefined;
     let claimSentAt = 0;
     let late = false;
-    const { claimed, leaseSeconds } = await this.writes.run(tenantId, async (unit) => {
+    let leased = false;
+    const work = this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
       // A queue or partition that does not exist (yet) has nothing to deliver: 204, and a long poll
       // parks so that the push that creates it wakes it. Nothing is created here.
@@ -272,6 +273,7 @@ export class PopService {
         windowBuffer: target.windowBuffer,
       };
       const claimed = await this.pops.claim(tenantId, request, manager);
+      leased = claimed.length > 0 && !options.autoAck;
       if (claimed.length === 0 && (target.delayedProcessing > 0 || target.windowBuffer > 0)) {
         dueInMs = await this.pops.nextDueInMs(tenantId, request, manager);
       }
@@ -279,17 +281,48 @@ export class PopService {
         unit.afterCommit(() => {
           // The lease runs from the claim, which the server ran after claimSentAt.
           // A database so slow that the lease may already be over is not handed
-          // out: the batch is claimable again within a round trip, and the next pop
-          // gets it with a live lease.
+          // out: it is released below, and the next pop gets the batch with a live lease.
           late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
           if (!late) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
         });
       }
       return { claimed, leaseSeconds };
     });
+    // Once the claim answered, its COMMIT may have reached the server although the pop gave up.
+    const { claimed, leaseSeconds } = await work.catch((error: unknown) => {
+      if (leased) this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
+      throw error;
+    });
     if (claimed.length === 0) return { dueInMs };
-    if (late) throw new DatabaseTimeoutError(leaseSeconds * 1000);
+    if (late) {
+      this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
+      throw new DatabaseTimeoutError(leaseSeconds * 1000);
+    }
     return { delivery: this.answer(queueName, options, options.autoAck ? null : leaseId, claimed) };
+  }
+
+  /**
+   * Ends a lease this pop minted but did not hand out, so its batch is
+   * claimable again at once rather than when the lease would end. Best
+   * effort, in a unit of work of its own that the answer does not wait for:
+   * when it cannot reach the database either, the lease expires at its time.
+   */
+  private releaseUnused(tenantId: string, queue: string, consumerGroup: string, leaseId: string): void {
+    this.writes
+      .run(tenantId, async (unit) => {
+        const partitions = await this.pops.release(tenantId, leaseId, unit.manager);
+        if (partitions.size > 0) unit.redeliver({ queue, consumerGroup, partitions });
+        return partitions.size;
+      })
+      .then(
+        (released) => {
+          if (released > 0) this.logger.warn(`Lease ${leaseId} of a pop that gave up was released`);
+        },
+        (error: unknown) => {
+          const reason = databaseFailureOf(error) ?? (error instanceof Error ? error.message : String(error));
+          this.logger.warn(`Lease ${leaseId} of a pop that gave up could not be released (${reason}); it expires`);
+        },
+      );
   }
 
   private handedOut(
