@@ -318,10 +318,17 @@ export class PopRepository {
    */
   async release(tenantId: string, leaseId: string, manager: EntityManager): Promise<Map<string, number>> {
     const rows: Array<{ partition: string; claimable: string }> = await manager.query(
-      `WITH released AS (
+      `WITH release_locked AS (
+         SELECT partition_id, consumer_group FROM consumers
+          WHERE tenant_id = $1 AND lease_id = $2
+          ORDER BY partition_id, consumer_group
+            FOR UPDATE
+       ), released AS (
          UPDATE consumers c
             SET lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, updated_at = now()
-          WHERE c.tenant_id = $1 AND c.lease_id = $2
+           FROM release_locked l
+          WHERE c.tenant_id = $1 AND c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
+            AND c.lease_id = $2
          RETURNING c.tenant_id, c.partition_id, c.committed_offset
        )
        SELECT p.name AS partition, p.last_offset - r.committed_offset AS claimable

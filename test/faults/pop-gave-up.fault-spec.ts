@@ -75,15 +75,16 @@ const PROMPTLY_MS = 4_000;
   });
 
   it('releases a lease whose COMMIT reached the server after the pop gave up (500 database timeout): another pop gets the batch at once', async () => {
-    // A unit of work may take 6 s. The claim answers 2.4 s late, its COMMIT reaches the server at 4.8 s
-    // (inside the 6 s the server lets a transaction idle) and would answer at 7.2 s: the pop gives up
-    // at 6 s on a claim that did commit, under a 60 s lease no one was told of.
-    const client = await start(5_000);
+    // A unit of work may take 12 s. The claim answers 4.8 s late, its COMMIT reaches the server at 9.6 s
+    // (inside the 12 s the server lets a transaction idle) and would answer at 14.4 s: the pop gives up
+    // at 12 s on a claim that did commit, under a 60 s lease no one was told of. 2.4 s of slack either
+    // side for a loaded machine.
+    const client = await start(11_000);
     await client.pushMany('gave-up', 2);
     const caught = proxy.stallWhen('leasehold_claim');
     const pop = client.pop('gave-up', { batch: 10, leaseSeconds: 60 }).then((response) => response);
     await within(caught, 'the claim is caught');
-    proxy.delay(2_400);
+    proxy.delay(4_800);
     proxy.heal();
     const timedOut = await pop;
     const answeredAt = Date.now();
@@ -108,7 +109,7 @@ const PROMPTLY_MS = 4_000;
     const pop = client.pop('gave-up', { batch: 10, leaseSeconds }).then((response) => response);
     await within(caught, 'the claim is caught');
     await sleep(leaseSeconds * 1000 + 500);
-    const releaseCaught = proxy.stallWhen('WITH released');
+    const releaseCaught = proxy.stallWhen('WITH release_locked');
     proxy.heal();
     const late = await pop;
     expect([late.status, late.body]).toEqual([500, { error: 'database timeout' }]);
