@@ -2,18 +2,21 @@ import cluster, { Worker } from 'node:cluster';
 import { Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { migrateDatabase } from '../database/run-migrations';
+import { relayWorkerMetrics } from './metrics-relay';
 
 /**
  * WORKERS > 1 (PostgreSQL only; the configuration refuses it on the embedded
  * database): this process serves no requests. It applies the migrations once,
  * then forks workers that share the listening port. Workers are ordinary
- * stateless brokers; one that dies is replaced.
+ * stateless brokers; one that dies is replaced. A scrape of /metrics reaching
+ * any of them answers for all of them (relayWorkerMetrics).
  */
 export async function runClusterPrimary(config: AppConfig): Promise<void> {
   const logger = new Logger('Cluster');
   await migrateDatabase(config.database, config.database.url!);
   logger.log(`Starting ${config.workers} workers`);
 
+  relayWorkerMetrics();
   let stopping = false;
   const fork = (): Worker => cluster.fork();
   cluster.on('exit', (worker, code, signal) => {

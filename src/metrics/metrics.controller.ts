@@ -4,7 +4,7 @@ import type { Response } from 'express';
 import { Access } from '../auth/access.decorator';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { bearerMatches } from './metrics-token';
-import { MetricsService } from './metrics.service';
+import { MetricsExposition } from './metrics-exposition';
 
 /**
  * `GET /metrics` on the API port, for Prometheus. Its series span tenants
@@ -20,7 +20,7 @@ export class MetricsController {
   private readonly token: string | undefined;
 
   constructor(
-    private readonly metrics: MetricsService,
+    private readonly exposition: MetricsExposition,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     const { enabled, port, token } = config.metrics;
@@ -36,8 +36,8 @@ export class MetricsController {
       response.setHeader('WWW-Authenticate', 'Bearer');
       throw new UnauthorizedException({ error: 'Authentication required' });
     }
-    const text = await this.metrics.registry.metrics();
-    response.setHeader('content-type', this.metrics.registry.contentType);
+    const text = await this.exposition.render();
+    response.setHeader('content-type', this.exposition.contentType);
     response.end(text);
   }
 }

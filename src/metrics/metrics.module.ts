@@ -1,6 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { HealthModule } from '../health/health.module';
 import { WakeupModule } from '../wakeup/wakeup.module';
+import { MetricsExposition } from './metrics-exposition';
 import { MetricsController } from './metrics.controller';
 import { MetricsServer } from './metrics.server';
 import { MetricsService } from './metrics.service';
@@ -10,7 +11,7 @@ import { ScrapeCollector } from './scrape-collector';
 @Module({
   imports: [WakeupModule, HealthModule],
   controllers: [MetricsController],
-  providers: [MetricsService, ScrapeCollector, MetricsServer],
+  providers: [MetricsService, ScrapeCollector, MetricsExposition, MetricsServer],
   exports: [MetricsService],
 })
 export class MetricsModule {}

@@ -1,10 +1,17 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  HttpException,
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { ProbeService } from '../health/probe.service';
 import { bearerMatches } from './metrics-token';
-import { MetricsService } from './metrics.service';
+import { MetricsExposition } from './metrics-exposition';
 
 /**
  * With METRICS_PORT, a listener of its own for what the platform asks of a
@@ -19,7 +26,7 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
   private server: Server | undefined;
 
   constructor(
-    private readonly metrics: MetricsService,
+    private readonly exposition: MetricsExposition,
     private readonly probes: ProbeService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
@@ -33,7 +40,11 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
     const { enabled, port } = this.config.metrics;
     if (!enabled || port === undefined) return;
     const server = createServer((request, response) => {
-      this.answer(request, response).catch(() => send(response, 500, '{"error":"internal error"}'));
+      this.answer(request, response).catch((error: unknown) =>
+        error instanceof HttpException
+          ? send(response, error.getStatus(), JSON.stringify(error.getResponse()))
+          : send(response, 500, '{"error":"internal error"}'),
+      );
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -62,8 +73,8 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
       response.setHeader('WWW-Authenticate', 'Bearer');
       return send(response, 401, '{"error":"Authentication required"}');
     }
-    const text = await this.metrics.registry.metrics();
-    response.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text);
+    const text = await this.exposition.render();
+    response.writeHead(200, { 'content-type': this.exposition.contentType }).end(text);
   }
 }
 

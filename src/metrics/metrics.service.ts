@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { Inject, Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
@@ -29,6 +30,8 @@ export class MetricsService {
   private readonly maxQueueSeries: number;
   private readonly queuesWithSeries = new Set<string>();
   private readonly otherQueues: Record<string, string>;
+  /** prom-client's process_* and nodejs_* metrics, which belong to one process even in a group of workers. */
+  readonly processMetrics: ReadonlySet<string>;
 
   readonly renewals: Counter<'outcome'>;
   readonly renewalSlack: Histogram;
@@ -53,7 +56,10 @@ export class MetricsService {
     this.otherQueues = this.tenantLabels ? { tenant: OTHER_QUEUES, queue: OTHER_QUEUES } : { queue: OTHER_QUEUES };
     const registers = [this.registry];
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
-    collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_' });
+    // Among WORKERS, each worker's memory, CPU and event loop stay series of their own: summed or averaged they hide the one in trouble.
+    const labels = cluster.isWorker && config.workers > 1 ? { worker: String(cluster.worker!.id) } : undefined;
+    collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_', labels });
+    this.processMetrics = new Set(this.registry.getMetricsAsArray().map((metric) => metric.name));
 
     this.renewals = new Counter({
       name: 'leasehold_lease_renewals_total',

@@ -43,6 +43,16 @@ export class ScrapeCollector {
   private cached: { at: number; stats: QueueStats } | undefined;
   private reading: Promise<QueueStats> | undefined;
   private readonly failures: Counter;
+  /**
+   * Gauges read from the database, the same whichever process reads them:
+   * among WORKERS only the scraped worker reads them (see MetricsExposition).
+   */
+  readonly databaseMetrics: ReadonlySet<string> = new Set([
+    'leasehold_queue_depth_messages',
+    'leasehold_consumer_lag_messages',
+    'leasehold_retention_overdue_partitions',
+    'leasehold_table_dead_rows',
+  ]);
 
   constructor(
     metrics: MetricsService,
@@ -104,6 +114,8 @@ export class ScrapeCollector {
       name: 'leasehold_listener_connected',
       help: "1 while this process's LISTEN connection is up (wakeups from other broker processes are heard), else 0.",
       registers,
+      // Among WORKERS: 0 as soon as one worker has lost it.
+      aggregator: 'min',
       collect() {
         this.set(channel.listening ? 1 : 0);
       },
@@ -112,6 +124,7 @@ export class ScrapeCollector {
       name: 'leasehold_draining',
       help: '1 once this process has begun shutting down, else 0.',
       registers,
+      aggregator: 'max',
       collect() {
         this.set(drain.draining ? 1 : 0);
       },
@@ -123,6 +136,8 @@ export class ScrapeCollector {
       help: 'Messages of a queue not yet acknowledged by its slowest consumer group (all of them when it has no group).',
       labelNames: queueLabels,
       registers,
+      // The database's number, not this process's: never summed over workers.
+      aggregator: 'max',
       async collect() {
         this.reset();
         for (const row of (await stats()).depth) this.set(labels(row), row.messages);
@@ -133,6 +148,7 @@ export class ScrapeCollector {
       help: 'Messages of a queue that a consumer group has not yet acknowledged.',
       labelNames: [...queueLabels, 'consumer_group'],
       registers,
+      aggregator: 'max',
       async collect() {
         this.reset();
         for (const row of (await stats()).lag) this.set({ ...labels(row), consumer_group: row.group }, row.messages);
@@ -142,6 +158,7 @@ export class ScrapeCollector {
       name: 'leasehold_retention_overdue_partitions',
       help: 'Partitions whose retention has been due for longer than a round of the job (RETENTION_INTERVAL_MS): it is behind.',
       registers,
+      aggregator: 'max',
       async collect() {
         this.set((await stats()).retentionOverdue);
       },
@@ -151,6 +168,7 @@ export class ScrapeCollector {
       help: 'Rows deleted (by retention, acks of dead letters...) that autovacuum has not reclaimed yet, by table.',
       labelNames: ['table'],
       registers,
+      aggregator: 'max',
       async collect() {
         this.reset();
         for (const row of (await stats()).deadRows) this.set({ table: row.table }, row.rows);
