@@ -46,6 +46,13 @@ function burst(clients: BrokerClient[], count: number): Promise<Answer[]> {
     await first.close();
   });
 
+  it('reports the count of live brokers in leasehold_brokers_live', async () => {
+    for (const app of [first, second]) {
+      const scraped = await request(app.getHttpServer()).get('/metrics').expect(200);
+      expect(scraped.text).toMatch(/^leasehold_brokers_live 2$/m);
+    }
+  });
+
   it("lets a tenant's requests spread over two brokers through RATE_LIMIT_MANAGE times in a second, not twice that; the rest answer 429", async () => {
     const tenant = newTenant();
     const clients = [new BrokerClient(first, tenant), new BrokerClient(second, tenant)];
