@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
 import { ThrottlerModule } from '@nestjs/throttler';
+import { BrokerRegistry } from '../cluster/broker-registry';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { FixedWindowThrottlerStorage } from '../limits/fixed-window.storage';
 import { TenantThrottlerGuard } from '../limits/tenant-throttler.guard';
@@ -15,14 +16,17 @@ const reflector = new Reflector();
   imports: [
     PassportModule.register({ session: false }),
     ThrottlerModule.forRootAsync({
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({
+      inject: [APP_CONFIG, BrokerRegistry],
+      useFactory: (config: AppConfig, brokers: BrokerRegistry) => ({
         throttlers: [
           {
             name: 'default',
             ttl: 1_000,
-            limit: (context) =>
-              TenantThrottlerGuard.limitOf(reflector, config.limits.rateLimits, context) ?? Number.MAX_SAFE_INTEGER,
+            // The limits are the deployment's: this process counts its share of them.
+            limit: (context) => {
+              const limit = TenantThrottlerGuard.limitOf(reflector, config.limits.rateLimits, context);
+              return limit === undefined ? Number.MAX_SAFE_INTEGER : brokers.share(limit);
+            },
           },
         ],
         storage: new FixedWindowThrottlerStorage(),

@@ -37,7 +37,7 @@ export interface HttpConfig {
   maxConnections: number;
 }
 
-/** Per route class: requests per second per tenant and broker process; 0 means no limit. */
+/** Per route class: requests per second per tenant, for the whole deployment; 0 means no limit. */
 export interface RateLimits {
   renew: number;
   consume: number;
@@ -61,7 +61,7 @@ export interface LimitsConfig {
   bodyMaxInflateRatio: number;
   /** Largest answer of a pop, a dead-letter page or a queue's resources, roughly. */
   responseMaxBytes: number;
-  /** Long polls one tenant may have parked in one broker process. */
+  /** Long polls one tenant may have parked, for the whole deployment. */
   popMaxWaitingPerTenant: number;
   /** Pooled connections one tenant may hold at once, so others always get one. */
   tenantMaxConnections: number;
@@ -91,6 +91,12 @@ export interface AppConfig {
   bodyLimitBytes: number;
   shutdownTimeoutMs: number;
   workers: number;
+  /**
+   * How often this process tells the database it is alive and counts the
+   * live brokers, whose share of each per-tenant limit it enforces; 0: it
+   * neither registers nor counts, and enforces the whole limits alone.
+   */
+  brokerHeartbeatMs: number;
   database: DatabaseConfig;
   jwt: JwtConfig;
   tenantHeader: string | undefined;

@@ -71,6 +71,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     bodyLimitBytes,
     shutdownTimeoutMs: reader.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     workers: reader.int('WORKERS', 1, 1, 64),
+    brokerHeartbeatMs: reader.int('BROKER_HEARTBEAT_MS', 5_000, 0, 60_000),
     database: {
       url: databaseUrl(reader, problems),
       dataDir: reader.string('DATA_DIR') ?? './data/pglite',
@@ -158,6 +159,9 @@ export function loadConfig(env: Env = process.env): AppConfig {
     // PGlite runs one transaction at a time and cannot carry NOTIFY between
     // processes, so extra workers would only queue and miss long-poll wakeups.
     problems.push('WORKERS > 1 needs DATABASE_URL: the embedded database serves one broker process');
+  }
+  if (config.brokerHeartbeatMs > 0 && config.brokerHeartbeatMs < 100) {
+    problems.push('BROKER_HEARTBEAT_MS must be 0 (off) or at least 100');
   }
   if (config.limits.messageMaxBytes > config.bodyLimitBytes) {
     problems.push('MESSAGE_MAX_BYTES must not be larger than BODY_LIMIT: no push could carry such a message');

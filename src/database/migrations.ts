@@ -10,6 +10,7 @@ import { Maintenance1796500000000 } from '../../migrations/1796500000000-Mainten
 import { DeadLettersByMessage1796600000000 } from '../../migrations/1796600000000-DeadLettersByMessage';
 import { QueueNamespaces1796700000000 } from '../../migrations/1796700000000-QueueNamespaces';
 import { LeaseRenewals1796800000000 } from '../../migrations/1796800000000-LeaseRenewals';
+import { Brokers1796900000000 } from '../../migrations/1796900000000-Brokers';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -25,4 +26,5 @@ export const MIGRATIONS = [
   DeadLettersByMessage1796600000000,
   QueueNamespaces1796700000000,
   LeaseRenewals1796800000000,
+  Brokers1796900000000,
 ];

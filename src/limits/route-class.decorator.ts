@@ -20,7 +20,7 @@ export const RateLimited = (routeClass: RouteClass, alsoRefused?: { when: string
     SetMetadata(ROUTE_CLASS, routeClass),
     ApiErrorResponse(
       429,
-      `The tenant used up RATE_LIMIT_${routeClass.toUpperCase()} requests per second on this broker process ` +
+      `The tenant used up RATE_LIMIT_${routeClass.toUpperCase()} requests per second (across all brokers) ` +
         `(0 means no limit${routeClass === 'renew' ? ', the default for renewals' : ''})` +
         `${alsoRefused ? `; or ${alsoRefused.when}` : ''}. Retry-After says when to try again.`,
       TOO_MANY_REQUESTS,

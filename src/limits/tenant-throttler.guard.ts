@@ -15,7 +15,8 @@ import { ROUTE_CLASS, RouteClass, TOO_MANY_REQUESTS } from './route-class.decora
 
 /**
  * Per-tenant request rates, per route class (RATE_LIMIT_RENEW, _CONSUME,
- * _PRODUCE, _MANAGE, each per second and broker process), with
+ * _PRODUCE, _MANAGE, each per second for the whole deployment; this process
+ * counts its share, see AuthModule and BrokerRegistry), with
  * @nestjs/throttler. Runs after AccessGuard, which resolved the tenant; a
  * route without a class, or whose class is unlimited (0), is not counted.
  * Over the limit: 429 {"error":"too many requests"} with Retry-After.

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource, EntityManager } from 'typeorm';
+import { BrokerRegistry } from '../cluster/broker-registry';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { driverPool } from '../database/guarded-pool';
 import { TransactionRunner } from '../database/transaction-runner';
@@ -61,6 +62,7 @@ export class ScrapeCollector {
     polls: ParkedPolls,
     channel: WakeupChannel,
     drain: DrainService,
+    brokers: BrokerRegistry,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.maxSeries = config.metrics.maxQueueSeries;
@@ -118,6 +120,16 @@ export class ScrapeCollector {
       aggregator: 'min',
       collect() {
         this.set(channel.listening ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'leasehold_brokers_live',
+      help:
+        'Broker processes this process last counted as live, itself included; it enforces 1/N of each ' +
+        'per-tenant rate limit and of POP_MAX_WAITING_PER_TENANT.',
+      registers,
+      collect() {
+        this.set(brokers.liveBrokers);
       },
     });
     new Gauge({

@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { BrokerRegistry } from '../cluster/broker-registry';
 import { compositeKey, splitCompositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DrainService } from '../lifecycle/drain.service';
@@ -73,7 +74,8 @@ export class WakeupSubscription {
  * partition's messages: a thousand parked polls and a push of five messages
  * make five claims, not a thousand. A redelivery wakes only its own group's
  * waiters. A tenant may have POP_MAX_WAITING_PER_TENANT polls parked in
- * this process; more are refused (429) instead of parked.
+ * the deployment: this process parks its share of them (BrokerRegistry);
+ * more are refused (429) instead of parked.
  */
 @Injectable()
 export class ParkedPolls {
@@ -85,7 +87,11 @@ export class ParkedPolls {
   private readonly maxParkedPerTenant: number;
   private closing = false;
 
-  constructor(@Inject(APP_CONFIG) config: AppConfig, drain: DrainService) {
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    drain: DrainService,
+    private readonly brokers: BrokerRegistry,
+  ) {
     this.maxParkedPerTenant = config.limits.popMaxWaitingPerTenant;
     drain.onDrain(() => this.closeAll());
   }
@@ -93,7 +99,8 @@ export class ParkedPolls {
   subscribe(tenantId: string, queue: string, consumerGroup: string, partition: string | undefined): WakeupSubscription {
     const key = compositeKey(tenantId, queue);
     const parked = this.parkedPerTenant.get(tenantId) ?? 0;
-    const refused = !this.closing && parked >= this.maxParkedPerTenant;
+    // Polls parked before a broker joined stay parked; only new ones meet the smaller share.
+    const refused = !this.closing && parked >= this.brokers.share(this.maxParkedPerTenant);
     const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, refused, (done) =>
       this.detach(key, done),
     );

@@ -1,4 +1,5 @@
 import { EntityManager } from 'typeorm';
+import { BrokerRegistry } from '../cluster/broker-registry';
 import { loadConfig } from '../config/load-config';
 import { DatabaseServer } from '../database/database-server';
 import { DrainService } from '../lifecycle/drain.service';
@@ -7,6 +8,8 @@ import { Notice, WakeupChannel } from './wakeup-channel';
 import { WakeupRepository } from './wakeup.repository';
 
 const drain = { onDrain: () => undefined } as unknown as DrainService;
+/** A broker alone in its deployment: its share of a limit is all of it. */
+const alone = { share: (limit: number) => limit } as BrokerRegistry;
 
 interface Process {
   polls: ParkedPolls;
@@ -18,7 +21,7 @@ interface Process {
 /** A broker process's polls and channel, never connected: notices are handed over by the test. */
 function process(env: Record<string, string> = {}): Process {
   const config = loadConfig(env);
-  const polls = new ParkedPolls(config, drain);
+  const polls = new ParkedPolls(config, drain, alone);
   const sent: Notice[] = [];
   const notices = { notify: async (batch: Notice[]) => void sent.push(...batch) } as unknown as WakeupRepository;
   return { polls, channel: new WakeupChannel({} as DatabaseServer, polls, notices, config), sent };

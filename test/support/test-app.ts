@@ -24,11 +24,13 @@ export async function createTestApp(
 ): Promise<NestExpressApplication> {
   // A JSON line per request would bury a failing test's output; the log tests run a broker process of their own.
   // The retention job works across tenants: tests that want it turn it on (RETENTION_INTERVAL_MS) or call it.
+  // Test files share one database: registered, their apps would divide each other's limits (BROKER_HEARTBEAT_MS).
   const config = loadConfig({
     TENANT_HEADER,
     DB_POOL_SIZE: '4',
     LOG_REQUESTS: 'false',
     RETENTION_INTERVAL_MS: '0',
+    BROKER_HEARTBEAT_MS: '0',
     ...process.env,
     ...env,
   });

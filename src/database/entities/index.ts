@@ -1,3 +1,4 @@
+import { BrokerEntity } from './broker.entity';
 import { ConsumerGroupEntity } from './consumer-group.entity';
 import { ConsumerEntity } from './consumer.entity';
 import { DeadLetterEntity } from './dead-letter.entity';
@@ -14,4 +15,5 @@ export const ENTITIES = [
   ConsumerEntity,
   DeadLetterEntity,
   MaintenanceEntity,
+  BrokerEntity,
 ];

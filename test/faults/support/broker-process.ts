@@ -67,7 +67,8 @@ export class BrokerProcess {
       ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')],
       {
         cwd: ROOT,
-        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', ...env },
+        // Unregistered like createTestApp's brokers: tests sharing the database must not divide each other's limits.
+        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', BROKER_HEARTBEAT_MS: '0', ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );

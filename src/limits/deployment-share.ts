@@ -1,0 +1,13 @@
+/**
+ * What one broker process enforces of a per-tenant limit meant for the whole
+ * deployment: an equal share, rounded up, and never less than 1, so a small
+ * limit spread over many brokers still lets each serve something. 0 stays 0
+ * (for the rate limits it means no limit, and they never get here). A count
+ * that is unknown or not a positive number is taken as one broker: the whole
+ * limit, as a lone process enforced it before there was a count.
+ */
+export function deploymentShare(limit: number, liveBrokers: number | undefined): number {
+  if (limit <= 0) return limit;
+  const brokers = liveBrokers !== undefined && Number.isFinite(liveBrokers) && liveBrokers >= 1 ? liveBrokers : 1;
+  return Math.max(1, Math.ceil(limit / Math.floor(brokers)));
+}

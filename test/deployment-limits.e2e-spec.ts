@@ -1,0 +1,126 @@
+import { NestExpressApplication } from '@nestjs/platform-express';
+import request from 'supertest';
+import { BrokerRegistry, LIVE_FOR_HEARTBEATS } from '../src/cluster/broker-registry';
+import { BrokersRepository } from '../src/cluster/brokers.repository';
+import { BrokerClient } from './support/broker-client';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { waitFor } from './support/wait';
+
+type Answer = request.Response;
+
+const HEARTBEAT_MS = 200;
+const env = {
+  BROKER_HEARTBEAT_MS: String(HEARTBEAT_MS),
+  RATE_LIMIT_MANAGE: '10',
+  POP_MAX_WAITING_PER_TENANT: '4',
+};
+
+const statuses = (answers: Answer[], status: number): number => answers.filter((a) => a.status === status).length;
+
+/** `count` requests to a manage route, sent together, alternating between the brokers. */
+function burst(clients: BrokerClient[], count: number): Promise<Answer[]> {
+  return Promise.all(
+    Array.from({ length: count }, (_, n) =>
+      clients[n % clients.length].get('/api/v1/resources/queues').then((answer) => answer),
+    ),
+  );
+}
+
+// Two brokers registered in one database: real PostgreSQL only (the embedded one serves one process).
+(onEmbeddedDatabase ? describe.skip : describe)('per-tenant limits hold for the whole deployment', () => {
+  let first: NestExpressApplication;
+  let second: NestExpressApplication;
+  let secondClosed = false;
+
+  beforeAll(async () => {
+    first = await createTestApp(env);
+    second = await createTestApp(env);
+    await waitFor(
+      () => first.get(BrokerRegistry).liveBrokers === 2 && second.get(BrokerRegistry).liveBrokers === 2,
+      'each broker counts the other',
+    );
+  });
+
+  afterAll(async () => {
+    if (!secondClosed) await second.close();
+    await first.close();
+  });
+
+  it('reports the count of live brokers in leasehold_brokers_live', async () => {
+    for (const app of [first, second]) {
+      const scraped = await request(app.getHttpServer()).get('/metrics').expect(200);
+      expect(scraped.text).toMatch(/^leasehold_brokers_live 2$/m);
+    }
+  });
+
+  it("lets a tenant's requests spread over two brokers through RATE_LIMIT_MANAGE times in a second, not twice that; the rest answer 429", async () => {
+    const tenant = newTenant();
+    const clients = [new BrokerClient(first, tenant), new BrokerClient(second, tenant)];
+
+    const answers = await burst(clients, 20);
+
+    // Each broker lets its share (5) through in the window; a window that ends mid-burst may add a few.
+    expect(statuses(answers, 200)).toBeGreaterThanOrEqual(10);
+    expect(statuses(answers, 200)).toBeLessThanOrEqual(14);
+    expect(statuses(answers, 429) + statuses(answers, 200)).toBe(20);
+  });
+
+  it("gives a tenant that sends everything to one broker that broker's share only", async () => {
+    const client = new BrokerClient(first, newTenant());
+
+    const answers = await burst([client], 10);
+
+    expect(statuses(answers, 200)).toBeGreaterThanOrEqual(5);
+    expect(statuses(answers, 200)).toBeLessThanOrEqual(7);
+  });
+
+  it('parks POP_MAX_WAITING_PER_TENANT polls of a tenant across both brokers, and answers 429 to the rest at once', async () => {
+    const tenant = newTenant();
+    const clients = [new BrokerClient(first, tenant), new BrokerClient(second, tenant)];
+    expect((await clients[0].configure({ queue: 'idle' })).status).toBe(200);
+
+    const polls = Array.from({ length: 8 }, (_, n) =>
+      clients[n % 2].pop('idle', { wait: true, timeout: 2_000, batch: 1 }).then((answer) => answer),
+    );
+    const answers = await Promise.all(polls);
+
+    expect(statuses(answers, 429)).toBe(4);
+    expect(statuses(answers, 204)).toBe(4);
+  });
+
+  it("returns a dead broker's share to the survivor within the heartbeat TTL", async () => {
+    // As if it died: its row is left to go stale instead of being deleted.
+    jest.spyOn(second.get(BrokersRepository), 'leave').mockResolvedValue(undefined);
+    const survivor = first.get(BrokerRegistry);
+    await second.close();
+    secondClosed = true;
+    const closedAt = performance.now();
+
+    await waitFor(() => survivor.liveBrokers === 1, 'the survivor counts itself alone');
+
+    // Stale after the TTL, seen at the next heartbeat; the rest is slack for a loaded machine.
+    expect(performance.now() - closedAt).toBeLessThan(HEARTBEAT_MS * (LIVE_FOR_HEARTBEATS + 1) + 3_000);
+    const answers = await burst([new BrokerClient(first, newTenant())], 15);
+    expect(statuses(answers, 200)).toBe(10);
+    expect(statuses(answers, 429)).toBe(5);
+  });
+});
+
+(onEmbeddedDatabase ? describe.skip : describe)('a broker that stops cleanly', () => {
+  it('deletes its row, so the others take back its share at their next heartbeat', async () => {
+    const staying = await createTestApp(env);
+    const leaving = await createTestApp(env);
+    try {
+      const registry = staying.get(BrokerRegistry);
+      await waitFor(() => registry.liveBrokers === 2, 'the brokers count each other');
+      const leaveSpy = jest.spyOn(leaving.get(BrokersRepository), 'leave');
+
+      await leaving.close();
+
+      expect(leaveSpy).toHaveBeenCalledTimes(1);
+      await waitFor(() => registry.liveBrokers === 1, 'the staying broker counts itself alone', HEARTBEAT_MS * 10);
+    } finally {
+      await staying.close();
+    }
+  });
+});
