@@ -131,12 +131,26 @@ describe.each<[Replication]>([['sync'], ['async']])(
         60_000,
       );
       const firstPushAfterMs = firstPushAfter(workload!.calls, killedAt)! - killedAt;
+      // A diverged old primary first starts as a replica on the old timeline, then stops for pg_rewind: it has
+      // rejoined only once it follows the new leader's timeline, caught up, for a few checks in a row.
       const standbyRole = replication === 'sync' ? 'sync_standby' : 'replica';
+      let steady = 0;
       await waitFor(
-        async () =>
-          (await haStack.members()).some(
-            (member) => member.name === leader.name && member.role === standbyRole && member.state === 'running',
-          ),
+        async () => {
+          const members = await haStack.members();
+          const current = members.find((member) => member.role === 'leader');
+          const old = members.find((member) => member.name === leader.name);
+          const following =
+            current !== undefined &&
+            old?.role === standbyRole &&
+            old.state === 'running' &&
+            old.timeline === current.timeline &&
+            typeof old.lag === 'number' &&
+            old.lag < 1_048_576;
+          steady = following ? steady + 1 : 0;
+          if (steady < 3) await new Promise((resolve) => setTimeout(resolve, 500));
+          return steady >= 3;
+        },
         'the old primary rejoins as a standby',
         120_000,
       );

@@ -19,6 +19,9 @@ export interface Member {
   role: string;
   state: string;
   port: number;
+  timeline?: number;
+  /** Bytes behind the leader; Patroni leaves it out (or says "unknown") while it cannot tell. */
+  lag?: number | string;
 }
 
 /** The stack of scripts/ha/stack.sh: what a developer starts by hand, started the same way. */
