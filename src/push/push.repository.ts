@@ -39,7 +39,7 @@ export class PushRepository {
 
   /**
    * Inserts messages whose offsets the caller assigned under the partition
-   * lock, and moves each partition's last offset to match. created_at is
+   * lock, and moves each partition's last offset to match, in one statement. created_at is
    * clock_timestamp(), taken under that lock, so it never decreases along a
    * partition's offsets: a subscription starting point can be found by time.
    */
@@ -51,13 +51,19 @@ export class PushRepository {
     manager: EntityManager,
   ): Promise<void> {
     await manager.query(
-      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
-                             producer_sub, created_at)
-       SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, octet_length(t.payload),
-              $8, clock_timestamp()
-         FROM unnest($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::text[], $7::text[])
-           AS t(partition_id, seq, id, transaction_id, trace_id, payload)
-        ORDER BY t.partition_id, t.seq`,
+      `WITH stored AS (
+         INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
+                               producer_sub, created_at)
+         SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, octet_length(t.payload),
+                $8, clock_timestamp()
+           FROM unnest($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::text[], $7::text[])
+             AS t(partition_id, seq, id, transaction_id, trace_id, payload)
+          ORDER BY t.partition_id, t.seq
+       )
+       UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
+                               retention_check_at = COALESCE(p.retention_check_at, now())
+         FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset)
+        WHERE p.tenant_id = $1 AND p.id = t.id`,
       [
         tenantId,
         messages.map((message) => message.partitionId),
@@ -67,14 +73,9 @@ export class PushRepository {
         messages.map((message) => message.traceId),
         messages.map((message) => message.payloadJson),
         producerSub,
+        [...lastOffsets.keys()],
+        [...lastOffsets.values()],
       ],
-    );
-    await manager.query(
-      `UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
-                               retention_check_at = COALESCE(p.retention_check_at, now())
-         FROM unnest($2::uuid[], $3::bigint[]) AS t(id, last_offset)
-        WHERE p.tenant_id = $1 AND p.id = t.id`,
-      [tenantId, [...lastOffsets.keys()], [...lastOffsets.values()]],
     );
   }
 }

@@ -159,6 +159,21 @@ export class QueuesRepository {
     names: string[],
     manager: EntityManager,
   ): Promise<{ ids: Map<string, string>; maxSizes: Map<string, number>; created: number }> {
+    const lockExisting = async () => {
+      const rows: Array<{ id: string; name: string; max_size: number | null }> = await manager.query(
+        `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
+          ORDER BY name FOR KEY SHARE`,
+        [tenantId, names],
+      );
+      const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
+      return {
+        ids: new Map(rows.map((row) => [row.name, row.id])),
+        maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
+      };
+    };
+    // Nearly every push names queues that exist: one statement, no insert attempted.
+    const existing = await lockExisting();
+    if (existing.ids.size === names.length) return { ...existing, created: 0 };
     let created = 0;
     for (let attempt = 1; ; attempt++) {
       const [inserted]: Array<{ created: number }> = await manager.query(
@@ -172,19 +187,8 @@ export class QueuesRepository {
         [tenantId, names.map(() => uuidv7()), names],
       );
       created += inserted.created;
-      const rows: Array<{ id: string; name: string; max_size: number | null }> = await manager.query(
-        `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
-          ORDER BY name FOR KEY SHARE`,
-        [tenantId, names],
-      );
-      if (rows.length === names.length || attempt === 3) {
-        const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
-        return {
-          ids: new Map(rows.map((row) => [row.name, row.id])),
-          maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
-          created,
-        };
-      }
+      const locked = await lockExisting();
+      if (locked.ids.size === names.length || attempt === 3) return { ...locked, created };
     }
   }
 
@@ -202,6 +206,26 @@ export class QueuesRepository {
   ): Promise<{ locked: Array<{ id: string; queueId: string; name: string; lastOffset: number }>; created: number }> {
     const queueIds = partitions.map((partition) => partition.queueId);
     const names = partitions.map((partition) => partition.name);
+    const lockAll = async () => {
+      const rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }> = await manager.query(
+        `SELECT p.id, p.queue_id, p.name, p.last_offset
+           FROM partitions p
+           JOIN unnest($2::uuid[], $3::text[]) AS t(queue_id, name) ON p.queue_id = t.queue_id AND p.name = t.name
+          WHERE p.tenant_id = $1
+          ORDER BY p.id
+            FOR NO KEY UPDATE OF p`,
+        [tenantId, queueIds, names],
+      );
+      return rows.map((row) => ({
+        id: row.id,
+        queueId: row.queue_id,
+        name: row.name,
+        lastOffset: Number(row.last_offset),
+      }));
+    };
+    // Partitions that exist are locked at once; only a push that names a new one inserts, then locks again.
+    const existing = await lockAll();
+    if (existing.length === partitions.length) return { locked: existing, created: 0 };
     // A new partition gets a cursor for every group of its queue at once, at
     // its beginning (it has no messages yet). See PopRepository.ensureGroup
     // for why no group can be created meanwhile without seeing it.
@@ -223,22 +247,7 @@ export class QueuesRepository {
        SELECT count(*)::int AS created FROM created`,
       [tenantId, partitions.map(() => uuidv7()), queueIds, names],
     );
-    const rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }> = await manager.query(
-      `SELECT p.id, p.queue_id, p.name, p.last_offset
-         FROM partitions p
-         JOIN unnest($2::uuid[], $3::text[]) AS t(queue_id, name) ON p.queue_id = t.queue_id AND p.name = t.name
-        WHERE p.tenant_id = $1
-        ORDER BY p.id
-          FOR NO KEY UPDATE OF p`,
-      [tenantId, queueIds, names],
-    );
-    const locked = rows.map((row) => ({
-      id: row.id,
-      queueId: row.queue_id,
-      name: row.name,
-      lastOffset: Number(row.last_offset),
-    }));
-    return { locked, created: inserted.created };
+    return { locked: await lockAll(), created: inserted.created };
   }
 
   /** Per queue id, its messages not yet consumed by its slowest consumer group (see PARTITION_COUNTS). */
