@@ -50,8 +50,9 @@ export class AckRepository {
   /**
    * Locks the consumer rows in primary-key order, the order lease renewal
    * locks them in, so concurrent acks and extends queue instead of deadlocking.
-   * Each row is found from its key (a lateral lookup, whatever the planner
-   * believes about the table's size). Liveness is judged by the clock once
+   * Each row, its partition and its queue are found from their keys (lateral
+   * lookups; LIMIT keeps the planner from flattening them into joins that, on
+   * stale statistics, read the queue's every partition). Liveness is judged by the clock once
    * the locks are held (the outer query runs over the locked rows): a lease
    * that expired while the ack waited is not live.
    */
@@ -93,8 +94,14 @@ export class AckRepository {
                 WHERE m.tenant_id = $1 AND m.partition_id = l.partition_id AND m.seq > l.committed_offset) AS next_offset,
               l.lease_id, l.lease_epoch, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
          FROM locked l
-         JOIN partitions p ON p.tenant_id = $1 AND p.id = l.partition_id
-         JOIN queues q ON q.tenant_id = $1 AND q.id = p.queue_id
+        CROSS JOIN LATERAL (
+              SELECT p.name, p.last_offset, p.queue_id FROM partitions p
+               WHERE p.tenant_id = $1 AND p.id = l.partition_id
+               LIMIT 1) p
+        CROSS JOIN LATERAL (
+              SELECT q.name, q.retry_limit, q.dead_letter_queue FROM queues q
+               WHERE q.tenant_id = $1 AND q.id = p.queue_id
+               LIMIT 1) q
         ORDER BY l.partition_id, l.consumer_group`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
     );
@@ -125,7 +132,11 @@ export class AckRepository {
     return new Set(rows.map((row) => row.id));
   }
 
-  /** Offsets of the acknowledged messages, keyed by compositeKey(partitionId, transactionId); looked up per key. */
+  /**
+   * Offsets of the acknowledged messages, keyed by compositeKey(partitionId,
+   * transactionId); looked up per key (LIMIT stops the lookup being flattened
+   * into a join; the pair is unique).
+   */
   async findOffsets(
     tenantId: string,
     keys: Array<{ partitionId: string; transactionId: string }>,
@@ -140,6 +151,7 @@ export class AckRepository {
               SELECT m.partition_id, m.transaction_id, m.seq
                 FROM messages m
                WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+               LIMIT 1
             ) m`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );
@@ -149,7 +161,9 @@ export class AckRepository {
   /**
    * Writes cursors back. Releasing clears all three lease columns: the
    * renewal only matches a set lease_id, and the partial lease index only
-   * holds rows that have one.
+   * holds rows that have one. The ANY bounds the scan of consumers to the
+   * keys whatever join the planner picks (on stale statistics it hashes the
+   * tenant's every row otherwise).
    */
   async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
     await this.engine.prepared(
@@ -164,7 +178,8 @@ export class AckRepository {
               updated_at = now()
          FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[])
            AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease)
-        WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group`,
+        WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+          AND c.partition_id = ANY ($2::uuid[])`,
       [
         tenantId,
         updates.map((update) => update.partitionId),

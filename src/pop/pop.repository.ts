@@ -63,7 +63,8 @@ const CLAIM_SQL = `
   WITH clock AS (
     SELECT clock_timestamp() AS now
   ), candidates AS (
-    SELECT c.partition_id, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition, p.last_offset,
+    SELECT c.partition_id, c.consumer_group, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition,
+           p.last_offset,
            c.lease_id AS ended_lease_id
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
@@ -127,10 +128,11 @@ const CLAIM_SQL = `
      GROUP BY partition_id
   ), emptied AS (
     -- Retention deleted what lay past this cursor: move it on, so the partition stops being a candidate.
+    -- Both updates join on the locked row's group, not $3: see "Plans without fresh statistics".
     UPDATE consumers c
        SET committed_offset = z.span_end, delivered_offset = GREATEST(c.delivered_offset, z.span_end), retry_count = 0
       FROM sized z
-     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
+     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
        AND z.take > 0 AND NOT EXISTS (SELECT 1 FROM measured s WHERE s.partition_id = z.partition_id)
   ), claimed AS (
     UPDATE consumers c
@@ -148,7 +150,7 @@ const CLAIM_SQL = `
            updated_at = now()
       FROM sized z
       JOIN fitting f ON f.partition_id = z.partition_id
-     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = $3
+     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
     RETURNING c.partition_id, c.delivery_attempt, c.lease_epoch, z.partition, z.claim_order,
               z.committed_offset AS after_offset, f.through_offset,
               z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost

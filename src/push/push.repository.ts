@@ -17,7 +17,8 @@ export class PushRepository {
   /**
    * Ids of messages already stored under these (partition, transactionId)
    * pairs, keyed by compositeKey. Looked up key by key: joined instead, a
-   * planner without fresh statistics scans the tenant's every message.
+   * planner without fresh statistics scans the tenant's every message. LIMIT
+   * keeps the lateral from being flattened into that join (the pair is unique).
    */
   async findExisting(
     tenantId: string,
@@ -31,6 +32,7 @@ export class PushRepository {
               SELECT m.partition_id, m.transaction_id, m.id
                 FROM messages m
                WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+               LIMIT 1
             ) m`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );

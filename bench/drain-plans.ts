@@ -1,0 +1,85 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { DrainRow, measureDrain } from './drain';
+
+/*
+ * `node dist-bench/bench/drain-plans.js [rounds]`: the drain of bench/drain.ts
+ * with and without fresh statistics, each run on a new database and broker,
+ * so "stale" is what the planner sees after a burst into empty tables (with
+ * autovacuum off, or before its next pass). Prints one JSON line per run.
+ * BENCH_BROKER_ROOT names another built checkout whose broker to run instead.
+ */
+
+const ROOT = join(__dirname, '..', '..');
+const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_drain_plans';
+const PARTITIONS = Number(process.env.BENCH_DRAIN_PARTITIONS ?? 5000);
+const QUERIES = (process.env.BENCH_DRAIN_QUERIES ?? 'batch=10,batch=10&partitions=10').split(',');
+const PORT = 6790;
+const BROKER_ROOT = process.env.BENCH_BROKER_ROOT ?? ROOT;
+
+async function main(): Promise<void> {
+  const rounds = Number(process.argv[2] ?? 1);
+  for (let round = 0; round < rounds; round += 1) {
+    for (const query of QUERIES) {
+      for (const refresh of [false, true]) {
+        const row = await drainOnce(query, refresh);
+        console.log(JSON.stringify({ statistics: refresh ? 'analysed' : 'stale', ...row }));
+      }
+    }
+  }
+}
+
+async function drainOnce(query: string, refresh: boolean): Promise<DrainRow> {
+  const url = new URL(ADMIN_URL);
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${DATABASE}`);
+  await admin.end();
+  url.pathname = `/${DATABASE}`;
+  const broker = spawn(process.execPath, ['--max-old-space-size=512', join(BROKER_ROOT, 'dist', 'src', 'main.js')], {
+    env: {
+      ...process.env,
+      PORT: String(PORT),
+      HOST: '127.0.0.1',
+      DATABASE_URL: url.toString(),
+      DB_POOL_SIZE: '10',
+      JWT_ENABLED: 'false',
+      RATE_LIMIT_CONSUME: '0',
+      RATE_LIMIT_PRODUCE: '0',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    const base = `http://127.0.0.1:${PORT}`;
+    await untilUp(base);
+    return await measureDrain(base, url.toString(), PARTITIONS, query, 'plans', refresh);
+  } finally {
+    await stop(broker);
+  }
+}
+
+async function untilUp(base: string): Promise<void> {
+  for (let attempt = 0; attempt < 150; attempt += 1) {
+    const up = await fetch(`${base}/health`).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (up) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${base} did not come up`);
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,193 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { EntityManager } from 'typeorm';
+import { AckRepository } from '../src/ack/ack.repository';
+import { loadConfig } from '../src/config/load-config';
+import { DatabaseEngine } from '../src/database/database-engine';
+import { migrateDatabase } from '../src/database/run-migrations';
+import { PopRepository } from '../src/pop/pop.repository';
+import { PushRepository } from '../src/push/push.repository';
+import { onEmbeddedDatabase } from './support/test-app';
+
+/**
+ * The hot statements' plans on a database whose tables grew from empty since
+ * their last ANALYZE (a new tenant's burst before autovacuum comes by): the
+ * planner then believes a tenant holds a handful of rows, and a plan that
+ * reads all of them looks as cheap as a lookup by key. Checked by plan shape
+ * (EXPLAIN ANALYZE's row counts), not by time, in a scratch database of its
+ * own with autovacuum off, as generic and as custom plans, stale and analysed.
+ */
+const PARTITIONS = 5000;
+const GROUP = '__QUEUE_MODE__';
+const KEYED_TABLES = new Set(['consumers', 'partitions', 'messages', 'queues']);
+/** Rows one scan node may touch per loop: the claim asks for 10 partitions, the ack names 10 messages. */
+const MOST_ROWS_PER_LOOP = 20;
+
+type Value = string | number | boolean | null | Array<string | number | boolean>;
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  Plans?: PlanNode[];
+}
+
+/** The statements as the repositories send them, with the name they are prepared under. */
+async function capture(run: (engine: DatabaseEngine, manager: EntityManager) => Promise<unknown>): Promise<string> {
+  let text = '';
+  const record = (_manager: unknown, _name: string, sql: string) => {
+    text = sql;
+    return Promise.resolve([]);
+  };
+  const engine = { prepared: record } as unknown as DatabaseEngine;
+  const manager = { query: (sql: string) => record(undefined, '', sql) } as unknown as EntityManager;
+  await run(engine, manager);
+  return text;
+}
+
+/** Scans of the tenant's tables that read more rows per loop than the statement's keys can reach. */
+function wideScans(node: PlanNode, found: string[] = []): string[] {
+  const table = node['Relation Name'];
+  if (table !== undefined && KEYED_TABLES.has(table) && node['Node Type'].endsWith('Scan')) {
+    const loops = Math.max(node['Actual Loops'], 1);
+    const read =
+      (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) /
+      loops;
+    if (read > MOST_ROWS_PER_LOOP) {
+      found.push(`${node['Node Type']} on ${table} (${node['Index Name'] ?? 'no index'}): ${read} rows a loop`);
+    }
+  }
+  for (const child of node.Plans ?? []) wideScans(child, found);
+  return found;
+}
+
+(onEmbeddedDatabase ? describe.skip : describe)('hot statement plans without fresh statistics', () => {
+  const tenant = randomUUID();
+  const database = `leasehold_plans_${randomBytes(4).toString('hex')}`;
+  let admin: Client;
+  let db: Client;
+  let queueId: string;
+  let keys: Array<{ partitionId: string; transactionId: string }>;
+
+  beforeAll(async () => {
+    const url = new URL(process.env.DATABASE_URL!);
+    admin = new Client({ connectionString: url.toString() });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${database}`);
+    url.pathname = `/${database}`;
+    await migrateDatabase(loadConfig({ ...process.env, DATABASE_URL: url.toString() }).database, url.toString());
+    db = new Client({ connectionString: url.toString() });
+    await db.connect();
+    for (const table of KEYED_TABLES) await db.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+    // What a push of one message to each of PARTITIONS partitions and the group's first pop leave behind.
+    queueId = randomUUID();
+    await db.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'burst')", [tenant, queueId]);
+    await db.query(
+      `INSERT INTO partitions (tenant_id, id, queue_id, name, last_offset)
+       SELECT $1, gen_random_uuid(), $2, 'p' || i, 1 FROM generate_series(1, $3) i`,
+      [tenant, queueId, PARTITIONS],
+    );
+    await db.query(
+      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, payload, payload_bytes)
+       SELECT tenant_id, id, 1, gen_random_uuid(), gen_random_uuid()::text, '{"n": 1}', 8 FROM partitions`,
+    );
+    await db.query('INSERT INTO consumer_groups (tenant_id, queue_id, name) VALUES ($1, $2, $3)', [
+      tenant,
+      queueId,
+      GROUP,
+    ]);
+    await db.query(
+      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
+       SELECT tenant_id, queue_id, id, $1 FROM partitions ORDER BY id`,
+      [GROUP],
+    );
+    const rows = await db.query<{ partition_id: string; transaction_id: string }>(
+      'SELECT partition_id, transaction_id FROM messages ORDER BY partition_id LIMIT 10',
+    );
+    keys = rows.rows.map((row) => ({ partitionId: row.partition_id, transactionId: row.transaction_id }));
+  });
+
+  afterAll(async () => {
+    await db?.end();
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await admin.end();
+  });
+
+  /** EXPLAIN ANALYZE of the statement prepared as the broker prepares it, rolled back. */
+  async function plan(text: string, values: Value[], mode: string): Promise<PlanNode> {
+    await db.query(`SET plan_cache_mode = ${mode}`);
+    await db.query('DEALLOCATE ALL');
+    await db.query(`PREPARE statement AS ${text}`);
+    const literals = values.map((value) =>
+      value === null ? 'NULL' : db.escapeLiteral(Array.isArray(value) ? `{${value.join(',')}}` : String(value)),
+    );
+    await db.query('BEGIN');
+    try {
+      const result = await db.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE statement(${literals.join(', ')})`,
+      );
+      return result.rows[0]['QUERY PLAN'][0].Plan;
+    } finally {
+      await db.query('ROLLBACK');
+    }
+  }
+
+  async function statements(): Promise<Array<{ name: string; text: string; values: Value[] }>> {
+    const claim = (partitions: number) => ({
+      name: `the claim of ${partitions} partitions`,
+      values: [tenant, queueId, GROUP, null, partitions, 10, randomUUID(), 60, false, 1048576, null, 0, 0],
+    });
+    const claimText = await capture((engine, manager) => new PopRepository(engine).claim(tenant, {} as never, manager));
+    const acks = (engine: DatabaseEngine) => new AckRepository(engine);
+    const partitionIds = keys.map((key) => key.partitionId);
+    return [
+      { ...claim(1), text: claimText },
+      { ...claim(10), text: claimText },
+      {
+        name: "the ack's cursor lock",
+        text: await capture((engine, manager) => acks(engine).lockCursors(tenant, [], manager)),
+        values: [tenant, partitionIds, partitionIds.map(() => GROUP)],
+      },
+      {
+        name: "the ack's offsets",
+        text: await capture((engine, manager) => acks(engine).findOffsets(tenant, [], manager)),
+        values: [tenant, partitionIds, keys.map((key) => key.transactionId)],
+      },
+      {
+        name: "the ack's cursor update",
+        text: await capture((engine, manager) => acks(engine).saveCursors(tenant, [], manager)),
+        values: [
+          tenant,
+          partitionIds,
+          partitionIds.map(() => GROUP),
+          partitionIds.map(() => 1),
+          partitionIds.map(() => 0),
+          partitionIds.map(() => true),
+        ],
+      },
+      {
+        name: "the push's duplicate check",
+        text: await capture((_engine, manager) => new PushRepository().findExisting(tenant, [], manager)),
+        values: [tenant, partitionIds, keys.map((key) => key.transactionId)],
+      },
+    ];
+  }
+
+  for (const statistics of ['stale', 'analysed']) {
+    for (const mode of ['force_generic_plan', 'force_custom_plan']) {
+      it(`reads only the rows its keys name, with ${statistics} statistics and plan_cache_mode ${mode}`, async () => {
+        if (statistics === 'analysed') await db.query('ANALYZE');
+        const wide: string[] = [];
+        for (const statement of await statements()) {
+          const scans = wideScans(await plan(statement.text, statement.values, mode));
+          wide.push(...scans.map((scan) => `${statement.name}: ${scan}`));
+        }
+        expect(wide).toEqual([]);
+      });
+    }
+  }
+});
