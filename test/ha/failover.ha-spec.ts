@@ -94,7 +94,9 @@ describe.each<[Replication]>([['sync'], ['async']])(
       while (watching) {
         await Promise.all(
           brokers.map(async (broker, index) => {
-            const status = await fetch(`${broker.url}/health/ready`, { signal: AbortSignal.timeout(3_000) }).then(
+            const status = await fetch(`${broker.url}/health/ready`, {
+              signal: AbortSignal.timeout(REQUEST_BOUND_MS + CLIENT_SLACK_MS),
+            }).then(
               (response) => response.status,
               () => 0,
             );
