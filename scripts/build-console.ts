@@ -1,18 +1,13 @@
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { build } from 'esbuild';
+import { CONSOLE_DIR as OUT, CONSOLE_SOURCE_DIR as SOURCE, REPO_ROOT as ROOT } from '../src/console/console-paths';
 
 /**
  * Builds the web console (console/) into dist/console: one hashed script and
  * stylesheet, so they can be cached for good, and an index.html naming them.
  * Runs in `npm ci` (prepare); everything it needs is in node_modules.
  */
-const parent = join(__dirname, '..');
-/** The repository, whether this runs compiled (dist/scripts) or from source. */
-const ROOT = basename(parent) === 'dist' ? join(parent, '..') : parent;
-const SOURCE = join(ROOT, 'console');
-const OUT = join(ROOT, 'dist', 'console');
-
 async function main(): Promise<string> {
   rmSync(OUT, { recursive: true, force: true });
   mkdirSync(OUT, { recursive: true });

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import request from 'supertest';
-import { CONSOLE_DIR } from '../src/console/serve-console';
+import { CONSOLE_DIR } from '../src/console/console-paths';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';

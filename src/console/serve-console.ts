@@ -1,14 +1,11 @@
 import { existsSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import type { Response } from 'express';
+import { CONSOLE_DIR } from './console-paths';
 
 export const CONSOLE_PATH = '/console';
-
-const root = join(__dirname, '..', '..');
-/** dist/console, whether this file runs compiled (dist/src/console) or from source under jest. */
-export const CONSOLE_DIR = basename(root) === 'dist' ? join(root, 'console') : join(root, 'dist', 'console');
 
 /**
  * The console is static files that call the API like any client, so it needs

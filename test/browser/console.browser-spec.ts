@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
-import { CONSOLE_DIR } from '../../src/console/serve-console';
+import { CONSOLE_DIR, CONSOLE_SOURCE_DIR } from '../../src/console/console-paths';
 import { randomHex } from '../support/tenant-fixture';
 import { createTestApp, newTenant } from '../support/test-app';
 import { hsToken, TEST_JWT_SECRET } from '../support/tokens';
@@ -339,7 +339,7 @@ function staleConsoleSources(): string[] {
   const index = join(CONSOLE_DIR, 'index.html');
   if (!existsSync(index)) return ['dist/console is not built'];
   const built = statSync(index).mtimeMs;
-  const sources = join(__dirname, '..', '..', 'console');
+  const sources = CONSOLE_SOURCE_DIR;
   return readdirSync(sources, { recursive: true, encoding: 'utf8' })
     .filter((file) => statSync(join(sources, file)).isFile() && statSync(join(sources, file)).mtimeMs > built)
     .map((file) => `console/${file} is newer than the build: npm run build:console`);
