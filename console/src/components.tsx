@@ -1,7 +1,7 @@
 import { ComponentChildren, createContext } from 'preact';
 import { useContext, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, WhoAmI } from './api';
-import { refreshNow } from './refresh';
+import { Polled, refreshNow } from './refresh';
 
 export interface Session extends WhoAmI {
   canRead: boolean;
@@ -42,6 +42,34 @@ export function Loading({ what }: { what: string }) {
     <p class="muted" aria-busy="true">
       Loading {what}…
     </p>
+  );
+}
+
+/** A polled panel's error, or "Loading…" until its first answer. */
+export function PolledStatus<T>({ polled, what }: { polled: Polled<T>; what: string }) {
+  return (
+    <>
+      <Problem error={polled.error} />
+      {polled.data === undefined && !polled.error && <Loading what={what} />}
+    </>
+  );
+}
+
+/** A polled list: its status, then `empty` when it has no entries, else what `children` makes of it. */
+export function PolledList<T>(props: {
+  polled: Polled<T>;
+  what: string;
+  entries: (data: T) => unknown[];
+  empty: ComponentChildren;
+  children: (data: T) => ComponentChildren;
+}) {
+  const { data } = props.polled;
+  return (
+    <>
+      <PolledStatus polled={props.polled} what={props.what} />
+      {data !== undefined &&
+        (props.entries(data).length === 0 ? <p class="empty">{props.empty}</p> : props.children(data))}
+    </>
   );
 }
 

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, LeaseList, q } from '../api';
-import { ConfirmButton, Loading, Problem, useSession } from '../components';
+import { ConfirmButton, PolledList, useSession } from '../components';
 import { count, duration } from '../format';
 import { usePolled, useTicker } from '../refresh';
 import { QueueData } from './queue';
@@ -66,14 +66,14 @@ export function Consumers({ queue, data }: { queue: string; data: QueueData }) {
       </section>
       <section aria-labelledby="leases-title">
         <h2 id="leases-title">Live leases</h2>
-        <Problem error={leases.error} />
-        {!leases.data ? (
-          !leases.error && <Loading what="leases" />
-        ) : leases.data.leases.length === 0 ? (
-          <p class="empty">No lease is live: nothing of this queue is being worked on right now.</p>
-        ) : (
-          <LeaseTable list={leases.data} receivedAt={leases.receivedAt} />
-        )}
+        <PolledList
+          polled={leases}
+          what="leases"
+          entries={(list) => list.leases}
+          empty="No lease is live: nothing of this queue is being worked on right now."
+        >
+          {(list) => <LeaseTable list={list} receivedAt={leases.receivedAt} />}
+        </PolledList>
       </section>
     </>
   );

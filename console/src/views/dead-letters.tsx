@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, DeadLetter, DeadLetterPage, q, query } from '../api';
-import { ConfirmButton, Loading, Pager, Problem, useSession } from '../components';
+import { ConfirmButton, Pager, PolledList, useSession } from '../components';
 import { preview, timestamp } from '../format';
 import { usePolled } from '../refresh';
 
@@ -13,37 +13,39 @@ export function DeadLetters({ queue }: { queue: string }) {
   return (
     <section aria-labelledby="dlq-title">
       <h2 id="dlq-title">Dead letters</h2>
-      <Problem error={letters.error} />
-      {!letters.data ? (
-        !letters.error && <Loading what="dead letters" />
-      ) : letters.data.messages.length === 0 ? (
-        <p class="empty">No dead letters: every message either succeeded or is still being retried.</p>
-      ) : (
-        <div class="table-wrap">
-          <table class="dead-letters">
-            <thead>
-              <tr>
-                <th scope="col">Failed</th>
-                <th scope="col">Group</th>
-                <th scope="col">Partition</th>
-                <th scope="col">Error</th>
-                <th scope="col" class="num">
-                  Retries
-                </th>
-                <th scope="col">Payload</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {letters.data.messages.map((letter) => (
-                <DeadLetterRow key={letter.id} queue={queue} letter={letter} />
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <PolledList
+        polled={letters}
+        what="dead letters"
+        entries={(found) => found.messages}
+        empty="No dead letters: every message either succeeded or is still being retried."
+      >
+        {(found) => (
+          <div class="table-wrap">
+            <table class="dead-letters">
+              <thead>
+                <tr>
+                  <th scope="col">Failed</th>
+                  <th scope="col">Group</th>
+                  <th scope="col">Partition</th>
+                  <th scope="col">Error</th>
+                  <th scope="col" class="num">
+                    Retries
+                  </th>
+                  <th scope="col">Payload</th>
+                  <th scope="col">
+                    <span class="visually-hidden">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {found.messages.map((letter) => (
+                  <DeadLetterRow key={letter.id} queue={queue} letter={letter} />
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </PolledList>
       <Pager
         page={page}
         pages={Math.ceil((letters.data?.total ?? 0) / PAGE_SIZE)}

@@ -1,5 +1,5 @@
 import { api, MessageDetail, q } from '../api';
-import { Loading, PageTitle, Problem } from '../components';
+import { PageTitle, PolledStatus } from '../components';
 import { pretty, timestamp } from '../format';
 import { usePolled } from '../refresh';
 import { DeadLetterActions } from './dead-letters';
@@ -19,8 +19,7 @@ export function MessagePage(props: { queue: string; partitionId: string; transac
         <a href={back}>Messages</a>
       </nav>
       <PageTitle>Message {props.transactionId}</PageTitle>
-      <Problem error={message.error} />
-      {!data && !message.error && <Loading what="the message" />}
+      <PolledStatus polled={message} what="the message" />
       {data && (
         <>
           <dl class="facts">

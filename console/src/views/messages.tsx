@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, MessagePage, MessageStatus, query } from '../api';
-import { Loading, Problem } from '../components';
+import { PolledList } from '../components';
 import { preview, timestamp } from '../format';
 import { usePolled } from '../refresh';
 
@@ -90,49 +90,46 @@ export function Messages({ queue, groups }: { queue: string; groups: string[] })
           Search
         </button>
       </form>
-      <Problem error={page.error} />
-      {!page.data ? (
-        !page.error && <Loading what="messages" />
-      ) : page.data.messages.length === 0 ? (
-        <p class="empty">No message matches.</p>
-      ) : (
-        <div class="table-wrap">
-          <table class="messages">
-            <thead>
-              <tr>
-                <th scope="col">Created</th>
-                <th scope="col">Partition</th>
-                <th scope="col">Status</th>
-                <th scope="col">Transaction id</th>
-                <th scope="col">Payload</th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.data.messages.map((message) => (
-                <tr key={message.id}>
-                  <td>{timestamp(message.createdAt)}</td>
-                  <td>{message.partition}</td>
-                  <td>
-                    <span class={`badge status-${message.status}`}>{message.status.replace('_', ' ')}</span>
-                  </td>
-                  <td>
-                    <a
-                      href={`#/queues/${encodeURIComponent(queue)}/messages/${message.partitionId}/${encodeURIComponent(
-                        message.transactionId,
-                      )}`}
-                    >
-                      {message.transactionId}
-                    </a>
-                  </td>
-                  <td>
-                    <code class="payload-preview">{preview(message.data)}</code>
-                  </td>
+      <PolledList polled={page} what="messages" entries={(found) => found.messages} empty="No message matches.">
+        {(found) => (
+          <div class="table-wrap">
+            <table class="messages">
+              <thead>
+                <tr>
+                  <th scope="col">Created</th>
+                  <th scope="col">Partition</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Transaction id</th>
+                  <th scope="col">Payload</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+              </thead>
+              <tbody>
+                {found.messages.map((message) => (
+                  <tr key={message.id}>
+                    <td>{timestamp(message.createdAt)}</td>
+                    <td>{message.partition}</td>
+                    <td>
+                      <span class={`badge status-${message.status}`}>{message.status.replace('_', ' ')}</span>
+                    </td>
+                    <td>
+                      <a
+                        href={`#/queues/${encodeURIComponent(queue)}/messages/${message.partitionId}/${encodeURIComponent(
+                          message.transactionId,
+                        )}`}
+                      >
+                        {message.transactionId}
+                      </a>
+                    </td>
+                    <td>
+                      <code class="payload-preview">{preview(message.data)}</code>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </PolledList>
       <nav class="pager" aria-label="Message pages">
         <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
           ← Newer

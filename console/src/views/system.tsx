@@ -1,5 +1,5 @@
 import { api, MaintenanceState } from '../api';
-import { ConfirmButton, Loading, PageTitle, Problem } from '../components';
+import { ConfirmButton, PageTitle, PolledStatus } from '../components';
 import { usePolled } from '../refresh';
 
 export function SystemPage() {
@@ -8,8 +8,7 @@ export function SystemPage() {
     <main id="main">
       <PageTitle>Maintenance</PageTitle>
       <p>Switches for this tenant only; other tenants on the broker are not affected.</p>
-      <Problem error={state.error} />
-      {!state.data && !state.error && <Loading what="the switches" />}
+      <PolledStatus polled={state} what="the switches" />
       {state.data && (
         <ul class="switches">
           <Switch
