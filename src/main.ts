@@ -15,6 +15,7 @@ import { DrainService } from './lifecycle/drain.service';
 import { portProblem } from './lifecycle/port-check';
 import { PinoLoggerService, rootLogger } from './logging/root-logger';
 import { APP_OPTIONS, setupApp } from './setup-app';
+import { errorMessage } from './common/error-message';
 
 const logger = new Logger('Leasehold');
 /** Connections waiting to be accepted; the kernel caps it at net.core.somaxconn. */
@@ -30,7 +31,7 @@ async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): P
       abortOnError: false,
     });
   } catch (error) {
-    exit(`Start-up failed: ${messageOf(error)}`);
+    exit(`Start-up failed: ${errorMessage(error)}`);
   }
   setupApp(app);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
@@ -47,7 +48,7 @@ async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): P
     });
   } catch (error) {
     await app.close().catch(() => undefined);
-    exit(`Cannot listen on ${config.host}:${config.port}: ${messageOf(error)}`);
+    exit(`Cannot listen on ${config.host}:${config.port}: ${errorMessage(error)}`);
   }
   const { address, port } = server.address() as AddressInfo;
   logger.log(`Listening on http://${address}:${port} (docs at /docs)`);
@@ -71,7 +72,7 @@ async function shutDown(app: NestExpressApplication, config: AppConfig, signal: 
   try {
     await app.close();
   } catch (error) {
-    logger.error(`Shutdown failed: ${messageOf(error)}`);
+    logger.error(`Shutdown failed: ${errorMessage(error)}`);
     process.exit(1);
   }
   logger.log('Stopped');
@@ -101,10 +102,6 @@ function exit(problem: string): never {
   process.exit(1);
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Node's own warnings and a crash's stack trace as lines of the log too, not text on stderr. */
 function logProcessEvents(): void {
   process.removeAllListeners('warning');
@@ -132,4 +129,4 @@ async function main(): Promise<void> {
   else await bootstrap(config, loggerService);
 }
 
-void main().catch((error: unknown) => exit(`Start-up failed: ${messageOf(error)}`));
+void main().catch((error: unknown) => exit(`Start-up failed: ${errorMessage(error)}`));

@@ -6,6 +6,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { deploymentShare } from '../limits/deployment-share';
 import { BrokersRepository } from './brokers.repository';
+import { errorMessage } from '../common/error-message';
 
 /** A row not renewed for this many heartbeats is a broker that is gone. */
 export const LIVE_FOR_HEARTBEATS = 3;
@@ -86,7 +87,7 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
         },
         (error: unknown) => {
           if (!this.failing) {
-            this.logger.warn(`Heartbeat failed, keeping the count of ${this.live} brokers: ${messageOf(error)}`);
+            this.logger.warn(`Heartbeat failed, keeping the count of ${this.live} brokers: ${errorMessage(error)}`);
           }
           this.failing = true;
         },
@@ -106,12 +107,8 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
       await this.beating;
       await this.transactions
         .run(undefined, (manager) => this.brokers.leave(this.brokerId, manager))
-        .catch((error: unknown) => this.logger.warn(`Could not leave the brokers table: ${messageOf(error)}`));
+        .catch((error: unknown) => this.logger.warn(`Could not leave the brokers table: ${errorMessage(error)}`));
     })();
     return this.stopping;
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

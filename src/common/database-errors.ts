@@ -1,4 +1,5 @@
 import { QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { errorMessage } from './error-message';
 
 /** Thrown when no pooled connection could be had within the acquire timeout. */
 export class PoolUnavailableError extends Error {
@@ -79,7 +80,7 @@ export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   if (error instanceof DatabaseTimeoutError) return 'timeout';
   const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
   const code = (driverError as { code?: unknown } | null)?.code;
-  const message = driverError instanceof Error ? driverError.message : String(driverError);
+  const message = errorMessage(driverError);
   if (typeof code === 'string') {
     // 57014: statement_timeout (or a cancel); class 08: connection exceptions.
     if (code === '57014') return 'timeout';

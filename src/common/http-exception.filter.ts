@@ -5,6 +5,7 @@ import { databaseFailureOf, databaseFailureText } from './database-errors';
 import { MethodNotAllowedException } from './method-not-allowed.exception';
 import { requestIdOf } from './request-id.middleware';
 import { RetryLaterException } from './retry-later.exception';
+import { errorMessage } from './error-message';
 
 /**
  * Keeps every error the broker produces in the contract's flat shape,
@@ -53,7 +54,7 @@ export class HttpExceptionFilter implements ExceptionFilter {
       return [HttpStatus.INTERNAL_SERVER_ERROR, databaseFailureText(failure)];
     }
     this.logger.error(
-      `[${requestIdOf(request)}] ${request.method} ${request.originalUrl}: ${messageOf(exception)}`,
+      `[${requestIdOf(request)}] ${request.method} ${request.originalUrl}: ${errorMessage(exception)}`,
       exception instanceof Error ? exception.stack : undefined,
     );
     return [HttpStatus.INTERNAL_SERVER_ERROR, 'internal error'];
@@ -70,12 +71,8 @@ function errorText(exception: HttpException): string {
   return (STATUS_CODES[exception.getStatus()] ?? 'error').toLowerCase();
 }
 
-function messageOf(exception: unknown): string {
-  return exception instanceof Error ? exception.message : String(exception);
-}
-
 /** Our wrappers (pool, database timeout) say what happened; their cause says why. */
 function causeOf(exception: unknown): string {
   const cause = exception instanceof Error ? exception.cause : undefined;
-  return cause === undefined ? messageOf(exception) : `${messageOf(exception)} (${messageOf(cause)})`;
+  return cause === undefined ? errorMessage(exception) : `${errorMessage(exception)} (${errorMessage(cause)})`;
 }

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
 import { DatabaseProbe } from './database-probe';
 import { ReadinessService } from './readiness.service';
+import { errorMessage } from '../common/error-message';
 
 export interface ProbeAnswer {
   status: number;
@@ -50,7 +51,7 @@ export class ProbeService {
       await this.probe.check();
       return { status: 200, body: { status: 'ok', database: 'up' } };
     } catch (error) {
-      this.logger.warn(`health check failed: ${error instanceof Error ? error.message : String(error)}`);
+      this.logger.warn(`health check failed: ${errorMessage(error)}`);
       return { status: 503, body: { error: 'database unavailable' } };
     }
   }

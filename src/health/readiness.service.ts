@@ -5,6 +5,7 @@ import { DataSource } from 'typeorm';
 import { DrainService } from '../lifecycle/drain.service';
 import { DatabaseProbe } from './database-probe';
 import { migrationsUpToDate } from '../database/run-migrations';
+import { errorMessage } from '../common/error-message';
 
 export interface ReadinessReport {
   status: 200 | 503;
@@ -50,7 +51,7 @@ export class ReadinessService implements OnApplicationBootstrap {
       await this.probe.check();
       return check.up();
     } catch (error) {
-      return check.down({ message: error instanceof Error ? error.message : String(error) });
+      return check.down({ message: errorMessage(error) });
     }
   }
 
@@ -61,7 +62,7 @@ export class ReadinessService implements OnApplicationBootstrap {
       try {
         this.migrated = await migrationsUpToDate(this.dataSource);
       } catch (error) {
-        return check.down({ message: error instanceof Error ? error.message : String(error) });
+        return check.down({ message: errorMessage(error) });
       }
     }
     return this.migrated ? check.up() : check.down({ message: 'migrations pending' });

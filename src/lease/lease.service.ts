@@ -6,6 +6,7 @@ import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
 import { LeaseRenewal, RenewalFailedError } from './lease.repository';
 import { RenewalBatcher } from './renewal-batcher';
 import { atCeiling, RenewalHints, renewalHints } from './renewal-hints';
+import { errorMessage } from '../common/error-message';
 
 const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null, held: false };
 
@@ -59,7 +60,7 @@ export class LeaseService {
       return await this.renewals.renew({ tenantId, leaseId, seconds });
     } catch (error) {
       if (error instanceof RenewalFailedError) {
-        const cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
+        const cause = errorMessage(error.cause);
         this.logger.warn(`${error.message} (${cause})`);
         throw new InternalServerErrorException({ error: error.message });
       }

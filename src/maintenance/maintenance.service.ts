@@ -2,6 +2,7 @@ import { HttpStatus, Injectable, Logger, OnApplicationBootstrap, OnApplicationSh
 import { RetryLaterException } from '../common/retry-later.exception';
 import { DatabaseEngine } from '../database/database-engine';
 import { TransactionRunner } from '../database/transaction-runner';
+import { errorMessage } from '../common/error-message';
 
 export interface MaintenanceState {
   maintenanceMode: boolean;
@@ -118,9 +119,7 @@ export class MaintenanceService implements OnApplicationBootstrap, OnApplication
       this.pushesPaused = new Set(rows.filter((row) => row.pushes_paused).map((row) => row.tenant_id));
       this.popsPaused = new Set(rows.filter((row) => row.pops_paused).map((row) => row.tenant_id));
     } catch (error) {
-      this.logger.warn(
-        `Could not read the maintenance switches: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      this.logger.warn(`Could not read the maintenance switches: ${errorMessage(error)}`);
     }
   }
 }

@@ -11,6 +11,7 @@ import { DrainService } from '../lifecycle/drain.service';
 import { ParkedPolls } from '../wakeup/parked-polls';
 import { WakeupChannel } from '../wakeup/wakeup-channel';
 import { MetricsService } from './metrics.service';
+import { errorMessage } from '../common/error-message';
 
 /** Queue depth and lag are read at most this often, however often Prometheus scrapes. */
 const QUEUE_STATS_MAX_AGE_MS = 10_000;
@@ -200,9 +201,7 @@ export class ScrapeCollector {
       })
       .catch((error: unknown) => {
         this.failures.inc();
-        this.logger.warn(
-          `Reading queue depth and lag failed: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        this.logger.warn(`Reading queue depth and lag failed: ${errorMessage(error)}`);
         return this.cached?.stats ?? { depth: [], lag: [], retentionOverdue: 0, deadRows: [] };
       })
       .finally(() => (this.reading = undefined));

@@ -16,6 +16,7 @@ import { ParkedPolls, WaitOutcome, WakeupSubscription } from '../wakeup/parked-p
 import { Writes } from '../wakeup/unit-of-work';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, PopRepository } from './pop.repository';
+import { errorMessage } from '../common/error-message';
 
 /** The answer's own keys and names, outside its messages. */
 const ANSWER_ENVELOPE_BYTES = 2_048;
@@ -319,7 +320,7 @@ export class PopService {
           if (released > 0) this.logger.warn(`Lease ${leaseId} of a pop that gave up was released`);
         },
         (error: unknown) => {
-          const reason = databaseFailureOf(error) ?? (error instanceof Error ? error.message : String(error));
+          const reason = databaseFailureOf(error) ?? errorMessage(error);
           this.logger.warn(`Lease ${leaseId} of a pop that gave up could not be released (${reason}); it expires`);
         },
       );

@@ -4,6 +4,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
 import { RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
 import { PartitionRules, RetentionRepository } from './retention.repository';
+import { errorMessage } from '../common/error-message';
 
 export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition';
 
@@ -153,9 +154,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.round = this.runOnce()
-        .catch((error: unknown) =>
-          this.logger.warn(`A retention round failed: ${error instanceof Error ? error.message : String(error)}`),
-        )
+        .catch((error: unknown) => this.logger.warn(`A retention round failed: ${errorMessage(error)}`))
         .finally(() => {
           this.round = undefined;
           this.schedule(this.settings.intervalMs);

@@ -4,6 +4,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { WakeupRepository } from './wakeup.repository';
 import { ParkedPolls, QueueWork } from './parked-polls';
+import { errorMessage } from '../common/error-message';
 
 /** How often parked polls' groups are looked up for leases that end. */
 export const EXPIRY_SWEEP_MS = 500;
@@ -94,9 +95,7 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     } catch (error) {
       // Parked polls still answer at their timeout; say so once, not every 500 ms.
       if (!this.sweepFailing && !this.stopped) {
-        this.logger.warn(
-          `Lease expiry sweep failed (${error instanceof Error ? error.message : String(error)}); retrying`,
-        );
+        this.logger.warn(`Lease expiry sweep failed (${errorMessage(error)}); retrying`);
       }
       this.sweepFailing = true;
     } finally {

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
 import { WakeupChannel } from './wakeup-channel';
+import { errorMessage } from '../common/error-message';
 
 /**
  * One write's transaction, and what it must have happen once, and only
@@ -44,7 +45,7 @@ export class UnitOfWork {
       try {
         effect();
       } catch (error) {
-        logger.error(`An effect after commit failed: ${error instanceof Error ? error.message : String(error)}`);
+        logger.error(`An effect after commit failed: ${errorMessage(error)}`);
       }
     }
   }

@@ -7,6 +7,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseServer } from '../database/database-server';
 import { ParkedPolls, QueueWork, Redelivery, sumOf } from './parked-polls';
 import { WakeupRepository } from './wakeup.repository';
+import { errorMessage } from '../common/error-message';
 
 /** The PostgreSQL channel every broker process listens on for pushes. */
 export const PUSH_CHANNEL = 'leasehold_push';
@@ -143,7 +144,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
       await client.query(`LISTEN ${PUSH_CHANNEL}; LISTEN ${REDELIVERY_CHANNEL}`);
     } catch (error) {
       await client.end().catch(() => undefined);
-      this.logger.warn(`LISTEN connection failed (${messageOf(error)}); retrying in ${this.reconnectDelayMs} ms`);
+      this.logger.warn(`LISTEN connection failed (${errorMessage(error)}); retrying in ${this.reconnectDelayMs} ms`);
       this.scheduleReconnect();
       return;
     }
@@ -173,7 +174,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     this.client = undefined;
     clearInterval(this.heartbeatTimer);
     if (this.closing) return;
-    this.logger.warn(`LISTEN connection lost${error ? ` (${messageOf(error)})` : ''}; reconnecting`);
+    this.logger.warn(`LISTEN connection lost${error ? ` (${errorMessage(error)})` : ''}; reconnecting`);
     this.scheduleReconnect();
   }
 
@@ -183,8 +184,4 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     this.reconnectDelayMs = Math.min(delay * 2, RECONNECT_MAX_MS);
     this.reconnectTimer = setTimeout(() => void this.connect(), delay).unref();
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
