@@ -2,7 +2,9 @@ import { NestApplicationOptions } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
-import { RequestHandler } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { LeaseholdHttpAdapter } from './http/http-adapter';
+import { inSequence } from './http/in-sequence';
 import { HttpExceptionFilter } from './common/http-exception.filter';
 import { serveConsole } from './console/serve-console';
 import { requestIdMiddleware } from './common/request-id.middleware';
@@ -28,6 +30,9 @@ export interface SetupOptions {
   leaseFastPath?: boolean;
 }
 
+const PASSED_ON = Symbol('passedOn');
+type PassedOn = Request & { [PASSED_ON]?: { error: unknown } };
+
 /** Everything main.ts and the e2e tests share: middleware, body reading, the error filter, Swagger. */
 export function setupApp(app: NestExpressApplication, options: SetupOptions = {}): void {
   const config = app.get<AppConfig>(APP_CONFIG);
@@ -35,20 +40,36 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   app.disable('x-powered-by');
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
-  app.use(requestIdMiddleware);
-  app.use(
+  const leaseFastPath = (options.leaseFastPath ?? true) ? app.get(LeaseFastPathMiddleware) : undefined;
+  const beforeRoutes = inSequence([
+    requestIdMiddleware,
     observeRequests(
       app.get(MetricsService),
       config.log.requests ? requestLogger(app.get<RootLogger>(ROOT_LOGGER)) : undefined,
     ),
-  );
-  app.use(app.get(DrainService).middleware);
-  app.use(app.get(ProbeService).middleware);
-  if (options.leaseFastPath ?? true) {
-    const leaseFastPath = app.get(LeaseFastPathMiddleware);
-    app.use(leaseFastPath.use.bind(leaseFastPath));
+    app.get(DrainService).middleware,
+    app.get(ProbeService).middleware,
+    ...(leaseFastPath ? [leaseFastPath.use.bind(leaseFastPath) as RequestHandler] : []),
+    beforeRouting,
+  ]);
+  const adapter = app.getHttpAdapter();
+  if (leaseFastPath && adapter instanceof LeaseholdHttpAdapter) {
+    // The lease route skips Express's router altogether: its dispatch cost the route a tenth of its throughput.
+    adapter.setFrontDoor({
+      accepts: (request) => request.method === 'POST' && matchLeaseExtend(request.url ?? '') !== null,
+      serve: (request, response, next) =>
+        beforeRoutes(request, response, (error?: unknown) => {
+          (request as PassedOn)[PASSED_ON] = { error };
+          next();
+        }),
+    });
   }
-  app.use(beforeRouting);
+  // What the front door passed on has been through these already: only its outcome carries on.
+  app.use((request: Request, response: Response, next: NextFunction) => {
+    const passed = (request as PassedOn)[PASSED_ON];
+    if (passed) next(passed.error);
+    else beforeRoutes(request, response, next);
+  });
   if (config.consoleEnabled) serveConsole(app);
   app.useGlobalFilters(new HttpExceptionFilter());
   // Bodies are read after the guards: see RequestBodyInterceptor.

@@ -9,7 +9,9 @@ import { AccessGuard } from '../src/auth/access.guard';
 import { TenantThrottlerGuard } from '../src/limits/tenant-throttler.guard';
 import { HttpExceptionFilter } from '../src/common/http-exception.filter';
 import { LeaseFastPathMiddleware } from '../src/lease/lease-fast-path.middleware';
+import { LEASE_EXTEND_ROUTE } from '../src/lease/lease-route';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
 import { createLease, expiries } from './support/lease-fixture';
@@ -48,6 +50,14 @@ async function onTheWire(app: NestExpressApplication, head: string, body: Buffer
     headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
   }
   return { status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n'), receivedAt: Date.now() };
+}
+
+/** Lease requests the application has timed, as /metrics reports them. */
+async function leaseRequestsTimed(app: NestExpressApplication): Promise<number> {
+  const { values } = await app.get(MetricsService).httpDuration.get();
+  return values
+    .filter((value) => value.metricName?.endsWith('_count') && value.labels.route === LEASE_EXTEND_ROUTE)
+    .reduce((sum, value) => sum + value.value, 0);
 }
 
 interface Caller {
@@ -259,11 +269,14 @@ describe('lease route served ahead of the router', () => {
     const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
     const logged = jest.spyOn(Logger.prototype, 'error');
     const c = await caller(fast);
+    const timedBefore = await leaseRequestsTimed(fast);
 
     const response = await onTheWire(fast, extendOwn(c));
     const refused = await onTheWire(fast, post(`/api/v1/lease/${c.leaseId}/extend`));
 
     expect(response.status).toBe(200);
+    expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await leaseRequestsTimed(fast)) - timedBefore).toBe(2);
     expect(JSON.parse(response.body)).toMatchObject({ leaseId: c.leaseId, success: true, renewed: 1 });
     expect(refused.status).toBe(401);
     expect(serve).toHaveBeenCalledTimes(2);
@@ -366,11 +379,15 @@ describe('lease route in an application with a global interceptor', () => {
     const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
     const tenant = newTenant();
     const lease = await createLease(app, tenant, [30]);
+    const timedBefore = await leaseRequestsTimed(app);
 
     const response = await onTheWire(app, post(`/api/v1/lease/${lease.leaseId}/extend`, `${TENANT_HEADER}: ${tenant}`));
 
     expect(response.status).toBe(200);
     expect(response.headers['x-intercepted']).toBe('yes');
+    // Taken in ahead of the router and passed on to it: timed once, with one request id.
+    expect((await leaseRequestsTimed(app)) - timedBefore).toBe(1);
+    expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(response.body)).toMatchObject({ success: true, renewed: 1 });
     expect(serve).not.toHaveBeenCalled();
     expect(app.get(LeaseFastPathMiddleware).leaseHandler()).toBeNull();

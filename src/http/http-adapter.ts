@@ -1,7 +1,11 @@
-import { createServer, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { NestApplicationOptions } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
+import type { Application, Request, Response } from 'express';
+
+/** Express's app with the request and response prototypes it gives each request (not in its typings). */
+type ExpressApp = Application & { request: object; response: object };
 import { HttpConfig } from '../config/app-config';
 import { ConnectionRoster } from './connection-roster';
 
@@ -18,8 +22,18 @@ const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
  * connections that never authenticated anything.
  */
 export class LeaseholdHttpAdapter extends ExpressAdapter {
+  private frontDoor: FrontDoor | undefined;
+
   constructor(private readonly limits: HttpConfig) {
     super();
+  }
+
+  /**
+   * Requests `frontDoor` accepts reach it as Express requests without going
+   * through Express's router; whatever it passes on goes to Express.
+   */
+  setFrontDoor(frontDoor: FrontDoor | undefined): void {
+    this.frontDoor = frontDoor;
   }
 
   override initHttpServer(options: NestApplicationOptions): void {
@@ -32,7 +46,7 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
         requestTimeout: this.limits.requestTimeoutMs,
         connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
       },
-      this.getInstance<RequestListener>(),
+      (request, response) => this.serve(request, response),
     );
     server.keepAliveTimeout = this.limits.keepAliveTimeoutMs;
     const roster = new ConnectionRoster(this.limits.maxConnections);
@@ -40,4 +54,24 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
     server.on('request', (request: IncomingMessage, response: ServerResponse) => roster.serving(request, response));
     this.httpServer = server;
   }
+
+  private serve(request: IncomingMessage, response: ServerResponse): void {
+    const express = this.getInstance<ExpressApp>();
+    if (!this.frontDoor?.accepts(request)) return void express(request, response);
+    // What Express's app.handle and router set up, so that the front door's handlers see an Express request.
+    const req = Object.setPrototypeOf(request, express.request) as Request;
+    const res = Object.setPrototypeOf(response, express.response) as Response;
+    req.res = res;
+    res.req = req;
+    res.locals = Object.create(null) as Record<string, unknown>;
+    req.originalUrl = req.url;
+    req.baseUrl = '';
+    this.frontDoor.serve(req, res, () => void express(request, response));
+  }
+}
+
+/** Serves the requests it accepts ahead of Express's router, or calls `next` to leave one to Express after all. */
+export interface FrontDoor {
+  accepts(request: IncomingMessage): boolean;
+  serve(request: Request, response: Response, next: () => void): void;
 }
