@@ -2,10 +2,12 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
+import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
 
 /*
  * `node dist-bench/bench/drain-plans.js [rounds]`: the drain of bench/drain.ts
- * with and without fresh statistics, each run on a new database and broker,
+ * with and without fresh statistics, each run on a new database and broker
+ * (`npm run bench` runs it once through drainOnFreshDatabase),
  * so "stale" is what the planner sees after a burst into empty tables (with
  * autovacuum off, or before its next pass). Prints one JSON line per run.
  * BENCH_BROKER_ROOT names another built checkout whose broker to run instead.
@@ -24,14 +26,22 @@ async function main(): Promise<void> {
   for (let round = 0; round < rounds; round += 1) {
     for (const query of QUERIES) {
       for (const refresh of [false, true]) {
-        const row = await drainOnce(query, refresh);
-        console.log(JSON.stringify({ statistics: refresh ? 'analysed' : 'stale', ...row }));
+        console.log(JSON.stringify(await drainOnFreshDatabase(query, refresh)));
       }
     }
   }
 }
 
-async function drainOnce(query: string, refresh: boolean): Promise<DrainRow> {
+export interface PlannedDrainRow extends DrainRow {
+  statistics: 'stale' | 'analysed';
+  /** The broker's RSS at the end of the drain, MB. */
+  rssMb: number;
+  /** CPU seconds per 1,000 messages drained, the broker's and PostgreSQL's. */
+  cpu: { broker: number; postgres: number };
+}
+
+/** The drain on a new database and broker, statistics refreshed after loading or not. */
+export async function drainOnFreshDatabase(query: string, refresh: boolean): Promise<PlannedDrainRow> {
   const url = new URL(ADMIN_URL);
   const admin = new Client({ connectionString: ADMIN_URL });
   await admin.connect();
@@ -47,15 +57,28 @@ async function drainOnce(query: string, refresh: boolean): Promise<DrainRow> {
       DATABASE_URL: url.toString(),
       DB_POOL_SIZE: '10',
       JWT_ENABLED: 'false',
-      RATE_LIMIT_CONSUME: '0',
-      RATE_LIMIT_PRODUCE: '0',
+      NODE_ENV: 'production',
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
+  broker.stdout?.resume();
   try {
     const base = `http://127.0.0.1:${PORT}`;
     await untilUp(base);
-    return await measureDrain(base, url.toString(), PARTITIONS, query, 'plans', refresh);
+    let before = { broker: 0, postgres: new Map<string, number>() };
+    const row = await measureDrain(base, url.toString(), PARTITIONS, query, 'plans', refresh, () => {
+      before = { broker: cpuSeconds(broker), postgres: postgresCpu() };
+    });
+    const perThousand = (used: number) => Math.round((used / Math.max(1, row.messages)) * 1000 * 100) / 100;
+    return {
+      statistics: refresh ? 'analysed' : 'stale',
+      ...row,
+      rssMb: rss(broker),
+      cpu: {
+        broker: perThousand(cpuSeconds(broker) - before.broker),
+        postgres: perThousand(postgresCpuSince(before.postgres)),
+      },
+    };
   } finally {
     await stop(broker);
   }
@@ -79,7 +102,9 @@ async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  });
+}

@@ -35,6 +35,7 @@ export async function measureDrain(
   query: string,
   label: string,
   refresh = true,
+  draining: () => void = () => undefined,
 ): Promise<DrainRow> {
   const queue = `bench-drain-${label.replace(/\W+/g, '-')}`;
 
@@ -57,6 +58,7 @@ export async function measureDrain(
   const ackMs: number[] = [];
   let messages = 0;
   let errors = 0;
+  draining();
   const started = performance.now();
   await Promise.all(
     Array.from({ length: CONSUMERS }, async () => {
