@@ -13,9 +13,23 @@ describe('uuidv7', () => {
     expect(earlier < later).toBe(true);
   });
 
-  it('does not repeat', () => {
-    const ids = new Set(Array.from({ length: 1000 }, () => uuidv7(1)));
-    expect(ids.size).toBe(1000);
+  it('encodes the largest 48-bit timestamp', () => {
+    expect(uuidv7(2 ** 48 - 1).slice(0, 13)).toBe('ffffffff-ffff');
+  });
+
+  it('does not repeat, across refills of its random pool', () => {
+    const ids = Array.from({ length: 5000 }, () => uuidv7(1));
+    expect(new Set(ids).size).toBe(5000);
+    for (const id of ids) expect(id).toMatch(/^00000000-0001-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  it('draws its random bits evenly', () => {
+    const counts = new Array<number>(16).fill(0);
+    for (let index = 0; index < 4000; index += 1) {
+      for (const digit of uuidv7().slice(24)) counts[parseInt(digit, 16)] += 1;
+    }
+    // 48,000 digits: each of the 16 values is expected 3,000 times.
+    for (const count of counts) expect(count).toBeGreaterThan(2600);
   });
 });
 
