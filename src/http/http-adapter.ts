@@ -40,8 +40,13 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
     if (options?.httpsOptions) {
       throw new Error('HTTPS is terminated in front of the broker; httpsOptions are not supported');
     }
+    const express = this.getInstance<ExpressApp>();
     const server = createServer(
       {
+        // Built with Express's prototypes, so Express's Object.setPrototypeOf on each request changes nothing
+        // (changing an object's prototype costs every later property access on it).
+        IncomingMessage: constructedAs(IncomingMessage, express.request),
+        ServerResponse: constructedAs(ServerResponse, express.response),
         headersTimeout: this.limits.headersTimeoutMs,
         requestTimeout: this.limits.requestTimeoutMs,
         connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
@@ -59,8 +64,8 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
     const express = this.getInstance<ExpressApp>();
     if (!this.frontDoor?.accepts(request)) return void express(request, response);
     // What Express's app.handle and router set up, so that the front door's handlers see an Express request.
-    const req = Object.setPrototypeOf(request, express.request) as Request;
-    const res = Object.setPrototypeOf(response, express.response) as Response;
+    const req = request as Request;
+    const res = response as Response;
     req.res = res;
     res.req = req;
     res.locals = Object.create(null) as Record<string, unknown>;
@@ -74,4 +79,19 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
 export interface FrontDoor {
   accepts(request: IncomingMessage): boolean;
   serve(request: Request, response: Response, next: () => void): void;
+}
+
+/**
+ * A constructor of Node's HTTP objects (which are plain constructor
+ * functions) whose instances have `prototype`, itself derived from theirs.
+ */
+function constructedAs<T extends typeof IncomingMessage | typeof ServerResponse>(base: T, prototype: object): T {
+  if (!Object.prototype.isPrototypeOf.call(base.prototype, prototype)) {
+    throw new Error(`Express's ${base.name} prototype does not derive from Node's`);
+  }
+  const constructor = function (this: object, ...args: unknown[]): void {
+    (base as unknown as (...args: unknown[]) => void).apply(this, args);
+  };
+  constructor.prototype = prototype;
+  return constructor as unknown as T;
 }
