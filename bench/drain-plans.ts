@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
+import { startFlags } from './start-flags';
 import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
 
 /*
@@ -49,7 +50,7 @@ export async function drainOnFreshDatabase(query: string, refresh: boolean): Pro
   await admin.query(`CREATE DATABASE ${DATABASE}`);
   await admin.end();
   url.pathname = `/${DATABASE}`;
-  const broker = spawn(process.execPath, ['--max-old-space-size=512', join(BROKER_ROOT, 'dist', 'src', 'main.js')], {
+  const broker = spawn(process.execPath, [...startFlags(BROKER_ROOT), join(BROKER_ROOT, 'dist', 'src', 'main.js')], {
     env: {
       ...process.env,
       PORT: String(PORT),

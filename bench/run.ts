@@ -6,6 +6,7 @@ import autocannon, { Result } from 'autocannon';
 import { Client } from 'pg';
 import { drainOnFreshDatabase, PlannedDrainRow } from './drain-plans';
 import { measurePushCeiling } from './push-ceiling';
+import { startFlags } from './start-flags';
 import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
 import { measurePipeline, PipelineMode, PipelineRow } from './pipeline';
 import { call, percentile, popAndAck } from './http';
@@ -248,12 +249,6 @@ async function recreateDatabase(): Promise<void> {
   await admin.end();
 }
 
-/** The V8 flags `npm start` gives the broker, so the benchmark measures the process operators run. */
-function startFlags(): string[] {
-  const scripts = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
-  return scripts.start.split(/\s+/).filter((word) => word.startsWith('--'));
-}
-
 async function assertPortFree(port: number): Promise<void> {
   const answered = await fetch(`http://127.0.0.1:${port}/`).then(
     () => true,
@@ -269,7 +264,7 @@ async function assertPortFree(port: number): Promise<void> {
  */
 function start(name: string, script: string, args: string[], env: Record<string, string>): ChildProcess {
   const broker = name.endsWith('broker');
-  const child = spawn(process.execPath, [...(broker ? startFlags() : []), script, ...args], {
+  const child = spawn(process.execPath, [...(broker ? startFlags(ROOT) : []), script, ...args], {
     env: { ...process.env, ...(broker ? { NODE_ENV: 'production' } : {}), ...env },
     stdio: ['ignore', broker ? 'pipe' : 'ignore', 'inherit'],
   });
@@ -552,7 +547,7 @@ function writeResults(
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM; ` +
       `Node ${process.version}; PostgreSQL ${postgres}; broker, PostgreSQL and load generator (autocannon) on the same machine. ` +
-      `Broker: one process started as \`npm start\` does (\`${startFlags().join(' ')}\`), pool ${process.env.BENCH_POOL_SIZE ?? '10'}, auth off. ${LEASES} live leases created through pop.`,
+      `Broker: one process started as \`npm start\` does (\`${startFlags(ROOT).join(' ')}\`), pool ${process.env.BENCH_POOL_SIZE ?? '10'}, auth off. ${LEASES} live leases created through pop.`,
     '',
     `Broker RSS at rest: ${usage.restMb.start} MB after start, ${usage.restMb.end} MB after the workloads below (${REST_SECONDS} s idle each time). ` +
       'CPU columns: seconds of CPU per 1,000 requests (per 1,000 messages on push and pop + ack rows), the broker process and all PostgreSQL processes.',
