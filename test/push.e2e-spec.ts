@@ -126,6 +126,18 @@ describe('POST /api/v1/push', () => {
     const pop = await broker.client.pop('types', { batch: 100 });
 
     expect(pop.body.messages.map((message: { data: unknown }) => message.data)).toEqual(payloads);
+    // Each message keeps its own payload's size in bytes, as sent, multi-byte characters included.
+    const stored = await sql<{ transaction_id: string; payload_bytes: number }>(
+      broker.dataSource,
+      `SELECT transaction_id, payload_bytes FROM messages WHERE tenant_id = $1 AND transaction_id LIKE 't%' ORDER BY seq`,
+      [broker.client.tenant],
+    );
+    expect(stored).toEqual(
+      payloads.map((payload, n) => ({
+        transaction_id: `t${n}`,
+        payload_bytes: Buffer.byteLength(JSON.stringify(payload)),
+      })),
+    );
   });
 
   it('assigns offsets in push order within a partition, across requests', async () => {

@@ -56,10 +56,11 @@ export class PushRepository {
       `WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
                                producer_sub, created_at)
-         SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload::jsonb, octet_length(t.payload),
+         SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
                 $8, clock_timestamp()
-           FROM unnest($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::text[], $7::text[])
-             AS t(partition_id, seq, id, transaction_id, trace_id, payload)
+           FROM ROWS FROM (unnest($2::uuid[]), unnest($3::bigint[]), unnest($4::uuid[]), unnest($5::text[]),
+                           unnest($6::text[]), jsonb_array_elements($7::jsonb), unnest($11::int[]))
+             AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes)
           ORDER BY t.partition_id, t.seq
        )
        UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
@@ -73,11 +74,26 @@ export class PushRepository {
         messages.map((message) => message.id),
         messages.map((message) => message.transactionId),
         messages.map((message) => message.traceId),
-        messages.map((message) => message.payloadJson),
+        payloadArray(messages),
         producerSub,
         [...lastOffsets.keys()],
         [...lastOffsets.values()],
+        messages.map((message) => Buffer.byteLength(message.payloadJson)),
       ],
     );
   }
+}
+
+/**
+ * The payloads as one JSON array: sent as one text that PostgreSQL parses
+ * once, where a text[] of JSON would have every quote in it escaped on the
+ * way out and parsed again as an array literal on the way in.
+ */
+function payloadArray(messages: NewMessage[]): string {
+  let json = '[';
+  for (let index = 0; index < messages.length; index += 1) {
+    if (index > 0) json += ',';
+    json += messages[index].payloadJson;
+  }
+  return `${json}]`;
 }
