@@ -134,6 +134,19 @@ const insertedOffsets = (h: Harness) =>
   );
 
 describe('PushService.push', () => {
+  it('looks up only the transactionIds producers chose: a minted one cannot be stored yet', async () => {
+    const h = harness();
+    const lookup = jest.spyOn(h.service['pushes'], 'findExisting');
+
+    await h.service.push('t', undefined, [item('orders', 'a'), item('orders', 'b')]);
+    expect(lookup).not.toHaveBeenCalled();
+
+    await h.service.push('t', undefined, [item('orders', 'a'), item('orders', 'a', 'chosen-1')]);
+    expect(lookup).toHaveBeenCalledTimes(1);
+    expect(lookup.mock.calls[0][1].map((key) => key.transactionId)).toEqual(['chosen-1']);
+    expect(h.inserts.flatMap(({ messages }) => messages)).toHaveLength(4);
+  });
+
   it('stores nothing and opens no transaction for an empty push', async () => {
     const h = harness();
     const run = jest.spyOn(h.service['writes'], 'run');

@@ -68,11 +68,16 @@ export class PushService {
       partition: partitionOf.get(compositeKey(queueIdOf(item.queue), item.partition))!,
       transactionId: item.transactionId ?? uuidv7(),
     }));
-    const known = await this.pushes.findExisting(
-      tenantId,
-      located.map(({ partition, transactionId }) => ({ partitionId: partition.id, transactionId })),
-      manager,
-    );
+    // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
+    const chosen = located.filter(({ item }) => item.transactionId !== undefined && item.transactionId !== null);
+    const known =
+      chosen.length === 0
+        ? new Map<string, string>()
+        : await this.pushes.findExisting(
+            tenantId,
+            chosen.map(({ partition, transactionId }) => ({ partitionId: partition.id, transactionId })),
+            manager,
+          );
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
     const room =
