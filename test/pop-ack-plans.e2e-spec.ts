@@ -171,7 +171,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
       },
       {
         name: "the push's duplicate check",
-        text: await capture((_engine, manager) => new PushRepository().findExisting(tenant, [], manager)),
+        text: await capture((engine, manager) => new PushRepository(engine).findExisting(tenant, [], manager)),
         values: [tenant, partitionIds, keys.map((key) => key.transactionId)],
       },
     ];

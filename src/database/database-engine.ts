@@ -1,7 +1,7 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
 import { canRollBack } from './guarded-pool';
 
 /**
@@ -65,6 +65,13 @@ export class DatabaseEngine implements OnModuleInit {
     const runner = manager.queryRunner;
     if (this.embedded || !runner) return manager.query(text, values);
     const client = (await runner.connect()) as PoolClient;
-    return (await client.query({ name, text, values })).rows as T[];
+    try {
+      return (await client.query({ name, text, values })).rows as T[];
+    } catch (error) {
+      // As manager.query fails, so that callers tell a refused statement from a lost database one way.
+      throw error instanceof Error && typeof (error as { code?: unknown }).code === 'string'
+        ? new QueryFailedError(text, values, error)
+        : error;
+    }
   }
 }

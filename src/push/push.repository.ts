@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { DatabaseEngine } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 
@@ -14,6 +15,8 @@ export interface NewMessage {
 /** SQL for writing messages; queue and partition creation lives in QueuesRepository. */
 @Injectable()
 export class PushRepository {
+  constructor(private readonly engine: DatabaseEngine) {}
+
   /**
    * Ids of messages already stored under these (partition, transactionId)
    * pairs, keyed by compositeKey. Looked up key by key: joined instead, a
@@ -25,7 +28,9 @@ export class PushRepository {
     keys: Array<{ partitionId: string; transactionId: string }>,
     manager: EntityManager,
   ): Promise<Map<string, string>> {
-    const rows: Array<{ partition_id: string; transaction_id: string; id: string }> = await manager.query(
+    const rows = await this.engine.prepared<{ partition_id: string; transaction_id: string; id: string }>(
+      manager,
+      'leasehold_find_pushed',
       `SELECT m.partition_id, m.transaction_id, m.id
          FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
         CROSS JOIN LATERAL (
@@ -52,7 +57,9 @@ export class PushRepository {
     lastOffsets: Map<string, number>,
     manager: EntityManager,
   ): Promise<void> {
-    await manager.query(
+    await this.engine.prepared(
+      manager,
+      'leasehold_store_pushed',
       `WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
                                producer_sub, created_at)

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { DatabaseEngine } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
@@ -139,6 +140,8 @@ const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_
 /** SQL for queues and their partitions: lookup, creation on first use, options, statistics, deletion. */
 @Injectable()
 export class QueuesRepository {
+  constructor(private readonly engine: DatabaseEngine) {}
+
   async find(tenantId: string, name: string, manager: EntityManager): Promise<QueueRecord | undefined> {
     const rows: QueueRow[] = await manager.query(
       `SELECT ${QUEUE_COLUMNS} FROM queues q WHERE q.tenant_id = $1 AND q.name = $2`,
@@ -160,7 +163,9 @@ export class QueuesRepository {
     manager: EntityManager,
   ): Promise<{ ids: Map<string, string>; maxSizes: Map<string, number>; created: number }> {
     const lockExisting = async () => {
-      const rows: Array<{ id: string; name: string; max_size: number | null }> = await manager.query(
+      const rows = await this.engine.prepared<{ id: string; name: string; max_size: number | null }>(
+        manager,
+        'leasehold_lock_queues',
         `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
           ORDER BY name FOR KEY SHARE`,
         [tenantId, names],
@@ -207,7 +212,9 @@ export class QueuesRepository {
     const queueIds = partitions.map((partition) => partition.queueId);
     const names = partitions.map((partition) => partition.name);
     const lockAll = async () => {
-      const rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }> = await manager.query(
+      const rows = await this.engine.prepared<{ id: string; queue_id: string; name: string; last_offset: string }>(
+        manager,
+        'leasehold_lock_partitions',
         `SELECT p.id, p.queue_id, p.name, p.last_offset
            FROM partitions p
            JOIN unnest($2::uuid[], $3::text[]) AS t(queue_id, name) ON p.queue_id = t.queue_id AND p.name = t.name

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { DatabaseEngine } from '../database/database-engine';
 import type { Notice } from './wakeup-channel';
 
 export interface WaitingGroup {
@@ -20,10 +21,14 @@ export interface EndingLease extends WaitingGroup {
 /** SQL for the wakeup transport (NOTIFY) and for finding leases that end. */
 @Injectable()
 export class WakeupRepository {
+  constructor(private readonly engine: DatabaseEngine) {}
+
   /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back one. */
   async notify(notices: Notice[], manager: EntityManager): Promise<void> {
     if (notices.length === 0) return;
-    await manager.query(
+    await this.engine.prepared(
+      manager,
+      'leasehold_notify',
       'SELECT pg_notify(t.channel, t.payload) FROM unnest($1::text[], $2::text[]) AS t(channel, payload)',
       [notices.map((notice) => notice.channel), notices.map((notice) => notice.payload)],
     );
