@@ -94,8 +94,8 @@ const SLACK_MS = 1_500;
   }
 
   it.each<[string, string, Route, string]>([
-    ['a push', 'INSERT INTO messages', 'push', 'pool'],
     // Prepared statements are matched by name: after a connection's first call only the name is sent.
+    ['a push', 'leasehold_store_pushed', 'push', 'pool'],
     ['a pop', 'leasehold_claim', 'pop', 'pool'],
     ['an ack', 'leasehold_ack_lock', 'ack', 'pool'],
     ['an extend', 'leasehold_renew', 'extend', 'pool'],

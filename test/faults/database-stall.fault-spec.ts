@@ -31,8 +31,8 @@ const ALLOWED_FAILURES: Record<Route, string[]> = {
 };
 
 const scenarios: Array<[string, string | RegExp, Partial<{ extend: boolean; nackEvery: number }>]> = [
-  ['a push, caught mid-INSERT', 'INSERT INTO messages', { nackEvery: 7 }],
   // Prepared statements are matched by name: after a connection's first call only the name is sent.
+  ['a push, caught mid-INSERT', 'leasehold_store_pushed', { nackEvery: 7 }],
   ['a pop, caught in its claim', 'leasehold_claim', { nackEvery: 7 }],
   ['an ack, caught locking its cursors', 'leasehold_ack_lock', {}],
   ['an extend, caught in its renewal', 'leasehold_renew', { extend: true }],
