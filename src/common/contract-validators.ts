@@ -10,6 +10,8 @@ export type Problem = string | undefined;
 /** Limits that come from the configuration rather than from the DTO. */
 export interface ValidationLimits {
   messageMaxBytes?: number;
+  /** The body was measured whole and every value in it is storable: IsStoredJson need not measure each again. */
+  storableBody?: boolean;
 }
 
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
@@ -55,7 +57,9 @@ export function withValidationLimits<T>(given: ValidationLimits | undefined, val
   }
 }
 
-function limit(name: keyof ValidationLimits): number {
+type ByteLimit = 'messageMaxBytes';
+
+function limit(name: ByteLimit): number {
   const value = limits?.[name];
   if (value === undefined) throw new Error(`${name} is not in force: validate with withValidationLimits`);
   return value;
@@ -179,11 +183,13 @@ export function storedJsonOf(object: object, property: string): string {
  * Any JSON value, null included, that PostgreSQL can store, within
  * MESSAGE_MAX_BYTES as JSON text (a 413 beyond). One stored value per object.
  */
-export function IsStoredJson(options: { maxBytes: keyof ValidationLimits }): PropertyDecorator {
+export function IsStoredJson(options: { maxBytes: ByteLimit }): PropertyDecorator {
   return contractRule('isStoredJson', (value, object) => {
     if (value === undefined) return 'is required (null is allowed)';
     const json = JSON.stringify(value);
-    const problem = storableJsonProblem(json) ?? tooLarge(Buffer.byteLength(json), limit(options.maxBytes));
+    const problem =
+      (limits?.storableBody ? undefined : storableJsonProblem(json)) ??
+      tooLarge(Buffer.byteLength(json), limit(options.maxBytes));
     if (problem === undefined) storedJson.set(object, json);
     return problem;
   });

@@ -9,6 +9,7 @@ import {
   ValidationLimits,
   withValidationLimits,
 } from './contract-validators';
+import { isStorableBody } from '../http/request-body';
 
 type DtoClass<T = object> = new () => T;
 
@@ -59,7 +60,8 @@ export function instantiate<T extends object>(type: DtoClass<T>, plain: Record<s
 export function validateBody<T extends object>(type: DtoClass<T>, body: unknown, limits?: ValidationLimits): T {
   if (!isPlainObject(body)) throw contractException('request body must be a JSON object');
   const instance = instantiate(type, body);
-  const message = withValidationLimits(limits, () => firstMessage(instance));
+  const given = limits && isStorableBody(body) ? { ...limits, storableBody: true } : limits;
+  const message = withValidationLimits(given, () => firstMessage(instance));
   if (message !== undefined) throw contractException(message);
   return instance;
 }

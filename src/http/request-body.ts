@@ -3,7 +3,8 @@ import { Transform, TransformCallback } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { BadRequestException, HttpException, HttpStatus, PayloadTooLargeException } from '@nestjs/common';
 import getRawBody from 'raw-body';
-import { measureJsonText } from '../common/json-text';
+import { JSON_MAX_DEPTH } from '../common/input';
+import { JsonTextShape, measureJsonText } from '../common/json-text';
 
 export interface BodyLimits {
   /** Largest body, counted after inflation. */
@@ -64,11 +65,26 @@ export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
   if (shape.depth > limits.maxJsonDepth) {
     throw new BadRequestException({ error: `JSON body is nested more than ${limits.maxJsonDepth} levels deep` });
   }
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = JSON.parse(text);
   } catch {
     throw new BadRequestException({ error: 'invalid JSON body' });
   }
+  if (isStorable(shape) && typeof parsed === 'object' && parsed !== null) storableBodies.add(parsed);
+  return parsed;
+}
+
+/** Parsed bodies whose text was measured storable by jsonb throughout, so every value in them is. */
+const storableBodies = new WeakSet<object>();
+
+/** Whether a body parsed by parseJsonBody holds only values PostgreSQL's jsonb can store (see storableJsonProblem). */
+export function isStorableBody(body: object): boolean {
+  return storableBodies.has(body);
+}
+
+function isStorable(shape: JsonTextShape): boolean {
+  return !shape.nul && !shape.loneSurrogate && shape.depth <= JSON_MAX_DEPTH;
 }
 
 function inflated(request: IncomingMessage, limits: BodyLimits): NodeJS.ReadableStream {
