@@ -3,11 +3,11 @@ import type { Socket } from 'node:net';
 import { NestApplicationOptions } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Application, Request, Response } from 'express';
+import { HttpConfig } from '../config/app-config';
+import { ConnectionRoster } from './connection-roster';
 
 /** Express's app with the request and response prototypes it gives each request (not in its typings). */
 type ExpressApp = Application & { request: object; response: object };
-import { HttpConfig } from '../config/app-config';
-import { ConnectionRoster } from './connection-roster';
 
 /** How often Node looks for connections past their header or request timeout (its default is 30 s). */
 const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;

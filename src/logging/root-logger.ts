@@ -16,10 +16,8 @@ const roots = new Map<string, RootLogger>();
 
 /**
  * The process's pino logger for these settings: JSON lines on stdout, or
- * coloured lines with LOG_FORMAT=pretty. JSON lines are written 4 KB or
- * 250 ms at a time, not a write per line (a tenth of a renewal's CPU at
- * 50 connections). One per setting, so that main.ts
- * and the application share it.
+ * coloured lines with LOG_FORMAT=pretty (see stdoutInBlocks). One per
+ * setting, so that main.ts and the application share it.
  */
 export function rootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger {
   const key = `${log.level}\n${log.format}`;
@@ -45,7 +43,8 @@ function createRootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger 
 }
 
 /**
- * Stdout written 4 KB or 250 ms at a time. Lines are kept as buffers: kept
+ * Stdout written 4 KB or 250 ms at a time: a write per line cost a tenth of
+ * a renewal's CPU at 50 connections. Lines are kept as buffers: kept
  * as one string, the destination measured the whole block again for every
  * line appended (a copy of it per line). pino flushes the block at exit.
  */

@@ -69,7 +69,7 @@ export class PushService {
       transactionId: item.transactionId ?? uuidv7(),
     }));
     // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
-    const chosen = located.filter(({ item }) => item.transactionId !== undefined && item.transactionId !== null);
+    const chosen = located.filter(({ item }) => item.transactionId !== undefined);
     const known =
       chosen.length === 0
         ? new Map<string, string>()
