@@ -9,7 +9,6 @@ import {
   ThrottlerOptions,
   ThrottlerStorage,
 } from '@nestjs/throttler';
-
 import { principalOf, tenantIdOf } from '../auth/principal.decorator';
 import { RetryLaterException } from '../common/retry-later.exception';
 import { APP_CONFIG, AppConfig, RateLimits } from '../config/app-config';
@@ -55,15 +54,12 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
    */
   override async canActivate(context: ExecutionContext): Promise<boolean> {
     if (this.throttlers.length !== 1) return super.canActivate(context);
-    const routeClass = this.routeClassOf(context);
-    if (routeClass === undefined || !(this.rateLimits[routeClass] > 0)) return true;
-    const request = context.switchToHttp().getRequest<Record<string, unknown>>();
-    if (principalOf(request) === undefined) return true;
+    if (await this.shouldSkip(context)) return true;
     const [throttler] = this.throttlers;
     const limit = await resolved(throttler.limit, context);
     const ttl = await resolved(throttler.ttl, context);
-    const tenantId = tenantIdOf(request);
-    const key = `${tenantId}\n${routeClass}`;
+    const tenantId = await this.getTracker(context.switchToHttp().getRequest());
+    const key = this.generateKey(context, tenantId);
     const record = await this.storageService.increment(key, ttl, limit, ttl, throttler.name ?? 'default');
     if (record.isBlocked)
       await this.throwThrottlingException(context, { ...record, limit, ttl, key, tracker: tenantId });
@@ -82,10 +78,11 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
     return this.routeClasses.get(handler);
   }
 
-  /** Public routes have no tenant to count against. */
+  /** Public routes, and routes whose class is unlimited, have nothing to count. */
   protected override shouldSkip(context: ExecutionContext): Promise<boolean> {
-    const limit = TenantThrottlerGuard.limitOf(this.reflector, this.rateLimits, context);
-    return Promise.resolve(limit === undefined || principalOf(context.switchToHttp().getRequest()) === undefined);
+    const routeClass = this.routeClassOf(context);
+    const limited = routeClass !== undefined && this.rateLimits[routeClass] > 0;
+    return Promise.resolve(!limited || principalOf(context.switchToHttp().getRequest()) === undefined);
   }
 
   protected override getTracker(request: Record<string, unknown>): Promise<string> {
@@ -93,11 +90,7 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
   }
 
   protected override generateKey(context: ExecutionContext, tenantId: string): string {
-    const routeClass = this.reflector.getAllAndOverride<RouteClass>(ROUTE_CLASS, [
-      context.getHandler(),
-      context.getClass(),
-    ]);
-    return `${tenantId}\n${routeClass}`;
+    return `${tenantId}\n${this.routeClassOf(context)}`;
   }
 
   protected override throwThrottlingException(_context: ExecutionContext, detail: ThrottlerLimitDetail): Promise<void> {
