@@ -11,7 +11,7 @@ import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { LeaseFastPathMiddleware } from './lease/lease-fast-path.middleware';
-import { decodesCleanly, matchLeaseExtend } from './lease/lease-route';
+import { decodesCleanly, matchLeaseExtend, matchLeaseExtendRequest } from './lease/lease-route';
 import { ProbeService } from './health/probe.service';
 import { DrainService } from './lifecycle/drain.service';
 import { requestLogger } from './logging/request-log';
@@ -56,7 +56,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   if (leaseFastPath && adapter instanceof LeaseholdHttpAdapter) {
     // The lease route skips Express's router altogether: its dispatch cost the route a tenth of its throughput.
     adapter.setFrontDoor({
-      accepts: (request) => request.method === 'POST' && matchLeaseExtend(request.url ?? '') !== null,
+      accepts: (request) => matchLeaseExtendRequest(request) !== null,
       serve: (request, response, next) =>
         beforeRoutes(request, response, (error?: unknown) => {
           (request as PassedOn)[PASSED_ON] = { error };

@@ -29,7 +29,7 @@ import {
 import type { NextFunction, Request, Response } from 'express';
 import { RequestBodyInterceptor } from '../http/request-body.interceptor';
 import { LeaseController } from './lease.controller';
-import { leaseIdFromSegment, matchLeaseExtend } from './lease-route';
+import { leaseIdFromSegment, matchLeaseExtendRequest } from './lease-route';
 
 type LeaseHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
 
@@ -113,8 +113,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
   ) {}
 
   use(request: Request, response: Response, next: NextFunction): void {
-    if (request.method !== 'POST') return next();
-    const lease = matchLeaseExtend(request.url);
+    const lease = matchLeaseExtendRequest(request);
     // An empty id does not match the route's `:leaseId`; the router answers 404.
     if (!lease || lease.segment === '') return next();
     const handler = this.leaseHandler();

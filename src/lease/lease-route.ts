@@ -26,6 +26,11 @@ export function matchLeaseExtend(url: string): LeaseExtendUrl | null {
   return match ? { prefix: match[1], segment: match[2], suffix: match[3] } : null;
 }
 
+/** The parts of a lease extend request's URL, or null for any other request. */
+export function matchLeaseExtendRequest(request: { method?: string; url?: string }): LeaseExtendUrl | null {
+  return request.method === 'POST' ? matchLeaseExtend(request.url ?? '') : null;
+}
+
 /**
  * The lease id a path segment names. A segment whose percent-encoding does
  * not decode names itself as sent: such an id is simply unknown, like any
