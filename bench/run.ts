@@ -459,7 +459,7 @@ async function vacuum(): Promise<void> {
 /**
  * Runs a measurement and adds the broker's RSS at its end and the CPU it and
  * PostgreSQL used per 1,000 of what it counts: requests by default, or
- * `perRequest` units per request, or what `units` reports.
+ * `units` per request when it is a number, or what `units` reports.
  */
 async function withUsage(
   broker: ChildProcess,
