@@ -5,7 +5,7 @@ import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
-import { QueuesRepository } from '../queues/queues.repository';
+import { LockedPartition, QueuesRepository } from '../queues/queues.repository';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
@@ -41,80 +41,88 @@ export class PushService {
   /** The push's work inside a unit of work, for a push and for a push operation of a transaction. */
   async store(unit: UnitOfWork, producerSub: string | null, items: PushItem[]): Promise<PushResultDto[]> {
     const { tenantId, manager } = unit;
-    const queues = await this.queues.ensureQueues(tenantId, [...new Set(items.map((item) => item.queue))], manager);
+    const named = partitionsByQueue(items);
+    const queues = await this.queues.ensureQueues(tenantId, [...named.keys()], manager);
     await this.quotas.admit(tenantId, 'queues', queues.created, manager);
-    const queueIds = queues.ids;
-    const queueIdOf = (name: string): string => {
-      const id = queueIds.get(name);
-      if (!id) {
-        throw new ConflictException({ error: 'a queue was deleted while this push was writing to it; retry' });
-      }
-      return id;
-    };
-    const wanted = new Map(
-      items.map((item) => {
-        const queueId = queueIdOf(item.queue);
-        return [compositeKey(queueId, item.partition), { queueId, name: item.partition }];
-      }),
-    );
-    const { locked: partitions, created } = await this.queues.lockPartitions(tenantId, [...wanted.values()], manager);
+    const wanted: Array<{ queueId: string; name: string }> = [];
+    const queueNames = new Map<string, string>();
+    for (const [queue, partitions] of named) {
+      const queueId = queues.ids.get(queue);
+      if (!queueId) throw queueDeleted();
+      queueNames.set(queueId, queue);
+      for (const name of partitions.keys()) wanted.push({ queueId, name });
+    }
+    const { locked, created } = await this.queues.lockPartitions(tenantId, wanted, manager);
     await this.quotas.admit(tenantId, 'partitions', created, manager);
-    const partitionOf = new Map(
-      partitions.map((partition) => [compositeKey(partition.queueId, partition.name), partition]),
-    );
+    for (const partition of locked) {
+      named.get(queueNames.get(partition.queueId)!)!.set(partition.name, {
+        partition,
+        lastOffset: partition.lastOffset,
+        stored: 0,
+      });
+    }
+    const slots = items.map((item) => named.get(item.queue)!.get(item.partition) ?? throwQueueDeleted());
+    const transactionIds = items.map((item) => item.transactionId ?? uuidv7());
 
-    const located = items.map((item) => ({
-      item,
-      partition: partitionOf.get(compositeKey(queueIdOf(item.queue), item.partition))!,
-      transactionId: item.transactionId ?? uuidv7(),
-    }));
     // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
-    const chosen = located.filter(({ item }) => item.transactionId !== undefined);
+    const chosen = items.flatMap((item, index) =>
+      item.transactionId === undefined
+        ? []
+        : [{ partitionId: slots[index].partition.id, transactionId: item.transactionId }],
+    );
     const known =
-      chosen.length === 0
-        ? new Map<string, string>()
-        : await this.pushes.findExisting(
-            tenantId,
-            chosen.map(({ partition, transactionId }) => ({ partitionId: partition.id, transactionId })),
-            manager,
-          );
+      chosen.length === 0 ? new Map<string, string>() : await this.pushes.findExisting(tenantId, chosen, manager);
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
     const room =
       queues.maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, queues.maxSizes, manager);
 
-    const lastOffsets = new Map<string, number>();
     const fresh: NewMessage[] = [];
-    const perQueue = new Map<string, number>();
-    const results = located.map(({ item, partition, transactionId }, index): PushResultDto => {
-      const key = compositeKey(partition.id, transactionId);
-      const result = (messageId: string | null, status: PushStatus): PushResultDto => ({
-        index,
-        message_id: messageId,
-        transaction_id: transactionId,
-        queueName: item.queue,
-        status,
-        ...(status === 'failed' ? { error: QUEUE_FULL } : {}),
-      });
-      const original = known.get(key);
-      if (original) return result(original, 'duplicate');
-      const left = room.get(partition.queueId);
-      if (left !== undefined) {
-        if (left <= 0) return result(null, 'failed');
-        room.set(partition.queueId, left - 1);
+    const results = new Array<PushResultDto>(items.length);
+    for (let index = 0; index < items.length; index += 1) {
+      const item = items[index];
+      const slot = slots[index];
+      const transactionId = transactionIds[index];
+      const key = item.transactionId === undefined ? undefined : compositeKey(slot.partition.id, transactionId);
+      const original = key === undefined ? undefined : known.get(key);
+      if (original) {
+        results[index] = pushResult(index, original, transactionId, item.queue, 'duplicate');
+        continue;
       }
-      const seq = (lastOffsets.get(partition.id) ?? partition.lastOffset) + 1;
+      const left = room.get(slot.partition.queueId);
+      if (left !== undefined) {
+        if (left <= 0) {
+          results[index] = pushResult(index, null, transactionId, item.queue, 'failed');
+          continue;
+        }
+        room.set(slot.partition.queueId, left - 1);
+      }
       const id = uuidv7();
-      lastOffsets.set(partition.id, seq);
-      known.set(key, id);
-      unit.push(item.queue, item.partition);
-      perQueue.set(item.queue, (perQueue.get(item.queue) ?? 0) + 1);
-      const traceId = item.traceId ?? null;
-      fresh.push({ partitionId: partition.id, seq, id, transactionId, traceId, payloadJson: item.payloadJson });
-      return result(id, 'queued');
-    });
+      slot.lastOffset += 1;
+      slot.stored += 1;
+      if (key !== undefined) known.set(key, id);
+      fresh.push({
+        partitionId: slot.partition.id,
+        seq: slot.lastOffset,
+        id,
+        transactionId,
+        traceId: item.traceId ?? null,
+        payloadJson: item.payloadJson,
+      });
+      results[index] = pushResult(index, id, transactionId, item.queue, 'queued');
+    }
 
     if (fresh.length > 0) {
+      const lastOffsets = new Map<string, number>();
+      const perQueue = new Map<string, number>();
+      for (const [queue, partitions] of named) {
+        for (const [name, slot] of partitions) {
+          if (!slot || slot.stored === 0) continue;
+          lastOffsets.set(slot.partition.id, slot.lastOffset);
+          unit.push(queue, name, slot.stored);
+          perQueue.set(queue, (perQueue.get(queue) ?? 0) + slot.stored);
+        }
+      }
       await this.pushes.insert(tenantId, producerSub, fresh, lastOffsets, manager);
       unit.afterCommit(() => {
         for (const [queue, count] of perQueue)
@@ -132,4 +140,42 @@ export class PushService {
     const pending = await this.queues.pending(tenantId, [...maxSizes.keys()], manager);
     return new Map([...maxSizes].map(([queueId, max]) => [queueId, max - (pending.get(queueId) ?? 0)]));
   }
+}
+
+/** A partition a push writes to, and the offsets it has assigned there so far. */
+interface Slot {
+  partition: LockedPartition;
+  lastOffset: number;
+  stored: number;
+}
+
+/** The partitions the items name, by queue, in the order first named; each slot is filled once locked. */
+function partitionsByQueue(items: PushItem[]): Map<string, Map<string, Slot | undefined>> {
+  const named = new Map<string, Map<string, Slot | undefined>>();
+  for (const item of items) {
+    const partitions = named.get(item.queue) ?? new Map<string, Slot | undefined>();
+    partitions.set(item.partition, undefined);
+    named.set(item.queue, partitions);
+  }
+  return named;
+}
+
+function pushResult(
+  index: number,
+  messageId: string | null,
+  transactionId: string,
+  queueName: string,
+  status: PushStatus,
+): PushResultDto {
+  return status === 'failed'
+    ? { index, message_id: messageId, transaction_id: transactionId, queueName, status, error: QUEUE_FULL }
+    : { index, message_id: messageId, transaction_id: transactionId, queueName, status };
+}
+
+function queueDeleted(): ConflictException {
+  return new ConflictException({ error: 'a queue was deleted while this push was writing to it; retry' });
+}
+
+function throwQueueDeleted(): never {
+  throw queueDeleted();
 }

@@ -26,6 +26,14 @@ export interface QueueRecord {
   updatedAt: string;
 }
 
+/** A partition a push holds locked, with the offset of its last message. */
+export interface LockedPartition {
+  id: string;
+  queueId: string;
+  name: string;
+  lastOffset: number;
+}
+
 export interface QueueSettings {
   leaseTime?: number;
   retryLimit?: number;
@@ -208,7 +216,7 @@ export class QueuesRepository {
     tenantId: string,
     partitions: Array<{ queueId: string; name: string }>,
     manager: EntityManager,
-  ): Promise<{ locked: Array<{ id: string; queueId: string; name: string; lastOffset: number }>; created: number }> {
+  ): Promise<{ locked: LockedPartition[]; created: number }> {
     const queueIds = partitions.map((partition) => partition.queueId);
     const names = partitions.map((partition) => partition.name);
     const lockAll = async () => {
