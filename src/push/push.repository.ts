@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DatabaseEngine } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { arrayLiteral } from '../database/array-literal';
 
 export interface NewMessage {
   partitionId: string;
@@ -76,16 +77,16 @@ export class PushRepository {
         WHERE p.tenant_id = $1 AND p.id = t.id`,
       [
         tenantId,
-        messages.map((message) => message.partitionId),
-        messages.map((message) => message.seq),
-        messages.map((message) => message.id),
-        messages.map((message) => message.transactionId),
-        messages.map((message) => message.traceId),
+        arrayLiteral(messages.map((message) => message.partitionId)),
+        arrayLiteral(messages.map((message) => message.seq)),
+        arrayLiteral(messages.map((message) => message.id)),
+        arrayLiteral(messages.map((message) => message.transactionId)),
+        arrayLiteral(messages.map((message) => message.traceId)),
         payloadArray(messages),
         producerSub,
-        [...lastOffsets.keys()],
-        [...lastOffsets.values()],
-        messages.map((message) => Buffer.byteLength(message.payloadJson)),
+        arrayLiteral([...lastOffsets.keys()]),
+        arrayLiteral([...lastOffsets.values()]),
+        arrayLiteral(messages.map((message) => Buffer.byteLength(message.payloadJson))),
       ],
     );
   }
