@@ -134,10 +134,13 @@ describe('contract validators', () => {
       const dto = instantiate(PayloadDto, { payload: { a: [1, 'two'] } });
       const nullDto = instantiate(PayloadDto, { payload: null });
 
-      expect(withValidationLimits({ messageMaxBytes: 32 }, () => firstMessage(dto))).toBeUndefined();
-      expect(storedJsonOf(dto, 'payload')).toBe('{"a":[1,"two"]}');
+      const storedJson = new Map<object, string>();
+
+      expect(withValidationLimits({ messageMaxBytes: 32, storedJson }, () => firstMessage(dto))).toBeUndefined();
+      expect(storedJson.get(dto)).toBe('{"a":[1,"two"]}');
+      expect(storedJsonOf(dto, 'payload', storedJson)).toBe('{"a":[1,"two"]}');
       expect(messageOf(PayloadDto, { payload: null })).toBeUndefined();
-      expect(storedJsonOf(nullDto, 'payload')).toBe('null');
+      expect(storedJsonOf(nullDto, 'payload', storedJson)).toBe('null');
     });
 
     it('refuses to run without the size limit in force', () => {

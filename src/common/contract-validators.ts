@@ -12,6 +12,8 @@ export interface ValidationLimits {
   messageMaxBytes?: number;
   /** The body was measured whole and every value in it is storable: IsStoredJson need not measure each again. */
   storableBody?: boolean;
+  /** Where IsStoredJson leaves the JSON text it accepted, by object, so that a payload is serialised once. */
+  storedJson?: Map<object, string>;
 }
 
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
@@ -169,13 +171,8 @@ export function storableJsonProblem(json: string): Problem {
   return undefined;
 }
 
-const storedJson = new WeakMap<object, string>();
-
-/**
- * The JSON text an IsStoredJson rule accepted on this object, so that the
- * payload is serialised once per request.
- */
-export function storedJsonOf(object: object, property: string): string {
+/** The JSON text an IsStoredJson rule left in `storedJson` for this object, else the property serialised now. */
+export function storedJsonOf(object: object, property: string, storedJson: Map<object, string>): string {
   return storedJson.get(object) ?? JSON.stringify((object as Record<string, unknown>)[property]);
 }
 
@@ -190,7 +187,7 @@ export function IsStoredJson(options: { maxBytes: ByteLimit }): PropertyDecorato
     const problem =
       (limits?.storableBody ? undefined : storableJsonProblem(json)) ??
       tooLarge(Buffer.byteLength(json), limit(options.maxBytes));
-    if (problem === undefined) storedJson.set(object, json);
+    if (problem === undefined) limits?.storedJson?.set(object, json);
     return problem;
   });
 }

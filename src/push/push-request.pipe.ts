@@ -14,16 +14,18 @@ export class PushRequestPipe implements PipeTransform<unknown, PushItem[]> {
   }
 
   transform(body: unknown): PushItem[] {
-    return validateBody(PushRequestDto, body, this.limits).items.map(toPushItem);
+    const storedJson = new Map<object, string>();
+    const request = validateBody(PushRequestDto, body, { ...this.limits, storedJson });
+    return request.items.map((item) => toPushItem(item, storedJson));
   }
 }
 
 /** A validated item as the push service takes it: its payload as the JSON text measured while validating. */
-export function toPushItem(item: PushItemDto): PushItem {
+export function toPushItem(item: PushItemDto, storedJson: Map<object, string>): PushItem {
   return {
     queue: item.queue,
     partition: item.partition ?? DEFAULT_PARTITION,
-    payloadJson: storedJsonOf(item, 'payload'),
+    payloadJson: storedJsonOf(item, 'payload', storedJson),
     transactionId: item.transactionId ?? undefined,
     traceId: item.traceId ?? undefined,
   };

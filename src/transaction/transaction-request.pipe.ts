@@ -77,11 +77,12 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
     if (!isPlainObject(operation)) return { reason: 'bad_request', error: `${at} must be a JSON object` };
     if (operation.type === 'push') {
       const push = instantiate(TransactionPushOperationDto, operation);
-      const message = withValidationLimits(this.limits, () => firstMessage(push));
+      const storedJson = new Map<object, string>();
+      const message = withValidationLimits({ ...this.limits, storedJson }, () => firstMessage(push));
       if (message !== undefined) {
         return { reason: isTooLargeMessage(message) ? 'payload_too_large' : 'bad_request', error: `${at}.${message}` };
       }
-      return { type: 'push', items: push.items.map(toPushItem) };
+      return { type: 'push', items: push.items.map((item) => toPushItem(item, storedJson)) };
     }
     if (operation.type === 'ack') {
       const ack = instantiate(AckRequestDto, operation);
