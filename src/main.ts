@@ -1,3 +1,4 @@
+import './nest-without-icu';
 import cluster from 'node:cluster';
 import type { AddressInfo } from 'node:net';
 import { Logger } from '@nestjs/common';
