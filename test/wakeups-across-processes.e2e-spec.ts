@@ -67,9 +67,9 @@ interface Answer {
      * tenant answers 429. A probe that got in first holds the one place for a
      * millisecond and turns the poll away instead; then the poll starts again.
      */
-    async function parkedOnB(): Promise<{ answer: Promise<Answer> }> {
+    async function parkedOnB(queue = 'jobs'): Promise<{ answer: Promise<Answer> }> {
       for (;;) {
-        const poll = pop(b, `wait=true&timeout=${PARKED_TIMEOUT_MS}`);
+        const poll = pop(b, `wait=true&timeout=${PARKED_TIMEOUT_MS}`, encodeURIComponent(queue));
         let answered: Answer | undefined;
         void poll.then((answer) => (answered = answer));
         await waitFor(
@@ -101,6 +101,22 @@ interface Answer {
         ['job-0', 2],
         ['job-1', 2],
       ]);
+    });
+
+    it('a push to names with quotes and backslashes wakes the consumer parked on the other, the names intact', async () => {
+      const queue = `it's "q\\'; NOTIFY leasehold_push, 'x`;
+      const partition = `p\\'"\\`;
+      const parked = await parkedOnB(queue);
+
+      const pushed = await call(a, 'POST', '/api/v1/push', {
+        items: [{ queue, partition, transactionId: 'quoted-0', payload: 1 }],
+      });
+
+      expect(pushed.status).toBe(201);
+      const woken = await within(parked.answer, 'the poll parked on b answers', WOKEN_WITHIN_MS);
+      expect(woken.status).toBe(200);
+      expect([woken.body.queue, woken.body.partition]).toEqual([queue, partition]);
+      expect(woken.body.messages.map((message: any) => message.transactionId)).toEqual(['quoted-0']);
     });
 
     it('a transaction through one process wakes the consumer parked on the other with what it pushed', async () => {

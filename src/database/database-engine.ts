@@ -68,10 +68,18 @@ export class DatabaseEngine implements OnModuleInit {
     try {
       return (await client.query({ name, text, values })).rows as T[];
     } catch (error) {
-      // As manager.query fails, so that callers tell a refused statement from a lost database one way.
-      throw error instanceof Error && typeof (error as { code?: unknown }).code === 'string'
-        ? new QueryFailedError(text, values, error)
-        : error;
+      throw asQueryFailed(text, values, error);
     }
   }
+}
+
+/**
+ * A statement the server refused, sent on the driver's client, as
+ * manager.query fails: callers tell a refused statement from a lost database
+ * one way, whichever way it was sent.
+ */
+export function asQueryFailed(text: string, values: unknown[] | undefined, error: unknown): unknown {
+  return error instanceof Error && typeof (error as { code?: unknown }).code === 'string'
+    ? new QueryFailedError(text, values, error)
+    : error;
 }

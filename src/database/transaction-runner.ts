@@ -5,6 +5,7 @@ import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
+import { asQueryFailed } from './database-engine';
 import { canRollBack } from './guarded-pool';
 import { TenantGate } from './tenant-gate';
 
@@ -32,8 +33,16 @@ export class TransactionRunner {
     this.gate = new TenantGate(config.limits.tenantMaxConnections);
   }
 
-  /** `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. */
-  async run<T>(tenantId: string | undefined, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  /**
+   * `tenantId` undefined: work on no tenant's behalf (the health check),
+   * outside any tenant's share. `withCommit`, once the work is done, may give
+   * statements without parameters to send in COMMIT's own round trip.
+   */
+  async run<T>(
+    tenantId: string | undefined,
+    work: (manager: EntityManager) => Promise<T>,
+    withCommit?: () => string | undefined,
+  ): Promise<T> {
     const started = monotonicNow();
     const leave = tenantId === undefined ? () => undefined : await this.gate.enter(tenantId, this.acquireTimeoutMs);
     try {
@@ -49,7 +58,7 @@ export class TransactionRunner {
           await runner.startTransaction();
           try {
             const result = await work(runner.manager);
-            await runner.commitTransaction();
+            await commit(runner, client, withCommit?.());
             return result;
           } catch (error) {
             if (runner.isTransactionActive && canRollBack(client, error)) {
@@ -67,6 +76,22 @@ export class TransactionRunner {
       leave();
     }
   }
+}
+
+/**
+ * COMMIT, with `statements` ahead of it in one simple query: if one fails,
+ * the server skips the rest and the transaction is rolled back as for any
+ * failed statement.
+ */
+async function commit(runner: QueryRunner, client: PoolClient, statements: string | undefined): Promise<void> {
+  if (statements === undefined) return runner.commitTransaction();
+  const text = `${statements}; COMMIT`;
+  try {
+    await client.query(text);
+  } catch (error) {
+    throw asQueryFailed(text, undefined, error);
+  }
+  (runner as { isTransactionActive: boolean }).isTransactionActive = false;
 }
 
 /**

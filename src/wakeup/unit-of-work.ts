@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
 import { WakeupChannel } from './wakeup-channel';
+import { notifyStatements } from './wakeup.repository';
 import { errorMessage } from '../common/error-message';
 
 /**
@@ -53,9 +54,9 @@ export class UnitOfWork {
 
 /**
  * The one way a write runs: in one transaction (TransactionRunner), with
- * what it made claimable told to the other broker processes inside it
- * (NOTIFY, delivered on commit) and, after commit, to this process's own
- * parked polls, followed by the write's other effects.
+ * what it made claimable told to the other broker processes by NOTIFYs sent
+ * with its COMMIT (delivered on commit) and, after commit, to this process's
+ * own parked polls, followed by the write's other effects.
  */
 @Injectable()
 export class Writes {
@@ -69,14 +70,11 @@ export class Writes {
 
   async run<T>(tenantId: string, work: (unit: UnitOfWork) => Promise<T>): Promise<T> {
     let unit: UnitOfWork | undefined;
-    const result = await this.transactions.run(tenantId, async (manager) => {
-      unit = new UnitOfWork(tenantId, manager);
-      const value = await work(unit);
-      if (unit.pushed.size > 0 || unit.redelivered.length > 0) {
-        await this.channel.tell(tenantId, unit.pushed, unit.redelivered, manager);
-      }
-      return value;
-    });
+    const result = await this.transactions.run(
+      tenantId,
+      (manager) => work((unit = new UnitOfWork(tenantId, manager))),
+      () => notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered)),
+    );
     this.polls.pushed(tenantId, unit!.pushed);
     this.polls.redelivered(tenantId, unit!.redelivered);
     unit!.runEffects(this.logger);

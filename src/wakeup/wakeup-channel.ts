@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { Client, Notification } from 'pg';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseServer } from '../database/database-server';
 import { ParkedPolls, QueueWork, Redelivery, sumOf } from './parked-polls';
-import { WakeupRepository } from './wakeup.repository';
 import { errorMessage } from '../common/error-message';
 
 /** The PostgreSQL channel every broker process listens on for pushes. */
@@ -51,7 +49,6 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
   constructor(
     private readonly server: DatabaseServer,
     private readonly polls: ParkedPolls,
-    private readonly notices: WakeupRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -75,14 +72,9 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     await client?.end().catch(() => undefined);
   }
 
-  /** Tells the other processes, on commit of the transaction of `manager`, what it made claimable. */
-  async tell(
-    tenantId: string,
-    pushed: Map<string, QueueWork>,
-    redelivered: Redelivery[],
-    manager: EntityManager,
-  ): Promise<void> {
-    const notices = [
+  /** What to tell the other processes, on commit of a write, of what it made claimable. */
+  notices(tenantId: string, pushed: Map<string, QueueWork>, redelivered: Redelivery[]): Notice[] {
+    return [
       ...[...pushed].map(([queue, partitions]) => ({
         channel: PUSH_CHANNEL,
         payload: this.payload([tenantId, queue], partitions),
@@ -92,7 +84,6 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
         payload: this.payload([tenantId, queue, consumerGroup], partitions),
       })),
     ];
-    await this.notices.notify(notices, manager);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { escapeLiteral } from 'pg';
 import { EntityManager } from 'typeorm';
 import { DatabaseEngine } from '../database/database-engine';
 import type { Notice } from './wakeup-channel';
@@ -18,21 +19,20 @@ export interface EndingLease extends WaitingGroup {
   dueInMs: number;
 }
 
-/** SQL for the wakeup transport (NOTIFY) and for finding leases that end. */
+/**
+ * The NOTIFYs of a write, as statements to send with its COMMIT (PostgreSQL
+ * delivers them on commit, never for a rollback); undefined when there are
+ * none. Payloads hold names, so they are written as escaped literals.
+ */
+export function notifyStatements(notices: Notice[]): string | undefined {
+  if (notices.length === 0) return undefined;
+  return notices.map((notice) => `NOTIFY ${notice.channel}, ${escapeLiteral(notice.payload)}`).join('; ');
+}
+
+/** SQL for finding leases that end (the wakeup transport itself is notifyStatements). */
 @Injectable()
 export class WakeupRepository {
   constructor(private readonly engine: DatabaseEngine) {}
-
-  /** NOTIFY inside the transaction: PostgreSQL delivers it on commit, never for a rolled-back one. */
-  async notify(notices: Notice[], manager: EntityManager): Promise<void> {
-    if (notices.length === 0) return;
-    await this.engine.prepared(
-      manager,
-      'leasehold_notify',
-      'SELECT pg_notify(t.channel, t.payload) FROM unnest($1::text[], $2::text[]) AS t(channel, payload)',
-      [notices.map((notice) => notice.channel), notices.map((notice) => notice.payload)],
-    );
-  }
 
   /**
    * The leases of the given groups that have ended or end within

@@ -1,11 +1,9 @@
-import { EntityManager } from 'typeorm';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { loadConfig } from '../config/load-config';
 import { DatabaseServer } from '../database/database-server';
 import { DrainService } from '../lifecycle/drain.service';
 import { ParkedPolls, QueueWork, Redelivery, WakeupSubscription } from './parked-polls';
-import { Notice, WakeupChannel } from './wakeup-channel';
-import { WakeupRepository } from './wakeup.repository';
+import { WakeupChannel } from './wakeup-channel';
 
 const drain = { onDrain: () => undefined } as unknown as DrainService;
 /** A broker alone in its deployment: its share of a limit is all of it. */
@@ -14,17 +12,13 @@ const alone = { share: (limit: number) => limit } as BrokerRegistry;
 interface Process {
   polls: ParkedPolls;
   channel: WakeupChannel;
-  /** The NOTIFYs its writes sent. */
-  sent: Notice[];
 }
 
 /** A broker process's polls and channel, never connected: notices are handed over by the test. */
 function process(env: Record<string, string> = {}): Process {
   const config = loadConfig(env);
   const polls = new ParkedPolls(config, drain, alone);
-  const sent: Notice[] = [];
-  const notices = { notify: async (batch: Notice[]) => void sent.push(...batch) } as unknown as WakeupRepository;
-  return { polls, channel: new WakeupChannel({} as DatabaseServer, polls, notices, config), sent };
+  return { polls, channel: new WakeupChannel({} as DatabaseServer, polls, config) };
 }
 
 const parked: WakeupSubscription[] = [];
@@ -45,15 +39,8 @@ function park(
 }
 
 /** What `sender` tells for a write, as the receiver hears it. */
-async function tell(
-  sender: Process,
-  receiver: Process,
-  pushed: Map<string, QueueWork>,
-  redelivered: Redelivery[],
-): Promise<void> {
-  sender.sent.length = 0;
-  await sender.channel.tell('t1', pushed, redelivered, {} as EntityManager);
-  for (const notice of sender.sent) {
+function tell(sender: Process, receiver: Process, pushed: Map<string, QueueWork>, redelivered: Redelivery[]): void {
+  for (const notice of sender.channel.notices('t1', pushed, redelivered)) {
     receiver.channel['onNotification']({ processId: 1, channel: notice.channel, payload: notice.payload });
   }
 }
@@ -129,7 +116,7 @@ describe('WakeupChannel', () => {
     const receiver = process();
     const waiting = [park(receiver.polls, 'b'), park(receiver.polls, 'a', 'x'), park(receiver.polls, 'a', 'y')];
 
-    await tell(sender, receiver, new Map(), [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['y', 1]]) }]);
+    tell(sender, receiver, new Map(), [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['y', 1]]) }]);
 
     expect(woken(waiting)).toEqual([false, false, true]);
   });
@@ -139,9 +126,7 @@ describe('WakeupChannel', () => {
     const receiver = process();
     const waiting = [park(receiver.polls, 'a', 'odd\tname'), park(receiver.polls, 'a'), park(receiver.polls, 'a')];
 
-    await tell(sender, receiver, new Map(), [
-      { queue: 'jobs', consumerGroup: 'a', partitions: new Map([['odd\tname', 3]]) },
-    ]);
+    tell(sender, receiver, new Map(), [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['odd\tname', 3]]) }]);
 
     expect(woken(waiting)).toEqual([true, true, true]);
   });
@@ -150,7 +135,7 @@ describe('WakeupChannel', () => {
     const only = process();
     const poll = park(only.polls, 'a');
 
-    await tell(only, only, new Map([['jobs', new Map([['p', 1]])]]), []);
+    tell(only, only, new Map([['jobs', new Map([['p', 1]])]]), []);
 
     expect(poll.settled).toBe(false);
   });
@@ -160,7 +145,7 @@ describe('WakeupChannel', () => {
     const receiver = process();
     const waiting = [park(receiver.polls, 'a'), park(receiver.polls, 'a'), park(receiver.polls, 'b')];
 
-    await tell(sender, receiver, new Map([['jobs', new Map([['p', 1]])]]), []);
+    tell(sender, receiver, new Map([['jobs', new Map([['p', 1]])]]), []);
 
     expect(woken(waiting)).toEqual([true, false, true]);
   });
