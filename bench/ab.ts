@@ -23,7 +23,7 @@ const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const LEASES = 2000;
-const PUSH_ITEMS = 100;
+const PUSH_ITEMS = Number(process.env.BENCH_PUSH_ITEMS ?? 100);
 const PUSH_PARTITIONS = 10;
 
 interface Round {

@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { uuidv7 } from '../src/common/uuid';
 import { percentile } from './http';
+import { postgresCpu, postgresCpuSince } from './usage';
 
 /*
  * PostgreSQL's own ceiling for a push: `connections` node-postgres clients in
@@ -15,6 +16,8 @@ export interface CeilingResult {
   messagesPerSecond: number;
   p50: number;
   p99: number;
+  /** PostgreSQL's CPU seconds per 1,000 messages. */
+  postgresCpu: number;
 }
 
 const INSERT_SQL = `
@@ -45,13 +48,21 @@ export async function measurePushCeiling(
   const latencies: number[] = [];
   let messages = 0;
   let turn = 0;
-  const deadline = performance.now() + options.seconds * 1000;
-  const started = performance.now();
-  await Promise.all(
+  // Connected first and ended last, so that their backends' CPU is still there to read.
+  const clients = await Promise.all(
     Array.from({ length: options.connections }, async () => {
       const client = new Client({ connectionString: databaseUrl });
       await client.connect();
-      try {
+      return client;
+    }),
+  );
+  const cpuBefore = postgresCpu();
+  const deadline = performance.now() + options.seconds * 1000;
+  const started = performance.now();
+  let postgresSeconds = 0;
+  try {
+    await Promise.all(
+      clients.map(async (client) => {
         while (performance.now() < deadline) {
           const partition = partitions[turn++ % partitions.length];
           const began = performance.now();
@@ -76,15 +87,17 @@ export async function measurePushCeiling(
           latencies.push(performance.now() - began);
           messages += texts.length;
         }
-      } finally {
-        await client.end();
-      }
-    }),
-  );
+      }),
+    );
+    postgresSeconds = postgresCpuSince(cpuBefore);
+  } finally {
+    await Promise.all(clients.map((client) => client.end()));
+  }
   const seconds = (performance.now() - started) / 1000;
   return {
     messagesPerSecond: Math.round(messages / seconds),
     p50: Math.round(percentile(latencies, 0.5)),
     p99: Math.round(percentile(latencies, 0.99)),
+    postgresCpu: Number(((postgresSeconds * 1000) / messages).toFixed(3)),
   };
 }
