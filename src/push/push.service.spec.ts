@@ -28,6 +28,8 @@ interface Harness {
   /** Each insert call: the new messages and the last offsets it moves the partitions to. */
   inserts: Array<{ producerSub: string | null; messages: NewMessage[]; lastOffsets: Map<string, number> }>;
   lockedPartitions: Array<Array<{ queueId: string; name: string }>>;
+  /** Pushes that went on to create what they named (lockNamed found something missing). */
+  creating: number;
   announced: Array<Map<string, QueueWork>>;
   notified: number;
   pushedCounts: Array<{ queue: string; value: number }>;
@@ -53,6 +55,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   const h: Omit<Harness, 'service'> = {
     inserts: [],
     lockedPartitions: [],
+    creating: 0,
     announced: [],
     notified: 0,
     pushedCounts: [],
@@ -60,11 +63,33 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   };
 
   const queues = {
-    ensureQueues: async (_tenantId: string, names: string[]) => ({
-      ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
-      maxSizes: new Map(),
-      created: 0,
-    }),
+    lockNamed: async (_tenantId: string, named: Map<string, Map<string, unknown>>) => {
+      const wanted = [...named].flatMap(([queue, partitions]) =>
+        [...partitions.keys()].map((name) => ({ queue, name })),
+      );
+      if (wanted.some(({ queue, name }) => vanished.includes(queue) || !offsets.has(partitionId(queue, name)))) {
+        return undefined;
+      }
+      h.lockedPartitions.push(wanted.map(({ queue, name }) => ({ queueId: queueId(queue), name })));
+      return {
+        ids: new Map([...named.keys()].map((queue) => [queue, queueId(queue)])),
+        maxSizes: new Map(),
+        locked: wanted.map(({ queue, name }) => ({
+          id: partitionId(queue, name),
+          queueId: queueId(queue),
+          name,
+          lastOffset: offsets.get(partitionId(queue, name))!,
+        })),
+      };
+    },
+    ensureQueues: async (_tenantId: string, names: string[]) => {
+      h.creating += 1;
+      return {
+        ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
+        maxSizes: new Map(),
+        created: 0,
+      };
+    },
     lockPartitions: async (_tenantId: string, wanted: Array<{ queueId: string; name: string }>) => {
       h.lockedPartitions.push(wanted);
       const locked = wanted.map((partition) => {
@@ -232,6 +257,34 @@ describe('PushService.push', () => {
         ],
       ]);
     });
+  });
+
+  it('locks what already exists in one step and creates nothing; a new partition takes the creating path', async () => {
+    const h = harness([
+      { queue: 'q', name: 'p', lastOffset: 3 },
+      { queue: 'z', name: 'p', lastOffset: 9 },
+    ]);
+
+    await h.service.push('t', undefined, [item('q', 'p'), item('z', 'p')]);
+    expect(h.creating).toBe(0);
+    await h.service.push('t', undefined, [item('q', 'p'), item('q', 'new')]);
+
+    expect(h.creating).toBe(1);
+    expect(h.lockedPartitions).toEqual([
+      [
+        { queueId: 'queue:q', name: 'p' },
+        { queueId: 'queue:z', name: 'p' },
+      ],
+      [
+        { queueId: 'queue:q', name: 'p' },
+        { queueId: 'queue:q', name: 'new' },
+      ],
+    ]);
+    // The first push numbered on from the offsets lockNamed read.
+    expect(insertedOffsets(h).slice(0, 2)).toEqual([
+      [h.partitionId('q', 'p'), 4, expect.any(String)],
+      [h.partitionId('z', 'p'), 10, expect.any(String)],
+    ]);
   });
 
   describe('duplicates by transactionId', () => {

@@ -5,7 +5,7 @@ import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
-import { LockedPartition, QueuesRepository } from '../queues/queues.repository';
+import { LockedPartition, QueueLocks, QueuesRepository } from '../queues/queues.repository';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
@@ -42,18 +42,9 @@ export class PushService {
   async store(unit: UnitOfWork, producerSub: string | null, items: PushItem[]): Promise<PushResultDto[]> {
     const { tenantId, manager } = unit;
     const named = partitionsByQueue(items);
-    const queues = await this.queues.ensureQueues(tenantId, [...named.keys()], manager);
-    await this.quotas.admit(tenantId, 'queues', queues.created, manager);
-    const wanted: Array<{ queueId: string; name: string }> = [];
-    const queueNames = new Map<string, string>();
-    for (const [queue, partitions] of named) {
-      const queueId = queues.ids.get(queue);
-      if (!queueId) throw queueDeleted();
-      queueNames.set(queueId, queue);
-      for (const name of partitions.keys()) wanted.push({ queueId, name });
-    }
-    const { locked, created } = await this.queues.lockPartitions(tenantId, wanted, manager);
-    await this.quotas.admit(tenantId, 'partitions', created, manager);
+    const { ids, maxSizes, locked } =
+      (await this.queues.lockNamed(tenantId, named, manager)) ?? (await this.createAndLock(tenantId, named, manager));
+    const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
       named.get(queueNames.get(partition.queueId)!)!.set(partition.name, {
         partition,
@@ -74,8 +65,7 @@ export class PushService {
       chosen.length === 0 ? new Map<string, string>() : await this.pushes.findExisting(tenantId, chosen, manager);
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
-    const room =
-      queues.maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, queues.maxSizes, manager);
+    const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);
 
     const fresh: NewMessage[] = [];
     const results = new Array<PushResultDto>(items.length);
@@ -130,6 +120,25 @@ export class PushService {
       });
     }
     return results;
+  }
+
+  /** Creates the queues and partitions the push names that do not exist yet, within the tenant's quotas, and locks all. */
+  private async createAndLock(
+    tenantId: string,
+    named: Map<string, Map<string, Slot | undefined>>,
+    manager: EntityManager,
+  ): Promise<QueueLocks & { locked: LockedPartition[] }> {
+    const queues = await this.queues.ensureQueues(tenantId, [...named.keys()], manager);
+    await this.quotas.admit(tenantId, 'queues', queues.created, manager);
+    const wanted: Array<{ queueId: string; name: string }> = [];
+    for (const [queue, partitions] of named) {
+      const queueId = queues.ids.get(queue);
+      if (!queueId) throw queueDeleted();
+      for (const name of partitions.keys()) wanted.push({ queueId, name });
+    }
+    const { locked, created } = await this.queues.lockPartitions(tenantId, wanted, manager);
+    await this.quotas.admit(tenantId, 'partitions', created, manager);
+    return { ids: queues.ids, maxSizes: queues.maxSizes, locked };
   }
 
   private async roomLeft(

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { arrayLiteral } from '../database/array-literal';
 import { DatabaseEngine } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
@@ -24,6 +25,20 @@ export interface QueueRecord {
   extraOptions: Record<string, unknown>;
   createdAt: string;
   updatedAt: string;
+}
+
+/** The queues a push holds key-share locked: each one's id by name, and the maxSize of those that have one. */
+export interface QueueLocks {
+  ids: Map<string, string>;
+  maxSizes: Map<string, number>;
+}
+
+function queueLocks(rows: Array<{ id: string; name: string; max_size: number | null }>): QueueLocks {
+  const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
+  return {
+    ids: new Map(rows.map((row) => [row.name, row.id])),
+    maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
+  };
 }
 
 /** A partition a push holds locked, with the offset of its last message. */
@@ -159,6 +174,60 @@ export class QueuesRepository {
   }
 
   /**
+   * The usual push, whose queues and partitions all exist, in one statement:
+   * its queues key-share locked in name order, then its partitions locked in
+   * id order, as ensureQueues and lockPartitions lock them. undefined when
+   * one of them is missing; those two then create it, taking the same locks
+   * again (a transaction may).
+   */
+  async lockNamed(
+    tenantId: string,
+    named: Map<string, Map<string, unknown>>,
+    manager: EntityManager,
+  ): Promise<(QueueLocks & { locked: LockedPartition[] }) | undefined> {
+    const queueNames: string[] = [];
+    const partitionNames: string[] = [];
+    for (const [queue, partitions] of named) {
+      for (const partition of partitions.keys()) {
+        queueNames.push(queue);
+        partitionNames.push(partition);
+      }
+    }
+    const rows = await this.engine.prepared<{
+      queue_id: string;
+      queue_name: string;
+      max_size: number | null;
+      id: string;
+      name: string;
+      last_offset: string;
+    }>(
+      manager,
+      'leasehold_lock_named',
+      `WITH q AS MATERIALIZED (
+         SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
+          ORDER BY name FOR KEY SHARE
+       )
+       SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, p.id, p.name, p.last_offset
+         FROM unnest($3::text[], $4::text[]) AS t(queue_name, name)
+         JOIN q ON q.name = t.queue_name
+         JOIN partitions p ON p.tenant_id = $1 AND p.queue_id = q.id AND p.name = t.name
+        ORDER BY p.id
+          FOR NO KEY UPDATE OF p`,
+      [tenantId, arrayLiteral([...named.keys()]), arrayLiteral(queueNames), arrayLiteral(partitionNames)],
+    );
+    if (rows.length !== partitionNames.length) return undefined;
+    return {
+      ...queueLocks(rows.map((row) => ({ id: row.queue_id, name: row.queue_name, max_size: row.max_size }))),
+      locked: rows.map((row) => ({
+        id: row.id,
+        queueId: row.queue_id,
+        name: row.name,
+        lastOffset: Number(row.last_offset),
+      })),
+    };
+  }
+
+  /**
    * Creates the missing queues and returns the id of each, holding a key-share
    * lock so none can be deleted before this transaction commits, and how many
    * it created. Rows are inserted in name order so concurrent first pushes
@@ -169,21 +238,17 @@ export class QueuesRepository {
     tenantId: string,
     names: string[],
     manager: EntityManager,
-  ): Promise<{ ids: Map<string, string>; maxSizes: Map<string, number>; created: number }> {
-    const lockExisting = async () => {
-      const rows = await this.engine.prepared<{ id: string; name: string; max_size: number | null }>(
-        manager,
-        'leasehold_lock_queues',
-        `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
-          ORDER BY name FOR KEY SHARE`,
-        [tenantId, names],
+  ): Promise<QueueLocks & { created: number }> {
+    const lockExisting = async () =>
+      queueLocks(
+        await this.engine.prepared<{ id: string; name: string; max_size: number | null }>(
+          manager,
+          'leasehold_lock_queues',
+          `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
+            ORDER BY name FOR KEY SHARE`,
+          [tenantId, names],
+        ),
       );
-      const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
-      return {
-        ids: new Map(rows.map((row) => [row.name, row.id])),
-        maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
-      };
-    };
     // Nearly every push names queues that exist: one statement, no insert attempted.
     const existing = await lockExisting();
     if (existing.ids.size === names.length) return { ...existing, created: 0 };
