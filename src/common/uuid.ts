@@ -12,7 +12,14 @@ const POOL_BYTES = 4096;
 const RANDOM_BYTES_PER_ID = 10;
 const pool = Buffer.allocUnsafe(POOL_BYTES);
 let drawn = POOL_BYTES;
-const HEX = Array.from({ length: 256 }, (_unused, byte) => byte.toString(16).padStart(2, '0'));
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+/** Each id is written here and read out as one flat string: built with +, it was a fifth of what a push allocated. */
+const text = Buffer.from('00000000-0000-0000-0000-000000000000', 'latin1');
+
+function writeByte(at: number, byte: number): void {
+  text[at] = HEX_DIGITS[byte >>> 4];
+  text[at + 1] = HEX_DIGITS[byte & 0x0f];
+}
 
 /**
  * UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then 74 random bits. Ids sort
@@ -27,26 +34,16 @@ export function uuidv7(now: number = Date.now()): string {
   drawn += RANDOM_BYTES_PER_ID;
   const high = Math.floor(now / 0x10000);
   const low = now % 0x10000;
-  return (
-    HEX[(high >>> 24) & 0xff] +
-    HEX[(high >>> 16) & 0xff] +
-    HEX[(high >>> 8) & 0xff] +
-    HEX[high & 0xff] +
-    '-' +
-    HEX[low >>> 8] +
-    HEX[low & 0xff] +
-    '-' +
-    HEX[0x70 | (pool[r] & 0x0f)] +
-    HEX[pool[r + 1]] +
-    '-' +
-    HEX[0x80 | (pool[r + 2] & 0x3f)] +
-    HEX[pool[r + 3]] +
-    '-' +
-    HEX[pool[r + 4]] +
-    HEX[pool[r + 5]] +
-    HEX[pool[r + 6]] +
-    HEX[pool[r + 7]] +
-    HEX[pool[r + 8]] +
-    HEX[pool[r + 9]]
-  );
+  writeByte(0, (high >>> 24) & 0xff);
+  writeByte(2, (high >>> 16) & 0xff);
+  writeByte(4, (high >>> 8) & 0xff);
+  writeByte(6, high & 0xff);
+  writeByte(9, low >>> 8);
+  writeByte(11, low & 0xff);
+  writeByte(14, 0x70 | (pool[r] & 0x0f));
+  writeByte(16, pool[r + 1]);
+  writeByte(19, 0x80 | (pool[r + 2] & 0x3f));
+  writeByte(21, pool[r + 3]);
+  for (let index = 0; index < 6; index += 1) writeByte(24 + 2 * index, pool[r + 4 + index]);
+  return text.toString('latin1', 0, 36);
 }

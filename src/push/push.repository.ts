@@ -98,10 +98,5 @@ export class PushRepository {
  * way out and parsed again as an array literal on the way in.
  */
 function payloadArray(messages: NewMessage[]): string {
-  let json = '[';
-  for (let index = 0; index < messages.length; index += 1) {
-    if (index > 0) json += ',';
-    json += messages[index].payloadJson;
-  }
-  return `${json}]`;
+  return `[${messages.map((message) => message.payloadJson).join(',')}]`;
 }
