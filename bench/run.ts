@@ -656,7 +656,7 @@ function writeResults(
     'A second broker, auth on (HS256), pool ' +
       (process.env.BENCH_POOL_SIZE ?? '10') +
       ', every limit at its default. ' +
-      `Tenant B renews its one-row lease in a loop, one request at a time, for ${SECONDS} s while the attacker runs; ` +
+      `Tenant B renews its one-row lease in a loop, one request at a time and at most 500 a second (half its own renewal limit), for ${SECONDS} s while the attacker runs; ` +
       'the attacker starts a second earlier. Victim latencies in ms.',
     '',
     '| attacker | victim renewals | p50 | p99 | max | victim errors | broker RSS MB | attacker answers |',

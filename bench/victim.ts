@@ -5,8 +5,11 @@
  * stderr (a client renewing a lease has its connection already), waits for
  * the attacker to get going, then renews the lease in a loop, one request at
  * a time, and prints each answer's status, renewed count and latency as JSON.
+ * It renews at most every MIN_INTERVAL_MS: half of RATE_LIMIT_RENEW's default
+ * per tenant, so that on a fast machine it is not refused by its own limit.
  */
 const [base, authorization, leaseId, seconds, delayMs] = process.argv.slice(2);
+const MIN_INTERVAL_MS = 2;
 
 async function renew(): Promise<{ status: number; renewed: number | undefined; ms: number }> {
   const started = performance.now();
@@ -29,7 +32,12 @@ async function main(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, Number(delayMs)));
   const answers: Array<{ status: number; renewed: number | undefined; ms: number }> = [];
   const until = performance.now() + Number(seconds) * 1000;
-  while (performance.now() < until) answers.push(await renew());
+  while (performance.now() < until) {
+    const next = performance.now() + MIN_INTERVAL_MS;
+    answers.push(await renew());
+    const early = next - performance.now();
+    if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
+  }
   process.stdout.write(JSON.stringify(answers));
 }
 
