@@ -8,6 +8,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
 import { driverPool } from '../database/guarded-pool';
+import { arrayLiteral } from '../database/array-literal';
 
 export interface RenewalRequest {
   tenantId: string;
@@ -200,10 +201,10 @@ export class LeaseRepository {
       name: 'leasehold_renew_many',
       text: RENEW_SQL,
       values: [
-        requests.map((_request, index) => index),
-        requests.map((request) => request.tenantId),
-        requests.map((request) => request.leaseId),
-        requests.map((request) => request.seconds),
+        arrayLiteral(requests.map((_request, index) => index)),
+        arrayLiteral(requests.map((request) => request.tenantId)),
+        arrayLiteral(requests.map((request) => request.leaseId)),
+        arrayLiteral(requests.map((request) => request.seconds)),
       ],
     };
   }
