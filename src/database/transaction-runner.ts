@@ -1,13 +1,22 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { PoolClient } from 'pg';
+import type { PoolClient, QueryConfig } from 'pg';
 import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
-import { asQueryFailed } from './database-engine';
+import { asQueryFailed, DatabaseEngine } from './database-engine';
 import { canRollBack } from './guarded-pool';
+import { DeferredBegin, queryPipelined } from './pipelined-query';
 import { TenantGate } from './tenant-gate';
+
+/** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
+export interface CommitWith {
+  /** The unit's last statement, deferred to go out with the COMMIT. */
+  statement?: QueryConfig;
+  /** Statements without parameters to run just before COMMIT. */
+  before: string[];
+}
 
 /**
  * The one way a use case talks to the database: one transaction on one
@@ -27,6 +36,7 @@ export class TransactionRunner {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(APP_CONFIG) config: AppConfig,
+    private readonly engine: DatabaseEngine,
   ) {
     this.budgetMs = workBudgetMs(config.database);
     this.acquireTimeoutMs = config.database.acquireTimeoutMs;
@@ -36,12 +46,14 @@ export class TransactionRunner {
   /**
    * `tenantId` undefined: work on no tenant's behalf (the health check),
    * outside any tenant's share. `withCommit`, once the work is done, may give
-   * statements without parameters to send in COMMIT's own round trip.
+   * statements to send in COMMIT's own round trip. On PostgreSQL, BEGIN goes
+   * out with the work's first statement: a transaction costs its statements'
+   * round trips and no more.
    */
   async run<T>(
     tenantId: string | undefined,
     work: (manager: EntityManager) => Promise<T>,
-    withCommit?: () => string | undefined,
+    withCommit?: () => CommitWith,
   ): Promise<T> {
     const started = monotonicNow();
     const leave = tenantId === undefined ? () => undefined : await this.gate.enter(tenantId, this.acquireTimeoutMs);
@@ -55,17 +67,20 @@ export class TransactionRunner {
       client.on('error', onLost);
       try {
         return await withinBudget(client, this.budgetMs, async () => {
-          await runner.startTransaction();
+          const begin = await this.begin(runner, client);
           try {
             const result = await work(runner.manager);
-            await commit(runner, client, withCommit?.());
+            await this.commit(runner, client, begin, withCommit?.());
             return result;
           } catch (error) {
+            if (begin && !begin.sent) markTransaction(runner, false);
             if (runner.isTransactionActive && canRollBack(client, error)) {
               await runner.rollbackTransaction().catch(() => undefined);
             }
             // Once the connection died, TypeORM's own errors (a released query runner) only hide that.
             throw lostWith && !databaseFailureOf(error) ? new ConnectionLostError(lostWith) : error;
+          } finally {
+            begin?.end();
           }
         });
       } finally {
@@ -76,22 +91,55 @@ export class TransactionRunner {
       leave();
     }
   }
+
+  /** BEGIN, deferred to the first statement on PostgreSQL; sent now on the embedded database, which runs the rest unnamed. */
+  private async begin(runner: QueryRunner, client: PoolClient): Promise<DeferredBegin | undefined> {
+    if (this.engine.isEmbedded) {
+      await runner.startTransaction();
+      return undefined;
+    }
+    markTransaction(runner, true);
+    return new DeferredBegin(client);
+  }
+
+  /**
+   * COMMIT, with the unit's deferred statement and `before` ahead of it in
+   * the same round trip: if one fails, the server skips the rest and the
+   * transaction is rolled back as for any failed statement.
+   */
+  private async commit(
+    runner: QueryRunner,
+    client: PoolClient,
+    begin: DeferredBegin | undefined,
+    { statement, before }: CommitWith = { before: [] },
+  ): Promise<void> {
+    const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
+    begin?.end();
+    if (beginWith.length > 0 && !statement) {
+      // Nothing ran, so nothing is written; the NOTIFYs still go out.
+      markTransaction(runner, false);
+      if (before.length > 0) await sendSimple(client, before.join('; '));
+      return;
+    }
+    if (statement && begin) {
+      try {
+        await queryPipelined(client, statement, beginWith, [...before, 'COMMIT']);
+      } catch (error) {
+        throw asQueryFailed(statement.text, statement.values, error);
+      }
+      markTransaction(runner, false);
+      return;
+    }
+    if (statement) await runner.manager.query(statement.text, statement.values);
+    if (before.length === 0) return runner.commitTransaction();
+    await sendSimple(client, `${before.join('; ')}; COMMIT`);
+    markTransaction(runner, false);
+  }
 }
 
-/**
- * COMMIT, with `statements` ahead of it in one simple query: if one fails,
- * the server skips the rest and the transaction is rolled back as for any
- * failed statement.
- */
-async function commit(runner: QueryRunner, client: PoolClient, statements: string | undefined): Promise<void> {
-  if (statements === undefined) return runner.commitTransaction();
-  const text = `${statements}; COMMIT`;
-  try {
-    await client.query(text);
-  } catch (error) {
-    throw asQueryFailed(text, undefined, error);
-  }
-  (runner as { isTransactionActive: boolean }).isTransactionActive = false;
+/** TypeORM's runner as in a transaction, without the round trip startTransaction makes. */
+function markTransaction(runner: QueryRunner, active: boolean): void {
+  (runner as { isTransactionActive: boolean }).isTransactionActive = active;
 }
 
 /**
@@ -101,4 +149,12 @@ async function commit(runner: QueryRunner, client: PoolClient, statements: strin
 function runnerConnectionWithin(runner: QueryRunner, timeoutMs: number): Promise<PoolClient> {
   const release = (): void => void runner.release();
   return connectWithin<PoolClient>(() => runner.connect(), timeoutMs, { late: release, failed: release });
+}
+
+async function sendSimple(client: PoolClient, text: string): Promise<void> {
+  try {
+    await client.query(text);
+  } catch (error) {
+    throw asQueryFailed(text, undefined, error);
+  }
 }

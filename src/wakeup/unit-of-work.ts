@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
 import { TransactionRunner } from '../database/transaction-runner';
 import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
@@ -17,6 +18,7 @@ export class UnitOfWork {
   readonly pushed = new Map<string, QueueWork>();
   readonly redelivered: Redelivery[] = [];
   private readonly effects: Array<() => void> = [];
+  private last?: QueryConfig;
 
   constructor(
     readonly tenantId: string,
@@ -33,6 +35,19 @@ export class UnitOfWork {
   /** Messages of a queue its consumer group can claim again (a nack, a released lease). */
   redeliver(redelivery: Redelivery): void {
     this.redelivered.push(redelivery);
+  }
+
+  /**
+   * The unit's last statement, sent with its COMMIT in one round trip; the
+   * work sends nothing after it. Its result is not read.
+   */
+  lastly(statement: QueryConfig): void {
+    if (this.last) throw new Error('a unit of work has one last statement');
+    this.last = statement;
+  }
+
+  get lastStatement(): QueryConfig | undefined {
+    return this.last;
   }
 
   /** To run once the transaction has committed (and never if it rolls back). */
@@ -73,7 +88,10 @@ export class Writes {
     const result = await this.transactions.run(
       tenantId,
       (manager) => work((unit = new UnitOfWork(tenantId, manager))),
-      () => notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered)),
+      () => ({
+        statement: unit!.lastStatement,
+        before: notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered)),
+      }),
     );
     this.polls.pushed(tenantId, unit!.pushed);
     this.polls.redelivered(tenantId, unit!.redelivered);

@@ -21,12 +21,11 @@ export interface EndingLease extends WaitingGroup {
 
 /**
  * The NOTIFYs of a write, as statements to send with its COMMIT (PostgreSQL
- * delivers them on commit, never for a rollback); undefined when there are
- * none. Payloads hold names, so they are written as escaped literals.
+ * delivers them on commit, never for a rollback). Payloads hold names, so
+ * they are written as escaped literals.
  */
-export function notifyStatements(notices: Notice[]): string | undefined {
-  if (notices.length === 0) return undefined;
-  return notices.map((notice) => `NOTIFY ${notice.channel}, ${escapeLiteral(notice.payload)}`).join('; ');
+export function notifyStatements(notices: Notice[]): string[] {
+  return notices.map((notice) => `NOTIFY ${notice.channel}, ${escapeLiteral(notice.payload)}`);
 }
 
 /** SQL for finding leases that end (the wakeup transport itself is notifyStatements). */

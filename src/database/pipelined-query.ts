@@ -1,0 +1,120 @@
+import pg, { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+
+/** The parts of pg's Connection a query writes its protocol messages with. */
+interface Connection {
+  parse(message: { text: string; name?: string }): void;
+  bind(message: { statement?: string; values?: unknown[] }): void;
+  execute(message: { portal?: string; rows?: number }): void;
+  sync(): void;
+}
+
+/** pg's Query, with the steps it writes a statement in (not in its published types). */
+const Query = pg.Query as unknown as new (config: QueryConfig) => {
+  prepare(connection: Connection): void;
+  callback?: (error: Error | null, result: QueryResult | QueryResult[]) => void;
+};
+
+/**
+ * One statement with parameterless statements written around it, all in
+ * one write and one round trip (extended protocol, one Sync). PostgreSQL
+ * runs them in order and skips everything after the first that fails, so a
+ * COMMIT in `after` commits only when the statement succeeded.
+ */
+class PipelinedQuery extends Query {
+  constructor(
+    config: QueryConfig,
+    private readonly before: readonly string[],
+    private readonly after: readonly string[],
+  ) {
+    super(config);
+  }
+
+  requiresPreparation(): boolean {
+    return true;
+  }
+
+  override prepare(connection: Connection): void {
+    // Unnamed: pg records a parse as the named statement's, so a named one here could be recorded wrongly.
+    for (const text of this.before) writeUnnamed(connection, text);
+    super.prepare(connection);
+  }
+
+  /** pg's last step of a statement (execute, then Sync), with `after` written before the Sync. */
+  _getRows(connection: Connection): void {
+    connection.execute({ portal: '' });
+    for (const text of this.after) writeUnnamed(connection, text);
+    connection.sync();
+  }
+}
+
+function writeUnnamed(connection: Connection, text: string): void {
+  connection.parse({ text, name: '' });
+  connection.bind({ statement: '', values: [] });
+  connection.execute({ portal: '' });
+}
+
+/** The statement's result, with `before` and `after` sent in its round trip. */
+export function queryPipelined<R extends QueryResultRow>(
+  client: PoolClient,
+  statement: QueryConfig,
+  before: readonly string[],
+  after: readonly string[],
+): Promise<QueryResult<R>> {
+  return new Promise((resolve, reject) => {
+    const query = new PipelinedQuery(statement, before, after);
+    query.callback = (error, result) => {
+      if (error) reject(error);
+      // pg answers every statement of the round trip that ran, in order.
+      else resolve((Array.isArray(result) ? result[before.length] : result) as QueryResult<R>);
+    };
+    void client.query(query as never);
+  });
+}
+
+type Query = PoolClient['query'];
+
+/**
+ * A transaction's BEGIN, sent with the first statement the transaction
+ * sends on `client` instead of in a round trip of its own. Until then the
+ * client's query is wrapped; `end` unwraps it.
+ */
+export class DeferredBegin {
+  /** Whether BEGIN went out: if not, nothing ran, and there is nothing to commit or roll back. */
+  sent = false;
+
+  constructor(private readonly client: PoolClient) {
+    const wrapped = (config: unknown, values?: unknown, callback?: unknown): unknown => {
+      this.sent = true;
+      this.end();
+      return this.withBegin(config, values, callback);
+    };
+    client.query = wrapped as Query;
+  }
+
+  end(): void {
+    delete (this.client as Partial<PoolClient>).query;
+  }
+
+  private withBegin(config: unknown, values: unknown, callback: unknown): unknown {
+    const query = this.client.query.bind(this.client) as (...args: unknown[]) => unknown;
+    const statement = asStatement(config, values);
+    if (callback === undefined && statement && (statement.name || (statement.values?.length ?? 0) > 0)) {
+      return queryPipelined(this.client, statement, ['BEGIN'], []);
+    }
+    // A simple query may hold several statements, which the extended protocol refuses: BEGIN goes first, alone.
+    if (callback === undefined && typeof values !== 'function' && statement) {
+      return this.client.query('BEGIN').then(() => query(config, values));
+    }
+    void this.client.query('BEGIN').catch(() => undefined);
+    return query(config, values, callback);
+  }
+}
+
+/** A call's statement as a QueryConfig, unless it is a custom submittable or a callback call. */
+function asStatement(config: unknown, values: unknown): QueryConfig | undefined {
+  if (typeof config === 'string') return { text: config, values: values as unknown[] | undefined };
+  if (typeof config !== 'object' || config === null || typeof (config as { submit?: unknown }).submit === 'function')
+    return undefined;
+  if (typeof values === 'function') return undefined;
+  return values === undefined ? (config as QueryConfig) : { ...(config as QueryConfig), values: values as unknown[] };
+}

@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Client, Pool, PoolClient } from 'pg';
+import request from 'supertest';
+import { DataSource, EntityManager } from 'typeorm';
+import { TransactionRunner } from '../src/database/transaction-runner';
+import { MaintenanceService } from '../src/maintenance/maintenance.service';
+import { UnitOfWork, Writes } from '../src/wakeup/unit-of-work';
+import { openSession } from './support/pg-session';
+import { createTestApp, onEmbeddedDatabase } from './support/test-app';
+
+/** Round trips a connection makes: PostgreSQL ends each with one ReadyForQuery. */
+function countRoundTrips(client: PoolClient): { readonly count: number; stop(): void } {
+  const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+  let count = 0;
+  const onReady = (): void => void (count += 1);
+  connection.on('readyForQuery', onReady);
+  return {
+    get count() {
+      return count;
+    },
+    stop: () => void connection.removeListener('readyForQuery', onReady),
+  };
+}
+
+const xidOf = async (manager: EntityManager): Promise<string> =>
+  (await manager.query('SELECT txid_current()::text AS xid WHERE $1::int = 1', [1]))[0].xid as string;
+
+// Round trips on the wire: the embedded database takes BEGIN on its own.
+(onEmbeddedDatabase ? describe.skip : describe)('a unit of work costs its statements’ round trips and no more', () => {
+  let app: NestExpressApplication;
+  let pool: Pool;
+  let observer: Client;
+  let runner: TransactionRunner;
+
+  beforeAll(async () => {
+    // One connection, so that every statement of every unit is on the connection counted.
+    app = await createTestApp({ DB_POOL_SIZE: '1', JWT_ENABLED: 'false' });
+    pool = (app.get(DataSource).driver as unknown as { master: Pool }).master;
+    runner = app.get(TransactionRunner);
+    // Its refresh would share the counted connection.
+    await app.get(MaintenanceService).onApplicationShutdown();
+    observer = await openSession();
+  });
+
+  afterAll(async () => {
+    await observer.end();
+    await app.close();
+  });
+
+  /** What `fn` did on the pool's one connection, in round trips. */
+  async function roundTripsOf(fn: () => Promise<unknown>): Promise<number> {
+    const client = await pool.connect();
+    const trips = countRoundTrips(client);
+    client.release();
+    try {
+      await fn().catch(() => undefined);
+      return trips.count;
+    } finally {
+      trips.stop();
+    }
+  }
+
+  async function backendPid(): Promise<number> {
+    const client = await pool.connect();
+    try {
+      return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    } finally {
+      client.release();
+    }
+  }
+
+  const statusOf = async (xid: string): Promise<string> =>
+    (await observer.query('SELECT txid_status($1::bigint) AS status', [xid])).rows[0].status as string;
+
+  it('sends BEGIN with the first statement and the last statement with COMMIT, one transaction throughout', async () => {
+    const writes = app.get(Writes);
+    let xid = '';
+    let second = '';
+    const trips = await roundTripsOf(() =>
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        second = await xidOf(unit.manager);
+        unit.lastly({ text: 'SELECT pg_advisory_xact_lock($1)', values: [7_130_001] });
+      }),
+    );
+
+    expect(trips).toBe(3);
+    expect(second).toBe(xid);
+    expect(await statusOf(xid)).toBe('committed');
+  });
+
+  it('rolls the whole unit back when its last statement fails, and skips the COMMIT sent with it', async () => {
+    const writes = app.get(Writes);
+    const pidBefore = await backendPid();
+    let xid = '';
+    await expect(
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        unit.lastly({ text: 'SELECT 1 / $1::int', values: [0] });
+      }),
+    ).rejects.toThrow('division by zero');
+
+    expect(await statusOf(xid)).toBe('aborted');
+    expect(await backendPid()).toBe(pidBefore);
+  });
+
+  it('sends nothing for a unit that ran no statement', async () => {
+    expect(await roundTripsOf(() => runner.run(undefined, async () => 'nothing'))).toBe(0);
+  });
+
+  it('sends BEGIN on its own ahead of a statement without parameters, which may hold several', async () => {
+    let rows: unknown;
+    const trips = await roundTripsOf(async () => {
+      rows = await runner.run(undefined, async (manager) => {
+        const xid = (await manager.query('SELECT txid_current()::text AS xid'))[0].xid as string;
+        return [xid, await xidOf(manager)];
+      });
+    });
+
+    const [first, second] = rows as string[];
+    expect(second).toBe(first);
+    expect(trips).toBe(4);
+    expect(await statusOf(first)).toBe('committed');
+  });
+
+  it('rolls back a unit whose first statement failed with BEGIN in its round trip, and keeps the connection', async () => {
+    const pidBefore = await backendPid();
+    await expect(runner.run(undefined, (manager) => manager.query('SELECT 1 / $1::int', [0]))).rejects.toThrow(
+      'division by zero',
+    );
+    // A connection released inside a transaction would have been closed (see connection-hygiene).
+    expect(await backendPid()).toBe(pidBefore);
+  });
+
+  it('pushes to partitions that exist in two round trips: lock, then rows and NOTIFY with COMMIT', async () => {
+    const server = app.getHttpServer();
+    const queue = `round-trips-${randomUUID()}`;
+    const items = [
+      { queue, partition: 'a', payload: { n: 1 } },
+      { queue, partition: 'b', payload: { n: 2 } },
+    ];
+    await request(server).post('/api/v1/push').send({ items }).expect(201);
+
+    let answer: request.Response | undefined;
+    const trips = await roundTripsOf(async () => {
+      answer = await request(server).post('/api/v1/push').send({ items });
+    });
+
+    expect(answer?.status).toBe(201);
+    expect(answer?.body).toMatchObject([{ status: 'queued' }, { status: 'queued' }]);
+    expect(trips).toBe(2);
+    const { rows } = await observer.query(
+      `SELECT p.name, p.last_offset::int AS last_offset, count(m.id)::int AS messages
+         FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+         LEFT JOIN messages m ON m.tenant_id = p.tenant_id AND m.partition_id = p.id
+        WHERE q.name = $1 GROUP BY p.name, p.last_offset ORDER BY p.name`,
+      [queue],
+    );
+    expect(rows).toEqual([
+      { name: 'a', last_offset: 2, messages: 2 },
+      { name: 'b', last_offset: 2, messages: 2 },
+    ]);
+  });
+});
