@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DatabaseEngine } from '../database/database-engine';
+import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { arrayLiteral } from '../database/array-literal';
@@ -46,22 +47,21 @@ export class PushRepository {
   }
 
   /**
-   * Inserts messages whose offsets the caller assigned under the partition
-   * lock, and moves each partition's last offset to match, in one statement. created_at is
+   * The statement that inserts messages whose offsets the caller assigned
+   * under the partition lock, and moves each partition's last offset to
+   * match. created_at is
    * clock_timestamp(), taken under that lock, so it never decreases along a
    * partition's offsets: a subscription starting point can be found by time.
    */
-  async insert(
+  insertStatement(
     tenantId: string,
     producerSub: string | null,
     messages: NewMessage[],
     lastOffsets: Map<string, number>,
-    manager: EntityManager,
-  ): Promise<void> {
-    await this.engine.prepared(
-      manager,
-      'leasehold_store_pushed',
-      `WITH stored AS (
+  ): QueryConfig {
+    return {
+      name: 'leasehold_store_pushed',
+      text: `WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
                                producer_sub, created_at)
          SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
@@ -75,7 +75,7 @@ export class PushRepository {
                                retention_check_at = COALESCE(p.retention_check_at, now())
          FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset)
         WHERE p.tenant_id = $1 AND p.id = t.id`,
-      [
+      values: [
         tenantId,
         arrayLiteral(messages.map((message) => message.partitionId)),
         arrayLiteral(messages.map((message) => message.seq)),
@@ -88,7 +88,11 @@ export class PushRepository {
         arrayLiteral([...lastOffsets.values()]),
         arrayLiteral(messages.map((message) => Buffer.byteLength(message.payloadJson))),
       ],
-    );
+    };
+  }
+
+  async run(statement: QueryConfig, manager: EntityManager): Promise<void> {
+    await this.engine.prepared(manager, statement.name!, statement.text, statement.values!);
   }
 }
 

@@ -13,6 +13,14 @@ import { PushItem } from './dto/push-request.dto';
 import { NewMessage, PushRepository } from './push.repository';
 import { PushService } from './push.service';
 
+interface Insert {
+  producerSub: string | null;
+  messages: NewMessage[];
+  lastOffsets: Map<string, number>;
+}
+
+type InsertStatement = { insert: Insert };
+
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 interface StoredPartition {
@@ -25,8 +33,8 @@ interface StoredPartition {
 
 interface Harness {
   service: PushService;
-  /** Each insert call: the new messages and the last offsets it moves the partitions to. */
-  inserts: Array<{ producerSub: string | null; messages: NewMessage[]; lastOffsets: Map<string, number> }>;
+  /** Each insert sent: the new messages and the last offsets it moves the partitions to. */
+  inserts: Insert[];
   lockedPartitions: Array<Array<{ queueId: string; name: string }>>;
   /** Pushes that went on to create what they named (lockNamed found something missing). */
   creating: number;
@@ -108,12 +116,13 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
           .filter((key) => existing.has(key))
           .map((key) => [key, existing.get(key)!]),
       ),
-    insert: async (
+    insertStatement: (
       _tenantId: string,
       producerSub: string | null,
       messages: NewMessage[],
       lastOffsets: Map<string, number>,
-    ) => void h.inserts.push({ producerSub, messages, lastOffsets: new Map(lastOffsets) }),
+    ) => ({ name: 'insert', text: '', insert: { producerSub, messages, lastOffsets: new Map(lastOffsets) } }),
+    run: async (statement: InsertStatement) => void h.inserts.push(statement.insert),
   } as unknown as PushRepository;
   // As Writes does: other processes are told inside the transaction when something was pushed, this
   // process's polls after commit, then the effects run.
@@ -121,6 +130,9 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
       const unit = new UnitOfWork(tenantId, {} as EntityManager);
       const result = await work(unit);
+      // The runner sends the unit's last statement with the COMMIT.
+      const last = unit.lastStatement as InsertStatement | undefined;
+      if (last) h.inserts.push(last.insert);
       if (unit.pushed.size > 0) h.notified += 1;
       h.announced.push(unit.pushed);
       unit.runEffects(new Logger('test'));

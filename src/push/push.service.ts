@@ -35,11 +35,20 @@ export class PushService {
   async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
     this.maintenance.assertPushesAllowed(tenantId);
     if (items.length === 0) return [];
-    return this.writes.run(tenantId, (unit) => this.store(unit, producerSub ?? null, items));
+    return this.writes.run(tenantId, (unit) => this.store(unit, producerSub ?? null, items, 'with-commit'));
   }
 
-  /** The push's work inside a unit of work, for a push and for a push operation of a transaction. */
-  async store(unit: UnitOfWork, producerSub: string | null, items: PushItem[]): Promise<PushResultDto[]> {
+  /**
+   * The push's work inside a unit of work, for a push and for a push
+   * operation of a transaction. 'with-commit' when the unit does nothing
+   * after it: its rows then go out with the COMMIT, in one round trip.
+   */
+  async store(
+    unit: UnitOfWork,
+    producerSub: string | null,
+    items: PushItem[],
+    write: 'now' | 'with-commit' = 'now',
+  ): Promise<PushResultDto[]> {
     const { tenantId, manager } = unit;
     const named = partitionsByQueue(items);
     const { ids, maxSizes, locked } =
@@ -113,7 +122,9 @@ export class PushService {
           perQueue.set(queue, (perQueue.get(queue) ?? 0) + slot.stored);
         }
       }
-      await this.pushes.insert(tenantId, producerSub, fresh, lastOffsets, manager);
+      const statement = this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets);
+      if (write === 'with-commit') unit.lastly(statement);
+      else await this.pushes.run(statement, manager);
       unit.afterCommit(() => {
         for (const [queue, count] of perQueue)
           this.metrics.pushedMessages.inc(this.metrics.queue(tenantId, queue), count);
