@@ -118,6 +118,34 @@ describe('retention', () => {
       expect(ids(await client.popLeased('stale'))).toEqual(['fresh']);
     });
 
+    it('reaches in one round every tenant with work due, past the hundred tenants a claim looks at', async () => {
+      const { app, dataSource } = broker;
+      const tenants = Array.from({ length: 150 }, () => new BrokerClient(app, newTenant()));
+      for (const tenant of tenants) {
+        await tenant.configure({ queue: 'aged', options: { retentionSeconds: 30 } }).expect(200);
+        await tenant.pushMany('aged', 1);
+      }
+      await sql(
+        dataSource,
+        `UPDATE messages SET created_at = created_at - interval '31 seconds' WHERE tenant_id = ANY($1::uuid[])`,
+        [tenants.map((tenant) => tenant.tenant)],
+      );
+      await sql(
+        dataSource,
+        `UPDATE partitions SET retention_check_at = '-infinity' WHERE tenant_id = ANY($1::uuid[])`,
+        [tenants.map((tenant) => tenant.tenant)],
+      );
+
+      await job().runOnce();
+
+      const [left] = await sql<Array<{ messages: number }>>(
+        dataSource,
+        'SELECT count(*)::int AS messages FROM messages WHERE tenant_id = ANY($1::uuid[])',
+        [tenants.map((tenant) => tenant.tenant)],
+      );
+      expect(left.messages).toBe(0);
+    });
+
     it('never deletes a message under a live lease: it goes once the lease has ended', async () => {
       const { client, dataSource } = broker;
       await client.configure({ queue: 'held', options: { retentionSeconds: 30 } }).expect(200);

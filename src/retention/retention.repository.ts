@@ -224,13 +224,29 @@ function columnsOf(rules: PartitionRules[]): unknown[] {
 @Injectable()
 export class RetentionRepository {
   /**
-   * Up to `limit` partitions, of any tenant, whose time to be looked at has
-   * come, each under a transaction-level advisory lock that this call took:
-   * another broker's round skips them. No row lock: pushes hold their
-   * partitions' rows, and a claim that skipped those would never get to a
-   * busy partition.
+   * The tenants with a partition whose time to be looked at has come: one
+   * walk of the tenants (a probe of each one's due partitions), made once a
+   * round so that claims look at a few tenants each, not at all of them.
    */
-  async claimDue(limit: number, manager: EntityManager): Promise<DuePartition[]> {
+  async tenantsWithDue(manager: EntityManager): Promise<string[]> {
+    const rows: Array<{ tenant_id: string }> = await manager.query(
+      `WITH RECURSIVE ${TENANTS}
+       SELECT t.tenant_id FROM tenants t
+        WHERE t.tenant_id IS NOT NULL
+          AND EXISTS (SELECT 1 FROM partitions p
+                       WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp())`,
+    );
+    return rows.map((row) => row.tenant_id);
+  }
+
+  /**
+   * Up to `limit` partitions of these tenants whose time to be looked at has
+   * come, oldest first, each under a transaction-level advisory lock that
+   * this call took: another broker's round skips them. No row lock: pushes
+   * hold their partitions' rows, and a claim that skipped those would never
+   * get to a busy partition.
+   */
+  async claimDue(limit: number, tenants: string[], manager: EntityManager): Promise<DuePartition[]> {
     const rows: Array<{
       tenant_id: string;
       partition_id: string;
@@ -242,8 +258,8 @@ export class RetentionRepository {
       max_size: number | null;
       dlq_retention_seconds: number | null;
     }> = await manager.query(
-      `WITH RECURSIVE ${TENANTS}, due AS (
-         SELECT d.* FROM tenants t
+      `WITH due AS (
+         SELECT d.* FROM unnest($2::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT p.tenant_id, p.id, p.queue_id, p.retention_check_at FROM partitions p
                  WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp()
@@ -261,7 +277,7 @@ export class RetentionRepository {
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
         ORDER BY c.retention_check_at`,
-      [limit],
+      [limit, tenants],
     );
     return rows.map((row) => ({
       tenantId: row.tenant_id,

@@ -4,6 +4,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
 import { RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
 import { PartitionRules, RetentionRepository } from './retention.repository';
+import { TenantRotation } from './tenant-rotation';
 import { errorMessage } from '../common/error-message';
 
 export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition';
@@ -18,7 +19,7 @@ export interface RetentionRound {
 
 /** A round's budget, and how soon a partition that could not be cut is looked at again, even with the timer off. */
 const MIN_ROUND_MS = 1_000;
-/** Partitions claimed and worked on together, in one transaction. */
+/** Partitions claimed and worked on together, in one transaction; also the tenants a claim looks at. */
 const CLAIM = 100;
 /** The error text of a dead letter made by eviction. */
 export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
@@ -88,10 +89,12 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         );
         this.count(outcome, 'dead_letter', deleted);
       }
-      while (!this.stopped && performance.now() < stopAt) {
-        const looked = await this.cut(outcome);
-        if (looked === 0) break;
-        outcome.partitions += looked;
+      const due = new TenantRotation(
+        await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager)),
+        CLAIM,
+      );
+      while (!due.done && !this.stopped && performance.now() < stopAt) {
+        outcome.partitions += await this.cut(outcome, due);
       }
     } finally {
       timer();
@@ -112,10 +115,16 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
    * their next look in another (it waits for pushes holding partitions).
    * Answers how many partitions it looked at.
    */
-  private async cut(outcome: RetentionRound): Promise<number> {
+  private async cut(outcome: RetentionRound, due: TenantRotation): Promise<number> {
     const window = { size: 0 };
+    const tenants = due.window();
     const cut = await this.transactions.run(undefined, async (manager) => {
-      const claimed = await this.retention.claimDue(CLAIM, manager);
+      const claimed = await this.retention.claimDue(CLAIM, tenants, manager);
+      due.claimed(
+        tenants,
+        claimed.map((partition) => partition.tenantId),
+        claimed.length === CLAIM,
+      );
       if (claimed.length === 0) return undefined;
       const rules = claimed.map((partition): PartitionRules => {
         const policy = retentionPolicy(partition.retention, this.defaults);
