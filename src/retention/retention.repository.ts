@@ -54,6 +54,13 @@ const TENANTS = `tenants(tenant_id) AS (
      WHERE t.tenant_id IS NOT NULL
   )`;
 
+/** The shortest dead-letter retention of any queue, or the default ($1; 0 keeps them): nothing younger can go. */
+const SHORTEST_DEAD_LETTER_RETENTION = `shortest AS (
+    SELECT min(s) AS seconds FROM (
+      SELECT NULLIF($1::int, 0) AS s
+      UNION ALL SELECT min(dlq_retention_seconds) FROM queues WHERE dlq_retention_seconds > 0) x
+  )`;
+
 const RULES = `rules AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::int[], $6::boolean[], $7::int[])
       AS t(tenant_id, partition_id, pending_s, evict_s, completed_s, letters, grace_s)
@@ -328,19 +335,34 @@ export class RetentionRepository {
     return scheduled.removed;
   }
 
+  /** The tenants with a dead letter older than the shortest dead-letter retention of any queue; one walk a round. */
+  async tenantsWithOldDeadLetters(defaultSeconds: number, manager: EntityManager): Promise<string[]> {
+    const rows: Array<{ tenant_id: string }> = await manager.query(
+      `WITH RECURSIVE ${TENANTS}, ${SHORTEST_DEAD_LETTER_RETENTION}
+       SELECT t.tenant_id FROM tenants t
+        WHERE t.tenant_id IS NOT NULL
+          AND EXISTS (SELECT 1 FROM dead_letters d
+                       WHERE d.tenant_id = t.tenant_id AND d.created_at < ${ago('(SELECT seconds FROM shortest)')})`,
+      [defaultSeconds],
+    );
+    return rows.map((row) => row.tenant_id);
+  }
+
   /**
-   * Deletes up to `limit` dead letters older than their queue's retention
-   * (`defaultSeconds` for queues that set none; 0 keeps them), oldest first,
-   * found through their age.
+   * Deletes up to `limit` dead letters of these tenants older than their
+   * queue's retention (`defaultSeconds` for queues that set none; 0 keeps
+   * them), oldest first, found through their age. Answers how many, and
+   * the tenants they were of.
    */
-  async deadLetters(defaultSeconds: number, limit: number, manager: EntityManager): Promise<number> {
-    const [row]: Array<{ deleted: number }> = await manager.query(
-      `WITH RECURSIVE ${TENANTS}, shortest AS (
-         SELECT min(s) AS seconds FROM (
-           SELECT NULLIF($1::int, 0) AS s
-           UNION ALL SELECT min(dlq_retention_seconds) FROM queues WHERE dlq_retention_seconds > 0) x
-       ), doomed AS (
-         SELECT e.tenant_id, e.id FROM tenants t
+  async deadLetters(
+    defaultSeconds: number,
+    limit: number,
+    tenants: string[],
+    manager: EntityManager,
+  ): Promise<{ deleted: number; tenants: string[] }> {
+    const [row]: Array<{ deleted: number; tenants: string[] | null }> = await manager.query(
+      `WITH ${SHORTEST_DEAD_LETTER_RETENTION}, doomed AS (
+         SELECT e.tenant_id, e.id FROM unnest($3::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT d.tenant_id, d.id, d.created_at FROM dead_letters d
                   JOIN queues q ON q.tenant_id = d.tenant_id AND q.id = d.queue_id
@@ -351,11 +373,12 @@ export class RetentionRepository {
           ORDER BY e.created_at
           LIMIT $2
        ), gone AS (
-         DELETE FROM dead_letters d USING doomed x WHERE d.tenant_id = x.tenant_id AND d.id = x.id RETURNING 1
+         DELETE FROM dead_letters d USING doomed x WHERE d.tenant_id = x.tenant_id AND d.id = x.id
+         RETURNING d.tenant_id
        )
-       SELECT count(*)::int AS deleted FROM gone`,
-      [defaultSeconds, limit],
+       SELECT count(*)::int AS deleted, array_agg(DISTINCT tenant_id) AS tenants FROM gone`,
+      [defaultSeconds, limit, tenants],
     );
-    return row.deleted;
+    return { deleted: row.deleted, tenants: row.tenants ?? [] };
   }
 }

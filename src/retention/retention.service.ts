@@ -83,10 +83,18 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       // Dead letters first, within half the round: a backlog of partitions must not starve them.
       const batch = this.settings.batchSize;
       const lettersUntil = performance.now() + this.roundMs / 2;
-      for (let deleted = batch; deleted === batch && !this.stopped && performance.now() < lettersUntil;) {
-        deleted = await this.transactions.run(undefined, (manager) =>
-          this.retention.deadLetters(this.settings.deadLetterSeconds, batch, manager),
+      const lettered = new TenantRotation(
+        await this.transactions.run(undefined, (manager) =>
+          this.retention.tenantsWithOldDeadLetters(this.settings.deadLetterSeconds, manager),
+        ),
+        CLAIM,
+      );
+      while (!lettered.done && !this.stopped && performance.now() < lettersUntil) {
+        const tenants = lettered.window();
+        const { deleted, tenants: found } = await this.transactions.run(undefined, (manager) =>
+          this.retention.deadLetters(this.settings.deadLetterSeconds, batch, tenants, manager),
         );
+        lettered.claimed(tenants, found, deleted === batch);
         this.count(outcome, 'dead_letter', deleted);
       }
       const due = new TenantRotation(
