@@ -3,6 +3,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client, Pool, PoolClient } from 'pg';
 import request from 'supertest';
 import { DataSource, EntityManager } from 'typeorm';
+import { DatabaseEngine } from '../src/database/database-engine';
 import { TransactionRunner } from '../src/database/transaction-runner';
 import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { UnitOfWork, Writes } from '../src/wakeup/unit-of-work';
@@ -131,6 +132,25 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     );
     // A connection released inside a transaction would have been closed (see connection-hygiene).
     expect(await backendPid()).toBe(pidBefore);
+  });
+
+  it('keeps a connection whose first named statement failed to parse behind BEGIN: the statement is parsed again next time', async () => {
+    const engine = app.get(DatabaseEngine);
+    // A temporary table belongs to the session: the statement fails to parse until this connection creates it.
+    const probe = (manager: EntityManager) =>
+      engine.prepared(
+        manager,
+        'round_trips_probe',
+        'SELECT count(*)::int AS n FROM pg_temp.round_trips_probe WHERE $1::int = 1',
+        [1],
+      );
+    await expect(runner.run(undefined, probe)).rejects.toThrow('does not exist');
+    await runner.run(undefined, (manager) => manager.query('CREATE TEMPORARY TABLE round_trips_probe (n int)'));
+    try {
+      await expect(runner.run(undefined, probe)).resolves.toEqual([{ n: 0 }]);
+    } finally {
+      await runner.run(undefined, (manager) => manager.query('DROP TABLE pg_temp.round_trips_probe'));
+    }
   });
 
   it('pushes to partitions that exist in two round trips: lock, then rows and NOTIFY with COMMIT', async () => {

@@ -53,13 +53,23 @@ function writeUnnamed(connection: Connection, text: string): void {
   connection.execute({ portal: '' });
 }
 
-/** The statement's result, with `before` and `after` sent in its round trip. */
-export function queryPipelined<R extends QueryResultRow>(
+/**
+ * The statement's result, with `before` and `after` sent in its round trip.
+ * pg records every ParseComplete of a round trip as the named statement's, so
+ * ahead of a named statement not yet parsed on this connection, `before`
+ * goes in a round trip of its own: had the statement failed to parse, pg
+ * would take it for prepared from then on.
+ */
+export async function queryPipelined<R extends QueryResultRow>(
   client: PoolClient,
   statement: QueryConfig,
   before: readonly string[],
   after: readonly string[],
 ): Promise<QueryResult<R>> {
+  if (before.length > 0 && statement.name && !preparedOn(client, statement.name)) {
+    await client.query(before.join('; '));
+    before = [];
+  }
   return new Promise((resolve, reject) => {
     const query = new PipelinedQuery(statement, before, after);
     query.callback = (error, result) => {
@@ -69,6 +79,11 @@ export function queryPipelined<R extends QueryResultRow>(
     };
     void client.query(query as never);
   });
+}
+
+function preparedOn(client: PoolClient, name: string): boolean {
+  const connection = (client as unknown as { connection: { parsedStatements: Record<string, string> } }).connection;
+  return connection.parsedStatements[name] !== undefined;
 }
 
 type Query = PoolClient['query'];
@@ -81,6 +96,8 @@ type Query = PoolClient['query'];
 export class DeferredBegin {
   /** Whether BEGIN went out: if not, nothing ran, and there is nothing to commit or roll back. */
   sent = false;
+  /** Why a BEGIN sent ahead of a callback-style query failed: the transaction must not commit. */
+  failure?: Error;
 
   constructor(private readonly client: PoolClient) {
     const wrapped = (config: unknown, values?: unknown, callback?: unknown): unknown => {
@@ -105,7 +122,7 @@ export class DeferredBegin {
     if (callback === undefined && typeof values !== 'function' && statement) {
       return this.client.query('BEGIN').then(() => query(config, values));
     }
-    void this.client.query('BEGIN').catch(() => undefined);
+    this.client.query('BEGIN').catch((error: Error) => (this.failure ??= error));
     return query(config, values, callback);
   }
 }

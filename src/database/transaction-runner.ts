@@ -113,6 +113,7 @@ export class TransactionRunner {
     begin: DeferredBegin | undefined,
     { statement, before }: CommitWith = { before: [] },
   ): Promise<void> {
+    if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();
     if (beginWith.length > 0 && !statement) {
