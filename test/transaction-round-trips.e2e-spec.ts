@@ -106,6 +106,28 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(await backendPid()).toBe(pidBefore);
   });
 
+  it('rolls back on its connection a unit whose only statement, its last, failed with BEGIN and COMMIT around it', async () => {
+    const writes = app.get(Writes);
+    const pidBefore = await backendPid();
+    let trips = 0;
+    await expect(
+      (async () => {
+        trips = await roundTripsOf(() =>
+          writes.run('round-trips', async (unit: UnitOfWork) => {
+            unit.lastly({ name: 'round_trips_divide', text: 'SELECT 1 / $1::int', values: [1] });
+          }),
+        );
+        await writes.run('round-trips', async (unit: UnitOfWork) => {
+          unit.lastly({ name: 'round_trips_divide', text: 'SELECT 1 / $1::int', values: [0] });
+        });
+      })(),
+    ).rejects.toThrow('division by zero');
+
+    expect(trips).toBe(2);
+    // A connection released inside a failed transaction would have been closed (see connection-hygiene).
+    expect(await backendPid()).toBe(pidBefore);
+  });
+
   it('sends nothing for a unit that ran no statement', async () => {
     expect(await roundTripsOf(() => runner.run(undefined, async () => 'nothing'))).toBe(0);
   });

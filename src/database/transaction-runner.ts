@@ -123,6 +123,7 @@ export class TransactionRunner {
       return;
     }
     if (statement && begin) {
+      begin.sent = true;
       try {
         await queryPipelined(client, statement, beginWith, [...before, 'COMMIT']);
       } catch (error) {
