@@ -1,15 +1,13 @@
 import { randomInt } from 'node:crypto';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { Client, Pool, PoolClient } from 'pg';
+import { Client, Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { DatabaseTimeoutError } from '../src/common/database-errors';
+import { driverPool } from '../src/database/guarded-pool';
 import { TransactionRunner } from '../src/database/transaction-runner';
-import { openSession } from './support/pg-session';
+import { backendPidOf, openSession } from './support/pg-session';
 import { createTestApp, onEmbeddedDatabase } from './support/test-app';
 import { sessionExists, waitFor } from './support/wait';
-
-const pidOf = async (client: PoolClient): Promise<number> =>
-  (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 
 // Sessions, pids and advisory locks of other sessions: real PostgreSQL only.
 (onEmbeddedDatabase ? describe.skip : describe)('connection hygiene on real PostgreSQL', () => {
@@ -20,7 +18,7 @@ const pidOf = async (client: PoolClient): Promise<number> =>
   beforeAll(async () => {
     // One connection: anything reused would be the same session.
     app = await createTestApp({ DB_POOL_SIZE: '1', DB_STATEMENT_TIMEOUT_MS: '500' });
-    pool = (app.get(DataSource).driver as unknown as { master: Pool }).master;
+    pool = driverPool(app.get(DataSource))!;
     observer = await openSession();
   });
 
@@ -35,24 +33,24 @@ const pidOf = async (client: PoolClient): Promise<number> =>
 
   it('reuses a connection released idle', async () => {
     const first = await pool.connect();
-    const pid = await pidOf(first);
+    const pid = await backendPidOf(first);
     first.release();
 
     const second = await pool.connect();
-    expect(await pidOf(second)).toBe(pid);
+    expect(await backendPidOf(second)).toBe(pid);
     second.release();
   });
 
   it('closes, instead of reusing, a connection released inside a transaction; the server rolls the transaction back', async () => {
     const key = randomInt(1, 2 ** 31);
     const abandoned = await pool.connect();
-    const pid = await pidOf(abandoned);
+    const pid = await backendPidOf(abandoned);
     await abandoned.query('BEGIN');
     await abandoned.query('SELECT pg_advisory_xact_lock($1)', [key]);
     abandoned.release();
 
     const next = await pool.connect();
-    expect(await pidOf(next)).not.toBe(pid);
+    expect(await backendPidOf(next)).not.toBe(pid);
     expect(next.getTransactionStatus()).toBe('I');
     next.release();
     await waitFor(async () => !(await sessionExists(observer, pid)), 'the abandoned session ends');
@@ -61,14 +59,14 @@ const pidOf = async (client: PoolClient): Promise<number> =>
 
   it('closes a connection whose statement outlived the client-side timeout; the next request gets a fresh session', async () => {
     const timedOut = await pool.connect();
-    const pid = await pidOf(timedOut);
+    const pid = await backendPidOf(timedOut);
     await expect(timedOut.query({ text: 'SELECT pg_sleep(30)', query_timeout: 100 } as never)).rejects.toThrow(
       'Query read timeout',
     );
     timedOut.release();
 
     const next = await pool.connect();
-    expect(await pidOf(next)).not.toBe(pid);
+    expect(await backendPidOf(next)).not.toBe(pid);
     expect((await next.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
     next.release();
     await waitFor(async () => !(await sessionExists(observer, pid)), 'the timed-out session ends');

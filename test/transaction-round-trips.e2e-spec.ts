@@ -4,10 +4,11 @@ import { Client, Pool, PoolClient } from 'pg';
 import request from 'supertest';
 import { DataSource, EntityManager } from 'typeorm';
 import { DatabaseEngine } from '../src/database/database-engine';
+import { driverPool } from '../src/database/guarded-pool';
 import { TransactionRunner } from '../src/database/transaction-runner';
 import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { UnitOfWork, Writes } from '../src/wakeup/unit-of-work';
-import { openSession } from './support/pg-session';
+import { backendPidOf, openSession } from './support/pg-session';
 import { createTestApp, onEmbeddedDatabase } from './support/test-app';
 
 /** Round trips a connection makes: PostgreSQL ends each with one ReadyForQuery. */
@@ -37,7 +38,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
   beforeAll(async () => {
     // One connection, so that every statement of every unit is on the connection counted.
     app = await createTestApp({ DB_POOL_SIZE: '1', JWT_ENABLED: 'false' });
-    pool = (app.get(DataSource).driver as unknown as { master: Pool }).master;
+    pool = driverPool(app.get(DataSource))!;
     runner = app.get(TransactionRunner);
     // Its refresh would share the counted connection.
     await app.get(MaintenanceService).onApplicationShutdown();
@@ -65,7 +66,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
   async function backendPid(): Promise<number> {
     const client = await pool.connect();
     try {
-      return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      return await backendPidOf(client);
     } finally {
       client.release();
     }

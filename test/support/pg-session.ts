@@ -1,4 +1,4 @@
-import { Client } from 'pg';
+import { Client, PoolClient } from 'pg';
 
 /**
  * A session of its own on the test database, outside the broker's pool: a
@@ -19,4 +19,9 @@ export async function lockTenantRows(
 ): Promise<void> {
   await blocker.query('BEGIN');
   await blocker.query(`SELECT 1 FROM ${table} WHERE tenant_id = $1 FOR UPDATE`, [tenantId]);
+}
+
+/** The server process behind a connection: the same pid is the same session, reused. */
+export async function backendPidOf(client: Client | PoolClient): Promise<number> {
+  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 }
