@@ -25,12 +25,16 @@ const LISTEN_BACKLOG = 4096;
 async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): Promise<void> {
   let app: NestExpressApplication;
   try {
-    app = await NestFactory.create<NestExpressApplication>(AppModule, new LeaseholdHttpAdapter(config.http), {
-      ...APP_OPTIONS,
-      logger: loggerService,
-      // Nest's default answer to a failed start is process.abort(), a core dump.
-      abortOnError: false,
-    });
+    app = await NestFactory.create<NestExpressApplication>(
+      AppModule,
+      new LeaseholdHttpAdapter(config.http, config.tenantHeader),
+      {
+        ...APP_OPTIONS,
+        logger: loggerService,
+        // Nest's default answer to a failed start is process.abort(), a core dump.
+        abortOnError: false,
+      },
+    );
   } catch (error) {
     exit(`Start-up failed: ${errorMessage(error)}`);
   }

@@ -140,6 +140,8 @@ describe('GET /metrics', () => {
       expect(samples.get('leasehold_db_pool_max')).toBe(4);
       expect(samples.has('leasehold_db_pool_connections{state="in_use"}')).toBe(true);
       expect(samples.has('leasehold_parked_polls')).toBe(true);
+      expect(samples.get('leasehold_http_requests_waiting')).toBe(0);
+      expect(samples.has('leasehold_http_requests_deferred_total')).toBe(true);
       expect(samples.has('leasehold_listener_connected')).toBe(true);
       expect(samples.get('leasehold_draining')).toBe(0);
       expect(samples.has('leasehold_process_resident_memory_bytes')).toBe(true);

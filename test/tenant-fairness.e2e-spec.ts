@@ -1,12 +1,16 @@
+import type { IncomingMessage } from 'node:http';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import request from 'supertest';
 import { DataSource, QueryRunner } from 'typeorm';
+import { UNIDENTIFIED } from '../src/http/fair-dispatch';
+import { LeaseholdHttpAdapter } from '../src/http/http-adapter';
 import { PopRepository } from '../src/pop/pop.repository';
 import { BrokerClient } from './support/broker-client';
 import { createLease } from './support/lease-fixture';
 import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { hsToken, TEST_JWT_SECRET } from './support/tokens';
 import { CapturedLogs } from './faults/support/captured-logs';
 import { waitFor } from './support/wait';
 
@@ -238,6 +242,33 @@ describe('one tenant cannot starve another', () => {
         await small.close();
         await pusher.close();
       }
+    });
+  });
+
+  describe("a request's turn", () => {
+    let app: NestExpressApplication;
+
+    beforeAll(async () => {
+      app = await createTestApp({ JWT_ENABLED: 'true', JWT_ALGORITHM: 'HS256', JWT_SECRET: TEST_JWT_SECRET });
+    });
+
+    afterAll(async () => {
+      await app.close();
+    });
+
+    it("waits in its tenant's queue once a request with the same token passed the guard, never before", async () => {
+      const dispatch = (app.getHttpAdapter() as LeaseholdHttpAdapter).dispatch;
+      const tenant = newTenant();
+      const token = `Bearer ${hsToken({ role: 'read-write', tenant })}`;
+      const forged = `Bearer ${hsToken({ role: 'read-write', tenant }, {}, 'some-other-secret-of-enough-length')}`;
+      const as = (authorization: string) => ({ headers: { authorization } }) as unknown as IncomingMessage;
+      expect(dispatch.tenantOf(as(token))).toBe(UNIDENTIFIED);
+
+      await request(app.getHttpServer()).get('/api/v1/pop/queue/nothing').set('authorization', forged).expect(401);
+      expect(dispatch.tenantOf(as(forged))).toBe(UNIDENTIFIED);
+      await request(app.getHttpServer()).get('/api/v1/pop/queue/nothing').set('authorization', token).expect(204);
+      expect(dispatch.tenantOf(as(token))).toBe(tenant);
+      expect(dispatch.tenantOf(as(forged))).toBe(UNIDENTIFIED);
     });
   });
 });

@@ -11,6 +11,7 @@ import { AuthGuard } from '@nestjs/passport';
 import type { Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { trustConnection } from '../http/connection-roster';
+import { credentialProved } from '../http/fair-dispatch';
 import { AccessLevel, levelAllows } from './access-level';
 import { ACCESS_LEVEL_KEY } from './access.decorator';
 import { Principal, ROLES } from './principal';
@@ -58,6 +59,7 @@ export class AccessGuard extends AuthGuard('jwt') {
       : this.anonymous(request);
     (request as unknown as Record<string, Principal>)[PRINCIPAL_KEY] = principal;
     trustConnection(request);
+    credentialProved(request, principal.tenantId);
     return true;
   }
 

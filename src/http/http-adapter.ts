@@ -5,6 +5,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Application, Request, Response } from 'express';
 import { HttpConfig } from '../config/app-config';
 import { ConnectionRoster } from './connection-roster';
+import { FairDispatch } from './fair-dispatch';
 
 /** Express's app with the request and response prototypes it gives each request (not in its typings). */
 type ExpressApp = Application & { request: object; response: object };
@@ -19,13 +20,19 @@ const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
  * cannot hold a socket for long), idle kept-alive connections close after
  * HTTP_KEEP_ALIVE_TIMEOUT_MS, and HTTP_MAX_CONNECTIONS is kept by
  * ConnectionRoster, which makes room for newcomers at the expense of
- * connections that never authenticated anything.
+ * connections that never authenticated anything. Requests start in turn by
+ * tenant when there are more than the process can start at once (FairDispatch).
  */
 export class LeaseholdHttpAdapter extends ExpressAdapter {
   private frontDoor: FrontDoor | undefined;
+  readonly dispatch: FairDispatch;
 
-  constructor(private readonly limits: HttpConfig) {
+  constructor(
+    private readonly limits: HttpConfig,
+    tenantHeader?: string,
+  ) {
     super();
+    this.dispatch = new FairDispatch(tenantHeader);
   }
 
   /**
@@ -51,7 +58,7 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
         requestTimeout: this.limits.requestTimeoutMs,
         connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
       },
-      (request, response) => this.serve(request, response),
+      (request, response) => this.dispatch.admit(request, () => this.serve(request, response)),
     );
     server.keepAliveTimeout = this.limits.keepAliveTimeoutMs;
     const roster = new ConnectionRoster(this.limits.maxConnections);

@@ -1,19 +1,20 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { PROBE_PATHS } from '../health/probe.service';
 import { CONSOLE_PATH } from '../console/serve-console';
+import { arrivalOf } from '../http/fair-dispatch';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
 /**
- * Times every request from arrival to the end of its answer (or the client
- * leaving), labelled by the route pattern that served it, never by the raw
+ * Times every request from arrival (its wait for its tenant's turn
+ * included) to the end of its answer (or the client leaving), labelled by the route pattern that served it, never by the raw
  * path: a lease id or queue name in a label would make a series per id.
  * The request's log line, when there is one, comes from the same timing.
  */
 export function observeRequests(metrics: MetricsService, log?: RequestLogger): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {
-    const started = performance.now();
+    const started = arrivalOf(request) ?? performance.now();
     response.once('close', () => {
       const durationMs = performance.now() - started;
       const route = routeOf(request);

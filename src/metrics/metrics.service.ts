@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import { Inject, Injectable } from '@nestjs/common';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 
 /** The queue label shared by the queues past METRICS_MAX_QUEUE_SERIES. */
@@ -163,6 +163,28 @@ export class MetricsService {
       labelNames: ['method', 'route', 'status_class'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
+    });
+  }
+
+  /** The HTTP server's requests waiting for their tenant's turn (FairDispatch), read at scrape time. */
+  watchDispatch(dispatch: { readonly waiting: number; readonly deferred: number }): void {
+    new Gauge({
+      name: 'leasehold_http_requests_waiting',
+      help: "Requests this process has received but not started yet, waiting for their tenant's turn.",
+      registers: [this.registry],
+      collect() {
+        this.set(dispatch.waiting);
+      },
+    });
+    let counted = 0;
+    new Counter({
+      name: 'leasehold_http_requests_deferred_total',
+      help: "Requests that waited for their tenant's turn because the process had more to do than it could start at once.",
+      registers: [this.registry],
+      collect() {
+        this.inc(dispatch.deferred - counted);
+        counted = dispatch.deferred;
+      },
     });
   }
 

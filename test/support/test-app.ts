@@ -38,10 +38,13 @@ export async function createTestApp(
     .overrideProvider(APP_CONFIG)
     .useValue(config)
     .compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>(new LeaseholdHttpAdapter(config.http), {
-    ...APP_OPTIONS,
-    logger: ['error'],
-  });
+  const app = moduleRef.createNestApplication<NestExpressApplication>(
+    new LeaseholdHttpAdapter(config.http, config.tenantHeader),
+    {
+      ...APP_OPTIONS,
+      logger: ['error'],
+    },
+  );
   setupApp(app, setup);
   beforeInit(app);
   await app.init();
