@@ -1,17 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 
-/**
- * How long one turn of the event loop may spend starting requests before the
- * rest wait their tenant's turn, and how long one drain of the queues may
- * spend. Short, because Node accepts one new connection per turn.
- */
+// Short: Node accepts one new connection per turn of the event loop.
 const TURN_BUDGET_MS = 1;
 const SLICE_MS = 0.5;
-/** Credentials remembered with their tenant; past this the oldest is forgotten. */
 const KNOWN_CREDENTIALS = 10_000;
 
 const ON_PROVED = Symbol('leasehold:on-credential-proved');
-
 const ARRIVED = Symbol('leasehold:arrived');
 
 interface Waiting {
@@ -21,19 +15,16 @@ interface Waiting {
 
 type Provable = IncomingMessage & { [ON_PROVED]?: (tenantId: string) => void; [ARRIVED]?: number };
 
-/** The request's credential was proved to be the tenant's: later requests with it wait in that tenant's queue. */
 export function credentialProved(request: IncomingMessage, tenantId: string): void {
   (request as Provable)[ON_PROVED]?.(tenantId);
 }
 
-/** When a request that waited for its turn arrived (performance.now()); undefined for one started at once. */
+/** performance.now() at arrival of a request that waited for its turn. */
 export function arrivalOf(request: IncomingMessage): number | undefined {
   return (request as Provable)[ARRIVED];
 }
 
-/** Requests whose credential no earlier request proved: one share among all. */
 export const UNIDENTIFIED = 'unidentified';
-/** Requests without any credential (probes, public routes): one share among all. */
 export const ANONYMOUS = 'anonymous';
 
 /**
@@ -59,17 +50,14 @@ export class FairDispatch {
 
   constructor(private readonly tenantHeader: string | undefined) {}
 
-  /** Requests waiting for their tenant's turn now. */
   get waiting(): number {
     return this.queued;
   }
 
-  /** Requests that have waited for their tenant's turn since start. */
   get deferred(): number {
     return this.deferredTotal;
   }
 
-  /** The queue a request waits in: its credential's tenant, UNIDENTIFIED or ANONYMOUS. */
   tenantOf(request: IncomingMessage): string {
     const credential = this.credentialOf(request);
     return credential === undefined ? ANONYMOUS : (this.tenants.get(credential) ?? UNIDENTIFIED);
@@ -108,7 +96,6 @@ export class FairDispatch {
     this.turnStarted = undefined;
   };
 
-  /** One request of each waiting tenant in turn until the slice is spent; the next slice after the loop's I/O. */
   private readonly drain = (): void => {
     const started = performance.now();
     try {
@@ -116,7 +103,6 @@ export class FairDispatch {
         const [tenant, queue] = this.queues.entries().next().value!;
         const { request, start } = queue.shift()!;
         this.queued -= 1;
-        // Re-inserted at the end: the next start is another tenant's.
         this.queues.delete(tenant);
         if (queue.length > 0) this.queues.set(tenant, queue);
         // A caller that hung up while waiting is not served: nobody would hear the answer.
