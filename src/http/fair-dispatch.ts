@@ -122,7 +122,8 @@ export class FairDispatch {
 
   private credentialOf(request: IncomingMessage): string | undefined {
     const authorization = request.headers.authorization;
-    const header = this.tenantHeader === undefined ? undefined : request.headers[this.tenantHeader];
+    if (this.tenantHeader === undefined) return authorization;
+    const header = request.headers[this.tenantHeader];
     if (authorization === undefined && header === undefined) return undefined;
     return `${authorization ?? ''}\n${typeof header === 'string' ? header : ''}`;
   }
