@@ -123,4 +123,21 @@ describe('FairDispatch', () => {
     expect(arrivalOf(atOnce)).toBeUndefined();
     expect(arrivalOf(queued)).toBe(5);
   });
+
+  it("forgets a tenant's oldest credentials past 64, and never another tenant's for them", async () => {
+    const { dispatch } = dispatcher();
+    const proveNow = (authorization: string, tenantId: string) => {
+      const request = caller(authorization);
+      dispatch.admit(request, () => credentialProved(request, tenantId));
+    };
+    proveNow('Bearer quiet', 'tenant-quiet');
+    for (let n = 0; n < 70; n += 1) {
+      proveNow(`Bearer minted-${n}`, 'tenant-minting');
+      await nextTurn();
+    }
+    expect(dispatch.tenantOf(caller('Bearer quiet'))).toBe('tenant-quiet');
+    expect(dispatch.tenantOf(caller('Bearer minted-5'))).toBe(UNIDENTIFIED);
+    expect(dispatch.tenantOf(caller('Bearer minted-6'))).toBe('tenant-minting');
+    expect(dispatch.tenantOf(caller('Bearer minted-69'))).toBe('tenant-minting');
+  });
 });

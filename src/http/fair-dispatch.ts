@@ -4,6 +4,8 @@ import type { IncomingMessage } from 'node:http';
 const TURN_BUDGET_MS = 1;
 const SLICE_MS = 0.5;
 const KNOWN_CREDENTIALS = 10_000;
+// A tenant minting a token per request forgets its own older ones, never another tenant's.
+const KNOWN_CREDENTIALS_PER_TENANT = 64;
 
 const ON_PROVED = Symbol('leasehold:on-credential-proved');
 const ARRIVED = Symbol('leasehold:arrived');
@@ -43,6 +45,7 @@ export const ANONYMOUS = 'anonymous';
 export class FairDispatch {
   private readonly queues = new Map<string, Waiting[]>();
   private readonly tenants = new Map<string, string>();
+  private readonly credentials = new Map<string, string[]>();
   private queued = 0;
   private turnStarted: number | undefined;
   private draining = false;
@@ -116,8 +119,19 @@ export class FairDispatch {
 
   private remember(credential: string, tenantId: string): void {
     if (this.tenants.has(credential)) return;
-    if (this.tenants.size >= KNOWN_CREDENTIALS) this.tenants.delete(this.tenants.keys().next().value!);
+    const own = this.credentials.get(tenantId) ?? [];
+    if (own.length >= KNOWN_CREDENTIALS_PER_TENANT) this.forget(own[0]);
+    else if (this.tenants.size >= KNOWN_CREDENTIALS) this.forget(this.tenants.keys().next().value!);
     this.tenants.set(credential, tenantId);
+    this.credentials.set(tenantId, [...(this.credentials.get(tenantId) ?? []), credential]);
+  }
+
+  private forget(credential: string): void {
+    const tenantId = this.tenants.get(credential)!;
+    this.tenants.delete(credential);
+    const rest = this.credentials.get(tenantId)!.filter((known) => known !== credential);
+    if (rest.length > 0) this.credentials.set(tenantId, rest);
+    else this.credentials.delete(tenantId);
   }
 
   private credentialOf(request: IncomingMessage): string | undefined {
