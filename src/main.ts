@@ -60,10 +60,8 @@ async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): P
 }
 
 /**
- * Drains (see DrainService), closes the pool and the embedded database, and
- * exits 0; 1 when a request had to be cut at SHUTDOWN_TIMEOUT_MS or closing
- * failed. A request cut while its statement still runs holds its connection
- * for at most the statement budget, so that is all closing may add.
+ * A request cut at SHUTDOWN_TIMEOUT_MS while its statement still runs holds its connection for at most the
+ * statement budget, so that is all closing may add.
  */
 async function shutDown(app: NestExpressApplication, config: AppConfig, signal: NodeJS.Signals): Promise<void> {
   logger.log(`${signal}: shutting down (requests in flight get up to ${config.shutdownTimeoutMs} ms)`);
@@ -84,11 +82,7 @@ async function shutDown(app: NestExpressApplication, config: AppConfig, signal: 
   process.exit(drain.requestsCut > 0 ? 1 : 0);
 }
 
-/**
- * The configuration, or one line naming every problem and exit 1. Lines
- * before the configuration is known follow LOG_FORMAT and LOG_LEVEL as far
- * as they can be read.
- */
+/** Lines before the configuration is known follow LOG_FORMAT and LOG_LEVEL as far as they can be read. */
 function configOrExit(): AppConfig {
   loadEnvFile();
   try {
@@ -101,7 +95,6 @@ function configOrExit(): AppConfig {
   }
 }
 
-/** One error line, then exit 1: what a supervisor and an operator see when the broker cannot start. */
 function exit(problem: string): never {
   logger.error(problem);
   process.exit(1);

@@ -1,9 +1,7 @@
 /*
- * @nestjs/common builds an Intl.DateTimeFormat as it loads, for the console
- * logger's timestamps. This broker logs through pino and never formats one,
- * yet building it reads ICU's locale data in: about 6.5 MB resident for the
- * life of the process. While Nest loads, a date formatter is built only when
- * first used. main.ts imports this module first.
+ * @nestjs/common builds an Intl.DateTimeFormat as it loads, which reads ICU's locale data in: about 6.5 MB resident
+ * for the life of the process, although this broker logs through pino and never formats a date. main.ts imports
+ * this module first.
  */
 
 type DateTimeFormatArguments = ConstructorParameters<typeof Intl.DateTimeFormat>;

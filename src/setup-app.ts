@@ -23,17 +23,13 @@ import { MetricsService } from './metrics/metrics.service';
 export const APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
 export interface SetupOptions {
-  /**
-   * Serve the lease route ahead of the router (LeaseFastPathMiddleware). On
-   * by default; tests turn it off to compare it with the router's answers.
-   */
+  /** On by default; tests turn it off to compare the fast path with the router's answers. */
   leaseFastPath?: boolean;
 }
 
 const PASSED_ON = Symbol('passedOn');
 type PassedOn = Request & { [PASSED_ON]?: { error: unknown } };
 
-/** Everything main.ts and the e2e tests share: middleware, body reading, the error filter, Swagger. */
 export function setupApp(app: NestExpressApplication, options: SetupOptions = {}): void {
   const config = app.get<AppConfig>(APP_CONFIG);
 
@@ -73,16 +69,13 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   });
   if (config.consoleEnabled) serveConsole(app);
   app.useGlobalFilters(new HttpExceptionFilter());
-  // Bodies are read after the guards: see RequestBodyInterceptor.
   app.useGlobalInterceptors(new RequestBodyInterceptor(app.get(Reflector), config));
   if (config.docsEnabled) setupSwagger(app);
 }
 
 /**
- * A lease id that is not a UUID answers 200 with renewed 0 like any unknown
- * one, never a 400 that would set it apart; that includes a path value whose
- * percent-encoding does not decode, which Express would refuse. Escaping its
- * % signs lets the route see, and echo, the value as sent.
+ * A lease id that is not a UUID answers 200 with renewed 0 like any unknown one, never a 400 that would set it apart,
+ * even when its percent-encoding does not decode, which Express would refuse: escaping its % signs avoids that.
  */
 const beforeRouting: RequestHandler = (request, _response, next) => {
   const lease = matchLeaseExtend(request.url);
@@ -116,9 +109,8 @@ function setupSwagger(app: NestExpressApplication): void {
 }
 
 /**
- * @Access adds the bearer requirement to every protected handler, and a
- * controller may carry @ApiBearerAuth() as well; Swagger concatenates the
- * two, so each operation keeps one copy of each requirement.
+ * @Access adds the bearer requirement to every protected handler and a controller may carry @ApiBearerAuth() as
+ * well: Swagger concatenates the two.
  */
 function dropDuplicateSecurity(document: OpenAPIObject): void {
   for (const pathItem of Object.values(document.paths)) {

@@ -11,7 +11,6 @@ import {
 
 const COMPLETED = new Set(['completed', 'success', 'acked', 'ok']);
 
-/** POST /api/v1/ack: one acknowledgment. */
 @Injectable()
 export class AckRequestPipe implements PipeTransform<unknown, AckCommand[]> {
   transform(body: unknown): AckCommand[] {
@@ -19,7 +18,6 @@ export class AckRequestPipe implements PipeTransform<unknown, AckCommand[]> {
   }
 }
 
-/** POST /api/v1/ack/batch: validated whole before anything is applied. */
 @Injectable()
 export class AckBatchRequestPipe implements PipeTransform<unknown, AckCommand[]> {
   transform(body: unknown): AckCommand[] {
@@ -48,7 +46,6 @@ function outcomeOf(status: string | null | undefined): AckOutcome {
   return 'failed';
 }
 
-/** Free text from a failing handler: kept, shortened to a sane size, minus the one character PostgreSQL refuses. */
 function errorText(value: string | null | undefined): string | null {
   if (value === undefined || value === null) return null;
   // eslint-disable-next-line no-control-regex -- NUL is the character PostgreSQL refuses

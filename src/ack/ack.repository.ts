@@ -9,11 +9,9 @@ export interface CursorKey {
   consumerGroup: string;
 }
 
-/** A consumer row as an ack sees it, locked for the rest of the transaction. */
 export interface Cursor extends CursorKey {
   queue: string;
   partition: string;
-  /** The partition's last offset: messages past the cursor up to it are claimable once no lease holds them. */
   lastOffset: number;
   retryLimit: number;
   deadLetterQueue: boolean;
@@ -42,19 +40,14 @@ export interface DeadLetter extends CursorKey {
   retryCount: number;
 }
 
-/** SQL for acknowledgments: cursors, lease release and the dead-letter queue. */
 @Injectable()
 export class AckRepository {
   constructor(private readonly engine: DatabaseEngine) {}
 
   /**
-   * Locks the consumer rows in primary-key order, the order lease renewal
-   * locks them in, so concurrent acks and extends queue instead of deadlocking.
-   * Each row, its partition and its queue are found from their keys (lateral
-   * lookups; LIMIT keeps the planner from flattening them into joins that, on
-   * stale statistics, read the queue's every partition). Liveness is judged by the clock once
-   * the locks are held (the outer query runs over the locked rows): a lease
-   * that expired while the ack waited is not live.
+   * Primary-key order, the order lease renewal locks in, so concurrent acks and extends queue instead of deadlocking.
+   * LIMIT keeps the planner from flattening the lateral lookups into joins that, on stale statistics, read the
+   * queue's every partition.
    */
   async lockCursors(tenantId: string, keys: CursorKey[], manager: EntityManager): Promise<Cursor[]> {
     const rows: Array<{
@@ -132,11 +125,7 @@ export class AckRepository {
     return new Set(rows.map((row) => row.id));
   }
 
-  /**
-   * Offsets of the acknowledged messages, keyed by compositeKey(partitionId,
-   * transactionId); looked up per key (LIMIT stops the lookup being flattened
-   * into a join; the pair is unique).
-   */
+  /** LIMIT stops the per-key lookup being flattened into a join; the pair is unique. */
   async findOffsets(
     tenantId: string,
     keys: Array<{ partitionId: string; transactionId: string }>,
@@ -159,11 +148,9 @@ export class AckRepository {
   }
 
   /**
-   * Writes cursors back. Releasing clears all three lease columns: the
-   * renewal only matches a set lease_id, and the partial lease index only
-   * holds rows that have one. The ANY bounds the scan of consumers to the
-   * keys whatever join the planner picks (on stale statistics it hashes the
-   * tenant's every row otherwise).
+   * Releasing clears all three lease columns: the renewal only matches a set lease_id, and the partial lease index
+   * only holds rows that have one. The ANY bounds the scan of consumers to the keys whatever join the planner picks
+   * (on stale statistics it hashes the tenant's every row otherwise).
    */
   async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
     await this.engine.prepared(

@@ -10,13 +10,7 @@ import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repositor
 export const INVALID_LEASE = 'invalid or expired lease';
 export const ALREADY_ACKNOWLEDGED = 'message already acknowledged';
 
-/**
- * The stricter rules of the acks of one transaction. A lease-less ack is
- * checked against the required lease holding its cursor, if one does; an
- * ack of a message the cursor had passed before the transaction began is
- * refused rather than answered as done, so that a replayed transaction is
- * recognised instead of half applied.
- */
+/** Acks of messages passed before the transaction began are refused, so a replayed transaction is not half applied. */
 export class TransactionAcks {
   /** Per cursor, its committed offset when the transaction first locked it. */
   readonly committedAtStart = new Map<string, number>();
@@ -24,7 +18,6 @@ export class TransactionAcks {
   constructor(readonly requiredLeases: ReadonlySet<string>) {}
 }
 
-/** A cursor as the acks of one request move it. */
 interface WorkingCursor extends Cursor {
   changed: boolean;
   releaseLease: boolean;
@@ -40,13 +33,6 @@ export class AckService {
     private readonly metrics: MetricsService,
   ) {}
 
-  /**
-   * Applies acknowledgments in order, in one transaction with every touched
-   * consumer row locked. Each one succeeds or fails on its own; a failed one
-   * changes nothing. A lease it ends (a nack, a retry, a batch completed)
-   * with messages left after the cursor wakes that group's parked polls,
-   * here and (by NOTIFY on commit) in every other broker process.
-   */
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
     return this.writes.run(tenantId, (unit) => this.apply(unit, commands));
@@ -62,11 +48,7 @@ export class AckService {
     for (const queue of tally.deadLettered) this.metrics.deadLettered.inc(this.metrics.queue(tenantId, queue));
   }
 
-  /**
-   * The acknowledgments' work inside a unit of work, for /ack and for the
-   * ack operations of a transaction: what they make claimable again, and
-   * their counts, happen once it has committed.
-   */
+  /** Shared with transactions: wakeups and counts happen only once the unit of work has committed. */
   async apply(unit: UnitOfWork, commands: AckCommand[], transaction?: TransactionAcks): Promise<AckResultDto[]> {
     const { tenantId, manager } = unit;
     const tally: Tally = { handedBack: [], deadLettered: [] };
@@ -162,9 +144,8 @@ export class AckService {
       return done(leaseReleased);
     }
 
-    // Only the next message in order can leave the partition: moving the
-    // cursor past a later one would skip the unacknowledged ones before it.
-    // The next message is the next offset, or the first one kept past a range retention deleted.
+    // Only the next message in order can leave the partition: moving the cursor past a later one would skip the
+    // unacknowledged ones before it. After a range retention deleted, the next is the first one kept.
     const atCursor = seq === cursor.committedOffset + 1 || (seq === cursor.nextOffset && cursor.committedOffset < seq);
     if (atCursor && (command.outcome === 'dlq' || cursor.retryCount >= cursor.retryLimit)) {
       const keep = command.outcome === 'dlq' || cursor.deadLetterQueue;
@@ -207,15 +188,11 @@ export class AckService {
   }
 }
 
-/** What an ack request did that metrics count, once it has committed. */
 interface Tally {
-  /** Batches a nack or retry handed back, with the messages made claimable again. */
   handedBack: Array<{ queue: string; cause: RedeliveryCause; messages: number }>;
-  /** The queue of each message moved to the dead-letter queue. */
   deadLettered: string[];
 }
 
-/** Per queue and group, the messages that released leases left claimable. */
 function claimableAgain(cursors: WorkingCursor[]): Redelivery[] {
   const byGroup = new Map<string, Redelivery>();
   for (const cursor of cursors) {

@@ -2,10 +2,7 @@ import { Role, ROLES } from './principal';
 
 export type AccessLevel = 'public' | 'any-role' | 'read-only' | 'write' | 'read-write' | 'admin';
 
-/**
- * Levels are sets, not a ladder: write-only may push but not read, and
- * read-only may read but not push.
- */
+/** Sets, not a ladder: write-only may push but not read, and read-only may read but not push. */
 export const ROLES_FOR_LEVEL: Record<Exclude<AccessLevel, 'public'>, readonly Role[]> = {
   'any-role': ROLES,
   'read-only': ['read-only', 'read-write', 'admin'],
@@ -14,7 +11,7 @@ export const ROLES_FOR_LEVEL: Record<Exclude<AccessLevel, 'public'>, readonly Ro
   admin: ['admin'],
 };
 
-/** Whether any of the caller's roles opens a route of this level. An unknown level opens nothing. */
+/** An unknown level opens nothing. */
 export function levelAllows(level: AccessLevel, roles: readonly Role[]): boolean {
   if (level === 'public') return true;
   const allowed: readonly Role[] = ROLES_FOR_LEVEL[level] ?? [];

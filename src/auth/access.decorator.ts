@@ -5,10 +5,7 @@ import { AccessLevel } from './access-level';
 export const ACCESS_LEVEL_KEY = 'leasehold:access-level';
 
 /**
- * Declares who may call a route (on a handler, or on a controller for all its
- * handlers; the handler's wins). A route without it is admin-only. Every
- * non-public level also marks the route as bearer-protected in the OpenAPI
- * document, so Swagger UI sends the pasted token and no route can be
+ * A route without it is admin-only. Non-public levels are also marked bearer-protected in OpenAPI, so no route can be
  * protected yet documented as open.
  */
 export const Access = (level: AccessLevel) =>

@@ -24,16 +24,8 @@ export const INSUFFICIENT_PERMISSIONS = 'Insufficient permissions';
 export const TOKEN_WITHOUT_TENANT = 'Token has no tenant claim';
 
 /**
- * The one global guard: authenticates through passport-jwt when auth is on,
- * checks the route's access level (handler metadata over class metadata), and
- * resolves the caller's tenant. Routes without an @Access level are
- * admin-only, so a forgotten decorator fails closed.
- *
- * Order of refusals: 401 (no or bad token), then 403 (no role for the level),
- * then 400/403 for the tenant (with JWT_REQUIRE_TENANT, a token without the
- * tenant claim is a 403 rather than a caller of the header's or the default
- * tenant), so a caller without the role learns nothing about how its tenant
- * would have been treated.
+ * Routes without an @Access level are admin-only, so a forgotten decorator fails closed. Refusals go 401, then 403
+ * for the role, then the tenant's 400/403, so a caller without the role learns nothing about its tenant's handling.
  */
 @Injectable()
 export class AccessGuard extends AuthGuard('jwt') {
@@ -106,7 +98,6 @@ export class AccessGuard extends AuthGuard('jwt') {
     return { subject: subjectOf(claims), roles, tenantId };
   }
 
-  /** Auth off: every route is open, and the tenant comes from the trusted header or the default. */
   private anonymous(request: Request): Principal {
     const tenantId = resolveTenant({
       header: this.headerTenant(request),
@@ -115,7 +106,6 @@ export class AccessGuard extends AuthGuard('jwt') {
     return { subject: undefined, roles: [...ROLES], tenantId };
   }
 
-  /** Only a header named by TENANT_HEADER counts; any other header is ignored. */
   private headerTenant(request: Request): string | undefined {
     const name = this.config.tenantHeader;
     if (!name) return undefined;

@@ -6,9 +6,8 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TokenClaims } from './token-claims';
 
 /**
- * Verifies bearer tokens. The accepted algorithm is pinned to JWT_ALGORITHM,
- * which is what refuses `alg: none` and HS-signed tokens presented against
- * an RSA public key (algorithm confusion).
+ * Pinning the algorithm to JWT_ALGORITHM is what refuses `alg: none` and HS-signed tokens presented against an RSA
+ * public key (algorithm confusion).
  */
 @Injectable()
 export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
@@ -25,9 +24,8 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
   }
 
   /**
-   * jsonwebtoken accepts a token without `exp` as valid forever; a leaked one
-   * could then only be revoked by rotating the key for everybody, so the
-   * broker insists on an expiry.
+   * jsonwebtoken accepts a token without `exp` as valid forever; a leaked one could then only be revoked by rotating
+   * the key for everybody.
    */
   validate(claims: unknown): TokenClaims {
     if (claims === null || typeof claims !== 'object' || Array.isArray(claims)) {
@@ -41,11 +39,8 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
 }
 
 /**
- * The key as a KeyObject, made once. Given a string, jsonwebtoken tries to
- * read it as a public key on every verification, fails, and only then makes
- * a secret key of it: a quarter of the broker's CPU under a flood of
- * authenticated requests. When auth is off the guard never calls the
- * strategy; the placeholder only satisfies passport-jwt's constructor.
+ * Given a string, jsonwebtoken tries it as a public key on every verification first: a quarter of the CPU under a
+ * flood of authenticated requests. With auth off the placeholder only satisfies passport-jwt's constructor.
  */
 function verificationKey({ jwt }: AppConfig): KeyObject {
   if (jwt.algorithm.startsWith('RS') && jwt.publicKey) return createPublicKey(jwt.publicKey);

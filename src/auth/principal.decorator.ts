@@ -7,7 +7,6 @@ export function principalOf(request: object): Principal | undefined {
   return (request as Record<string, Principal | undefined>)[PRINCIPAL_KEY];
 }
 
-/** The tenant the access guard resolved for this request. */
 export function tenantIdOf(request: object): string {
   const principal = principalOf(request);
   if (!principal) {
@@ -17,7 +16,6 @@ export function tenantIdOf(request: object): string {
   return principal.tenantId;
 }
 
-/** The caller's tenant, as resolved by the access guard from the token or the trusted header. */
 export const TenantId = createParamDecorator((_data: unknown, context: ExecutionContext): string =>
   tenantIdOf(context.switchToHttp().getRequest()),
 );

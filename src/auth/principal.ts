@@ -1,7 +1,6 @@
 export const ROLES = ['read-only', 'write-only', 'read-write', 'admin'] as const;
 export type Role = (typeof ROLES)[number];
 
-/** Who is calling, as established by the access guard. */
 export interface Principal {
   subject: string | undefined;
   roles: Role[];

@@ -21,7 +21,6 @@ JWT_ISSUER and JWT_AUDIENCE when they are set.
 const TTL_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
 const MAX_TTL_SECONDS = 365 * 86_400;
 
-/** Bad input to the token command; its message is meant for the operator as is. */
 export class MintTokenError extends Error {
   constructor(message: string) {
     super(message);
@@ -41,11 +40,9 @@ export interface MintedToken {
   token: string;
   claims: Record<string, unknown>;
   expiresAt: Date;
-  /** Things the operator should know that do not stop the minting. */
   warnings: string[];
 }
 
-/** Reads the command line; `help` when the operator asked for the usage text. */
 export function parseMintTokenArgs(argv: string[]): MintTokenRequest | 'help' {
   let values;
   try {
@@ -89,7 +86,6 @@ export function parseMintTokenArgs(argv: string[]): MintTokenRequest | 'help' {
   };
 }
 
-/** Signs a token the broker configured by `jwt` will accept. */
 export function mintToken(request: MintTokenRequest, jwt: JwtConfig, now: Date = new Date()): MintedToken {
   const warnings: string[] = [];
   if (!jwt.enabled) {

@@ -1,9 +1,8 @@
 export const AUTHENTICATION_REQUIRED = 'Authentication required';
 
 /*
- * jsonwebtoken's own messages may carry the configured issuer or audience
- * ("expected: ..."), key details or library internals. Only these fixed
- * texts ever reach a caller; anything unrecognised is a bare "Invalid token".
+ * jsonwebtoken's own messages may carry the configured issuer or audience ("expected: ..."), key details or library
+ * internals: only these fixed texts ever reach a caller.
  */
 const KNOWN_PROBLEMS: ReadonlyArray<[RegExp, string]> = [
   [/^no auth token$/i, AUTHENTICATION_REQUIRED],
@@ -18,7 +17,6 @@ const KNOWN_PROBLEMS: ReadonlyArray<[RegExp, string]> = [
   [/^jwt audience invalid/, 'Invalid token: audience not accepted'],
 ];
 
-/** The 401 text for whatever passport-jwt reported about a request's token. */
 export function describeTokenProblem(problem: unknown): string {
   if (problem === undefined || problem === null) return AUTHENTICATION_REQUIRED;
   const { name, message } = problem as { name?: unknown; message?: unknown };

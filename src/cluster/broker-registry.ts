@@ -8,24 +8,11 @@ import { deploymentShare } from '../limits/deployment-share';
 import { BrokersRepository } from './brokers.repository';
 import { errorMessage } from '../common/error-message';
 
-/** A row not renewed for this many heartbeats is a broker that is gone. */
 export const LIVE_FOR_HEARTBEATS = 3;
 /** Rows dead this long are deleted; until then an operator can still see a broker that died. */
 const FORGET_AFTER_MS = 3_600_000;
 
-/**
- * Counts the broker processes of the deployment, so that each enforces only
- * its share of a per-tenant limit (deploymentShare). Every
- * BROKER_HEARTBEAT_MS this process renews its row in the brokers table and
- * reads how many rows are live: one short statement on the pool, outside
- * every tenant's share, so no request waits on it and no request makes a
- * round trip for it. A heartbeat that fails keeps the last count (the
- * brokers most likely did not change while the database was away); before
- * the first one answers, the count is 1. On the embedded database (one
- * process) or with the heartbeat off, it stays 1. A broker that stops
- * deletes its row, so the others take back its share at their next
- * heartbeat; one that dies is counted until its row goes stale.
- */
+/** A failed heartbeat keeps the last count: the brokers most likely did not change while the database was away. */
 @Injectable()
 export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Brokers');
@@ -49,12 +36,10 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
     drain.onDrain(() => void this.stop());
   }
 
-  /** Live broker processes as last counted, this one included; at least 1. */
   get liveBrokers(): number {
     return this.live;
   }
 
-  /** This process's share of a per-tenant limit meant for the whole deployment. */
   share(limit: number): number {
     return deploymentShare(limit, this.live);
   }
@@ -99,7 +84,6 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
     return this.beating;
   }
 
-  /** Idempotent: no heartbeat after it, and the row deleted (best effort: otherwise it goes stale). */
   private stop(): Promise<void> {
     this.stopping ??= (async () => {
       clearTimeout(this.timer);

@@ -1,16 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 
-/** SQL for the brokers table. Times are the database's, so the hosts' clocks need not agree. */
+/** Times are the database's, so the hosts' clocks need not agree. */
 @Injectable()
 export class BrokersRepository {
-  /**
-   * Marks this broker live for `liveForMs`, deletes rows dead for longer
-   * than `forgetAfterMs` (other brokers may be deleting them too: locked
-   * ones are skipped) and answers how many brokers are live, this one
-   * included. Its own row is counted apart: the statement's snapshot does
-   * not see its own insert.
-   */
+  /** Its own row is counted apart: the statement's snapshot does not see its own insert. */
   async beat(brokerId: string, liveForMs: number, forgetAfterMs: number, manager: EntityManager): Promise<number> {
     const [row]: Array<{ others: number }> = await manager.query(
       `WITH beat AS (
@@ -28,7 +22,7 @@ export class BrokersRepository {
     return row.others + 1;
   }
 
-  /** A broker stopping: the others count it out at their next heartbeat instead of when its row goes stale. */
+  /** The others count it out at their next heartbeat instead of when its row goes stale. */
   async leave(brokerId: string, manager: EntityManager): Promise<void> {
     await manager.query('DELETE FROM brokers WHERE id = $1', [brokerId]);
   }

@@ -4,13 +4,7 @@ import { AppConfig } from '../config/app-config';
 import { migrateDatabase } from '../database/run-migrations';
 import { relayWorkerMetrics } from './metrics-relay';
 
-/**
- * WORKERS > 1 (PostgreSQL only; the configuration refuses it on the embedded
- * database): this process serves no requests. It applies the migrations once,
- * then forks workers that share the listening port. Workers are ordinary
- * stateless brokers; one that dies is replaced. A scrape of /metrics reaching
- * any of them answers for all of them (relayWorkerMetrics).
- */
+/** The primary serves no requests; it applies the migrations once, then forks the workers. */
 export async function runClusterPrimary(config: AppConfig): Promise<void> {
   const logger = new Logger('Cluster');
   await migrateDatabase(config.database, config.database.url!);

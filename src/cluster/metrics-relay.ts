@@ -2,29 +2,23 @@ import cluster, { Worker } from 'node:cluster';
 import { Logger } from '@nestjs/common';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 
-/** A worker's metrics as prom-client's getMetricsAsJSON() gives them. */
 export type WorkerMetrics = Array<MetricObjectWithValues<MetricValue<string>>>;
 
-/** How long the primary waits for each worker's metrics before the scrape fails. */
 export const WORKER_METRICS_TIMEOUT_MS = 3_000;
 
-/** Scraped worker → primary: collect every other worker's metrics. */
 export interface MetricsRequest {
   type: 'leasehold:metrics-request';
   id: number;
 }
-/** Primary → every other worker. */
 export interface MetricsCollect {
   type: 'leasehold:metrics-collect';
   id: number;
 }
-/** Worker → primary. */
 export interface MetricsCollected {
   type: 'leasehold:metrics-collected';
   id: number;
   metrics: WorkerMetrics;
 }
-/** Primary → scraped worker: what arrived, and the workers that did not answer in time. */
 export interface MetricsAnswer {
   type: 'leasehold:metrics-answer';
   id: number;
@@ -36,14 +30,7 @@ export function isMessage<T extends { type: string }>(message: unknown, type: T[
   return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === type;
 }
 
-/**
- * In the primary (WORKERS > 1): when a worker is scraped, gathers the
- * metrics of every other worker that is listening, so the scraped one can
- * answer for the whole group. A worker that exits meanwhile is left out (its
- * counters are gone either way); one that does not answer within
- * WORKER_METRICS_TIMEOUT_MS is named in `missing`, and the scrape fails
- * rather than hang or pass off part of the group as all of it.
- */
+/** A worker that does not answer in time fails the scrape rather than pass off part of the group as all of it. */
 export function relayWorkerMetrics(): void {
   const logger = new Logger('Metrics');
   const listening = new Set<Worker>();
@@ -85,10 +72,12 @@ export function relayWorkerMetrics(): void {
   }
 }
 
-/** A worker gone between the check and the send is forgotten by its exit; the callback keeps its error from being thrown. */
+/**
+ * A worker gone between the check and the send is forgotten by its exit; the callback keeps its error from being
+ * thrown.
+ */
 function ignore(): void {}
 
-/** One collection: the workers still to answer, and what the others sent. */
 class PendingCollect {
   private readonly waiting: Set<Worker>;
   private readonly collected: WorkerMetrics[] = [];

@@ -1,6 +1,5 @@
 import { ApiErrorResponse } from './api-errors.decorator';
 
-/** The 500s every database-backed route shares (docs/failures.md), with what they mean for this route. */
 export const ApiDatabaseErrors = (consequence: string) =>
   ApiErrorResponse(
     500,

@@ -6,11 +6,7 @@ import { AUTHENTICATION_REQUIRED } from '../auth/token-problem';
 import { PAYLOAD_TOO_LARGE } from '../http/request-body';
 import { ErrorResponseDto } from './error-response.dto';
 
-/**
- * One documented error status with the bodies the broker really sends for it,
- * so that Swagger UI shows each status its own text instead of one shared
- * example. The first error is the one shown by default.
- */
+/** So that Swagger UI shows each status its own texts, not one shared example; the first is shown by default. */
 export const ApiErrorResponse = (status: number, description: string, ...errors: [string, ...string[]]) =>
   ApiResponse({
     status,
@@ -21,7 +17,6 @@ export const ApiErrorResponse = (status: number, description: string, ...errors:
       : { examples: Object.fromEntries(errors.map((error) => [error, { summary: error, value: { error } }])) }),
   });
 
-/** 401 and 403 of a protected route (AccessGuard); `forbidden` says which roles open it. */
 export const ApiAuthErrors = (forbidden: string) =>
   applyDecorators(
     ApiErrorResponse(
@@ -41,19 +36,17 @@ export const ApiAuthErrors = (forbidden: string) =>
     ),
   );
 
-/** A further reason a route refuses its body with 413, with the body it answers. */
 export interface BodyRefusal {
   when: string;
   error: string;
 }
 
-/** Routes whose body is JSON are measured before it is parsed. */
 export const JSON_BODY_ELEMENTS: BodyRefusal = {
   when: 'a JSON body has more than BODY_MAX_JSON_VALUES elements',
   error: 'JSON body has more than 500000 elements',
 };
 
-/** 413 of a route that takes a body of at most `limit`; `more` adds the route's own bounds. Goes with AcceptsBody. */
+/** Goes with AcceptsBody. */
 export const ApiBodyTooLarge = (limit: string, ...more: BodyRefusal[]) =>
   ApiErrorResponse(
     413,

@@ -1,11 +1,7 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { Response } from 'express';
 
-/**
- * An AbortSignal that fires when the caller hangs up before the answer is
- * sent, so a parked long poll stops waiting instead of claiming messages
- * under a lease nobody will ever see.
- */
+/** A parked long poll stops waiting instead of claiming messages under a lease nobody will ever see. */
 export const ClientAbortSignal = createParamDecorator((_data: unknown, context: ExecutionContext): AbortSignal => {
   const response = context.switchToHttp().getResponse<Response>();
   const controller = new AbortController();

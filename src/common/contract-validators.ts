@@ -4,10 +4,8 @@ import { JSON_MAX_DEPTH, NAME_MAX_LENGTH } from './input';
 import { measureJsonText } from './json-text';
 import { isUuid } from './uuid';
 
-/** What is wrong with a value, as the end of the contract's message ("must be a string"); undefined when nothing is. */
 export type Problem = string | undefined;
 
-/** Limits that come from the configuration rather than from the DTO. */
 export interface ValidationLimits {
   messageMaxBytes?: number;
   /** The body was measured whole and every value in it is storable: IsStoredJson need not measure each again. */
@@ -18,9 +16,8 @@ export interface ValidationLimits {
 
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
-// PostgreSQL keeps text as UTF-8, which cannot encode half a surrogate pair:
-// the driver would store U+FFFD instead (so a name would no longer match
-// itself), and jsonb refuses the escape outright.
+// PostgreSQL's UTF-8 text cannot encode half a surrogate pair: the driver would store U+FFFD instead (so a name
+// would no longer match itself), and jsonb refuses the escape outright.
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 const INTEGER = /^-?\d+$/;
 // Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.
@@ -41,7 +38,6 @@ export function tooLarge(bytes: number, max: number, verb: 'is' | 'are' = 'is'):
   return bytes > max ? `${verb} larger than ${max} bytes (${bytes})` : undefined;
 }
 
-/** The field path and the problem: nested problems bring their own path (`[3].queue must ...`). */
 export function messageOf(property: string, problem: string): string {
   return problem.startsWith('[') || problem.startsWith('.') ? `${property}${problem}` : `${property} ${problem}`;
 }
@@ -67,12 +63,7 @@ function limit(name: ByteLimit): number {
   return value;
 }
 
-/**
- * Registers one class-validator rule on a property, whose message is the
- * contract's: the property and the first problem found. One rule per
- * property keeps "the first problem in field order" independent of the
- * order in which stacked decorators run.
- */
+/** One rule per property keeps "the first problem in field order" independent of the order decorators run in. */
 export function contractRule(
   name: string,
   find: (value: unknown, object: object) => Problem,
@@ -113,7 +104,6 @@ export function nameProblem(value: unknown): Problem {
   return undefined;
 }
 
-/** A name; optional ones take absent and null as "not given". In a query string a repeated name is refused. */
 export function IsName(options: { optional?: boolean; inQuery?: boolean } = {}): PropertyDecorator {
   return contractRule('isName', (value) => {
     if (options.optional && (value === undefined || value === null)) return undefined;
@@ -122,7 +112,6 @@ export function IsName(options: { optional?: boolean; inQuery?: boolean } = {}):
   });
 }
 
-/** A textual UUID (any case; the pipes lower-case it). */
 export function IsUuidText(options: { optional?: boolean } = {}): PropertyDecorator {
   return contractRule('isUuidText', (value) => {
     if (value === undefined || value === null) return options.optional ? undefined : 'is required';
@@ -130,7 +119,6 @@ export function IsUuidText(options: { optional?: boolean } = {}): PropertyDecora
   });
 }
 
-/** A JSON integer within [min, max]; absent is allowed, null only when it means absent. */
 export function IsIntegerBetween(
   min: number,
   max: number,
@@ -151,18 +139,13 @@ export function IsTrueOrFalse(options: { nullMeansAbsent?: boolean } = {}): Prop
   );
 }
 
-/** Free text, absent or null allowed. */
 export function IsOptionalText(): PropertyDecorator {
   return contractRule('isOptionalText', (value) =>
     value === undefined || value === null || typeof value === 'string' ? undefined : 'must be a string',
   );
 }
 
-/**
- * JSON text that PostgreSQL's jsonb can store: nothing nested past
- * JSON_MAX_DEPTH, no \u0000, no half surrogate pair. Checked on the text
- * (JSON.stringify writes both as escapes), without walking the value.
- */
+/** Checked on the text, where JSON.stringify writes \u0000 and half surrogate pairs as escapes. */
 export function storableJsonProblem(json: string): Problem {
   const shape = measureJsonText(json, Infinity, JSON_MAX_DEPTH);
   if (shape.depth > JSON_MAX_DEPTH) return `is nested more than ${JSON_MAX_DEPTH} levels deep`;
@@ -171,15 +154,10 @@ export function storableJsonProblem(json: string): Problem {
   return undefined;
 }
 
-/** The JSON text an IsStoredJson rule left in `storedJson` for this object, else the property serialised now. */
 export function storedJsonOf(object: object, property: string, storedJson: Map<object, string>): string {
   return storedJson.get(object) ?? JSON.stringify((object as Record<string, unknown>)[property]);
 }
 
-/**
- * Any JSON value, null included, that PostgreSQL can store, within
- * MESSAGE_MAX_BYTES as JSON text (a 413 beyond). One stored value per object.
- */
 export function IsStoredJson(options: { maxBytes: ByteLimit }): PropertyDecorator {
   return contractRule('isStoredJson', (value, object) => {
     if (value === undefined) return 'is required (null is allowed)';
@@ -192,12 +170,10 @@ export function IsStoredJson(options: { maxBytes: ByteLimit }): PropertyDecorato
   });
 }
 
-/** A query-string integer: digits only (no "1.0", "1e3" or " 1"); anything else becomes NaN for the range rule. */
 export function queryInteger(value: unknown): unknown {
   return typeof value === 'string' ? (INTEGER.test(value) ? Number(value) : NaN) : Array.isArray(value) ? NaN : value;
 }
 
-/** A query-string boolean: true/1 and false/0; anything else is left for IsTrueOrFalse to refuse. */
 export function queryBoolean(value: unknown): unknown {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
@@ -210,11 +186,7 @@ export const ToQueryInteger = (): PropertyDecorator =>
 export const ToQueryBoolean = (): PropertyDecorator =>
   Transform(({ value }) => queryBoolean(value), { toClassOnly: true });
 
-/**
- * An ISO-8601 date or date-time in a form PostgreSQL parses the same way
- * whatever the session time zone (a value without an offset is UTC), or
- * undefined when it is not one.
- */
+/** A form PostgreSQL parses the same way whatever the session time zone (no offset means UTC). */
 export function zonedTimestamp(value: unknown): string | undefined {
   const match = typeof value === 'string' ? ISO_TIMESTAMP.exec(value) : null;
   if (!match) return undefined;

@@ -1,7 +1,6 @@
 import { QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { errorMessage } from './error-message';
 
-/** Thrown when no pooled connection could be had within the acquire timeout. */
 export class PoolUnavailableError extends Error {
   constructor(cause: unknown) {
     super('pool', { cause });
@@ -9,11 +8,7 @@ export class PoolUnavailableError extends Error {
   }
 }
 
-/**
- * The database did not finish a unit of work within its budget, so the
- * connection was closed (which aborts whatever it had not committed). Whether
- * a COMMIT already sent took effect is unknown to the broker.
- */
+/** Whether a COMMIT already sent took effect is unknown to the broker. */
 export class DatabaseTimeoutError extends Error {
   constructor(
     readonly budgetMs: number,
@@ -24,12 +19,7 @@ export class DatabaseTimeoutError extends Error {
   }
 }
 
-/**
- * The connection died under a unit of work (our session was terminated by a
- * failover, say) and what failed after that is only a symptom, an error of
- * TypeORM's that says nothing about the database: the cause is the
- * connection's own error.
- */
+/** What fails after the connection died is only a TypeORM symptom: the cause is the connection's own error. */
 export class ConnectionLostError extends Error {
   constructor(cause: unknown) {
     super('connection lost', { cause });
@@ -37,7 +27,6 @@ export class ConnectionLostError extends Error {
   }
 }
 
-/** What a failure says about the database: unreachable (or not accepting work), or too slow. */
 export type DatabaseFailure = 'unavailable' | 'timeout';
 
 const UNAVAILABLE_CODES = new Set([
@@ -68,11 +57,7 @@ const UNAVAILABLE_MESSAGES = [
   /terminating connection/i,
 ];
 
-/**
- * Classifies an error from the driver (bare, or wrapped by TypeORM as a
- * QueryFailedError's driverError). Anything else, a constraint violation
- * say, is a failed statement on a healthy database: undefined.
- */
+/** Anything else, a constraint violation say, is a failed statement on a healthy database: undefined. */
 export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   if (error instanceof PoolUnavailableError || error instanceof ConnectionLostError) return 'unavailable';
   // TypeORM releases a query runner when its connection fails between statements; ours release theirs only once done.
@@ -91,7 +76,6 @@ export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   return undefined;
 }
 
-/** The fixed text a route answers for a database failure, in the contract's 500 body. */
 export function databaseFailureText(failure: DatabaseFailure): string {
   return failure === 'unavailable' ? 'pool' : 'database timeout';
 }

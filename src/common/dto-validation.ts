@@ -13,7 +13,6 @@ import { isStorableBody } from '../http/request-body';
 
 type DtoClass<T = object> = new () => T;
 
-/** The contract's error for a message produced by the DTO rules. */
 export function contractException(message: string): HttpException {
   return isTooLargeMessage(message)
     ? new PayloadTooLargeException({ error: message })
@@ -22,7 +21,6 @@ export function contractException(message: string): HttpException {
 
 const declared = new WeakMap<DtoClass, string[]>();
 
-/** Property names a DTO declares rules for, in declaration order. */
 export function declaredProperties(type: DtoClass): string[] {
   let properties = declared.get(type);
   if (!properties) {
@@ -33,7 +31,6 @@ export function declaredProperties(type: DtoClass): string[] {
   return properties;
 }
 
-/** The first problem of a DTO instance, as the contract's message, through class-validator itself. */
 export function firstMessage(instance: object): string | undefined {
   const [error] = validateSync(instance, {
     stopAtFirstError: true,
@@ -43,11 +40,7 @@ export function firstMessage(instance: object): string | undefined {
   return Object.values(error.constraints ?? {})[0] ?? `${error.property} is invalid`;
 }
 
-/**
- * The DTO's declared properties copied from a parsed JSON object. Bodies
- * skip class-transformer: it would deep-copy every payload, and drop keys
- * such as "constructor" from it, only for the copy to be thrown away.
- */
+/** Skips class-transformer, which would deep-copy every payload and drop keys such as "constructor" from it. */
 export function instantiate<T extends object>(type: DtoClass<T>, plain: Record<string, unknown>): T {
   const instance = new type() as unknown as Record<string, unknown>;
   for (const property of declaredProperties(type)) {
@@ -56,7 +49,6 @@ export function instantiate<T extends object>(type: DtoClass<T>, plain: Record<s
   return instance as unknown as T;
 }
 
-/** A JSON body checked against its DTO; the first problem is thrown in the contract's shape. */
 export function validateBody<T extends object>(type: DtoClass<T>, body: unknown, limits?: ValidationLimits): T {
   if (!isPlainObject(body)) throw contractException('request body must be a JSON object');
   const instance = instantiate(type, body);
@@ -66,7 +58,6 @@ export function validateBody<T extends object>(type: DtoClass<T>, body: unknown,
   return instance;
 }
 
-/** A query string turned into its DTO by class-transformer (defaults, @Transform), then checked. */
 export function validateQuery<T extends object>(type: DtoClass<T>, query: unknown): T {
   const instance = plainToInstance(type, isPlainObject(query) ? query : {});
   const message = firstMessage(instance);
@@ -74,7 +65,6 @@ export function validateQuery<T extends object>(type: DtoClass<T>, query: unknow
   return instance;
 }
 
-/** A query string read through its DTO (validateQuery), for routes whose DTO is the whole answer. */
 export class QueryDtoPipe<T extends object> implements PipeTransform<unknown, T> {
   constructor(private readonly type: DtoClass<T>) {}
 
@@ -87,12 +77,8 @@ type Check = (plain: Record<string, unknown>) => string | undefined;
 const compiledChecks = new WeakMap<DtoClass, Check>();
 
 /**
- * The same rules class-validator runs for this DTO, read from its metadata
- * and called directly on a parsed object, stopping at the first problem.
- * validateSync allocates an error object per property and looks the
- * metadata up again for every object: on a 10,000-item push that tripled
- * the cost of validating the request. Only plain contract rules can run
- * this way; dto-validation.spec.ts checks both give the same answers.
+ * validateSync allocates an error object per property and looks the metadata up again for every object: that tripled
+ * the cost of validating a 10,000-item push. dto-validation.spec.ts checks both give the same answers.
  */
 export function compileDtoCheck(type: DtoClass): Check {
   const cached = compiledChecks.get(type);
@@ -128,7 +114,6 @@ export function compileDtoCheck(type: DtoClass): Check {
   return check;
 }
 
-/** An array of at most `max` JSON objects, each checked against the item DTO, refused at its first problem. */
 export function IsArrayOf(item: () => DtoClass, options: { max: number; noun: string }): PropertyDecorator {
   return contractRule('isArrayOf', (value) => {
     if (!Array.isArray(value)) return 'must be an array';
@@ -144,10 +129,6 @@ export function IsArrayOf(item: () => DtoClass, options: { max: number; noun: st
   });
 }
 
-/**
- * A JSON object checked against a DTO; absent or null means none. Keys the
- * DTO does not declare are given to `rest` first, as one object.
- */
 export function IsObjectOf(
   type: () => DtoClass,
   options: { rest?: (undeclared: Record<string, unknown>) => Problem } = {},
@@ -162,7 +143,7 @@ export function IsObjectOf(
   });
 }
 
-/** The keys of `plain` the DTO does not declare, in the order sent; a key named __proto__ stays data. */
+/** A key named __proto__ stays data. */
 export function undeclaredEntries(type: DtoClass, plain: Record<string, unknown>): Record<string, unknown> {
   const known = new Set(declaredProperties(type));
   return Object.fromEntries(Object.entries(plain).filter(([key]) => !known.has(key)));

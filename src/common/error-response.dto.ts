@@ -1,9 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 
-/**
- * The shape of every error the broker produces itself. It has no example of
- * its own: each documented status shows the texts sent for it (ApiErrorResponse).
- */
+/** No example of its own: each documented status shows the texts sent for it (ApiErrorResponse). */
 export class ErrorResponseDto {
   @ApiProperty({ description: 'What went wrong, in a few words; never internals of the broker or the database' })
   error: string;

@@ -7,14 +7,7 @@ import { requestIdOf } from './request-id.middleware';
 import { RetryLaterException } from './retry-later.exception';
 import { errorMessage } from './error-message';
 
-/**
- * Keeps every error the broker produces in the contract's flat shape,
- * `{"error": "..."}`, with a fixed text: the broker's own exceptions carry
- * theirs, anything else (Nest's "Cannot GET /<path>", a library's message)
- * answers the status's name, so no error echoes what the caller sent.
- * Unexpected errors are logged with the request id and answered without
- * internals.
- */
+/** Anything but the broker's own exceptions answers the status's name, so no error echoes what the caller sent. */
 @Catch()
 export class HttpExceptionFilter implements ExceptionFilter {
   private readonly logger = new Logger(HttpExceptionFilter.name);
@@ -71,7 +64,6 @@ function errorText(exception: HttpException): string {
   return (STATUS_CODES[exception.getStatus()] ?? 'error').toLowerCase();
 }
 
-/** Our wrappers (pool, database timeout) say what happened; their cause says why. */
 function causeOf(exception: unknown): string {
   const cause = exception instanceof Error ? exception.cause : undefined;
   return cause === undefined ? errorMessage(exception) : `${errorMessage(exception)} (${errorMessage(cause)})`;

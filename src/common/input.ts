@@ -1,6 +1,5 @@
 /** The largest value of a PostgreSQL integer column, and of the broker's integer parameters. */
 export const INT32_MAX = 2_147_483_647;
-/** Queue, partition and consumer group names, transaction and trace ids. */
 export const NAME_MAX_LENGTH = 255;
 /** Deeper JSON than this is refused: JavaScript and PostgreSQL both recurse over it. */
 export const JSON_MAX_DEPTH = 100;

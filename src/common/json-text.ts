@@ -1,21 +1,15 @@
-/**
- * An answer already serialised, sent as it is (see NoContentWhenEmptyInterceptor):
- * it can embed stored JSON without parsing and serialising it again.
- */
+/** Sent as it is, so that it can embed stored JSON without parsing and serialising it again. */
 export class JsonText {
   constructor(readonly text: string) {}
 }
 
 /**
- * Measures JSON text without building it, so that bounds on size and nesting
- * are enforced before JSON.parse allocates anything and before any walk over
- * the result: a walk over millions of parsed values is what ran the broker
- * out of heap. One pass over the characters, no allocation.
+ * Bounds are enforced on the text, before JSON.parse allocates anything: a walk over millions of parsed values is
+ * what ran the broker out of heap.
  */
 export interface JsonTextShape {
   /** Containers plus the items and members in them. */
   elements: number;
-  /** Deepest nesting of objects and arrays. */
   depth: number;
   /** A string holds \u0000 (PostgreSQL's jsonb cannot store it). */
   nul: boolean;
@@ -32,11 +26,7 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const LOWER_U = 0x75;
 
-/**
- * Walks the text until it ends or `maxElements` / `maxDepth` is passed (then
- * the counts stop where they were). Malformed text is measured as far as it
- * goes; JSON.parse judges it afterwards.
- */
+/** Malformed text is measured as far as it goes; JSON.parse judges it afterwards. */
 export function measureJsonText(text: string, maxElements = Infinity, maxDepth = Infinity): JsonTextShape {
   const shape: JsonTextShape = { elements: 0, depth: 0, nul: false, loneSurrogate: false };
   let depth = 0;
@@ -65,7 +55,6 @@ export function measureJsonText(text: string, maxElements = Infinity, maxDepth =
   return shape;
 }
 
-/** Index of the closing quote of the string opening at `start`, noting escapes that matter. */
 function skipString(text: string, start: number, shape: JsonTextShape): number {
   for (let index = start + 1; index < text.length; index += 1) {
     const code = text.charCodeAt(index);

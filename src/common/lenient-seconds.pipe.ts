@@ -7,17 +7,7 @@ export const DEFAULT_EXTEND_SECONDS = 60;
 const INT32_MAX = 2_147_483_647;
 const INT32_MIN = -2_147_483_648;
 
-/**
- * Turns whatever body arrived on the lease-extension route into a number of
- * seconds, never failing: the reference page promises no 400 on this route.
- * The body arrives raw (a Buffer, or nothing), because Express's JSON parser
- * would reject malformed JSON before any pipe ran. It is held to the element
- * and depth bounds of every other body; past them it is not read at all.
- *
- * Anything that is not an object carrying a 32-bit integer `seconds` means
- * the default of 60; integers below 1 become 1. Upper caps are the service's
- * business (LEASE_MAX_EXTEND_SECONDS).
- */
+/** Never fails: the reference page promises no 400 on this route. */
 @Injectable()
 export class LenientSecondsPipe implements PipeTransform<unknown, number> {
   private readonly limits: BodyLimits;

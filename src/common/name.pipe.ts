@@ -2,7 +2,6 @@ import { PipeTransform } from '@nestjs/common';
 import { messageOf, nameProblem } from './contract-validators';
 import { contractException } from './dto-validation';
 
-/** Validates a name taken from the path (queue, partition) with the rule IsName applies to names in bodies. */
 export class NamePipe implements PipeTransform<unknown, string> {
   constructor(private readonly field: string) {}
 
@@ -13,7 +12,6 @@ export class NamePipe implements PipeTransform<unknown, string> {
   }
 }
 
-/** An optional name in the query string. */
 export class OptionalNamePipe implements PipeTransform<unknown, string | undefined> {
   constructor(private readonly field: string) {}
 

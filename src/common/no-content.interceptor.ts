@@ -3,11 +3,7 @@ import type { Response } from 'express';
 import { map, Observable } from 'rxjs';
 import { JsonText } from './json-text';
 
-/**
- * Answers a bare 204 when the handler has nothing to return (a pop with no
- * messages), and sends a JsonText answer as the JSON it already is, so
- * controllers stay free of @Res().
- */
+/** Keeps controllers free of @Res(). */
 @Injectable()
 export class NoContentWhenEmptyInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {

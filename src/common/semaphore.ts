@@ -1,4 +1,3 @@
-/** A turn that did not come within the time the caller could wait. */
 export class TurnTimeoutError extends Error {
   constructor() {
     super('no turn within the time allowed');
@@ -17,7 +16,6 @@ export class Semaphore {
     return this.active === 0 && this.waiting.length === 0;
   }
 
-  /** Runs the task in its turn; TurnTimeoutError if the turn does not come within `timeoutMs`. */
   async run<T>(task: () => Promise<T>, timeoutMs = Infinity): Promise<T> {
     if (this.active >= this.permits) {
       await this.turn(timeoutMs);
@@ -54,7 +52,6 @@ export class Semaphore {
   }
 }
 
-/** A Semaphore per key (a tenant, say), made on first use and dropped once idle. */
 export class KeyedSemaphore {
   private readonly semaphores = new Map<string, Semaphore>();
 

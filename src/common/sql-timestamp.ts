@@ -1,8 +1,4 @@
-/**
- * Renders a timestamptz expression as the contract's timestamp: UTC,
- * microseconds, literal Z. Formatting happens in PostgreSQL because a
- * JavaScript Date would drop the microseconds.
- */
+/** Formatted in PostgreSQL because a JavaScript Date would drop the microseconds. */
 export function isoTimestamp(expression: string): string {
   return `to_char((${expression}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 }

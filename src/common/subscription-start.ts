@@ -1,11 +1,6 @@
 /**
- * SQL for the offset a consumer group starts from in a partition: just
- * before the first message still kept (retention may have deleted the
- * oldest) when the group takes everything, else the last offset created
- * before the group's subscription_from, if that is later. Push timestamps
- * never decrease along a partition's offsets (they are taken under the
- * partition lock), so that offset is the boundary. Aliases name a
- * partitions row and a consumer_groups row.
+ * Retention may have deleted the oldest messages. Push timestamps never decrease along a partition's offsets
+ * (they are taken under the partition lock), so the last offset created before subscription_from is the boundary.
  */
 export function subscriptionStartOffset(partition: string, group: string): string {
   return `GREATEST(

@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** True for any RFC 4122/9562 textual UUID; used to keep non-UUIDs away from `uuid` casts. */
+/** Keeps non-UUIDs away from `uuid` casts. */
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID_PATTERN.test(value);
 }
@@ -21,10 +21,7 @@ function writeByte(at: number, byte: number): void {
   text[at + 1] = HEX_DIGITS[byte & 0x0f];
 }
 
-/**
- * UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then 74 random bits. Ids sort
- * by creation time, which keeps B-tree inserts on the right-hand edge.
- */
+/** Ids sort by creation time, which keeps B-tree inserts on the right-hand edge. */
 export function uuidv7(now: number = Date.now()): string {
   if (drawn + RANDOM_BYTES_PER_ID > POOL_BYTES) {
     randomFillSync(pool);

@@ -7,7 +7,7 @@ export interface DatabaseConfig {
   poolSize: number;
   acquireTimeoutMs: number;
   statementTimeoutMs: number;
-  /** How long start-up waits for the database to answer before it gives up. */
+  /** How long start-up waits for the database to answer. */
   connectTimeoutMs: number;
 }
 
@@ -27,13 +27,10 @@ export interface JwtConfig {
 }
 
 export interface HttpConfig {
-  /** Longest wait for a request's headers; a slower client is disconnected. */
   headersTimeoutMs: number;
-  /** Longest wait for a whole request (headers and body); the answer may take longer. */
+  /** Covers receiving headers and body; the answer may take longer. */
   requestTimeoutMs: number;
-  /** How long an idle kept-alive connection stays open. */
   keepAliveTimeoutMs: number;
-  /** Connections open at once; more are closed as they arrive. */
   maxConnections: number;
 }
 
@@ -53,27 +50,22 @@ export interface TenantQuotas {
 }
 
 export interface LimitsConfig {
-  /** Largest payload of one message, as JSON. */
   messageMaxBytes: number;
-  /** Most JSON values (objects, arrays, strings, numbers, literals) in one request body. */
   bodyMaxJsonValues: number;
-  /** Largest inflated/compressed ratio of a compressed body. */
   bodyMaxInflateRatio: number;
-  /** Largest answer of a pop, a dead-letter page or a queue's resources, roughly. */
+  /** Rough cap on a pop, a dead-letter page or a queue's resources. */
   responseMaxBytes: number;
-  /** Long polls one tenant may have parked, for the whole deployment. */
+  /** Parked long polls, for the whole deployment. */
   popMaxWaitingPerTenant: number;
-  /** Pooled connections one tenant may hold at once, so others always get one. */
+  /** So other tenants always get a pooled connection. */
   tenantMaxConnections: number;
   rateLimits: RateLimits;
   quotas: TenantQuotas;
 }
 
-/** The retention job (RetentionService) and the defaults of queues that set no retention of their own. */
 export interface RetentionConfig {
-  /** How often each queue is looked at; 0 turns the job off in this process. */
+  /** 0 turns the retention job off in this process. */
   intervalMs: number;
-  /** Most rows one retention statement deletes. */
   batchSize: number;
   /** completedRetentionSeconds of queues that set none; 0 keeps consumed messages. */
   completedSeconds: number;
@@ -91,11 +83,7 @@ export interface AppConfig {
   bodyLimitBytes: number;
   shutdownTimeoutMs: number;
   workers: number;
-  /**
-   * How often this process tells the database it is alive and counts the
-   * live brokers, whose share of each per-tenant limit it enforces; 0: it
-   * neither registers nor counts, and enforces the whole limits alone.
-   */
+  /** Registers this broker and counts live ones to enforce its share of per-tenant limits; 0: no split. */
   brokerHeartbeatMs: number;
   database: DatabaseConfig;
   jwt: JwtConfig;
@@ -103,37 +91,31 @@ export interface AppConfig {
   leaseMaxExtendSeconds: number | undefined;
   /** How far past its claim a lease may run, renewals included; undefined for no ceiling. */
   leaseMaxTotalSeconds: number | undefined;
-  /** Renewal statements allowed in flight at once; further renewals are grouped behind them. */
+  /** Renewal statements in flight at once; further renewals are grouped behind them. */
   leaseRenewalConcurrency: number;
-  /** Most renewals one statement may carry. */
   leaseRenewalBatchSize: number;
-  /** Most lease rows (partitions) one renewal statement may carry, as far as they are known. */
+  /** Most lease rows (partitions) per renewal statement, as far as they are known. */
   leaseRenewalBatchRows: number;
   http: HttpConfig;
   limits: LimitsConfig;
   retention: RetentionConfig;
   /** Serve Swagger UI and the OpenAPI document (/docs, /docs-json). */
   docsEnabled: boolean;
-  /** Serve the web console at /console. */
   consoleEnabled: boolean;
   metrics: MetricsConfig;
   log: LogConfig;
   defaultTenantId: string;
 }
 
-/** Injection token for the validated configuration. */
 export const APP_CONFIG = Symbol('APP_CONFIG');
 
 export interface MetricsConfig {
-  /** Serve /metrics at all. */
   enabled: boolean;
-  /** A port of its own for /metrics (not on the API port); undefined: the API port. */
+  /** A separate port for /metrics; undefined: the API port. */
   port: number | undefined;
-  /** Bearer token /metrics requires on the API port when auth is on. */
+  /** Bearer token for /metrics on the API port when auth is on. */
   token: string | undefined;
-  /** Label per-queue series with the tenant id (one series per tenant and queue). */
   tenantLabels: boolean;
-  /** Most (queue, consumer group) rows the scrape-time depth and lag query reads. */
   maxQueueSeries: number;
 }
 
@@ -141,8 +123,7 @@ export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' |
 
 export interface LogConfig {
   level: LogLevel;
-  /** `json`: one JSON object per line; `pretty`: coloured lines for a terminal (needs the dev dependency pino-pretty). */
+  /** `pretty` needs the dev dependency pino-pretty. */
   format: 'json' | 'pretty';
-  /** Log one line per HTTP request. */
   requests: boolean;
 }

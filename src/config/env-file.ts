@@ -4,14 +4,7 @@ import { parseEnv } from 'node:util';
 
 type Env = Record<string, string | undefined>;
 
-/**
- * Copies the variables of a `.env` file (by default the one in the working
- * directory) into the environment. Every entry point calls it before
- * loadConfig: the broker, the migration CLI's data source, `npm run token`.
- * A variable already set, even to an empty string, keeps its value: the real
- * environment wins over the file. A missing file is not an error. Returns
- * the names taken from the file.
- */
+/** The real environment wins: a variable already set, even to an empty string, keeps its value. */
 export function loadEnvFile(path: string = resolve('.env'), env: Env = process.env): string[] {
   let content: string;
   try {

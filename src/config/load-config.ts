@@ -18,11 +18,7 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-/**
- * Reads and validates every setting the broker understands. This is the only
- * place in the code base that looks at the environment; all problems are
- * collected so an operator sees the full list at once instead of one per boot.
- */
+/** The only reader of the environment; collects all problems so an operator sees them at once, not one per boot. */
 export function loadConfig(env: Env = process.env): AppConfig {
   const problems: string[] = [];
   const reader = new EnvReader(env, problems);
@@ -156,8 +152,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     problems.push('HTTP_HEADERS_TIMEOUT_MS must not be larger than HTTP_REQUEST_TIMEOUT_MS');
   }
   if (config.workers > 1 && !config.database.url) {
-    // PGlite runs one transaction at a time and cannot carry NOTIFY between
-    // processes, so extra workers would only queue and miss long-poll wakeups.
+    // PGlite runs one transaction at a time and cannot carry NOTIFY between processes.
     problems.push('WORKERS > 1 needs DATABASE_URL: the embedded database serves one broker process');
   }
   if (config.brokerHeartbeatMs > 0 && config.brokerHeartbeatMs < 100) {
@@ -180,7 +175,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
 
 const URL_SCHEMES = ['postgres:', 'postgresql:'];
 
-/** A mistyped scheme or host is found at start, not as a protocol error from the first connection. Never echoes credentials. */
+/**
+ * A mistyped scheme or host is found at start, not as a protocol error from the first connection. Never echoes
+ * credentials.
+ */
 function databaseUrl(reader: EnvReader, problems: string[]): string | undefined {
   const value = reader.string('DATABASE_URL');
   if (value === undefined) return undefined;
@@ -204,11 +202,7 @@ function databaseUrl(reader: EnvReader, problems: string[]): string | undefined 
 
 const MIN_RSA_BITS = 2048;
 
-/**
- * Checked at boot because jsonwebtoken would otherwise refuse every token at
- * request time (key too small, not RSA), or the broker would be holding a
- * signing key it has no use for. Never echoes the key.
- */
+/** Checked at boot, else jsonwebtoken would refuse every token at request time. Never echoes the key. */
 function rsaPublicKeyProblem(pem: string): string | undefined {
   if (/-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/.test(pem)) {
     return 'holds a private key; give the broker only the public key';

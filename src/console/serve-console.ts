@@ -7,11 +7,7 @@ import { CONSOLE_DIR } from './console-paths';
 
 export const CONSOLE_PATH = '/console';
 
-/**
- * The console is static files that call the API like any client, so it needs
- * no route of its own and reaches nothing a token could not. Its policy lets
- * it load only itself and talk only to this origin, and no page may frame it.
- */
+/** The console calls the API like any client, so it needs no route of its own and reaches nothing a token could not. */
 const SECURITY_HEADERS: Record<string, string> = {
   'Content-Security-Policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +

@@ -1,9 +1,4 @@
-/**
- * A PostgreSQL array literal for a statement's array parameter. node-postgres
- * escapes every element with two regular expressions and concatenates the
- * literal piece by piece; ids and numbers never need escaping and other text
- * seldom does, so the literal is usually one join.
- */
+/** node-postgres escapes each element with two regexes; ids and numbers never need it, so this is usually one join. */
 export function arrayLiteral(values: ReadonlyArray<string | number | null>): string {
   if (values.length === 0) return '{}';
   if (values.every((value) => typeof value === 'number')) return `{${values.join(',')}}`;

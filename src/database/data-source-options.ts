@@ -8,10 +8,7 @@ import { TypeOrmLogger } from './typeorm-logger';
 
 export const MIGRATIONS_TABLE = 'migrations';
 
-/**
- * The one builder of TypeORM options, used by the application and by the
- * migration CLI (data-source.ts) so the two never drift apart.
- */
+/** Shared with the migration CLI (data-source.ts) so the two never drift apart. */
 export function buildDataSourceOptions(database: DatabaseConfig, url: string): DataSourceOptions {
   return {
     type: 'postgres',
@@ -27,12 +24,10 @@ export function buildDataSourceOptions(database: DatabaseConfig, url: string): D
     driver: guardedPg,
     extra: {
       max: database.poolSize,
-      // Bounded waits everywhere: a request must fail with "pool" rather than
-      // queue forever when every connection is busy or the server is gone.
+      // A request must fail with "pool" rather than queue forever when every connection is busy.
       connectionTimeoutMillis: database.acquireTimeoutMs,
       statement_timeout: database.statementTimeoutMs,
-      // A session whose broker died or was cut off mid-transaction would hold
-      // its row locks until TCP gave up on it; the server ends it instead.
+      // Else a session whose broker died mid-transaction holds its row locks until TCP gives up on it.
       idle_in_transaction_session_timeout: workBudgetMs(database),
       // Backstop for statements outside a TransactionRunner (boot, migrations).
       query_timeout: workBudgetMs(database),

@@ -3,11 +3,7 @@ import { loadEnvFile } from '../config/env-file';
 import { loadConfig } from '../config/load-config';
 import { buildDataSourceOptions } from './data-source-options';
 
-/**
- * For the TypeORM CLI (`npm run migration:run`). Needs DATABASE_URL, from
- * the environment or `.env` as for the broker: the embedded database
- * migrates itself when the broker starts.
- */
+/** For the TypeORM CLI; the embedded database migrates itself when the broker starts. */
 loadEnvFile();
 const config = loadConfig();
 if (!config.database.url) {

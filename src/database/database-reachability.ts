@@ -5,7 +5,7 @@ import { DatabaseConfig } from '../config/app-config';
 const PERMANENT_CODES = new Set(['28P01', '28000', '3D000', '42501', '3F000']);
 const RETRY_EVERY_MS = 500;
 
-/** Where a URL points, without its credentials: for log lines. */
+/** Without credentials: for log lines. */
 export function describeUrl(url: string): string {
   try {
     const parsed = new URL(url);
@@ -15,13 +15,7 @@ export function describeUrl(url: string): string {
   }
 }
 
-/**
- * Waits until the database answers a round trip, within DB_CONNECT_TIMEOUT_MS:
- * a database that refuses or does not answer yet (starting alongside the
- * broker) is tried again every half second. Answers undefined once it
- * answers, else why it could not be used. A refusal that waiting cannot
- * mend (credentials, a missing database) is answered at once.
- */
+/** Retries a database still starting alongside the broker; a refusal waiting cannot mend is answered at once. */
 export async function databaseProblem(database: DatabaseConfig, url: string): Promise<string | undefined> {
   const deadline = performance.now() + database.connectTimeoutMs;
   for (;;) {

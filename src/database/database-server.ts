@@ -2,10 +2,6 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { EmbeddedPostgres } from './embedded-postgres';
 
-/**
- * Decides which PostgreSQL the broker talks to: DATABASE_URL when set,
- * otherwise an embedded one started on first use and stopped on shutdown.
- */
 @Injectable()
 export class DatabaseServer {
   private readonly logger = new Logger(DatabaseServer.name);

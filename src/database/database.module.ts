@@ -12,10 +12,7 @@ import { TransactionRunner } from './transaction-runner';
 @Module({ providers: [DatabaseServer], exports: [DatabaseServer] })
 class DatabaseServerModule {}
 
-/**
- * Closes the pool before the embedded server it talks to, whatever order
- * Nest runs module shutdown hooks in.
- */
+/** Closes the pool before the embedded server, whatever order Nest runs module shutdown hooks in. */
 @Injectable()
 class DatabaseShutdown implements OnApplicationShutdown {
   constructor(

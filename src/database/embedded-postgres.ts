@@ -12,12 +12,7 @@ export interface EmbeddedPostgresOptions {
 
 type WorkerMessage = { type: 'ready'; url: string } | { type: 'stopped' } | { type: 'error'; message: string };
 
-/*
- * Runs in the worker thread. PGlite reads the wall clock through Date.now(),
- * whole milliseconds, so every timestamp it made ended in 000; in this
- * thread only, Date.now() also carries the microseconds of the monotonic
- * clock, kept inside the millisecond the system clock reports.
- */
+/* PGlite's timestamps all ended in 000: in this worker only, Date.now() adds the monotonic clock's microseconds. */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const systemNow = Date.now;
@@ -51,15 +46,7 @@ parentPort.on('message', async (message) => {
 })().catch((error) => parentPort.postMessage({ type: 'error', message: String(error && error.message || error) }));
 `;
 
-/**
- * PostgreSQL compiled to WebAssembly (PGlite), served on a loopback socket so
- * the broker reaches it through the same `pg` driver and SQL as a real server.
- * It runs in a worker thread: its statements execute synchronously, and on
- * the broker's own thread they would stall every request meanwhile. PGlite is
- * a single backend (one transaction at a time), so this is the zero-setup
- * default, not the production target. A lock file beside the data folder
- * keeps a second broker from opening the same folder.
- */
+/** PGlite runs statements synchronously: in a worker thread, so they do not stall every request. */
 export class EmbeddedPostgres {
   private constructor(
     private readonly worker: Worker,
@@ -67,7 +54,6 @@ export class EmbeddedPostgres {
     readonly url: string,
   ) {}
 
-  /** Whether `dataDir` holds no database yet, so that starting creates one (a few seconds). */
   static isNew(dataDir: string): boolean {
     return !existsSync(join(resolve(dataDir), 'PG_VERSION'));
   }
@@ -98,7 +84,6 @@ export class EmbeddedPostgres {
     }
   }
 
-  /** Stops serving, closes the database cleanly (so its folder is consistent), and ends the thread. */
   async stop(): Promise<void> {
     try {
       await new Promise<void>((resolveStop, reject) => {
@@ -153,7 +138,6 @@ class DataDirLock {
       if (Number.isInteger(holder) && holder > 0 && isAlive(holder)) {
         throw new Error(`${dataDir} is in use by process ${holder}; stop it or set DATA_DIR to another folder`);
       }
-      // Left behind by a process that is gone.
       unlinkSync(path);
     }
     throw new Error(`cannot lock ${dataDir}`);

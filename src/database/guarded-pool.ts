@@ -10,7 +10,6 @@ type ConnectCallback = (
 
 const logger = new Logger('Database');
 
-/** Released while a statement was still running or a transaction was still open. */
 export class UnsafeConnectionError extends Error {
   constructor(state: string) {
     super(`connection released ${state}; closed instead of reused`);
@@ -18,7 +17,6 @@ export class UnsafeConnectionError extends Error {
   }
 }
 
-/** Its server refused a write as read-only (SQLSTATE 25006). */
 export class ReadOnlyConnectionError extends Error {
   constructor() {
     super('connection to a read-only server; closed instead of reused');
@@ -26,15 +24,7 @@ export class ReadOnlyConnectionError extends Error {
   }
 }
 
-/**
- * Why a connection may not go back to the pool, or undefined when it may.
- * A client-side timeout leaves its statement running on the server and a
- * failed ROLLBACK leaves the transaction open: reused, such a connection
- * would run the next request's statements inside the abandoned transaction
- * and commit both together. The driver knows the server's transaction
- * status from its last ReadyForQuery, and `readyForQuery` is false while a
- * statement is in flight.
- */
+/** Reused, such a connection would run the next request's statements inside the abandoned transaction. */
 export function unsafeState(client: PoolClient): string | undefined {
   if (statementInFlight(client)) return 'with a statement in flight';
   const status = client.getTransactionStatus();
@@ -43,39 +33,24 @@ export function unsafeState(client: PoolClient): string | undefined {
   return undefined;
 }
 
-/** SQLSTATE read_only_sql_transaction: a write refused by a standby or a read-only session. */
 const READ_ONLY_SQL_TRANSACTION = '25006';
 
 /**
- * Between a statement's error and the server's ReadyForQuery this is true as
- * well: a connection released then is closed, the safe side of the race. A
- * connection released from within its own connect callback (TypeORM's probe
- * of a new pool) has no transaction status yet: nothing was ever sent on it.
+ * Also true between a statement's error and ReadyForQuery: closing then is the safe side of the race.
+ * Null status: released within its connect callback (TypeORM's probe of a new pool), nothing sent yet.
  */
 export function statementInFlight(client: PoolClient): boolean {
   if (client.getTransactionStatus() === null) return false;
   return (client as unknown as { readyForQuery?: boolean }).readyForQuery !== true;
 }
 
-/**
- * Whether ROLLBACK is worth sending after `error`: the server refused a
- * statement (it answers, and the driver sends the ROLLBACK once it is ready),
- * or our own code threw between statements. Not after a client-side timeout
- * or a lost connection: ROLLBACK would queue behind the statement still
- * running, and closing the connection rolls back anyway.
- */
+/** Not after a client-side timeout or lost connection: ROLLBACK would queue behind the running statement. */
 export function canRollBack(client: PoolClient, error: unknown): boolean {
   const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
   return driverError instanceof pg.DatabaseError || !statementInFlight(client);
 }
 
-/**
- * pg's Pool, except that a released connection in an unsafe state is closed
- * rather than reused. Closing it is also what makes the server roll back
- * whatever it held. Every path that checks a connection out of the
- * application's pool (TypeORM's query runners, the renewal statements, the
- * migrations) releases it through here.
- */
+/** Closes rather than reuses a connection released in an unsafe state; closing makes the server roll it back. */
 export class GuardedPool extends pg.Pool {
   override connect(): Promise<PoolClient>;
   override connect(callback: ConnectCallback): void;
@@ -90,16 +65,13 @@ export class GuardedPool extends pg.Pool {
         callback(error, client, release);
         return;
       }
-      // pg emits 'error' when the socket fails, even under a running query,
-      // and the pool listens only while the client is idle: without this a
-      // connection reset during a checkout would crash the process. The query
-      // itself fails with the same error.
+      // pg emits 'error' on socket failure even mid-query, but the pool listens only while the client is idle:
+      // unhandled, a connection reset during a checkout would crash the process.
       const onError = (socketError: Error): void => {
         logger.warn(`Connection lost while in use: ${socketError.message}`);
       };
       client.on('error', onError);
-      // A server that refuses writes is a standby now (a failover demoted it), or the session began read-only
-      // (default_transaction_read_only): only a new connection can reach the primary, e.g. through HAProxy.
+      // A demoted standby or a read-only session: only a new connection can reach the primary.
       let readOnly = false;
       const onServerError = (message: { code?: string }): void => {
         if (message.code === READ_ONLY_SQL_TRANSACTION) readOnly = true;
@@ -123,10 +95,8 @@ export class GuardedPool extends pg.Pool {
   }
 }
 
-/** The pool TypeORM's Postgres driver holds (a GuardedPool); undefined once the data source is destroyed. */
 export function driverPool(dataSource: DataSource): pg.Pool | undefined {
   return (dataSource.driver as unknown as { master?: pg.Pool }).master;
 }
 
-/** The pg module as TypeORM's `driver` option, building GuardedPools. */
 export const guardedPg = { ...pg, Pool: GuardedPool };

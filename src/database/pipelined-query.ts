@@ -1,6 +1,5 @@
 import pg, { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 
-/** The parts of pg's Connection a query writes its protocol messages with. */
 interface Connection {
   parse(message: { text: string; name?: string }): void;
   bind(message: { statement?: string; values?: unknown[] }): void;
@@ -8,18 +7,13 @@ interface Connection {
   sync(): void;
 }
 
-/** pg's Query, with the steps it writes a statement in (not in its published types). */
+/** pg's Query, with steps missing from its published types. */
 const Query = pg.Query as unknown as new (config: QueryConfig) => {
   prepare(connection: Connection): void;
   callback?: (error: Error | null, result: QueryResult | QueryResult[]) => void;
 };
 
-/**
- * One statement with parameterless statements written around it, all in
- * one write and one round trip (extended protocol, one Sync). PostgreSQL
- * runs them in order and skips everything after the first that fails, so a
- * COMMIT in `after` commits only when the statement succeeded.
- */
+/** One Sync: PostgreSQL skips all after the first failure, so a COMMIT in `after` commits only on success. */
 class PipelinedQuery extends Query {
   constructor(
     config: QueryConfig,
@@ -54,11 +48,8 @@ function writeUnnamed(connection: Connection, text: string): void {
 }
 
 /**
- * The statement's result, with `before` and `after` sent in its round trip.
- * pg records every ParseComplete of a round trip as the named statement's, so
- * ahead of a named statement not yet parsed on this connection, `before`
- * goes in a round trip of its own: had the statement failed to parse, pg
- * would take it for prepared from then on.
+ * pg records every ParseComplete of a round trip as the named statement's: had a named statement not yet parsed
+ * here failed to parse, pg would take it for prepared from then on, so `before` then goes in its own round trip.
  */
 export async function queryPipelined<R extends QueryResultRow>(
   client: PoolClient,
@@ -88,11 +79,7 @@ function preparedOn(client: PoolClient, name: string): boolean {
 
 type Query = PoolClient['query'];
 
-/**
- * A transaction's BEGIN, sent with the first statement the transaction
- * sends on `client` instead of in a round trip of its own. Until then the
- * client's query is wrapped; `end` unwraps it.
- */
+/** Saves BEGIN its own round trip by wrapping the client's query until the first statement; `end` unwraps it. */
 export class DeferredBegin {
   /** Whether BEGIN went out: if not, nothing ran, and there is nothing to commit or roll back. */
   sent = false;
@@ -127,7 +114,6 @@ export class DeferredBegin {
   }
 }
 
-/** A call's statement as a QueryConfig, unless it is a custom submittable or a callback call. */
 function asStatement(config: unknown, values: unknown): QueryConfig | undefined {
   if (typeof config === 'string') return { text: config, values: values as unknown[] | undefined };
   if (typeof config !== 'object' || config === null || typeof (config as { submit?: unknown }).submit === 'function')

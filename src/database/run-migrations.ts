@@ -7,12 +7,7 @@ import { buildDataSourceOptions, MIGRATIONS_TABLE } from './data-source-options'
 /** Arbitrary but fixed: every broker process contends for the same key. */
 const MIGRATION_LOCK_KEY = 7_346_291_044;
 
-/**
- * TypeORM's runner takes no lock, so two brokers starting together on one
- * database would both try to apply the same migration. A session advisory
- * lock, held on a connection outside the pool (a pool of one would otherwise
- * deadlock), serialises them: the second one finds nothing left to do.
- */
+/** TypeORM's runner takes no lock; this advisory lock's connection is outside the pool, lest a pool of one deadlock. */
 export async function runMigrations(dataSource: DataSource, url: string): Promise<void> {
   if (await migrationsUpToDate(dataSource)) return;
   const logger = new Logger('Migrations');
@@ -28,8 +23,7 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   lockClient.on('error', (error) => logger.warn(`Migration lock connection lost: ${error.message}`));
   await lockClient.connect();
   try {
-    // One simple-protocol message: the embedded server may interleave another connection's
-    // messages between the parts of a parameterised statement.
+    // Simple protocol: the embedded server may interleave other connections' messages in a parameterised statement.
     await lockClient.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     const applied = await dataSource.runMigrations({ transaction: 'each' });
     if (applied.length > 0) {
@@ -41,13 +35,7 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   }
 }
 
-/**
- * Whether every migration of this build is applied, read in one transaction
- * (at start, and by readiness). Most starts find nothing to do, and then
- * neither take the lock nor let TypeORM look: it runs its checks outside a
- * transaction, which the embedded server can interleave with another
- * connection's statements.
- */
+/** One transaction: TypeORM's own checks run outside one, which the embedded server can interleave. */
 export async function migrationsUpToDate(dataSource: DataSource): Promise<boolean> {
   return dataSource.transaction(async (manager) => {
     const [table]: Array<{ exists: boolean }> = await manager.query(
@@ -60,7 +48,6 @@ export async function migrationsUpToDate(dataSource: DataSource): Promise<boolea
   });
 }
 
-/** Migrates a database without booting the application (test setup, cluster primary). */
 export async function migrateDatabase(database: DatabaseConfig, url: string): Promise<void> {
   const dataSource = await new DataSource(buildDataSourceOptions(database, url)).initialize();
   try {

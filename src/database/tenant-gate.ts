@@ -5,19 +5,12 @@ interface TenantShare {
   waiting: Array<{ grant: () => void }>;
 }
 
-/**
- * Caps how many pooled connections one tenant holds at once
- * (DB_TENANT_MAX_CONNECTIONS), so that a tenant flooding the broker queues
- * behind its own requests while another tenant's still find a connection.
- * A request past the cap waits its turn, within the acquire timeout, and is
- * then answered `pool` like any request that found no connection.
- */
+/** A tenant flooding the broker queues behind its own requests while other tenants still find a connection. */
 export class TenantGate {
   private readonly shares = new Map<string, TenantShare>();
 
   constructor(private readonly maxPerTenant: number) {}
 
-  /** Resolves with the release function once the tenant is under its cap. */
   enter(tenantId: string, timeoutMs: number): Promise<() => void> {
     let share = this.shares.get(tenantId);
     if (!share) {

@@ -12,21 +12,12 @@ import { TenantGate } from './tenant-gate';
 
 /** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
 export interface CommitWith {
-  /** The unit's last statement, deferred to go out with the COMMIT. */
   statement?: QueryConfig;
   /** Statements without parameters to run just before COMMIT. */
   before: string[];
 }
 
-/**
- * The one way a use case talks to the database: one transaction on one
- * connection, bounded end to end. The connection is acquired within
- * DB_ACQUIRE_TIMEOUT_MS, including any wait for the tenant's share of the
- * pool (else PoolUnavailableError); the whole transaction, COMMIT included,
- * then has DB_STATEMENT_TIMEOUT_MS plus a small margin (else
- * DatabaseTimeoutError, with the connection closed so the server rolls it
- * back). A connection is never handed back with its transaction open.
- */
+/** Past its budget the connection is closed so the server rolls back: none goes back with a transaction open. */
 @Injectable()
 export class TransactionRunner {
   private readonly budgetMs: number;
@@ -43,13 +34,7 @@ export class TransactionRunner {
     this.gate = new TenantGate(config.limits.tenantMaxConnections);
   }
 
-  /**
-   * `tenantId` undefined: work on no tenant's behalf (the health check),
-   * outside any tenant's share. `withCommit`, once the work is done, may give
-   * statements to send in COMMIT's own round trip. On PostgreSQL, BEGIN goes
-   * out with the work's first statement: a transaction costs its statements'
-   * round trips and no more.
-   */
+  /** `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. */
   async run<T>(
     tenantId: string | undefined,
     work: (manager: EntityManager) => Promise<T>,
@@ -92,7 +77,10 @@ export class TransactionRunner {
     }
   }
 
-  /** BEGIN, deferred to the first statement on PostgreSQL; sent now on the embedded database, which runs the rest unnamed. */
+  /**
+   * BEGIN, deferred to the first statement on PostgreSQL; sent now on the embedded database, which runs the rest
+   * unnamed.
+   */
   private async begin(runner: QueryRunner, client: PoolClient): Promise<DeferredBegin | undefined> {
     if (this.engine.isEmbedded) {
       await runner.startTransaction();
@@ -102,11 +90,7 @@ export class TransactionRunner {
     return new DeferredBegin(client);
   }
 
-  /**
-   * COMMIT, with the unit's deferred statement and `before` ahead of it in
-   * the same round trip: if one fails, the server skips the rest and the
-   * transaction is rolled back as for any failed statement.
-   */
+  /** One round trip: if a statement before COMMIT fails, the server skips the rest and the transaction rolls back. */
   private async commit(
     runner: QueryRunner,
     client: PoolClient,
@@ -144,10 +128,6 @@ function markTransaction(runner: QueryRunner, active: boolean): void {
   (runner as { isTransactionActive: boolean }).isTransactionActive = active;
 }
 
-/**
- * The runner's connection within `timeoutMs` (the pool's own acquire timeout
- * bounds it too). One that arrives after the caller gave up goes straight back.
- */
 function runnerConnectionWithin(runner: QueryRunner, timeoutMs: number): Promise<PoolClient> {
   const release = (): void => void runner.release();
   return connectWithin<PoolClient>(() => runner.connect(), timeoutMs, { late: release, failed: release });

@@ -1,10 +1,7 @@
 import { Logger as NestLogger } from '@nestjs/common';
 import { Logger as TypeOrmLoggerContract } from 'typeorm';
 
-/**
- * Routes TypeORM's messages through Nest's logger. Failed queries are logged
- * without their parameters: those carry payloads and tenant ids.
- */
+/** Failed queries are logged without their parameters: those carry payloads and tenant ids. */
 export class TypeOrmLogger implements TypeOrmLoggerContract {
   private readonly logger = new NestLogger('Database');
 

@@ -13,13 +13,7 @@ interface Outcome {
   error: Error | undefined;
 }
 
-/**
- * The round trip behind /health and /health/ready, on a connection of its
- * own: no tenant's work can take it, and a flood of probes cannot take the
- * pool's. Callers arriving while a round trip runs share it, and its outcome
- * stands for PROBE_INTERVAL_MS. A round trip is bounded like a request; one
- * that does not answer in time drops its connection.
- */
+/** A connection of its own: no tenant's work can take it, and a flood of probes cannot take the pool's. */
 @Injectable()
 export class DatabaseProbe implements OnApplicationShutdown {
   private readonly boundMs: number;
@@ -35,12 +29,10 @@ export class DatabaseProbe implements OnApplicationShutdown {
     this.boundMs = requestBoundMs(config.database);
   }
 
-  /** Round trips made so far (for tests). */
   get made(): number {
     return this.roundTrips;
   }
 
-  /** Resolves when the database answered a round trip within the last interval; rejects with why it did not. */
   async check(): Promise<void> {
     const fresh = this.last && performance.now() - this.last.at < PROBE_INTERVAL_MS ? this.last : undefined;
     const outcome = fresh ?? (await (this.running ??= this.probe().finally(() => (this.running = undefined))));

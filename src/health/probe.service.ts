@@ -13,13 +13,7 @@ export const PROBE_PATHS: readonly string[] = ['/health', '/health/live', '/heal
 
 const LIVE: ProbeAnswer = { status: 200, body: { status: 'ok', info: {}, error: {}, details: {} } };
 
-/**
- * The three probes' answers, given alike by the routes (HealthController,
- * for Swagger and the router), by `middleware` ahead of the router, and on
- * METRICS_PORT. Load balancers and orchestrators ask every few seconds, and
- * anyone may ask as often as they like: answered before routing, guards
- * and interceptors, a probe costs a fraction of a routed request.
- */
+/** Anyone may probe as often as they like: answered by `middleware` before routing, guards and interceptors. */
 @Injectable()
 export class ProbeService {
   private readonly logger = new Logger('Health');
@@ -34,7 +28,6 @@ export class ProbeService {
     private readonly readiness: ReadinessService,
   ) {}
 
-  /** The probe at `path`, or undefined when the path is not a probe's. */
   answer(path: string): Promise<ProbeAnswer> | undefined {
     return this.answers[path]?.();
   }
@@ -45,7 +38,6 @@ export class ProbeService {
     answer.then(({ status, body }) => void response.status(status).json(body), next);
   };
 
-  /** `GET /health`: the readiness probe's round trip alone, in the shape existing clients know. */
   private async legacy(): Promise<ProbeAnswer> {
     try {
       await this.probe.check();

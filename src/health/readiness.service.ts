@@ -12,7 +12,6 @@ export interface ReadinessReport {
   body: HealthCheckResult | (Omit<HealthCheckResult, 'error'> & { error: string });
 }
 
-/** The checks behind GET /health/ready (on the API port and on METRICS_PORT), as @nestjs/terminus indicators. */
 @Injectable()
 export class ReadinessService implements OnApplicationBootstrap {
   private migrated = false;

@@ -13,14 +13,8 @@ export function trustConnection(request: IncomingMessage): void {
 }
 
 /**
- * The server's connections, capped at HTTP_MAX_CONNECTIONS so that room is
- * kept for callers who proved who they are. A connection arriving at the
- * cap closes the oldest one that has neither authenticated a request nor a
- * request in flight (a slow-header flood, idle anonymous keep-alives);
- * only when there is none is the newcomer closed. A newcomer sends its
- * request at once and is then in flight, so a flood of sockets that never
- * finish their headers, however fast they reconnect, takes its own places
- * only, and never a client's that is authenticated or being served.
+ * At HTTP_MAX_CONNECTIONS a newcomer closes the oldest connection with no authenticated request and none in
+ * flight, so a flood of sockets that never finish their headers takes its own places only.
  */
 export class ConnectionRoster {
   /** Connections not (yet) trusted, oldest first. */
@@ -45,7 +39,6 @@ export class ConnectionRoster {
     socket.destroy();
   }
 
-  /** A request arrived on the socket: it stays until that request is answered. */
   serving(request: IncomingMessage, response: ServerResponse): void {
     const socket = request.socket as TrackedSocket;
     socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;

@@ -21,7 +21,6 @@ export function credentialProved(request: IncomingMessage, tenantId: string): vo
   (request as Provable)[ON_PROVED]?.(tenantId);
 }
 
-/** performance.now() at arrival of a request that waited for its turn. */
 export function arrivalOf(request: IncomingMessage): number | undefined {
   return (request as Provable)[ARRIVED];
 }
@@ -30,17 +29,9 @@ export const UNIDENTIFIED = 'unidentified';
 export const ANONYMOUS = 'anonymous';
 
 /**
- * Starts requests in turn by tenant when the process has more to do than it
- * can. Node runs the requests that arrived since its last look in arrival
- * order, so one tenant's thousand requests went ahead of another's one. A
- * turn of the event loop starts requests as they come for TURN_BUDGET_MS;
- * past that they queue, one queue per tenant, and start one tenant after the
- * other, SLICE_MS at a time, with the loop's I/O between.
- *
- * A request's tenant is known before authentication when an earlier request
- * with the same credential (bearer token and tenant header) passed the guard
- * (credentialProved). Until then it waits in the shared UNIDENTIFIED queue; a
- * forged credential is never proved, so it cannot take a tenant's place.
+ * Node runs the requests that arrived since its last look in arrival order, so one tenant's thousand requests went
+ * ahead of another's one. A credential is tied to a tenant only once a request with it passed the guard
+ * (credentialProved), so a forged one cannot take a tenant's place.
  */
 export class FairDispatch {
   private readonly queues = new Map<string, Waiting[]>();

@@ -10,19 +10,9 @@ import { FairDispatch } from './fair-dispatch';
 /** Express's app with the request and response prototypes it gives each request (not in its typings). */
 type ExpressApp = Application & { request: object; response: object };
 
-/** How often Node looks for connections past their header or request timeout (its default is 30 s). */
+/** Node's default is 30 s, long enough for a slow-header client to hold a socket. */
 const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
 
-/**
- * Express as Nest runs it, on an HTTP server built with the broker's limits:
- * a client that sends its headers or its request too slowly is cut off
- * (Node checks every second instead of every 30 s, so a slow-header client
- * cannot hold a socket for long), idle kept-alive connections close after
- * HTTP_KEEP_ALIVE_TIMEOUT_MS, and HTTP_MAX_CONNECTIONS is kept by
- * ConnectionRoster, which makes room for newcomers at the expense of
- * connections that never authenticated anything. Requests start in turn by
- * tenant when there are more than the process can start at once (FairDispatch).
- */
 export class LeaseholdHttpAdapter extends ExpressAdapter {
   private frontDoor: FrontDoor | undefined;
   readonly dispatch: FairDispatch;
@@ -35,10 +25,6 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
     this.dispatch = new FairDispatch(tenantHeader);
   }
 
-  /**
-   * Requests `frontDoor` accepts reach it as Express requests without going
-   * through Express's router; whatever it passes on goes to Express.
-   */
   setFrontDoor(frontDoor: FrontDoor | undefined): void {
     this.frontDoor = frontDoor;
   }
@@ -82,16 +68,12 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
   }
 }
 
-/** Serves the requests it accepts ahead of Express's router, or calls `next` to leave one to Express after all. */
 export interface FrontDoor {
   accepts(request: IncomingMessage): boolean;
   serve(request: Request, response: Response, next: () => void): void;
 }
 
-/**
- * A constructor of Node's HTTP objects (which are plain constructor
- * functions) whose instances have `prototype`, itself derived from theirs.
- */
+/** Node's HTTP objects are plain constructor functions, so they can be called on an object of another prototype. */
 function constructedAs<T extends typeof IncomingMessage | typeof ServerResponse>(base: T, prototype: object): T {
   if (!Object.prototype.isPrototypeOf.call(base.prototype, prototype)) {
     throw new Error(`Express's ${base.name} prototype does not derive from Node's`);

@@ -1,9 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
-/**
- * Middleware run one after the other as one router layer, with Express's
- * rules: an error, thrown or rejected, or the last one's next() leaves to `next`.
- */
+/** Express's rules: an error, thrown or rejected, or the last one's next() leaves to `next`. */
 export function inSequence(handlers: readonly RequestHandler[]): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {
     let index = 0;

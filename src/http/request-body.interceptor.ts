@@ -20,26 +20,15 @@ import { BodyAbortedError, BodyLimits, parseJsonBody, readBody } from './request
 
 const OWN_BODY = 'leasehold:own-body';
 
-/**
- * The route reads its body itself, through a parameter (RawRequestBody), so
- * this interceptor leaves it alone. Pipes run after the guards, as this
- * interceptor does, so the body is still read only once the caller is let in.
- */
+/** Pipes run after the guards too, so a route reading its own body still reads it only once the caller is let in. */
 export const ReadsOwnBody = (): MethodDecorator => SetMetadata(OWN_BODY, true);
 
 /** Bodies nest this much deeper than the payloads in them (items, item, payload). */
 const ENVELOPE_DEPTH = 8;
 
 /**
- * Reads request bodies after the guards have run, never before: a caller
- * without a valid token or the route's role is refused from its headers,
- * and not a byte of its body is read, inflated or parsed. (Express's body
- * parsers are middleware, which runs before any guard.) Nest's own upload
- * handling reads multipart bodies in an interceptor for the same reason.
- *
- * JSON bodies (application/json, application/*+json) are measured before
- * they are parsed (BODY_MAX_JSON_VALUES, nesting); any other content-type
- * is read only to hold it to BODY_LIMIT, then dropped.
+ * Reads bodies after the guards, never before, so a refused caller has not a byte of its body read, inflated or
+ * parsed. (Express's body parsers are middleware, which runs before any guard.)
  */
 export class RequestBodyInterceptor implements NestInterceptor {
   private readonly limits: BodyLimits;
@@ -68,28 +57,19 @@ export class RequestBodyInterceptor implements NestInterceptor {
 
 interface BodySource {
   request: Request;
-  /** The route's @AcceptsBody bound. */
   limit: BodyLimit | undefined;
 }
 
-/** The request and its route's body bound, for the pipe that reads it. */
 const RequestBodySource = createParamDecorator((_data: unknown, context: ExecutionContext): BodySource => ({
   request: context.switchToHttp().getRequest<Request>(),
   limit: Reflect.getMetadata(BODY_LIMIT_KEY, context.getHandler()) as BodyLimit | undefined,
 }));
 
-/**
- * The body's bytes (or undefined), read when the route's pipes run, then
- * passed through `pipes`. Goes with @ReadsOwnBody() on the route.
- */
+/** Goes with @ReadsOwnBody() on the route. */
 export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
   RequestBodySource(RawBodyPipe, ...pipes);
 
-/**
- * Reads the body whole within the route's bound. Only an oversized body, or
- * a client gone before its body arrived (who must not have work done for
- * it), is an error here; any other failure to read the body means "no body".
- */
+/** A client gone before its body arrived must not have work done for it; other read failures mean "no body". */
 @Injectable()
 export class RawBodyPipe implements PipeTransform<BodySource, Promise<Buffer | undefined>> {
   private readonly limits: BodyLimits;
@@ -99,7 +79,6 @@ export class RawBodyPipe implements PipeTransform<BodySource, Promise<Buffer | u
   }
 
   async transform({ request, limit }: BodySource): Promise<Buffer | undefined> {
-    // readBody answers undefined for a request without a body.
     try {
       return await readBody(request, { ...this.limits, limit: bodyLimitBytes(limit, this.limits.limit) });
     } catch (error) {
@@ -109,7 +88,6 @@ export class RawBodyPipe implements PipeTransform<BodySource, Promise<Buffer | u
   }
 }
 
-/** The bounds every JSON body is held to, whichever route and path reads it. */
 export function bodyLimitsOf(config: AppConfig): BodyLimits {
   return {
     limit: config.bodyLimitBytes,

@@ -7,13 +7,10 @@ import { JSON_MAX_DEPTH } from '../common/input';
 import { JsonTextShape, measureJsonText } from '../common/json-text';
 
 export interface BodyLimits {
-  /** Largest body, counted after inflation. */
+  /** Counted after inflation. */
   limit: number;
-  /** Largest inflated/compressed ratio of a compressed body. */
   maxInflateRatio: number;
-  /** Most JSON elements (containers, items, members) in a body. */
   maxJsonElements: number;
-  /** Deepest JSON nesting in a body. */
   maxJsonDepth: number;
 }
 
@@ -30,13 +27,8 @@ export class BodyAbortedError extends BadRequestException {
 }
 
 /**
- * Reads a request body whole, with raw-body (the reader Express's own body
- * parsers use), within `limit` bytes after inflation. A body that declares a
- * larger length is refused before a byte is read. A compressed body (gzip,
- * deflate, br) is inflated as it arrives and cut off as soon as it passes
- * the limit or inflates more than `maxInflateRatio` times, so a small
- * compressed bomb costs a few kilobytes of work, not its inflated size.
- * undefined for a request without a body.
+ * Inflates as the body arrives and cuts it off as soon as it passes the limit or the ratio, so a small compressed
+ * bomb costs a few kilobytes of work, not its inflated size.
  */
 export async function readBody(request: IncomingMessage, limits: BodyLimits): Promise<Buffer | undefined> {
   const declared = request.headers['content-length'];
@@ -54,7 +46,6 @@ export async function readBody(request: IncomingMessage, limits: BodyLimits): Pr
   }
 }
 
-/** JSON text of a body, measured before it is parsed; anything that is not JSON is a 400. */
 export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
   // A UTF-8 byte-order mark is not JSON; some clients send one.
   const text = body.toString('utf8').replace(/^\uFEFF/, '');
@@ -78,7 +69,6 @@ export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
 /** Parsed bodies whose text was measured storable by jsonb throughout, so every value in them is. */
 const storableBodies = new WeakSet<object>();
 
-/** Whether a body parsed by parseJsonBody holds only values PostgreSQL's jsonb can store (see storableJsonProblem). */
 export function isStorableBody(body: object): boolean {
   return storableBodies.has(body);
 }
@@ -125,7 +115,6 @@ function inflated(request: IncomingMessage, limits: BodyLimits): NodeJS.Readable
   return request.pipe(inflate).pipe(guard);
 }
 
-/** Passes inflated bytes on until they pass the limit or the allowed ratio. */
 class InflationGuard extends Transform {
   private inflatedBytes = 0;
 
@@ -155,7 +144,6 @@ class InflationGuard extends Transform {
   }
 }
 
-/** raw-body's and the inflation's failures as the contract's errors. */
 function bodyError(error: unknown): Error {
   if (error instanceof HttpException) return error;
   const { type } = (error ?? {}) as { type?: string };

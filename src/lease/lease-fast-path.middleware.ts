@@ -33,11 +33,10 @@ import { leaseIdFromSegment, matchLeaseExtendRequest } from './lease-route';
 
 type LeaseHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
 
-/** The route's method, as Nest keys its metadata; Nest calls it on the controller, never unbound. */
+/** Nest calls it on the controller, never unbound. */
 // eslint-disable-next-line @typescript-eslint/unbound-method
 const EXTEND = LeaseController.prototype.extend as (...args: unknown[]) => unknown;
 
-/** The parameter kinds an HTTP handler served here may ask for, read from the request as Nest's router does. */
 const SERVED_PARAMS = new Set<number>([
   RouteParamtypes.REQUEST,
   RouteParamtypes.RESPONSE,
@@ -56,7 +55,6 @@ const ROUTE_ENHANCERS: ReadonlyArray<[string, string]> = [
   [EXCEPTION_FILTERS_METADATA, 'exception filters'],
 ];
 
-/** Route parameters from an Express request, for Nest's ExternalContextCreator. */
 export class ExpressParamsFactory implements ParamsFactory {
   exchangeKeyForValue(
     type: number,
@@ -66,7 +64,6 @@ export class ExpressParamsFactory implements ParamsFactory {
     const key = typeof data === 'string' ? data : undefined;
     const pick = (source: Record<string, unknown> | undefined) =>
       key === undefined || source === undefined ? source : source[key];
-    // ParamsFactory hands the kind over as a number.
     switch (type as RouteParamtypes) {
       case RouteParamtypes.REQUEST:
         return request;
@@ -91,13 +88,8 @@ export class ExpressParamsFactory implements ParamsFactory {
 }
 
 /**
- * Serves `POST /api/v1/lease/:leaseId/extend` ahead of Express's router,
- * which cost the route more than its renewal. The handler runs through
- * Nest's ExternalContextCreator: the application's guards, the route's
- * parameter pipes and its exception filters are Nest's own. It steps aside
- * for what it does not run (global interceptors, a prefix, versioning,
- * request-scoped or route-level enhancers), decided once and logged.
- * Why and how it is measured: docs/internals.md.
+ * Serves the extend route ahead of Express's router, which cost the route more than its renewal; it steps aside for
+ * what it does not run (global interceptors, a prefix, versioning, request-scoped or route-level enhancers).
  */
 @Injectable()
 export class LeaseFastPathMiddleware implements NestMiddleware {
@@ -122,7 +114,6 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
     void this.serve(handler, request, response, next);
   }
 
-  /** The route's handler in its Nest context, or null when the router must serve it; decided once. */
   leaseHandler(): LeaseHandler | null {
     if (this.handler === undefined) {
       const reason = this.reasonForRouter();
@@ -167,11 +158,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
     }
   }
 
-  /**
-   * The exception filter Nest's router would pick: the last registered global
-   * filter that catches this exception (the route declares none of its own),
-   * else Nest's default.
-   */
+  /** As Nest's router picks: the last global filter that catches it (the route declares none), else the default. */
   private filterFor(error: unknown): ExceptionFilter {
     const filters = this.applicationConfig.getGlobalFilters();
     for (let index = filters.length - 1; index >= 0; index -= 1) {
@@ -183,7 +170,6 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
     return this.unhandled!;
   }
 
-  /** Why this application's lease route must go through the router, if it must. */
   private reasonForRouter(): string | undefined {
     const config = this.applicationConfig;
     if (config.getGlobalPrefix()) return 'a global prefix is set';
@@ -222,10 +208,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
   }
 }
 
-/**
- * What the router's reply (Express's res.json) sends for this route: 200,
- * JSON in UTF-8 and its length; written directly, it costs a tenth less.
- */
+/** What Express's res.json sends for this route; written directly, it costs a tenth less. */
 function sendJson(response: Response, body: unknown): void {
   const json = JSON.stringify(body);
   response.statusCode = HttpStatus.OK;

@@ -18,19 +18,15 @@ export interface RenewalRequest {
 
 export interface LeaseRenewal {
   renewed: number;
-  /** Earliest expiry among the renewed rows, already in the contract's format. */
   earliestExpiresAt: string | null;
-  /** Seconds the lease had left when this renewal reached it (its tightest row); absent when nothing was renewed. */
+  /** Seconds the lease had left when this renewal reached it (its tightest row). */
   slackSeconds?: number;
-  /** Seconds the lease has left after this renewal (its tightest row); absent when nothing was renewed. */
   remainingSeconds?: number;
-  /** Seconds until the lease's ceiling (LEASE_MAX_TOTAL_SECONDS from its claim); absent without one. */
   deadlineSeconds?: number;
-  /** When nothing was renewed: whether a row still holds this lease id in the tenant (so it expired). */
+  /** When nothing was renewed: whether a row still holds this lease id (so it expired). */
   held?: boolean;
 }
 
-/** The renewal statement failed after a connection was obtained. */
 export class RenewalFailedError extends Error {
   constructor(
     readonly reason: string,
@@ -44,13 +40,7 @@ export class RenewalFailedError extends Error {
 const RENEWAL_RECORD = `lease_renewals = c.lease_renewals + 1, lease_renewed_at = l.now,
            lease_renewal_slack_ms = LEAST(extract(epoch FROM l.old_expires_at - l.now) * 1000, 2147483647)::int`;
 
-/*
- * Renews a whole group of requests in one statement, each keeping its own
- * tenant scope and answer: row locks in primary-key order (no deadlocks),
- * liveness re-checked by the clock read after each lock, the ceiling
- * applied without ever shortening, and the expired/unknown lookup only for
- * leases that renewed nothing. Why each part is there: docs/internals.md.
- */
+/* Row locks in primary-key order (no deadlocks), liveness re-checked after each lock. See docs/internals.md. */
 const RENEW_SQL = `
   WITH requested AS (
     SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::int[]) AS r(idx, tenant_id, lease_id, seconds)
@@ -91,11 +81,7 @@ const RENEW_SQL = `
     FROM requested AS r
     LEFT JOIN per_lease AS p ON p.tenant_id = r.tenant_id AND p.lease_id = r.lease_id`;
 
-/*
- * The same renewal for one request, the common case when the broker is not
- * under load: no unnest, no grouping, so it plans and runs in about half the
- * time. Same lock order, same re-check.
- */
+/* The common case when not under load: without unnest and grouping it plans and runs in about half the time. */
 const RENEW_ONE_SQL = `
   WITH locked AS (
     SELECT partition_id, consumer_group, lease_expires_at AS old_expires_at
@@ -136,13 +122,7 @@ interface RenewalRow {
   held: boolean | null;
 }
 
-/**
- * Renewal runs on the driver's pg pool rather than a TypeORM query runner:
- * it is the hottest statement in the broker, and pg's named prepared
- * statements (parsed and planned once per connection) cut its cost by a
- * third. DatabaseEngine.runWhole sends them, adapted to the embedded
- * database where needed.
- */
+/** On the pg pool, not a TypeORM query runner: pg's named prepared statements cut its cost by a third. */
 @Injectable()
 export class LeaseRepository {
   private readonly budgetMs: number;
@@ -155,13 +135,7 @@ export class LeaseRepository {
     this.budgetMs = workBudgetMs(config.database);
   }
 
-  /**
-   * Extends every live consumer row held by each request's lease id in that
-   * request's tenant; never shortens, never resurrects. Answers in request
-   * order, or fails by `deadline` (monotonicNow() time): PoolUnavailableError
-   * when no connection came in time or it was lost, RenewalFailedError when
-   * the statement failed or did not answer.
-   */
+  /** Answers in request order, or fails by `deadline` (monotonicNow() time). */
   async renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
     const client = await acquireWithin(driverPool(this.dataSource)!, deadline - monotonicNow());
     try {
@@ -210,7 +184,6 @@ export class LeaseRepository {
   }
 }
 
-/** A lost connection is the contract's `pool`; anything else is the renewal failing, with a fixed reason. */
 function renewalError(error: unknown): Error {
   const failure = databaseFailureOf(error);
   if (failure === 'unavailable') return new PoolUnavailableError(error);

@@ -10,7 +10,6 @@ import { errorMessage } from '../common/error-message';
 
 const NOTHING_RENEWED: LeaseRenewal = { renewed: 0, earliestExpiresAt: null, held: false };
 
-/** The answer's body (the reference page's six keys) and what goes into its headers. */
 export interface LeaseExtension {
   body: ExtendLeaseResponseDto;
   hints: RenewalHints;
@@ -26,13 +25,7 @@ export class LeaseService {
     private readonly metrics: MetricsService,
   ) {}
 
-  /**
-   * Renews every live lease row held by `leaseId` in the caller's tenant.
-   * Unknown, expired, released, foreign and malformed ids all produce the
-   * same body, so a leaked id cannot be used to probe for existence. The
-   * hints may say `expired`: only the tenant's own rows are ever looked at,
-   * so another tenant's lease reads as unknown.
-   */
+  /** Every id that renews nothing gets the same body, so a leaked id cannot be used to probe for existence. */
   async extend(tenantId: string, leaseId: string, seconds: number): Promise<LeaseExtension> {
     // A non-UUID cannot hold a lease; asking PostgreSQL would only fail the cast.
     const renewal = isUuid(leaseId)

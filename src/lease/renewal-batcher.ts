@@ -13,31 +13,24 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
-/** Lease sizes remembered from earlier renewals; the oldest are forgotten past this. */
 const KNOWN_LEASES = 100_000;
-/** A lease known to hold more rows than this is renewed in the big lane. */
 const SMALL_LEASE_ROWS = 16;
 
 type Lane = 'small' | 'big';
 
-/**
- * Group commit for renewals: a request that finds a free slot runs at once;
- * those arriving while every slot is busy run together in the next one,
- * taken round-robin per tenant and bounded in requests and rows, each within
- * the bound it was promised on arrival. Details: docs/internals.md.
- */
+/** Group commit: renewals arriving while every slot is busy run together in the next. See docs/internals.md. */
 @Injectable()
 export class RenewalBatcher {
-  /** Waiting requests per tenant, in arrival order; the map's order is the round-robin's. */
   private readonly waiting = new Map<string, Pending[]>();
   private waitingCount = 0;
   /** Rows each known lease renewed last time, by `tenant\nlease`. */
   private readonly leaseRows = new Map<string, number>();
-  /** Leases in a statement now, by `tenant\nlease`: a second statement would only wait for the first one's row locks. */
+  /**
+   * Leases in a statement now, by `tenant\nlease`: a second statement would only wait for the first one's row locks.
+   */
   private readonly leasesInFlight = new Map<string, number>();
   private running = 0;
   private runningBig = 0;
-  /** When both lanes wait and a slot allows either, they take turns. */
   private lastLane: Lane = 'small';
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
@@ -88,7 +81,6 @@ export class RenewalBatcher {
     }
   }
 
-  /** Whether some tenant's oldest waiting renewal belongs to the lane. */
   private hasHead(lane: Lane): boolean {
     for (const queue of this.waiting.values()) if (this.laneOf(queue[0].request) === lane) return true;
     return false;
@@ -99,13 +91,8 @@ export class RenewalBatcher {
   }
 
   /**
-   * The next group: one request per tenant in turn, oldest first, without
-   * the requests whose time ran out while they waited for a slot (dropped).
-   * A tenant served last goes to the back of the round-robin. A tenant
-   * whose oldest request renews a lease already in a running statement
-   * waits for that statement: renewing the same rows again in parallel
-   * would hold a slot, and every renewal grouped with it, behind the first
-   * statement's row locks.
+   * A lease already in a running statement waits for it: renewing the same rows in parallel would hold a slot, and
+   * every renewal grouped with it, behind the first statement's row locks.
    */
   private takeBatch(lane: Lane): { batch: Pending[]; dropped: number } {
     const now = monotonicNow();
@@ -157,7 +144,6 @@ export class RenewalBatcher {
     }
   }
 
-  /** Renews a group; if its statement fails, retries it by tenant, then one request at a time. */
   private async renewOrSplit(batch: Pending[]): Promise<void> {
     let renewals: LeaseRenewal[];
     try {
@@ -201,11 +187,6 @@ export class RenewalBatcher {
   }
 }
 
-/**
- * How a failed group is retried: a group of several tenants by tenant, a
- * tenant's group of several requests one by one, a single request not at
- * all (its failure is its own).
- */
 function split(batch: Pending[]): Pending[][] {
   if (batch.length <= 1) return [];
   const byTenant = new Map<string, Pending[]>();

@@ -8,14 +8,6 @@ import { RETRY_AFTER_SECONDS } from './shutting-down.exception';
 
 const LIVENESS_PATH = '/health/live';
 
-/**
- * Graceful shutdown of the HTTP side. Once draining begins the broker takes
- * no new request, on new connections or on kept-alive ones: the listener
- * closes, idle connections close, a request that still arrives is answered
- * 503 `shutting down` without being served, and every response still to be
- * sent carries `Connection: close`. Requests already running finish; those
- * still running SHUTDOWN_TIMEOUT_MS after draining began are cut.
- */
 @Injectable()
 export class DrainService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Shutdown');
@@ -39,12 +31,10 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
     return this.startedAt !== undefined;
   }
 
-  /** Requests that were still running when the shutdown timeout cut them. */
   get requestsCut(): number {
     return this.cut;
   }
 
-  /** Called once, when draining begins (parked long polls answer at once). */
   onDrain(listener: () => void): void {
     this.drainListeners.push(listener);
   }
@@ -59,7 +49,6 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
     });
   }
 
-  /** The first middleware: refuses what arrives while draining and counts the rest until answered. */
   readonly middleware = (request: Request, response: Response, next: NextFunction): void => {
     // A draining process is still alive: a liveness probe failing now would only get it killed early.
     if (this.draining && request.path !== LIVENESS_PATH) {
@@ -80,7 +69,6 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
       if (drain.inFlight.size === 0) drain.notifyIdle?.();
     })(this);
 
-  /** Starts draining; idempotent. */
   begin(): void {
     if (this.draining) return;
     this.startedAt = performance.now();
@@ -89,12 +77,10 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
       if (!response.headersSent) response.setHeader('Connection', 'close');
     }
     for (const listener of this.drainListeners) listener();
-    // Stops listening and closes kept-alive connections that have no request.
     this.server?.close(() => undefined);
     this.server?.closeIdleConnections();
   }
 
-  /** Waits for the requests in flight, up to the shutdown timeout counted from begin(); then cuts the rest. */
   async drained(): Promise<void> {
     this.begin();
     const remaining = this.startedAt! + this.timeoutMs - performance.now();
@@ -111,8 +97,7 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
     if (this.cut > 0) {
       this.logger.error(`Shutdown timeout (${this.timeoutMs} ms): cutting ${this.cut} requests still running`);
     }
-    // Whatever is left has no request in flight (or is being cut): a
-    // half-sent request must not hold the server open.
+    // A half-sent request must not hold the server open.
     for (const socket of this.sockets) socket.destroy();
     this.logger.log(`Drained in ${Math.round(performance.now() - this.startedAt!)} ms`);
   }

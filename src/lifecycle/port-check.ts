@@ -1,10 +1,6 @@
 import { createServer } from 'node:net';
 
-/**
- * Whether the HTTP port can be listened on, asked before anything else
- * starts (the embedded database among them): undefined when it can, else
- * why not. Port 0 (any free port) always can.
- */
+/** Asked before anything else starts (the embedded database among them). */
 export function portProblem(host: string, port: number): Promise<string | undefined> {
   if (port === 0) return Promise.resolve(undefined);
   return new Promise((resolve) => {

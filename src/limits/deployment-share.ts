@@ -1,10 +1,6 @@
 /**
- * What one broker process enforces of a per-tenant limit meant for the whole
- * deployment: an equal share, rounded up, and never less than 1, so a small
- * limit spread over many brokers still lets each serve something. 0 stays 0
- * (for the rate limits it means no limit, and they never get here). A count
- * that is unknown or not a positive number is taken as one broker: the whole
- * limit, as a lone process enforced it before there was a count.
+ * Never less than 1, so a small limit spread over many brokers still lets each serve something. An unknown count
+ * is taken as one broker: the whole limit, as a lone process enforced it before there was a count.
  */
 export function deploymentShare(limit: number, liveBrokers: number | undefined): number {
   if (limit <= 0) return limit;

@@ -8,15 +8,11 @@ interface Window {
   hits: number;
 }
 
-/** Windows untouched this long are dropped at the next sweep. */
 const IDLE_MS = 60_000;
 
 /**
- * A fixed-window counter per key: one number per tenant and route class,
- * no timer per request. The library's default storage keeps an expiry time
- * per hit and filters that list on every request, so its cost grows with
- * the limit; at thousands of renewals a second that was too much for the
- * broker's hottest route.
+ * The library's default storage keeps an expiry time per hit and filters that list on every request, so its cost
+ * grows with the limit: too much for the broker's hottest route at thousands of renewals a second.
  */
 export class FixedWindowThrottlerStorage implements ThrottlerStorage {
   private readonly windows = new Map<string, Window>();

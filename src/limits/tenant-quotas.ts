@@ -29,14 +29,8 @@ export class QuotaExceededException extends ForbiddenException {
 }
 
 /**
- * Per-tenant quotas on what a tenant can make the broker keep: queues,
- * partitions, consumer groups (TENANT_MAX_*, 0 for none). Checked in the
- * transaction that creates them, after the insert, so a refusal rolls the
- * whole request back. Counting is bounded (it stops past the quota) and
- * rare: a recent count plus this process's own creations decides while it
- * stays under the quota; near it, or past RECOUNT_MS, the rows are counted
- * in the transaction itself. Brokers that create at the same moment can
- * pass a quota by what they create within one recount (docs/limits.md).
+ * Checked after the insert, in the transaction that creates the rows, so a refusal rolls the whole request back.
+ * Brokers creating at the same moment can pass a quota by what they create within one recount (docs/limits.md).
  */
 @Injectable()
 export class TenantQuotas {
@@ -50,7 +44,6 @@ export class TenantQuotas {
     this.limits = config.limits.quotas;
   }
 
-  /** Called with how many rows of `kind` the current transaction just created; throws past the quota. */
   async admit(tenantId: string, kind: QuotaKind, created: number, manager: EntityManager): Promise<void> {
     const limit = this.limits[kind];
     if (created === 0 || limit === 0) return;
@@ -70,7 +63,6 @@ export class TenantQuotas {
     this.remember(key, { count, at: now });
   }
 
-  /** The tenant deleted rows (a queue, with its partitions and groups): count again before trusting a number. */
   forget(tenantId: string): void {
     for (const kind of Object.keys(QUOTAS)) this.known.delete(`${tenantId}\n${kind}`);
   }
@@ -80,7 +72,6 @@ export class TenantQuotas {
     throw new QuotaExceededException(kind, limit);
   }
 
-  /** The tenant's rows, this transaction's included, counted up to one past the quota. */
   private async count(tenantId: string, kind: QuotaKind, limit: number, manager: EntityManager): Promise<number> {
     const [row]: Array<{ n: number }> = await manager.query(
       `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${QUOTAS[kind].table} WHERE tenant_id = $1 LIMIT $2) s`,

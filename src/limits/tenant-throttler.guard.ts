@@ -15,12 +15,8 @@ import { APP_CONFIG, AppConfig, RateLimits } from '../config/app-config';
 import { ROUTE_CLASS, RouteClass, TOO_MANY_REQUESTS } from './route-class.decorator';
 
 /**
- * Per-tenant request rates, per route class (RATE_LIMIT_RENEW, _CONSUME,
- * _PRODUCE, _MANAGE, each per second for the whole deployment; this process
- * counts its share, see AuthModule and BrokerRegistry), with
- * @nestjs/throttler. Runs after AccessGuard, which resolved the tenant; a
- * route without a class, or whose class is unlimited (0), is not counted.
- * Over the limit: 429 {"error":"too many requests"} with Retry-After.
+ * Limits are per second for the whole deployment; this process counts its share (see AuthModule and
+ * BrokerRegistry). Runs after AccessGuard, which resolved the tenant.
  */
 @Injectable()
 export class TenantThrottlerGuard extends ThrottlerGuard {
@@ -37,7 +33,6 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
     this.rateLimits = config.limits.rateLimits;
   }
 
-  /** The route's class and its per-second limit, or undefined when the route is not limited. */
   static limitOf(reflector: Reflector, rateLimits: RateLimits, context: ExecutionContext): number | undefined {
     const routeClass = reflector.getAllAndOverride<RouteClass | undefined>(ROUTE_CLASS, [
       context.getHandler(),
@@ -47,11 +42,7 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
     return limit > 0 ? limit : undefined;
   }
 
-  /**
-   * The library's check for the one throttler the broker configures, without
-   * its general form's per-request work (eight metadata lookups and as many
-   * promises per request, the most any piece of a renewal allocated).
-   */
+  /** Skips eight metadata lookups and as many promises per request, the most any piece of a renewal allocated. */
   override async canActivate(context: ExecutionContext): Promise<boolean> {
     if (this.throttlers.length !== 1) return super.canActivate(context);
     if (await this.shouldSkip(context)) return true;
@@ -66,7 +57,6 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
     return true;
   }
 
-  /** The route's class, read once per handler. */
   private routeClassOf(context: ExecutionContext): RouteClass | undefined {
     const handler = context.getHandler();
     if (!this.routeClasses.has(handler)) {
@@ -102,7 +92,6 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
   }
 }
 
-/** A throttler option's value: a number, or what its function answers for this request. */
 function resolved(value: ThrottlerOptions['limit'], context: ExecutionContext): Promise<number> | number {
   return typeof value === 'function' ? value(context) : value;
 }

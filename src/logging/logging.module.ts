@@ -2,10 +2,6 @@ import { Global, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { rootLogger, ROOT_LOGGER } from './root-logger';
 
-/**
- * The process's pino logger, for the request lines (request-log.ts); main.ts
- * puts the same one behind Nest's Logger.
- */
 @Global()
 @Module({
   providers: [

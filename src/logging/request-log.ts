@@ -4,16 +4,11 @@ import { requestIdOf } from '../common/request-id.middleware';
 import { PROBE_PATHS } from '../health/probe.service';
 import type { RootLogger } from './root-logger';
 
-/** Writes a request's line once its answer is done; called by observeRequests (http-metrics.middleware.ts). */
 export type RequestLogger = (request: Request, response: Response, durationMs: number, route: string) => void;
 
 /**
- * One line per request: request id, tenant (once the access guard resolved
- * it), method, route pattern, path, status and duration. Never headers
- * (tokens), query strings or bodies (payloads). 5xx lines are errors, 4xx
- * and 503 warnings, the rest info. Written with pino directly: pino-http's
- * per-request child logger and serialisers cost the lease route twice as
- * much throughput (bench/RESULTS.md).
+ * Never headers (tokens), query strings or bodies (payloads). pino directly: pino-http's per-request child logger
+ * and serialisers cost the lease route twice as much throughput (bench/RESULTS.md).
  */
 export function requestLogger(logger: RootLogger): RequestLogger {
   return (request, response, durationMs, route) => {

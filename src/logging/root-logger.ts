@@ -4,7 +4,6 @@ import { LogConfig } from '../config/app-config';
 
 export type RootLogger = Pino;
 
-/** Injection token of the process's pino logger. */
 export const ROOT_LOGGER = Symbol('ROOT_LOGGER');
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
@@ -14,11 +13,7 @@ const INVENTORY_CONTEXTS = new Set(['InstanceLoader', 'RoutesResolver', 'RouterE
 
 const roots = new Map<string, RootLogger>();
 
-/**
- * The process's pino logger for these settings: JSON lines on stdout, or
- * coloured lines with LOG_FORMAT=pretty (see stdoutInBlocks). One per
- * setting, so that main.ts and the application share it.
- */
+/** One per setting, so that main.ts and the application share it. */
 export function rootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger {
   const key = `${log.level}\n${log.format}`;
   let root = roots.get(key);
@@ -42,12 +37,7 @@ function createRootLogger(log: Pick<LogConfig, 'level' | 'format'>): RootLogger 
   );
 }
 
-/**
- * Stdout written 4 KB or 250 ms at a time: a write per line cost a tenth of
- * a renewal's CPU at 50 connections. Lines are kept as buffers: kept
- * as one string, the destination measured the whole block again for every
- * line appended (a copy of it per line). pino flushes the block at exit.
- */
+/** A write per line cost a tenth of a renewal's CPU; buffers, as one string was re-measured per appended line. */
 function stdoutInBlocks(): DestinationStream {
   const blocks = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250, contentMode: 'buffer' });
   return {
@@ -56,11 +46,7 @@ function stdoutInBlocks(): DestinationStream {
   } as DestinationStream;
 }
 
-/**
- * Nest's LoggerService over pino, so that everything logged through Nest's
- * Logger (the framework's own lines included) is a line of the same stream.
- * Nest passes the context last, and a stack before it on errors.
- */
+/** Nest passes the context last, and a stack before it on errors. */
 export class PinoLoggerService implements LoggerService {
   constructor(readonly root: RootLogger) {}
 

@@ -6,12 +6,7 @@ import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
-/**
- * Times every request from arrival (its wait for its tenant's turn
- * included) to the end of its answer (or the client leaving), labelled by the route pattern that served it, never by the raw
- * path: a lease id or queue name in a label would make a series per id.
- * The request's log line, when there is one, comes from the same timing.
- */
+/** By route pattern, never by the raw path: a lease id or queue name in a label would make a series per id. */
 export function observeRequests(metrics: MetricsService, log?: RequestLogger): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {
     const started = arrivalOf(request) ?? performance.now();

@@ -15,12 +15,8 @@ import { MetricsService } from './metrics.service';
 import { ScrapeCollector } from './scrape-collector';
 
 /**
- * The text a scrape answers. One process: its own registry. Among WORKERS
- * (which share the port, so any of them may be scraped): the whole group's,
- * the other workers' metrics gathered by the primary (relayWorkerMetrics)
- * and combined with prom-client's AggregatorRegistry, each metric by its
- * `aggregator`. Only the scraped worker reads the database-level gauges, so
- * a scrape costs one depth and lag read, not one per worker.
+ * Among WORKERS any of them may be scraped (they share the port), so it answers for the whole group. Only the
+ * scraped worker reads the database-level gauges, so a scrape costs one depth and lag read, not one per worker.
  */
 @Injectable()
 export class MetricsExposition implements OnModuleDestroy {
@@ -66,7 +62,6 @@ export class MetricsExposition implements OnModuleDestroy {
     return AggregatorRegistry.aggregate([own, ...others.metrics]).metrics();
   }
 
-  /** This worker's metrics, the database-level gauges only when asked for. */
   private async ownMetrics(withDatabase: boolean): Promise<WorkerMetrics> {
     const { registry, processMetrics } = this.metrics;
     const names = registry

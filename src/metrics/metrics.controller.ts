@@ -6,13 +6,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { bearerMatches } from './metrics-token';
 import { MetricsExposition } from './metrics-exposition';
 
-/**
- * `GET /metrics` on the API port, for Prometheus. Its series span tenants
- * (queue names, depths), so whenever METRICS_TOKEN is set it must come as a
- * bearer token (never a tenant's JWT), and with auth on and no METRICS_TOKEN,
- * or with METRICS_PORT set (a port of its own, kept off the public network),
- * it is not served here at all.
- */
+/** Its series span tenants, so it takes METRICS_TOKEN, never a tenant's JWT; with auth on and no token, not served. */
 @ApiExcludeController()
 @Controller('metrics')
 export class MetricsController {

@@ -13,13 +13,7 @@ import { ProbeService } from '../health/probe.service';
 import { bearerMatches } from './metrics-token';
 import { MetricsExposition } from './metrics-exposition';
 
-/**
- * With METRICS_PORT, a listener of its own for what the platform asks of a
- * broker: `GET /metrics` (with METRICS_TOKEN as a bearer token when that is
- * set), and the probes `/health/live` and `/health/ready`, answered as on
- * the API port. Keep the port off the public network: a flood of requests on
- * the API port does not reach these answers.
- */
+/** Its own port, so a flood on the API port does not reach these answers. Keep it off the public network. */
 @Injectable()
 export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Metrics');
@@ -31,7 +25,6 @@ export class MetricsServer implements OnApplicationBootstrap, OnApplicationShutd
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  /** Where it listens, once it does. */
   get address(): AddressInfo | undefined {
     return (this.server?.address() as AddressInfo | null) ?? undefined;
   }

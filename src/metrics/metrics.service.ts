@@ -3,25 +3,15 @@ import { Inject, Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 
-/** The queue label shared by the queues past METRICS_MAX_QUEUE_SERIES. */
 export const OTHER_QUEUES = '__other__';
 
-/** Why a batch became claimable again. */
 export type RedeliveryCause = 'expiry' | 'nack' | 'retry';
 
 /**
- * The broker's Prometheus metrics, one registry per application (several
- * brokers may share a process in tests). Counters are moved by the code that
- * does the work; gauges read at scrape time live in ScrapeCollector. Every
- * metric is documented in docs/operations.md.
- *
- * Queue-level series carry a `queue` label and, only with
- * METRICS_TENANT_LABELS, a `tenant` label: in a large SaaS one series per
- * tenant and queue can outgrow what Prometheus should hold, so by default
- * same-named queues of different tenants add up in one series. Either way
- * at most METRICS_MAX_QUEUE_SERIES queues get series of their own, the
- * first ones counted; later ones add up in `queue="__other__"`, so that a
- * tenant creating queues by the thousand cannot make every scrape longer.
+ * One registry per application: several brokers may share a process in tests. A `tenant` label only with
+ * METRICS_TENANT_LABELS, since a series per tenant and queue can outgrow what Prometheus should hold; queues past
+ * METRICS_MAX_QUEUE_SERIES add up in `__other__`, so a tenant creating queues by the thousand cannot make every
+ * scrape longer.
  */
 @Injectable()
 export class MetricsService {
@@ -56,7 +46,8 @@ export class MetricsService {
     this.otherQueues = this.tenantLabels ? { tenant: OTHER_QUEUES, queue: OTHER_QUEUES } : { queue: OTHER_QUEUES };
     const registers = [this.registry];
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
-    // Among WORKERS, each worker's memory, CPU and event loop stay series of their own: summed or averaged they hide the one in trouble.
+    // Among WORKERS, each worker's memory, CPU and event loop stay series of their own: summed or averaged they hide
+    // the one in trouble.
     const labels = cluster.isWorker && config.workers > 1 ? { worker: String(cluster.worker!.id) } : undefined;
     collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_', labels });
     this.processMetrics = new Set(this.registry.getMetricsAsArray().map((metric) => metric.name));
@@ -166,7 +157,6 @@ export class MetricsService {
     });
   }
 
-  /** The HTTP server's requests waiting for their tenant's turn (FairDispatch), read at scrape time. */
   watchDispatch(dispatch: { readonly waiting: number; readonly deferred: number }): void {
     new Gauge({
       name: 'leasehold_http_requests_waiting',
@@ -188,7 +178,6 @@ export class MetricsService {
     });
   }
 
-  /** The queue labels of a series: the tenant only when METRICS_TENANT_LABELS allows it; `__other__` past the bound. */
   queue(tenantId: string, queue: string): Record<string, string> {
     const key = this.tenantLabels ? `${tenantId}\n${queue}` : queue;
     if (!this.queuesWithSeries.has(key)) {

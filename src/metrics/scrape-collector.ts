@@ -15,27 +15,16 @@ import { errorMessage } from '../common/error-message';
 
 /** Queue depth and lag are read at most this often, however often Prometheus scrapes. */
 const QUEUE_STATS_MAX_AGE_MS = 10_000;
-/** The depth and lag statements may not run longer than this. */
 const QUEUE_STATS_TIMEOUT_MS = 2_000;
 
 interface QueueStats {
   depth: Array<{ tenant: string | null; queue: string; messages: number }>;
   lag: Array<{ tenant: string | null; queue: string; group: string; messages: number }>;
-  /** Partitions whose retention is due since more than a round: the job is behind. */
   retentionOverdue: number;
-  /** Rows deleted and not yet reclaimed by (auto)vacuum, by table. */
   deadRows: Array<{ table: string; rows: number }>;
 }
 
-/**
- * Gauges read when Prometheus scrapes: the pool, parked polls, the LISTEN
- * connection, draining, and queue depth and consumer lag. The last two come
- * from the database with a bounded cost: one read of the cursors and
- * partitions at most every 10 s (cached between scrapes), a 2 s statement
- * timeout, and at most METRICS_MAX_QUEUE_SERIES series each, the deepest
- * and most lagging first. A read that fails keeps the previous values and
- * counts a failure.
- */
+/** Database reads are bounded: cached between scrapes, a statement timeout, at most METRICS_MAX_QUEUE_SERIES series. */
 @Injectable()
 export class ScrapeCollector {
   private readonly logger = new Logger('Metrics');
@@ -45,10 +34,7 @@ export class ScrapeCollector {
   private cached: { at: number; stats: QueueStats } | undefined;
   private reading: Promise<QueueStats> | undefined;
   private readonly failures: Counter;
-  /**
-   * Gauges read from the database, the same whichever process reads them:
-   * among WORKERS only the scraped worker reads them (see MetricsExposition).
-   */
+  /** The same whichever process reads them: among WORKERS only the scraped worker does (see MetricsExposition). */
   readonly databaseMetrics: ReadonlySet<string> = new Set([
     'leasehold_queue_depth_messages',
     'leasehold_consumer_lag_messages',

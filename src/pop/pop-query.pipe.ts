@@ -18,7 +18,6 @@ export interface PopOptions {
   autoAck: boolean;
 }
 
-/** Reads the pop query string strictly through PopQueryDto: a value that is present must be valid, or the pop is a 400. */
 @Injectable()
 export class PopQueryPipe implements PipeTransform<unknown, PopOptions> {
   transform(query: unknown): PopOptions {

@@ -66,12 +66,7 @@ const POP_ANSWER = { type: PopResponseDto, description: 'Messages claimed under 
 export class PopController {
   constructor(private readonly popService: PopService) {}
 
-  /**
-   * Express answers HEAD with the GET handler and drops the body: here that
-   * would lease messages under an id nobody receives. Declared before the GET
-   * handlers so that Express meets it first, for every spelling of the path
-   * the router accepts (any letter case, a trailing slash).
-   */
+  /** Express answers HEAD with the GET handler, which would lease messages nobody receives: declared first. */
   @Head([':queue', ':queue/partition/:partition'])
   @Access('public')
   @ApiExcludeEndpoint()

@@ -5,17 +5,11 @@ import { subscriptionStartOffset } from '../common/subscription-start';
 import { DatabaseEngine } from '../database/database-engine';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow } from '../messages/message-shape';
 
-/**
- * What a message adds to a pop's answer besides its payload and names (its
- * partition's, twice, and its group's are counted with it): keys,
- * ids, timestamps, punctuation, and its partition's claimedPartitions entry
- * (counted with every message, as if each came from a partition of its own).
- */
+/** Keys, ids, timestamps, punctuation and a claimedPartitions entry: what a message adds besides payload and names. */
 export const MESSAGE_ENVELOPE_BYTES = 560;
 
 export interface ClaimRequest {
   queueId: string;
-  /** Only this partition; undefined means any partition of the queue. */
   partitionId: string | undefined;
   consumerGroup: string;
   leaseId: string;
@@ -23,11 +17,13 @@ export interface ClaimRequest {
   /** Messages in total across the claimed partitions. */
   batch: number;
   maxPartitions: number;
-  /** Commit what is delivered in the same statement: no lease is left live. */
   autoAck: boolean;
   /** The answer's size in bytes, roughly: messages past it are left for the next pop (at least one is taken). */
   maxBytes: number;
-  /** The longest the lease may run from its claim, renewals included (LEASE_MAX_TOTAL_SECONDS); undefined for no ceiling. */
+  /**
+   * The longest the lease may run from its claim, renewals included (LEASE_MAX_TOTAL_SECONDS); undefined for no
+   * ceiling.
+   */
   maxTotalSeconds?: number | undefined;
   delayedProcessing: number;
   windowBuffer: number;
@@ -43,14 +39,7 @@ export interface ClaimedMessage extends StoredMessage {
   leaseEpoch: number;
 }
 
-/*
- * The claim, one statement: lock the group's claimable rows least recently
- * served first (skipping those another pop holds), share the batch out and
- * keep what fits the answer's byte budget, lease exactly what is delivered
- * (a redelivery repeats the span with its attempt increased), count the
- * epoch and fix the ceiling, all by the clock read once at the claim.
- * Why each part is there: docs/internals.md.
- */
+/* The claim: one statement, by the clock read once at the claim. Why each part is there: docs/internals.md. */
 /** Creation time of the partition `p`'s newest message (windowBuffer). */
 const NEWEST_CREATED_AT = `(SELECT m.created_at FROM messages m
                              WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq = p.last_offset)`;
@@ -166,21 +155,15 @@ export interface PopTarget {
   leaseTime: number;
   delayedProcessing: number;
   windowBuffer: number;
-  /** The named partition's id; null when there is no such partition (or none was named). */
   partitionId: string | null;
   groupExists: boolean;
 }
 
-/** SQL for consumer groups and the claim. */
 @Injectable()
 export class PopRepository {
   constructor(private readonly engine: DatabaseEngine) {}
 
-  /**
-   * What a pop needs to know before claiming, in one round trip: the queue,
-   * the named partition (null when it does not exist), and whether the group
-   * has had its first pop. Undefined when the queue does not exist.
-   */
+  /** Everything a pop needs before claiming, in one round trip; undefined when the queue does not exist. */
   async target(
     tenantId: string,
     queue: string,
@@ -219,16 +202,9 @@ export class PopRepository {
   }
 
   /**
-   * Records the group's starting point at its first pop, even one that finds
-   * nothing: null (everything), now() for subscription mode new, or an
-   * explicit timestamp; later pops never move it. A new group gets its cursor
-   * on every partition of the queue at once, each at that starting point.
-   *
-   * The queue row is locked first (FOR UPDATE), which waits for pushes in
-   * flight (they hold a key-share lock on it) and holds off new ones until
-   * this commits: a push creating a partition then either sees this group
-   * and creates its cursor there, or ran before and this sees its partition.
-   * Only a group's first pop takes the lock.
+   * The queue row is locked first: that waits for pushes in flight (they hold a key-share lock on it) and holds off
+   * new ones until this commits, so a push creating a partition either sees this group and creates its cursor there,
+   * or ran before and this sees its partition.
    */
   async ensureGroup(
     tenantId: string,
@@ -259,13 +235,11 @@ export class PopRepository {
     return row.created > 0;
   }
 
-  /** The database's clock, in the contract's timestamp format. */
   async databaseNow(manager: EntityManager): Promise<string> {
     const [row]: Array<{ now: string }> = await manager.query(`SELECT ${isoTimestamp('clock_timestamp()')} AS now`);
     return row.now;
   }
 
-  /** The names of the queues a discovery pop serves, highest priority first, then by name. */
   async discover(
     tenantId: string,
     filter: { namespace: string | undefined; task: string | undefined },
@@ -282,11 +256,7 @@ export class PopRepository {
     return rows.map((row) => row.name);
   }
 
-  /**
-   * Milliseconds until something the group waits for only because of
-   * delayedProcessing or windowBuffer comes due (0 or less: it already has),
-   * undefined when nothing does: a parked poll looks again then.
-   */
+  /** Until something held back by delayedProcessing or windowBuffer comes due (0 or less: it already has). */
   async nextDueInMs(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<number | undefined> {
     const [row]: Array<{ due_in_ms: string | null }> = await manager.query(
       `SELECT ceil(EXTRACT(EPOCH FROM min(s.due) - clock_timestamp()) * 1000) AS due_in_ms
@@ -312,12 +282,7 @@ export class PopRepository {
     return row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms);
   }
 
-  /**
-   * Ends the lease `leaseId` of a pop that claimed and then gave up: its
-   * batches are claimable again at once (their next delivery counts one
-   * attempt more). The rows a pop has since claimed under a new lease id are
-   * not touched. What became claimable, per partition name.
-   */
+  /** Rows since claimed under a new lease id are not touched. Returns what became claimable, per partition name. */
   async release(tenantId: string, leaseId: string, manager: EntityManager): Promise<Map<string, number>> {
     const rows: Array<{ partition: string; claimable: string }> = await manager.query(
       `WITH release_locked AS (

@@ -18,33 +18,25 @@ import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, PopRepository } from './pop.repository';
 import { errorMessage } from '../common/error-message';
 
-/** The answer's own keys and names, outside its messages. */
 const ANSWER_ENVELOPE_BYTES = 2_048;
 /** A tenant's long polls claim through this share of the pool at once; the rest queue for it. */
 const POLL_CLAIMS_PER_POOL = 0.25;
-/** How soon a woken long poll whose claim failed tries again. */
 const RETRY_AFTER_FAILURE_MS = 250;
-/** A discovery pop serves at most this many queues, by priority. */
 export const DISCOVERY_MAX_QUEUES = 100;
 /** Past the instant a delayed message or a window comes due, so the next look finds it due by the database clock. */
 const DUE_SLACK_MS = 20;
 export const TOO_MANY_WAITING = 'too many waiting pops';
 
-/** One look for messages: what it delivered, or when to look again. */
 interface Attempt {
   delivery?: JsonText;
-  /** The claim failed with a database error after a wakeup: look again shortly. */
   failed?: boolean;
-  /** Something may become claimable in this many ms (delayedProcessing, windowBuffer, pops paused). */
   dueInMs?: number;
 }
 
 @Injectable()
 export class PopService {
   private readonly logger = new Logger(PopService.name);
-  /** Bytes the messages of one answer may take (RESPONSE_MAX_BYTES, less the answer's own envelope). */
   private readonly answerBudget: number;
-  /** Per tenant: long polls claim through this many connections at once; the rest queue, holding nothing. */
   private readonly pollClaims: KeyedSemaphore;
   private readonly maxTotalSeconds: number | undefined;
 
@@ -63,22 +55,7 @@ export class PopService {
     this.pollClaims = new KeyedSemaphore(Math.max(1, Math.floor(config.database.poolSize * POLL_CLAIMS_PER_POOL)));
   }
 
-  /**
-   * Claims messages under one fresh lease, or undefined (204) when there are
-   * none. With wait, parks between attempts without a database connection
-   * until something it could claim becomes claimable (a push, a nack, a
-   * lease released by an ack or ending, through any broker process), the
-   * timeout, the caller hanging up or shutdown. The wakeup subscription is
-   * taken before each attempt, so work committed during the attempt still
-   * wakes it.
-   *
-   * A tenant's long polls claim through a quarter of the pool at most, in turn,
-   * so a thousand of them arriving together queue (holding no connection)
-   * instead of failing with `pool`. Once parked, a poll never answers 5xx:
-   * a claim after a wakeup that fails with a database error is retried
-   * shortly, until the timeout. A tenant with POP_MAX_WAITING_PER_TENANT
-   * polls already waiting is answered 429 at once.
-   */
+  /** The wakeup subscription is taken before each attempt, so work committed during the attempt still wakes it. */
   async pop(
     tenantId: string,
     queue: string,
@@ -91,13 +68,6 @@ export class PopService {
     return delivery;
   }
 
-  /**
-   * A pop over the queues configured with the namespace and/or task, highest
-   * priority first: the first that has something claimable answers. With
-   * wait it parks on all of them (each counts towards
-   * POP_MAX_WAITING_PER_TENANT) and looks again at every one when any is
-   * woken; a queue configured into the set meanwhile joins at that look.
-   */
   async discover(
     tenantId: string,
     filter: { namespace: string | undefined; task: string | undefined },
@@ -183,7 +153,6 @@ export class PopService {
     }
   }
 
-  /** One look for messages: none while the tenant's pops are paused; a long poll's in its tenant's turn. */
   private look(
     tenantId: string,
     queue: string,
@@ -198,11 +167,6 @@ export class PopService {
       : this.claim(tenantId, queue, partition, options);
   }
 
-  /**
-   * A long poll's claim, in its tenant's turn, which must come before the
-   * poll's timeout (else: nothing found). After a wakeup a database failure
-   * means "try again shortly", never an error answer.
-   */
   private async pollClaim(
     tenantId: string,
     queue: string,
@@ -235,8 +199,7 @@ export class PopService {
     let leased = false;
     const work = this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
-      // A queue or partition that does not exist (yet) has nothing to deliver: 204, and a long poll
-      // parks so that the push that creates it wakes it. Nothing is created here.
+      // Nothing is created here: a long poll parks, and the push that creates the queue or partition wakes it.
       const nothing = async () => {
         // "new" means messages from this first pop on, also when the queue comes later.
         if (options.subscriptionMode === 'new' && options.subscriptionFrom === undefined) {
@@ -280,9 +243,8 @@ export class PopService {
       }
       if (claimed.length > 0) {
         unit.afterCommit(() => {
-          // The lease runs from the claim, which the server ran after claimSentAt.
-          // A database so slow that the lease may already be over is not handed
-          // out: it is released below, and the next pop gets the batch with a live lease.
+          // The lease runs from the claim, which the server ran after claimSentAt. A lease that may already be over
+          // is not handed out: it is released below, and the next pop gets the batch with a live lease.
           late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
           if (!late) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
         });
@@ -302,12 +264,7 @@ export class PopService {
     return { delivery: this.answer(queueName, options, options.autoAck ? null : leaseId, claimed) };
   }
 
-  /**
-   * Ends a lease this pop minted but did not hand out, so its batch is
-   * claimable again at once rather than when the lease would end. Best
-   * effort, in a unit of work of its own that the answer does not wait for:
-   * when it cannot reach the database either, the lease expires at its time.
-   */
+  /** Best effort, not awaited: when the database is unreachable too, the lease expires at its time. */
   private releaseUnused(tenantId: string, queue: string, consumerGroup: string, leaseId: string): void {
     this.writes
       .run(tenantId, async (unit) => {
@@ -349,10 +306,7 @@ export class PopService {
     this.metrics.redeliveredMessages.inc({ ...labels, cause: 'expiry' }, lost.length);
   }
 
-  /**
-   * The answer as JSON text, written here so that each payload goes out as
-   * the JSON text PostgreSQL stored, without being parsed and serialised.
-   */
+  /** Written by hand so that each payload goes out as the JSON text PostgreSQL stored, never parsed and serialised. */
   private answer(queue: string, options: PopOptions, leaseId: string | null, claimed: ClaimedMessage[]): JsonText {
     const text = JSON.stringify;
     const lease = text(leaseId);
@@ -386,7 +340,6 @@ function lookAgainIn(attempt: Attempt): number | undefined {
   return attempt.dueInMs === undefined ? undefined : Math.max(0, attempt.dueInMs) + DUE_SLACK_MS;
 }
 
-/** The first outcome of several subscriptions' waits; the others are settled with it. */
 async function firstOf(
   subscriptions: WakeupSubscription[],
   timeoutMs: number,

@@ -4,7 +4,6 @@ import { validateBody } from '../common/dto-validation';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DEFAULT_PARTITION, PushItem, PushItemDto, PushRequestDto } from './dto/push-request.dto';
 
-/** Validates a whole push against PushRequestDto before anything is written: one bad item refuses the request. */
 @Injectable()
 export class PushRequestPipe implements PipeTransform<unknown, PushItem[]> {
   private readonly limits: ValidationLimits;
@@ -20,7 +19,6 @@ export class PushRequestPipe implements PipeTransform<unknown, PushItem[]> {
   }
 }
 
-/** A validated item as the push service takes it: its payload as the JSON text measured while validating. */
 export function toPushItem(item: PushItemDto, storedJson: Map<object, string>): PushItem {
   return {
     queue: item.queue,

@@ -14,16 +14,13 @@ export interface NewMessage {
   payloadJson: string;
 }
 
-/** SQL for writing messages; queue and partition creation lives in QueuesRepository. */
 @Injectable()
 export class PushRepository {
   constructor(private readonly engine: DatabaseEngine) {}
 
   /**
-   * Ids of messages already stored under these (partition, transactionId)
-   * pairs, keyed by compositeKey. Looked up key by key: joined instead, a
-   * planner without fresh statistics scans the tenant's every message. LIMIT
-   * keeps the lateral from being flattened into that join (the pair is unique).
+   * Looked up key by key: joined instead, a planner without fresh statistics scans the tenant's every message.
+   * LIMIT keeps the lateral from being flattened into that join (the pair is unique).
    */
   async findExisting(
     tenantId: string,
@@ -47,11 +44,8 @@ export class PushRepository {
   }
 
   /**
-   * The statement that inserts messages whose offsets the caller assigned
-   * under the partition lock, and moves each partition's last offset to
-   * match. created_at is
-   * clock_timestamp(), taken under that lock, so it never decreases along a
-   * partition's offsets: a subscription starting point can be found by time.
+   * created_at is clock_timestamp(), taken under the partition lock, so it never decreases along a partition's
+   * offsets: a subscription starting point can be found by time.
    */
   insertStatement(
     tenantId: string,
@@ -96,11 +90,7 @@ export class PushRepository {
   }
 }
 
-/**
- * The payloads as one JSON array: sent as one text that PostgreSQL parses
- * once, where a text[] of JSON would have every quote in it escaped on the
- * way out and parsed again as an array literal on the way in.
- */
+/** One JSON text PostgreSQL parses once: a text[] of JSON would be escaped going out and parsed again coming in. */
 function payloadArray(messages: NewMessage[]): string {
   return `[${messages.map((message) => message.payloadJson).join(',')}]`;
 }

@@ -11,7 +11,6 @@ import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
 import { NewMessage, PushRepository } from './push.repository';
 
-/** The error of an item refused because its queue holds maxSize messages not yet consumed. */
 export const QUEUE_FULL = 'queue is full';
 
 @Injectable()
@@ -25,24 +24,14 @@ export class PushService {
     private readonly maintenance: MaintenanceService,
   ) {}
 
-  /**
-   * Stores the items in one transaction: queues and partitions are created on
-   * first use, each partition's offsets are assigned under its row lock (so a
-   * cursor can never pass an uncommitted lower offset), and a transactionId
-   * already present in its partition, earlier in this request included, is a
-   * duplicate reporting the original message id.
-   */
+  /** Offsets are assigned under each partition's row lock, so a cursor can never pass an uncommitted lower offset. */
   async push(tenantId: string, producerSub: string | undefined, items: PushItem[]): Promise<PushResultDto[]> {
     this.maintenance.assertPushesAllowed(tenantId);
     if (items.length === 0) return [];
     return this.writes.run(tenantId, (unit) => this.store(unit, producerSub ?? null, items, 'with-commit'));
   }
 
-  /**
-   * The push's work inside a unit of work, for a push and for a push
-   * operation of a transaction. 'with-commit' when the unit does nothing
-   * after it: its rows then go out with the COMMIT, in one round trip.
-   */
+  /** 'with-commit' when the unit does nothing after it: its rows then go out with the COMMIT, in one round trip. */
   async store(
     unit: UnitOfWork,
     producerSub: string | null,
@@ -133,7 +122,6 @@ export class PushService {
     return results;
   }
 
-  /** Creates the queues and partitions the push names that do not exist yet, within the tenant's quotas, and locks all. */
   private async createAndLock(
     tenantId: string,
     named: Map<string, Map<string, Slot | undefined>>,
@@ -162,14 +150,12 @@ export class PushService {
   }
 }
 
-/** A partition a push writes to, and the offsets it has assigned there so far. */
 interface Slot {
   partition: LockedPartition;
   lastOffset: number;
   stored: number;
 }
 
-/** The partitions the items name, by queue, in the order first named; each slot is filled once locked. */
 function partitionsByQueue(items: PushItem[]): Map<string, Map<string, Slot | undefined>> {
   const named = new Map<string, Map<string, Slot | undefined>>();
   for (const item of items) {

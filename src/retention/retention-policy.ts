@@ -10,7 +10,6 @@ export interface StoredRetention {
   dlqRetentionSeconds: number | null;
 }
 
-/** The broker's defaults (RetentionConfig), for queues that do not set their own. */
 export interface RetentionDefaults {
   completedSeconds: number;
   pendingSeconds: number;
@@ -27,7 +26,6 @@ export interface RetentionPolicy {
   maxWaitSeconds: number | null;
   /** Most messages not yet consumed by the slowest group; pushes past it fail per item. */
   maxSize: number | null;
-  /** Delete dead letters this long after they were written. */
   deadLetterSeconds: number | null;
 }
 
@@ -50,7 +48,6 @@ export function retentionPolicy(stored: StoredRetention, defaults: RetentionDefa
   };
 }
 
-/** The retention options as configure echoes them and resources lists them: the values in force, 0 for none. */
 export function retentionOptionsInForce(policy: RetentionPolicy): Record<keyof StoredRetention, number | boolean> {
   return {
     completedRetentionSeconds: policy.completedSeconds ?? 0,

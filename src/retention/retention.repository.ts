@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { StoredRetention } from './retention-policy';
 
-/** A partition the retention job claimed for this round, with its queue's settings. */
 export interface DuePartition {
   tenantId: string;
   partitionId: string;
@@ -17,13 +16,11 @@ export interface PartitionRules {
   pendingSeconds: number | null;
   evictSeconds: number | null;
   completedSeconds: number | null;
-  /** Dead-letter evicted messages (the queue keeps dead letters). */
   letters: boolean;
   /** Remove the partition once it keeps nothing, this long after its last push; null: never. */
   graceSeconds: number | null;
 }
 
-/** What one statement deleted, by reason. */
 export interface Trimmed {
   completed: number;
   retention: number;
@@ -41,10 +38,8 @@ const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 const RETENTION_LOCK_SPACE = 73_460_021;
 
 /**
- * Every tenant that has a queue, found by walking the primary key of queues
- * from one tenant to the next (PostgreSQL has no skip scan), so that each
- * cross-tenant lookup of the job is a set of lookups inside one tenant's
- * rows, as a schema distributed by tenant wants.
+ * Walks the primary key of queues from one tenant to the next (PostgreSQL has no skip scan), so that each
+ * cross-tenant lookup is a set of lookups inside one tenant's rows, as a schema distributed by tenant wants.
  */
 const TENANTS = `tenants(tenant_id) AS (
     SELECT (SELECT tenant_id FROM queues ORDER BY tenant_id LIMIT 1)
@@ -69,18 +64,8 @@ const RULES = `rules AS (
 const ago = (seconds: string): string => `clock_timestamp() - make_interval(secs => ${seconds})`;
 
 /**
- * Over a set of partitions, each with its rules, in one statement, looking
- * at each partition's oldest $8 messages:
- *
- * - pending retention and eviction cut a prefix of messages older than
- *   their age, and move every cursor still below the cut past it; eviction
- *   first dead-letters each message for every group that had not consumed
- *   it (retention does not). Both need every cursor of the partition: a
- *   partition whose cursors someone holds (a claim, an ack) is left for the
- *   next round, and the cut never reaches a message under a live lease.
- * - completed retention deletes, from the oldest, messages every group has
- *   moved past, once older than its age; a partition no group reads keeps
- *   them.
+ * Pending retention and eviction move every cursor below the cut past it, so they need every cursor of the partition:
+ * one whose cursors someone holds is left for the next round, and the cut never reaches a message under a live lease.
  */
 const TRIM_SQL = `
   WITH ${RULES}, trimming AS (
@@ -160,15 +145,8 @@ const TRIM_SQL = `
    GROUP BY b.partition_id`;
 
 /**
- * After TRIM_SQL, in a transaction of its own, holding the partitions in id
- * order as a push does (an UPDATE alone takes them in whatever order its
- * join yields, and deadlocked with pushes): removes the partitions that keep
- * nothing, hold no live lease and took no push for their grace period, and
- * sets when each other one is next looked at: at once when TRIM_SQL cut as
- * much as it may in one go ($9), else when its oldest message comes of age
- * under a rule, but no sooner than $8 ms (it may be of age and wait for a
- * consumer, a lease or a lock), or never (null) when it keeps nothing and
- * is not to be removed: the next push asks again.
+ * Holds the partitions in id order as a push does: an UPDATE alone takes them in whatever order its join yields, and
+ * deadlocked with pushes. No look sooner than $8 ms: a partition may be of age and wait for a consumer, lease or lock.
  */
 const SCHEDULE_SQL = `
   WITH ${RULES}, hurried AS (
@@ -227,14 +205,9 @@ function columnsOf(rules: PartitionRules[]): unknown[] {
   ];
 }
 
-/** SQL of the retention job (RetentionService): each statement bounded and found by index. */
 @Injectable()
 export class RetentionRepository {
-  /**
-   * The tenants with a partition whose time to be looked at has come: one
-   * walk of the tenants (a probe of each one's due partitions), made once a
-   * round so that claims look at a few tenants each, not at all of them.
-   */
+  /** One walk of the tenants, made once a round so that claims look at a few tenants each, not at all of them. */
   async tenantsWithDue(manager: EntityManager): Promise<string[]> {
     const rows: Array<{ tenant_id: string }> = await manager.query(
       `WITH RECURSIVE ${TENANTS}
@@ -246,13 +219,7 @@ export class RetentionRepository {
     return rows.map((row) => row.tenant_id);
   }
 
-  /**
-   * Up to `limit` partitions of these tenants whose time to be looked at has
-   * come, oldest first, each under a transaction-level advisory lock that
-   * this call took: another broker's round skips them. No row lock: pushes
-   * hold their partitions' rows, and a claim that skipped those would never
-   * get to a busy partition.
-   */
+  /** Advisory locks only: pushes hold their partitions' rows, and a claim skipping those would starve busy ones. */
   async claimDue(limit: number, tenants: string[], manager: EntityManager): Promise<DuePartition[]> {
     const rows: Array<{
       tenant_id: string;
@@ -301,7 +268,7 @@ export class RetentionRepository {
     }));
   }
 
-  /** TRIM_SQL over the partitions, looking at up to `window` messages of each; `full` names those cut to the window. */
+  /** `full` names the partitions cut to the window. */
   async trim(
     rules: PartitionRules[],
     window: number,
@@ -325,7 +292,6 @@ export class RetentionRepository {
     };
   }
 
-  /** SCHEDULE_SQL: removes the empty partitions, sets the others' next look (at once for `hurried`); answers removals. */
   async schedule(rules: PartitionRules[], pollMs: number, hurried: string[], manager: EntityManager): Promise<number> {
     const [scheduled]: Array<{ removed: number }> = await manager.query(SCHEDULE_SQL, [
       ...columnsOf(rules),
@@ -335,7 +301,6 @@ export class RetentionRepository {
     return scheduled.removed;
   }
 
-  /** The tenants with a dead letter older than the shortest dead-letter retention of any queue; one walk a round. */
   async tenantsWithOldDeadLetters(defaultSeconds: number, manager: EntityManager): Promise<string[]> {
     const rows: Array<{ tenant_id: string }> = await manager.query(
       `WITH RECURSIVE ${TENANTS}, ${SHORTEST_DEAD_LETTER_RETENTION}
@@ -348,12 +313,7 @@ export class RetentionRepository {
     return rows.map((row) => row.tenant_id);
   }
 
-  /**
-   * Deletes up to `limit` dead letters of these tenants older than their
-   * queue's retention (`defaultSeconds` for queues that set none; 0 keeps
-   * them), oldest first, found through their age. Answers how many, and
-   * the tenants they were of.
-   */
+  /** `defaultSeconds` applies to queues that set none; 0 keeps them. */
   async deadLetters(
     defaultSeconds: number,
     limit: number,

@@ -9,39 +9,26 @@ import { errorMessage } from '../common/error-message';
 
 export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition';
 
-/** What one round deleted, by reason, and how many partitions it looked at. */
 export interface RetentionRound {
   partitions: number;
   deleted: Record<RetentionReason, number>;
-  /** Dead letters written for evicted messages. */
   evictedToDeadLetters: number;
 }
 
 /** A round's budget, and how soon a partition that could not be cut is looked at again, even with the timer off. */
 const MIN_ROUND_MS = 1_000;
-/** Partitions claimed and worked on together, in one transaction; also the tenants a claim looks at. */
 const CLAIM = 100;
-/** The error text of a dead letter made by eviction. */
 export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
 
 /**
- * The retention job. Each partition carries when it is next worth looking
- * at (when its oldest message comes of age under one of its queue's rules;
- * a push to an empty partition asks for a look at once), so a round's work
- * grows with what there is to delete, not with the number of queues. Every
- * RETENTION_INTERVAL_MS each broker process claims the partitions whose
- * time has come (under advisory locks: each is worked on by one broker),
- * cuts them in bounded statements in short transactions, and deletes dead letters
- * past their retention. A round stops rather than run past its interval;
- * what is left is due at once for the next. Rules and defaults:
- * docs/retention.md.
+ * Each partition carries when it is next worth looking at, so a round's work grows with what there is to delete, not
+ * with the number of queues. Rules and defaults: docs/retention.md.
  */
 @Injectable()
 export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Retention');
   private readonly settings: RetentionConfig;
   private readonly defaults: RetentionDefaults;
-  /** How long a round may run, and how long a partition that waits (a consumer, a lease) waits for its next look. */
   private readonly roundMs: number;
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<unknown> | undefined;
@@ -70,7 +57,6 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     await this.round?.catch(() => undefined);
   }
 
-  /** One round: the dead letters, then every partition whose time has come; the timer calls it, tests may too. */
   async runOnce(): Promise<RetentionRound> {
     const outcome: RetentionRound = {
       partitions: 0,
@@ -117,12 +103,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     return outcome;
   }
 
-  /**
-   * Claims due partitions and cuts them in one short transaction (it holds
-   * the cursors it moves, which acks and renewals wait for), then schedules
-   * their next look in another (it waits for pushes holding partitions).
-   * Answers how many partitions it looked at.
-   */
+  /** Two short transactions: the cut holds cursors acks and renewals wait for; scheduling waits for pushes. */
   private async cut(outcome: RetentionRound, due: TenantRotation): Promise<number> {
     const window = { size: 0 };
     const tenants = due.window();

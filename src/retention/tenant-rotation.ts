@@ -1,9 +1,4 @@
-/**
- * The tenants a round of the retention job still has work for, handed out
- * a window at a time in turn, so that a claim looks at `size` tenants
- * however many there are. A tenant leaves once a claim that was not full
- * found nothing of it: a full claim may have passed it over for older work.
- */
+/** Only a claim that was not full drops the tenants it found nothing of: a full one may have skipped them. */
 export class TenantRotation {
   private tenants: string[];
   private next = 0;
@@ -26,7 +21,6 @@ export class TenantRotation {
     return window;
   }
 
-  /** What a claim over `window` found: the tenants it claimed for, and whether it was full. */
   claimed(window: string[], found: Iterable<string>, full: boolean): void {
     if (full) return;
     const kept = new Set(found);

@@ -6,13 +6,11 @@ import { WakeupRepository } from './wakeup.repository';
 import { ParkedPolls, QueueWork } from './parked-polls';
 import { errorMessage } from '../common/error-message';
 
-/** How often parked polls' groups are looked up for leases that end. */
 export const EXPIRY_SWEEP_MS = 500;
 /** A sweep plans wakeups for leases ending this far ahead, so consecutive sweeps overlap. */
 const SWEEP_LOOKAHEAD_MS = 3 * EXPIRY_SWEEP_MS;
-/** Leases one sweep reads at most; the soonest come first, the rest wait for the next sweep. */
 const SWEEP_MAX_LEASES = 5_000;
-/** Planned wakeups held at most; past it a lease's end is left to the sweep. */
+/** Past it a lease's end is left to the sweep. */
 const MAX_PLANNED = 10_000;
 /** Past the lease's end as this process measures it, so the claim finds it ended. */
 const AFTER_END_MS = 5;
@@ -23,20 +21,9 @@ interface Planned {
 }
 
 /**
- * Wakes parked polls when a lease of their group ends, so a crashed
- * worker's batch goes to a waiting consumer at once, not at that consumer's
- * timeout. One timer per process, set for the earliest planned end, fed by
- * the leases this process hands out while a poll of the same group is
- * parked here, and by a sweep every EXPIRY_SWEEP_MS while any poll is parked
- * that reads, for the parked polls' groups only, the leases that have ended
- * or end within the look-ahead. The sweep is what sees leases handed out by
- * other broker processes, and it is the safety net for everything else, so
- * a missed end costs at most a sweep interval. A claim does not NOTIFY the
- * end of its lease: that would be a NOTIFY per pop, and NOTIFY serialises
- * committing transactions.
- *
- * A planned end that a renewal moved or an ack made moot wakes a poll that
- * finds nothing and parks again.
+ * Wakes parked polls when a lease of their group ends, so a crashed worker's batch goes to a waiting consumer at once,
+ * not at its timeout. The sweep sees other processes' leases and is the safety net. A claim does not NOTIFY its
+ * lease's end: that would be a NOTIFY per pop, and NOTIFY serialises committing transactions.
  */
 @Injectable()
 export class LeaseExpiryService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -67,7 +54,6 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     this.stop();
   }
 
-  /** A lease this process handed out: plan its group's waiters' wakeup at its end. */
   leased(tenantId: string, queue: string, consumerGroup: string, partitions: QueueWork, leaseMs: number): void {
     if (this.stopped || !this.polls.isWaiting(tenantId, queue, consumerGroup)) return;
     const at = Date.now() + leaseMs + AFTER_END_MS;
@@ -76,7 +62,6 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     }
   }
 
-  /** Looks for ended and ending leases of the groups with parked polls; one sweep at a time. */
   async sweep(): Promise<void> {
     const groups = this.polls.waitingGroups();
     if (this.stopped || this.sweeping || groups.length === 0) return;

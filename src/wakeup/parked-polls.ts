@@ -9,7 +9,6 @@ export type WaitOutcome = 'woken' | 'timeout' | 'aborted' | 'closing';
 /** What a write made claimable in one queue: messages per partition name. */
 export type QueueWork = Map<string, number>;
 
-/** Messages of one queue claimable again by one consumer group, per partition name. */
 export interface Redelivery {
   queue: string;
   consumerGroup: string;
@@ -35,7 +34,6 @@ export class WakeupSubscription {
     return this.outcome !== undefined;
   }
 
-  /** Waiting in wait(): its poll looked and found nothing. */
   get parked(): boolean {
     return this.resolve !== undefined && this.outcome === undefined;
   }
@@ -46,7 +44,6 @@ export class WakeupSubscription {
     this.resolve?.(outcome);
   }
 
-  /** Resolves on a push to the queue, the timeout, the abort signal or shutdown, whichever comes first. */
   wait(timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {
     if (signal.aborted) this.settle('aborted');
     if (this.outcome) return Promise.resolve(this.outcome);
@@ -68,21 +65,14 @@ export class WakeupSubscription {
 }
 
 /**
- * The long polls parked in this process, and who to wake for what was made
- * claimable. A push wakes only as many waiters as it brought messages, per
- * consumer group, oldest first, and a partition's waiters only for that
- * partition's messages: a thousand parked polls and a push of five messages
- * make five claims, not a thousand. A redelivery wakes only its own group's
- * waiters. A tenant may have POP_MAX_WAITING_PER_TENANT polls parked in
- * the deployment: this process parks its share of them (BrokerRegistry);
- * more are refused (429) instead of parked.
+ * A push wakes only as many waiters as it brought messages, per consumer group: a thousand parked polls and a push of
+ * five messages make five claims, not a thousand.
  */
 @Injectable()
 export class ParkedPolls {
   /** Per (tenant, queue), in the order they parked. */
   private readonly waiters = new Map<string, Set<WakeupSubscription>>();
   private readonly parkedPerTenant = new Map<string, number>();
-  /** Parked polls per (tenant, queue, consumer group): what LeaseExpiryService looks for. */
   private readonly parkedPerGroup = new Map<string, number>();
   private readonly maxParkedPerTenant: number;
   private closing = false;
@@ -121,11 +111,7 @@ export class ParkedPolls {
     return subscription;
   }
 
-  /**
-   * Draining or stopping: every parked poll answers at once (503, so its
-   * client retries elsewhere instead of polling this broker again), and so
-   * does any poll that would park from now on.
-   */
+  /** Parked polls answer 503 at once, so their clients retry elsewhere instead of polling this broker again. */
   closeAll(): void {
     this.closing = true;
     for (const subscriptions of this.waiters.values()) {
@@ -136,19 +122,16 @@ export class ParkedPolls {
     this.parkedPerGroup.clear();
   }
 
-  /** Polls registered to wait in this process, every tenant. */
   get total(): number {
     let total = 0;
     for (const count of this.parkedPerTenant.values()) total += count;
     return total;
   }
 
-  /** Whether a poll of this group is parked here. */
   isWaiting(tenantId: string, queue: string, consumerGroup: string): boolean {
     return this.parkedPerGroup.has(compositeKey(tenantId, queue, consumerGroup));
   }
 
-  /** Polls of the group that looked, found nothing and now wait here. */
   parkedCount(tenantId: string, queue: string, consumerGroup: string): number {
     let parked = 0;
     for (const subscription of this.waiters.get(compositeKey(tenantId, queue)) ?? []) {
@@ -157,7 +140,6 @@ export class ParkedPolls {
     return parked;
   }
 
-  /** Every (tenant, queue, consumer group) with a poll parked here. */
   waitingGroups(): Array<{ tenantId: string; queue: string; consumerGroup: string }> {
     return [...this.parkedPerGroup.keys()].map((key) => {
       const [tenantId, queue, consumerGroup] = splitCompositeKey(key);
@@ -165,24 +147,17 @@ export class ParkedPolls {
     });
   }
 
-  /** Wakes the waiters of each queue for what was pushed to it. */
   pushed(tenantId: string, work: Map<string, QueueWork>): void {
     for (const [queue, partitions] of work) this.wake(tenantId, queue, partitions);
   }
 
-  /** Wakes the waiters of each group for messages it can claim again. */
   redelivered(tenantId: string, redeliveries: Redelivery[]): void {
     for (const { queue, consumerGroup, partitions } of redeliveries) {
       this.wake(tenantId, queue, partitions, sumOf(partitions), consumerGroup);
     }
   }
 
-  /**
-   * Per consumer group (or only `consumerGroup`'s), wakes waiters oldest
-   * first while the messages last: one message each, and a partition's
-   * waiter only for its partition's messages. `partitions` undefined: the
-   * sender did not say which.
-   */
+  /** `partitions` undefined: the sender did not say which. */
   wake(
     tenantId: string,
     queue: string,
@@ -213,7 +188,6 @@ export class ParkedPolls {
     }
   }
 
-  /** After a gap in what other processes told this one (a lost LISTEN connection), every waiter looks again. */
   wakeAll(): void {
     for (const [key, set] of [...this.waiters]) {
       const [tenantId, queue] = splitCompositeKey(key);

@@ -7,13 +7,7 @@ import { WakeupChannel } from './wakeup-channel';
 import { notifyStatements } from './wakeup.repository';
 import { errorMessage } from '../common/error-message';
 
-/**
- * One write's transaction, and what it must have happen once, and only
- * once, it has committed: the messages it made claimable (which wake parked
- * polls, here and in every other broker process) and anything else to do
- * after (counters, timers). Nothing recorded here happens for a write that
- * rolls back.
- */
+/** Nothing recorded here happens for a write that rolls back. */
 export class UnitOfWork {
   readonly pushed = new Map<string, QueueWork>();
   readonly redelivered: Redelivery[] = [];
@@ -25,22 +19,17 @@ export class UnitOfWork {
     readonly manager: EntityManager,
   ) {}
 
-  /** `count` new messages in a partition of a queue. */
   push(queue: string, partition: string, count = 1): void {
     const partitions = this.pushed.get(queue) ?? new Map<string, number>();
     partitions.set(partition, (partitions.get(partition) ?? 0) + count);
     this.pushed.set(queue, partitions);
   }
 
-  /** Messages of a queue its consumer group can claim again (a nack, a released lease). */
   redeliver(redelivery: Redelivery): void {
     this.redelivered.push(redelivery);
   }
 
-  /**
-   * The unit's last statement, sent with its COMMIT in one round trip; the
-   * work sends nothing after it. Its result is not read.
-   */
+  /** Sent with its COMMIT in one round trip; its result is not read. */
   lastly(statement: QueryConfig): void {
     if (this.last) throw new Error('a unit of work has one last statement');
     this.last = statement;
@@ -50,12 +39,10 @@ export class UnitOfWork {
     return this.last;
   }
 
-  /** To run once the transaction has committed (and never if it rolls back). */
   afterCommit(effect: () => void): void {
     this.effects.push(effect);
   }
 
-  /** Runs the effects; one that throws does not keep the others from running. */
   runEffects(logger: Logger): void {
     for (const effect of this.effects) {
       try {
@@ -67,12 +54,7 @@ export class UnitOfWork {
   }
 }
 
-/**
- * The one way a write runs: in one transaction (TransactionRunner), with
- * what it made claimable told to the other broker processes by NOTIFYs sent
- * with its COMMIT (delivered on commit) and, after commit, to this process's
- * own parked polls, followed by the write's other effects.
- */
+/** Other processes hear of a write by NOTIFYs sent with its COMMIT; this one's parked polls are woken directly. */
 @Injectable()
 export class Writes {
   private readonly logger = new Logger('Writes');

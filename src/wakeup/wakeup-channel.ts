@@ -7,12 +7,9 @@ import { DatabaseServer } from '../database/database-server';
 import { ParkedPolls, QueueWork, Redelivery, sumOf } from './parked-polls';
 import { errorMessage } from '../common/error-message';
 
-/** The PostgreSQL channel every broker process listens on for pushes. */
 export const PUSH_CHANNEL = 'leasehold_push';
-/** And for messages claimable again by one consumer group: a nack, a lease released by an ack. */
 export const REDELIVERY_CHANNEL = 'leasehold_redelivery';
 
-/** A NOTIFY to send inside a transaction, so that it goes out on commit. */
 export interface Notice {
   channel: string;
   payload: string;
@@ -25,13 +22,8 @@ const HEARTBEAT_MS = 15_000;
 const NOTIFY_PAYLOAD_BYTES = 7_000;
 
 /**
- * How broker processes tell each other what they made claimable: NOTIFY,
- * sent inside the writing transaction (PostgreSQL delivers it on commit,
- * never for a rollback), heard on one LISTEN connection per process outside
- * the pool, so a parked poll holds no pooled connection. A process ignores
- * its own notices: it has woken its own polls directly. The embedded
- * database delivers NOTIFY to whichever connection happens to be active,
- * which is why the direct path exists.
+ * The LISTEN connection is outside the pool, so a parked poll holds no pooled connection. The embedded database
+ * delivers NOTIFY to whichever connection happens to be active, which is why a process wakes its own polls directly.
  */
 @Injectable()
 export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -52,7 +44,6 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  /** True while the LISTEN connection is up (wakeups from other broker processes are heard). */
   get listening(): boolean {
     return this.client !== undefined;
   }
@@ -72,7 +63,6 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     await client?.end().catch(() => undefined);
   }
 
-  /** What to tell the other processes, on commit of a write, of what it made claimable. */
   notices(tenantId: string, pushed: Map<string, QueueWork>, redelivered: Redelivery[]): Notice[] {
     return [
       ...[...pushed].map(([queue, partitions]) => ({
@@ -86,11 +76,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     ];
   }
 
-  /**
-   * Origin, tenant, queue (and consumer group for a redelivery), message
-   * count, then each partition with its count (left out when they would not
-   * fit: then any waiter may go).
-   */
+  /** Origin, tenant, queue[, consumer group], total, then each partition's count unless they would not fit. */
   private payload(names: string[], partitions: QueueWork): string {
     const head = compositeKey(this.origin, ...names, String(sumOf(partitions)));
     const full = compositeKey(head, ...[...partitions].map(([partition, count]) => `${partition}\t${count}`));

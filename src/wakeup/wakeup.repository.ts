@@ -10,36 +10,25 @@ export interface WaitingGroup {
   consumerGroup: string;
 }
 
-/** A lease of a waiting group that has ended or ends soon. */
 export interface EndingLease extends WaitingGroup {
   partition: string;
-  /** Messages it holds: claimable again once it ends. */
   messages: number;
-  /** Milliseconds until it ends by the database clock; 0 when it already has. */
+  /** By the database clock; 0 when it already has. */
   dueInMs: number;
 }
 
-/**
- * The NOTIFYs of a write, as statements to send with its COMMIT (PostgreSQL
- * delivers them on commit, never for a rollback). Payloads hold names, so
- * they are written as escaped literals.
- */
+/** Payloads hold names, so they are written as escaped literals. */
 export function notifyStatements(notices: Notice[]): string[] {
   return notices.map((notice) => `NOTIFY ${notice.channel}, ${escapeLiteral(notice.payload)}`);
 }
 
-/** SQL for finding leases that end (the wakeup transport itself is notifyStatements). */
 @Injectable()
 export class WakeupRepository {
   constructor(private readonly engine: DatabaseEngine) {}
 
   /**
-   * The leases of the given groups that have ended or end within
-   * `withinMs`, soonest first. Unlike other statements this one spans
-   * tenants: every waiting group names its tenant, and every join is on it.
-   * Read through idx_consumers_claim: the group's cursors, not every lease.
-   * A lease with nothing left past its cursor is left out: its end makes
-   * nothing claimable, and waking for it would make a parked poll spin.
+   * Spans tenants, unlike other statements: every waiting group names its tenant, and every join is on it. A lease
+   * with nothing left past its cursor is left out: waking for it would make a parked poll spin.
    */
   async endingLeases(
     groups: WaitingGroup[],

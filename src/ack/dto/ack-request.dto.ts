@@ -9,7 +9,6 @@ export const ACK_BODY_MAX_BYTES = 128 * 1024;
 
 export type AckOutcome = 'completed' | 'retry' | 'dlq' | 'failed';
 
-/** One acknowledgment, as the ack pipes hand it to the service. */
 export interface AckCommand {
   transactionId: string;
   partitionId: string;

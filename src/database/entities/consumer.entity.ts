@@ -1,11 +1,7 @@
 import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 import { PartitionEntity } from './partition.entity';
 
-/**
- * A consumer group's cursor in one partition and the one lease that may be
- * live on it. The table also has fillfactor 70 (HotLeaseRenewals), which
- * TypeORM cannot express; test/entity-schema.e2e-spec.ts checks it instead.
- */
+/** Table fillfactor 70 (HotLeaseRenewals) is beyond TypeORM; test/entity-schema.e2e-spec.ts checks it instead. */
 @Entity({ name: 'consumers' })
 // Partial, and without lease_expires_at, so renewals stay heap-only updates.
 @Index('idx_consumers_lease', ['tenantId', 'leaseId'], { where: 'lease_id IS NOT NULL' })
@@ -52,7 +48,7 @@ export class ConsumerEntity {
   @Column({ name: 'lease_deadline', type: 'timestamptz', nullable: true })
   leaseDeadline: Date | null;
 
-  /** Renewals of the live lease; with the two below, reset by each claim and shown to operators only. */
+  /** With the two below, reset by each claim and shown to operators only. */
   @Column({ name: 'lease_renewals', type: 'integer', default: 0 })
   leaseRenewals: number;
 

@@ -29,7 +29,6 @@ export function isNow(value: unknown): boolean {
   return typeof value === 'string' && value.toLowerCase() === 'now';
 }
 
-/** The pop query string: a value that is present must be valid, or the pop is a 400. Absent means the default. */
 export class PopQueryDto {
   @ApiPropertyOptional({
     type: 'integer',

@@ -5,7 +5,6 @@ import { IsArrayOf } from '../../common/dto-validation';
 export const DEFAULT_PARTITION = 'Default';
 export const MAX_PUSH_ITEMS = 10_000;
 
-/** One message to push, as PushRequestPipe hands it to the service. */
 export interface PushItem {
   queue: string;
   partition: string;
