@@ -2,6 +2,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { AddressInfo, connect, Socket } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
+import { MAX_PIPELINED_REQUESTS } from '../src/http/connection-roster';
 import { answerUntilClosed, openSocket } from './support/raw-socket';
 import { createTestApp, newTenant } from './support/test-app';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';
@@ -61,6 +62,35 @@ describe('HTTP server limits', () => {
     socket.write('GET /health HTTP/1.1\r\nHost: broker\r\n\r\n');
 
     expect(await within(answer, 'the server closes the idle connection', 10_000)).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('answers requests pipelined on one connection, in order', async () => {
+    const socket = await openSocket(port);
+    const answer = answerUntilClosed(socket);
+    const paths = ['/health/live', '/health', '/health/live', '/nothing-here', '/health/live'];
+    socket.write(
+      paths
+        .map(
+          (path, index) =>
+            `GET ${path} HTTP/1.1\r\nHost: broker\r\n${index === paths.length - 1 ? 'Connection: close\r\n' : ''}\r\n`,
+        )
+        .join(''),
+    );
+
+    const statuses = [...(await within(answer, 'every answer')).matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]);
+    expect(statuses).toEqual(['200', '200', '200', '404', '200']);
+  });
+
+  it(`closes a connection that pipelines more than ${MAX_PIPELINED_REQUESTS} requests ahead, serving none past them`, async () => {
+    const socket = await openSocket(port);
+    const answer = answerUntilClosed(socket);
+    const count = 5_000;
+    socket.write('GET /health/live HTTP/1.1\r\nHost: broker\r\n\r\n'.repeat(count - 1));
+    socket.write('GET /health/live HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n');
+
+    const answered = (await within(answer, 'the server closes the connection')).match(/HTTP\/1\.1 200 /g) ?? [];
+    expect(answered.length).toBeLessThanOrEqual(MAX_PIPELINED_REQUESTS);
+    await request(app.getHttpServer()).get('/health/live').expect(200);
   });
 
   it('at HTTP_MAX_CONNECTIONS, makes room for a newcomer by closing the oldest connection that never sent a request', async () => {

@@ -6,6 +6,13 @@ const IN_FLIGHT = Symbol('leasehold:requests-in-flight');
 
 type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: number };
 
+/**
+ * Node answers pipelined requests in order but starts each as soon as it is parsed, so one socket pipelining
+ * GET /health a hundred thousand times held them all at once and ran the process out of memory. Clients that
+ * pipeline at all (most do not) keep a few requests ahead.
+ */
+export const MAX_PIPELINED_REQUESTS = 32;
+
 /** A request on this connection got past authentication: the connection keeps its place when the server is full. */
 export function trustConnection(request: IncomingMessage): void {
   const socket = request.socket as TrackedSocket | undefined;
@@ -39,12 +46,19 @@ export class ConnectionRoster {
     socket.destroy();
   }
 
-  serving(request: IncomingMessage, response: ServerResponse): void {
+  /** False when the request must not be served: its connection is gone, or was closed for pipelining too far ahead. */
+  serving(request: IncomingMessage, response: ServerResponse): boolean {
     const socket = request.socket as TrackedSocket;
+    if (socket.destroyed) return false;
+    if ((socket[IN_FLIGHT] ?? 0) >= MAX_PIPELINED_REQUESTS) {
+      socket.destroy();
+      return false;
+    }
     socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
     response.once('close', () => {
       socket[IN_FLIGHT]! -= 1;
       if (socket[TRUSTED]) this.untrusted.delete(socket);
     });
+    return true;
   }
 }

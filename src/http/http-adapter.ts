@@ -34,6 +34,7 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
       throw new Error('HTTPS is terminated in front of the broker; httpsOptions are not supported');
     }
     const express = this.getInstance<ExpressApp>();
+    const roster = new ConnectionRoster(this.limits.maxConnections);
     const server = createServer(
       {
         // Built with Express's prototypes, so Express's Object.setPrototypeOf on each request changes nothing
@@ -44,12 +45,12 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
         requestTimeout: this.limits.requestTimeoutMs,
         connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
       },
-      (request, response) => this.dispatch.admit(request, () => this.serve(request, response)),
+      (request, response) => {
+        if (roster.serving(request, response)) this.dispatch.admit(request, () => this.serve(request, response));
+      },
     );
     server.keepAliveTimeout = this.limits.keepAliveTimeoutMs;
-    const roster = new ConnectionRoster(this.limits.maxConnections);
     server.on('connection', (socket: Socket) => roster.admit(socket));
-    server.on('request', (request: IncomingMessage, response: ServerResponse) => roster.serving(request, response));
     this.httpServer = server;
   }
 
