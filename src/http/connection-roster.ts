@@ -11,7 +11,7 @@ type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: number };
  * GET /health a hundred thousand times held them all at once and ran the process out of memory. Clients that
  * pipeline at all (most do not) keep a few requests ahead.
  */
-export const MAX_PIPELINED_REQUESTS = 32;
+export const MAX_PIPELINED_REQUESTS = 8;
 
 /** A request on this connection got past authentication: the connection keeps its place when the server is full. */
 export function trustConnection(request: IncomingMessage): void {
