@@ -3,6 +3,7 @@ import { AddressInfo, connect } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import { DrainService } from '../src/lifecycle/drain.service';
+import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { createLease } from './support/lease-fixture';
 import { lockTenantRows, openSession } from './support/pg-session';
 import { answerUntilClosed, openSocket } from './support/raw-socket';
@@ -133,5 +134,28 @@ const refused = (port: number): Promise<boolean> =>
     await blocker.query('ROLLBACK');
     await closing;
     expect(app.get(DrainService).requestsCut).toBe(1);
+  });
+
+  it('does not wait for answers that were queued behind a pipelined long poll when the client hung up', async () => {
+    const app = await createTestApp({ SHUTDOWN_TIMEOUT_MS: '5000' });
+    await app.listen(0, '127.0.0.1');
+    const port = (app.getHttpServer().address() as AddressInfo).port;
+    const socket = await openSocket(port);
+    const closed = answerUntilClosed(socket);
+    const tenant = `${TENANT_HEADER}: ${newTenant()}\r\n`;
+    socket.write(
+      `GET /api/v1/pop/queue/pipelined?wait=true&timeout=30000 HTTP/1.1\r\nHost: broker\r\n${tenant}\r\n` +
+        `GET /api/v1/pop/queue/pipelined HTTP/1.1\r\nHost: broker\r\n${tenant}\r\n` +
+        `GET /health/live HTTP/1.1\r\nHost: broker\r\n\r\n`,
+    );
+    await waitFor(() => app.get(ParkedPolls).total === 1, 'the long poll parks');
+    socket.destroy();
+    await closed;
+    await waitFor(() => app.get(ParkedPolls).total === 0, 'the long poll ends with its connection');
+
+    const started = Date.now();
+    await app.close();
+    expect(app.get(DrainService).requestsCut).toBe(0);
+    expect(Date.now() - started).toBeLessThan(4_000);
   });
 });

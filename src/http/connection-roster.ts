@@ -3,8 +3,9 @@ import type { Socket } from 'node:net';
 
 const TRUSTED = Symbol('leasehold:trusted-connection');
 const IN_FLIGHT = Symbol('leasehold:requests-in-flight');
+const OPEN_ANSWERS = Symbol('leasehold:open-answers');
 
-type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: number };
+type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: number; [OPEN_ANSWERS]?: Set<ServerResponse> };
 
 /**
  * Node answers pipelined requests in order but starts each as soon as it is parsed, so one socket pipelining
@@ -36,6 +37,9 @@ export class ConnectionRoster {
     socket.once('close', () => {
       this.open -= 1;
       this.untrusted.delete(socket);
+      // Node never closes the answers still queued behind the one being sent: whatever waits for them
+      // (the drain at shutdown, the request's timing, a parked poll) would wait forever.
+      process.nextTick(() => [...(socket[OPEN_ANSWERS] ?? [])].forEach((response) => response.emit('close')));
     });
     if (this.open <= this.maxConnections) return;
     for (const candidate of this.untrusted) {
@@ -55,7 +59,9 @@ export class ConnectionRoster {
       return false;
     }
     socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
+    (socket[OPEN_ANSWERS] ??= new Set()).add(response);
     response.once('close', () => {
+      socket[OPEN_ANSWERS]!.delete(response);
       socket[IN_FLIGHT]! -= 1;
       if (socket[TRUSTED]) this.untrusted.delete(socket);
     });
