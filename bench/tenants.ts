@@ -193,6 +193,10 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
       (running) => slowHeaderFlood(host.hostname, Number(host.port), 4_300, running),
     ],
     [
+      '8 anonymous sockets each pipelining 10,000 GET /health at once, reconnecting when cut',
+      (running) => pipelineFlood(host.hostname, Number(host.port), 8, 10_000, running),
+    ],
+    [
       'tenant A renewing one lease from 64 connections, ignoring the hints',
       (running) =>
         loops(64, running, async () => {
@@ -326,6 +330,34 @@ function slowHeaderFlood(host: string, port: number, count: number, running: () 
       return Array.from({ length: cut }, () => 'cut').join(',');
     })(),
   ];
+}
+
+/** `count` sockets that each write `requests` pipelined requests at once, each replaced when cut. */
+function pipelineFlood(
+  host: string,
+  port: number,
+  count: number,
+  requests: number,
+  running: () => boolean,
+): Array<Promise<string>> {
+  const burst = Buffer.from('GET /health HTTP/1.1\r\nHost: broker\r\n\r\n'.repeat(requests));
+  return Array.from({ length: count }, async () => {
+    const seen: string[] = [];
+    while (running()) {
+      seen.push(
+        await new Promise<string>((resolve) => {
+          const socket = connect(port, host, () => socket.write(burst));
+          // Read and dropped, so that a cut is seen at once.
+          socket.on('data', () => undefined);
+          socket.on('error', () => undefined);
+          socket.on('close', () => resolve('cut'));
+          const stop = setInterval(() => !running() && socket.destroy(), 100);
+          socket.once('close', () => clearInterval(stop));
+        }),
+      );
+    }
+    return seen.join(',');
+  });
 }
 
 function gzipBomb(): Buffer {
