@@ -2,10 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 const TRUSTED = Symbol('leasehold:trusted-connection');
-const IN_FLIGHT = Symbol('leasehold:requests-in-flight');
-const OPEN_ANSWERS = Symbol('leasehold:open-answers');
+const IN_FLIGHT = Symbol('leasehold:answers-in-flight');
 
-type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: number; [OPEN_ANSWERS]?: Set<ServerResponse> };
+type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: Set<ServerResponse> };
 
 /**
  * Node answers pipelined requests in order but starts each as soon as it is parsed, so one socket pipelining
@@ -39,11 +38,11 @@ export class ConnectionRoster {
       this.untrusted.delete(socket);
       // Node never closes the answers still queued behind the one being sent: whatever waits for them
       // (the drain at shutdown, the request's timing, a parked poll) would wait forever.
-      process.nextTick(() => [...(socket[OPEN_ANSWERS] ?? [])].forEach((response) => response.emit('close')));
+      process.nextTick(() => [...(socket[IN_FLIGHT] ?? [])].forEach((response) => response.emit('close')));
     });
     if (this.open <= this.maxConnections) return;
     for (const candidate of this.untrusted) {
-      if (candidate === socket || candidate[TRUSTED] || (candidate[IN_FLIGHT] ?? 0) > 0) continue;
+      if (candidate === socket || candidate[TRUSTED] || (candidate[IN_FLIGHT]?.size ?? 0) > 0) continue;
       candidate.destroy();
       return;
     }
@@ -54,15 +53,14 @@ export class ConnectionRoster {
   serving(request: IncomingMessage, response: ServerResponse): boolean {
     const socket = request.socket as TrackedSocket;
     if (socket.destroyed) return false;
-    if ((socket[IN_FLIGHT] ?? 0) >= MAX_PIPELINED_REQUESTS) {
+    const inFlight = (socket[IN_FLIGHT] ??= new Set());
+    if (inFlight.size >= MAX_PIPELINED_REQUESTS) {
       socket.destroy();
       return false;
     }
-    socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
-    (socket[OPEN_ANSWERS] ??= new Set()).add(response);
+    inFlight.add(response);
     response.once('close', () => {
-      socket[OPEN_ANSWERS]!.delete(response);
-      socket[IN_FLIGHT]! -= 1;
+      inFlight.delete(response);
       if (socket[TRUSTED]) this.untrusted.delete(socket);
     });
     return true;

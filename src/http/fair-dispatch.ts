@@ -53,13 +53,12 @@ export class FairDispatch {
   }
 
   tenantOf(request: IncomingMessage): string {
-    const credential = this.credentialOf(request);
-    return credential === undefined ? ANONYMOUS : (this.tenants.get(credential) ?? UNIDENTIFIED);
+    return this.tenantFor(this.credentialOf(request));
   }
 
   admit(request: IncomingMessage, start: () => void): void {
     const credential = this.credentialOf(request);
-    const tenant = credential === undefined ? ANONYMOUS : (this.tenants.get(credential) ?? UNIDENTIFIED);
+    const tenant = this.tenantFor(credential);
     if (tenant === UNIDENTIFIED) {
       (request as Provable)[ON_PROVED] = (tenantId) => this.remember(credential!, tenantId);
     }
@@ -108,21 +107,27 @@ export class FairDispatch {
     }
   };
 
+  private tenantFor(credential: string | undefined): string {
+    return credential === undefined ? ANONYMOUS : (this.tenants.get(credential) ?? UNIDENTIFIED);
+  }
+
   private remember(credential: string, tenantId: string): void {
     if (this.tenants.has(credential)) return;
-    const own = this.credentials.get(tenantId) ?? [];
-    if (own.length >= KNOWN_CREDENTIALS_PER_TENANT) this.forget(own[0]);
+    const own = this.credentials.get(tenantId);
+    if (own && own.length >= KNOWN_CREDENTIALS_PER_TENANT) this.forget(own[0]);
     else if (this.tenants.size >= KNOWN_CREDENTIALS) this.forget(this.tenants.keys().next().value!);
     this.tenants.set(credential, tenantId);
-    this.credentials.set(tenantId, [...(this.credentials.get(tenantId) ?? []), credential]);
+    const kept = this.credentials.get(tenantId);
+    if (kept) kept.push(credential);
+    else this.credentials.set(tenantId, [credential]);
   }
 
   private forget(credential: string): void {
     const tenantId = this.tenants.get(credential)!;
     this.tenants.delete(credential);
-    const rest = this.credentials.get(tenantId)!.filter((known) => known !== credential);
-    if (rest.length > 0) this.credentials.set(tenantId, rest);
-    else this.credentials.delete(tenantId);
+    const own = this.credentials.get(tenantId)!;
+    own.splice(own.indexOf(credential), 1);
+    if (own.length === 0) this.credentials.delete(tenantId);
   }
 
   private credentialOf(request: IncomingMessage): string | undefined {
