@@ -29,6 +29,8 @@ const LOWER_U = 0x75;
 /** Malformed text is measured as far as it goes; JSON.parse judges it afterwards. */
 export function measureJsonText(text: string, maxElements = Infinity, maxDepth = Infinity): JsonTextShape {
   const shape: JsonTextShape = { elements: 0, depth: 0, nul: false, loneSurrogate: false };
+  // Without a backslash anywhere, a string ends at the next quote: indexOf finds it natively.
+  const escaped = text.includes('\\');
   let depth = 0;
   let awaitingFirst = false;
   for (let index = 0; index < text.length; index += 1) {
@@ -39,7 +41,7 @@ export function measureJsonText(text: string, maxElements = Infinity, maxDepth =
       if (code !== CLOSE_OBJECT && code !== CLOSE_ARRAY) shape.elements += 1;
     }
     if (code === QUOTE) {
-      index = skipString(text, index, shape);
+      index = escaped ? skipString(text, index, shape) : endOfString(text, index);
     } else if (code === OPEN_OBJECT || code === OPEN_ARRAY) {
       depth += 1;
       shape.elements += 1;
@@ -53,6 +55,11 @@ export function measureJsonText(text: string, maxElements = Infinity, maxDepth =
     if (shape.elements > maxElements || shape.depth > maxDepth) break;
   }
   return shape;
+}
+
+function endOfString(text: string, start: number): number {
+  const end = text.indexOf('"', start + 1);
+  return end === -1 ? text.length : end;
 }
 
 function skipString(text: string, start: number, shape: JsonTextShape): number {
