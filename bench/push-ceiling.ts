@@ -1,4 +1,4 @@
-import { Client } from 'pg';
+import { Client, PoolClient } from 'pg';
 import { uuidv7 } from '../src/common/uuid';
 import { percentile } from './http';
 import { postgresCpu, postgresCpuSince } from './usage';
@@ -28,6 +28,45 @@ const INSERT_SQL = `
   )
   UPDATE partitions SET last_offset = $7, last_pushed_at = now() WHERE tenant_id = $1 AND id = $2`;
 
+export interface PartitionRow {
+  tenant_id: string;
+  id: string;
+}
+
+/** A push's transaction without the broker: lock the partition, insert the rows and move its last offset, commit. */
+export async function storeRows(
+  client: Client | PoolClient,
+  partition: PartitionRow,
+  texts: string[],
+): Promise<{ ids: string[]; transactionIds: string[] }> {
+  const ids = texts.map(() => uuidv7());
+  const transactionIds = texts.map(() => uuidv7());
+  await client.query('BEGIN');
+  try {
+    const {
+      rows: [locked],
+    } = await client.query<{ last_offset: string }>(
+      'SELECT last_offset FROM partitions WHERE tenant_id = $1 AND id = $2 FOR UPDATE',
+      [partition.tenant_id, partition.id],
+    );
+    const first = Number(locked.last_offset) + 1;
+    await client.query(INSERT_SQL, [
+      partition.tenant_id,
+      partition.id,
+      texts.map((_text, index) => first + index),
+      ids,
+      transactionIds,
+      texts,
+      first + texts.length - 1,
+    ]);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  }
+  return { ids, transactionIds };
+}
+
 export async function measurePushCeiling(
   databaseUrl: string,
   queue: string,
@@ -36,7 +75,7 @@ export async function measurePushCeiling(
 ): Promise<CeilingResult> {
   const setup = new Client({ connectionString: databaseUrl });
   await setup.connect();
-  const { rows: partitions } = await setup.query<{ tenant_id: string; id: string }>(
+  const { rows: partitions } = await setup.query<PartitionRow>(
     `SELECT p.tenant_id, p.id FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
       WHERE q.name = $1 ORDER BY p.name`,
     [queue],
@@ -66,24 +105,7 @@ export async function measurePushCeiling(
         while (performance.now() < deadline) {
           const partition = partitions[turn++ % partitions.length];
           const began = performance.now();
-          await client.query('BEGIN');
-          const {
-            rows: [locked],
-          } = await client.query<{ last_offset: string }>(
-            'SELECT last_offset FROM partitions WHERE tenant_id = $1 AND id = $2 FOR UPDATE',
-            [partition.tenant_id, partition.id],
-          );
-          const first = Number(locked.last_offset) + 1;
-          await client.query(INSERT_SQL, [
-            partition.tenant_id,
-            partition.id,
-            texts.map((_text, index) => first + index),
-            texts.map(() => uuidv7()),
-            texts.map(() => uuidv7()),
-            texts,
-            first + texts.length - 1,
-          ]);
-          await client.query('COMMIT');
+          await storeRows(client, partition, texts);
           latencies.push(performance.now() - began);
           messages += texts.length;
         }

@@ -32,6 +32,7 @@ const CEILING_PORT = 6701;
 const ISOLATION_PORT = 6702;
 const SECOND_BROKER_PORT = 6703;
 const SOAK_PORT = 6704;
+const PUSH_FLOOR_PORT = 6705;
 const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 240);
 const SOAK_RATE = Number(process.env.BENCH_SOAK_RATE ?? 800);
 const REST_SECONDS = 5;
@@ -147,14 +148,32 @@ async function measureThroughput(): Promise<{
     rows.push(median(ceilingRounds), median(extendRounds));
     rows.push(await withUsage(broker, () => measure('extend, one hot 10-partition lease', BROKER, 50, () => hotLease)));
 
-    // The two push workloads and the node-postgres ceiling alternate too: one round each is at the mercy of the machine.
-    const pushRounds: Row[][] = [[], [], []];
-    for (let round = 0; round < PUSH_ROUNDS; round += 1) {
-      pushRounds[0].push(await measurePush(broker, 10, 100));
-      pushRounds[1].push(await measurePush(broker, 4, 1000));
-      pushRounds[2].push(await measurePushCeilingRow());
+    // The two push workloads, the node-postgres ceiling and the bare node:http floor alternate too: one round each
+    // is at the mercy of the machine.
+    const floor = start(
+      'push floor',
+      join(ROOT, 'dist-bench', 'bench', 'push-floor-app.js'),
+      [String(PUSH_FLOOR_PORT)],
+      { DATABASE_URL: databaseUrl() },
+      startFlags(ROOT),
+    );
+    try {
+      await waitFor(`http://127.0.0.1:${PUSH_FLOOR_PORT}/`);
+      const pushRounds: Row[][] = [[], [], [], []];
+      for (let round = 0; round < PUSH_ROUNDS; round += 1) {
+        pushRounds[0].push(await measurePush(broker, 10, 100));
+        pushRounds[1].push(await measurePush(broker, 4, 1000));
+        pushRounds[2].push(await measurePushCeilingRow());
+        pushRounds[3].push(await measurePush(floor, 10, 100, `http://127.0.0.1:${PUSH_FLOOR_PORT}`, PUSH_FLOOR));
+      }
+      const [push100, push1000, ceilingRow, floorRow] = pushRounds.map((rounds) => median(rounds));
+      rows.push(push100, push1000, ceilingRow, {
+        ...floorRow,
+        extra: `${floorRow.extra}; its RSS and CPU columns are the floor process's`,
+      });
+    } finally {
+      floor.kill('SIGTERM');
     }
-    rows.push(...pushRounds.map((rounds) => median(rounds)));
     rows.push(await measurePopAck(broker));
 
     restMb.end = await rssAtRest(broker);
@@ -274,9 +293,15 @@ async function assertPortFree(port: number): Promise<void> {
  * NODE_ENV=production, and its log read from a pipe as a supervisor reads
  * it (a log written to /dev/null costs less than one somebody reads).
  */
-function start(name: string, script: string, args: string[], env: Record<string, string>): ChildProcess {
+function start(
+  name: string,
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  flags = name.endsWith('broker') ? startFlags(ROOT) : [],
+): ChildProcess {
   const broker = name.endsWith('broker');
-  const child = spawn(process.execPath, [...(broker ? startFlags(ROOT) : []), script, ...args], {
+  const child = spawn(process.execPath, [...flags, script, ...args], {
     env: { ...process.env, ...(broker ? { NODE_ENV: 'production' } : {}), ...env },
     stdio: ['ignore', broker ? 'pipe' : 'ignore', 'inherit'],
   });
@@ -321,11 +346,18 @@ async function measure(scenario: string, base: string, connections: number, leas
 }
 
 const PUSH_QUEUE = 'bench-push';
+const PUSH_FLOOR = "floor: bare node:http server running the ceiling's transaction";
 const PUSH_PARTITIONS = 10;
 const pushPayload = (index: number) => ({ index, body: 'x'.repeat(100) });
 
 /** `connections` producers, each request `items` messages into one of 10 partitions in turn. */
-async function measurePush(broker: ChildProcess, connections: number, items: number): Promise<Row> {
+async function measurePush(
+  server: ChildProcess,
+  connections: number,
+  items: number,
+  base = BROKER,
+  scenario = 'push',
+): Promise<Row> {
   const bodies = Array.from({ length: PUSH_PARTITIONS }, (_unused, partition) =>
     JSON.stringify({
       items: Array.from({ length: items }, (_item, index) => ({
@@ -337,13 +369,13 @@ async function measurePush(broker: ChildProcess, connections: number, items: num
   );
   let sequence = 0;
   const row = await withUsage(
-    broker,
+    server,
     async () =>
       summarise(
-        `push, ${connections} connections × ${items} items`,
+        `${scenario}, ${connections} connections × ${items} items`,
         connections,
         await autocannon({
-          url: BROKER,
+          url: base,
           connections,
           duration: SECONDS,
           requests: [
@@ -555,8 +587,9 @@ function writeResults(
   const push100 = find('push, 10 connections', 10)!;
   const push1000 = find('push, 4 connections', 4)!;
   const pushCeiling = find('ceiling: node-postgres', 10)!;
+  const pushFloor = find(PUSH_FLOOR, 10)!;
   const ratio = (row: Row, base: Row) => (row.requestsPerSecond / base.requestsPerSecond).toFixed(2);
-  const maxRss = Math.max(...rows.map((row) => row.rssMb ?? 0));
+  const maxRss = Math.max(...rows.filter((row) => row !== pushFloor).map((row) => row.rssMb ?? 0));
   const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
   const postgres = execSync(`psql "${ADMIN_URL}" -tAc 'SHOW server_version'`).toString().trim();
 
@@ -590,6 +623,7 @@ function writeResults(
     `- extend errors = ${extend50.errors} (target 0): ${verdict(extend50.errors === 0)}`,
     `- hot lease / random leases = ${ratio(hot50, extend50)} (target ≥ 0.5), errors ${hot50.errors}: ${verdict(hot50.requestsPerSecond >= 0.5 * extend50.requestsPerSecond && hot50.errors === 0)}`,
     `- push 10 × 100 / node-postgres ceiling = ${ratio(push100, pushCeiling)} (target ≥ 0.8): ${verdict(push100.requestsPerSecond >= 0.8 * pushCeiling.requestsPerSecond)}`,
+    `- for reference, not a target: the bare node:http floor reaches ${ratio(pushFloor, pushCeiling)} of the node-postgres ceiling, and push 10 × 100 ${ratio(push100, pushFloor)} of the floor: what serving HTTP in Node costs here, and what the broker adds to it`,
     `- push 10 × 100 = ${push100.requestsPerSecond * 100} messages/s against the C++ broker's ${CXX.push100} (target ≥ 1.2×): ${((push100.requestsPerSecond * 100) / CXX.push100).toFixed(2)}×, ${verdict(push100.requestsPerSecond * 100 >= 1.2 * CXX.push100)}`,
     `- push 4 × 1000 = ${push1000.requestsPerSecond * 1000} messages/s against the C++ broker's ${CXX.push1000} (target ≥ 1.2×): ${((push1000.requestsPerSecond * 1000) / CXX.push1000).toFixed(2)}×, ${verdict(push1000.requestsPerSecond * 1000 >= 1.2 * CXX.push1000)}`,
     `- broker RSS at rest = ${usage.restMb.start.early} MB ${REST_SECONDS} s after start, ${usage.restMb.start.settled} MB after ${SETTLED_SECONDS} s; at most ${maxRss} MB through the workloads (target ≤ 100 MB at rest and through the workloads): ${verdict(Math.max(maxRss, usage.restMb.start.early, usage.restMb.end.early) <= 100)}`,
