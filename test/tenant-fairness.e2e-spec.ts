@@ -195,15 +195,17 @@ describe('one tenant cannot starve another', () => {
       const flood = Array.from({ length: 40 }, async () => {
         while (running) heavyAnswers.push((await heavy.extend(wide[next++ % wide.length], 600)).status);
       });
+      // Counted, not timed: a starved renewal shows as a 500 pool after the 1 s acquire timeout.
+      await waitFor(() => heavyAnswers.length > 0, 'the flood is answered');
+      const heavyBefore = heavyAnswers.length;
       const lightAnswers: Answer[] = [];
-      const until = Date.now() + 3_000;
-      while (Date.now() < until) lightAnswers.push(await light.extend(lease.leaseId, 600));
+      while (lightAnswers.length < 15 || heavyAnswers.length < heavyBefore + 5) {
+        lightAnswers.push(await light.extend(lease.leaseId, 600));
+      }
       running = false;
       await Promise.all(flood);
 
-      expect(lightAnswers.length).toBeGreaterThan(10);
       expect(lightAnswers.filter((answer) => answer.status !== 200 || answer.body.renewed !== 1)).toEqual([]);
-      expect(heavyAnswers.length).toBeGreaterThan(0);
       expect(heavyAnswers.filter((status) => status !== 200)).toEqual([]);
     }, 120_000);
 

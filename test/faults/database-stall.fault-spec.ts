@@ -133,12 +133,27 @@ const scenarios: Array<[string, string | RegExp, Partial<{ extend: boolean; nack
         expect(healthAnswer.answeredAt - stalledAt).toBeLessThan(BOUND_MS + SLACK_MS);
 
         // Once the network is back, nothing it left behind (an open transaction, a lock) gets in the way.
+        // The burst of 20 on a pool of 4 may still be refused `pool`; a lock left behind would time out.
         const pushesAfterHeal = workload.calls.filter(
           (call) => call.route === 'push' && call.sentAt > healedAt + 1_000,
         );
-        expect(pushesAfterHeal.filter((call: Call) => call.status !== 201)).toEqual([]);
+        expect(
+          pushesAfterHeal.filter(
+            (call: Call) => call.status !== 201 && (call.body as { error?: string })?.error !== 'pool',
+          ),
+        ).toEqual([]);
         expect(await workload.ledger.problems(db, tenant, queue)).toEqual([]);
         expect(await orphanedTransactions(db, applicationName)).toBe(0);
+        for (const partition of ['p0', 'p1', 'p2', 'p3']) {
+          const sentAt = performance.now();
+          const response = await fetch(`${base}/api/v1/push`, {
+            method: 'POST',
+            headers: { [TENANT_HEADER]: tenant, 'content-type': 'application/json' },
+            body: JSON.stringify({ items: [{ queue, partition, payload: 'after' }] }),
+          });
+          expect({ partition, status: response.status }).toEqual({ partition, status: 201 });
+          expect(performance.now() - sentAt).toBeLessThan(BOUND_MS + SLACK_MS);
+        }
       },
     );
   },
