@@ -22,7 +22,7 @@ export class HttpExceptionFilter implements ExceptionFilter {
     }
     // A body still arriving was refused unread (a failed guard, an oversized
     // body): close the connection rather than read and discard the rest.
-    if (!request.complete) {
+    if (!request.complete && bodyAnnounced(request)) {
       response.setHeader('Connection', 'close');
     }
     if (exception instanceof MethodNotAllowedException) {
@@ -67,4 +67,10 @@ function errorText(exception: HttpException): string {
 function causeOf(exception: unknown): string {
   const cause = exception instanceof Error ? exception.cause : undefined;
   return cause === undefined ? errorMessage(exception) : `${errorMessage(exception)} (${errorMessage(cause)})`;
+}
+
+/** A bodiless request is complete only once its parser finishes the message, which may be after it was refused. */
+function bodyAnnounced(request: Request): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
