@@ -4,7 +4,41 @@ import type { Socket } from 'node:net';
 const TRUSTED = Symbol('leasehold:trusted-connection');
 const IN_FLIGHT = Symbol('leasehold:answers-in-flight');
 
-type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: Set<ServerResponse> };
+type TrackedSocket = Socket & { [TRUSTED]?: boolean; [IN_FLIGHT]?: Set<ServerResponse>; parser?: HttpParser | null };
+
+type HeadersComplete = (this: HttpParser, ...args: unknown[]) => unknown;
+type HttpParser = { socket: Socket | null } & Record<number, HeadersComplete>;
+
+/** Node's own parser binding; absent on a runtime that does not expose it, where a cut only closes. */
+const ON_HEADERS_COMPLETE: number | undefined = (() => {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return (require('_http_common') as { HTTPParser?: { kOnHeadersComplete?: number } }).HTTPParser?.kOnHeadersComplete;
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
+ * Closes a connection and stops Node building a request for each one still in the chunk it is parsing: a 64 KB
+ * chunk of pipelined GETs is about 2,000 requests and 80 ms of CPU, where the parser alone takes 5.
+ */
+export function cut(socket: TrackedSocket): void {
+  socket.destroy();
+  const parser = socket.parser;
+  if (!parser || ON_HEADERS_COMPLETE === undefined) return;
+  const original = parser[ON_HEADERS_COMPLETE];
+  if (typeof original !== 'function') return;
+  // Parsers are pooled: the next connection that gets this one must find Node's callback again.
+  parser[ON_HEADERS_COMPLETE] = function (this: HttpParser, ...args: unknown[]) {
+    if (this.socket === socket) return 0;
+    parser[ON_HEADERS_COMPLETE] = original;
+    return original.apply(this, args);
+  };
+  socket.once('close', () => {
+    parser[ON_HEADERS_COMPLETE] = original;
+  });
+}
 
 /**
  * Node answers pipelined requests in order but starts each as soon as it is parsed, so one socket pipelining
@@ -43,10 +77,10 @@ export class ConnectionRoster {
     if (this.open <= this.maxConnections) return;
     for (const candidate of this.untrusted) {
       if (candidate === socket || candidate[TRUSTED] || (candidate[IN_FLIGHT]?.size ?? 0) > 0) continue;
-      candidate.destroy();
+      cut(candidate);
       return;
     }
-    socket.destroy();
+    cut(socket);
   }
 
   /** False when the request must not be served: its connection is gone, or was closed for pipelining too far ahead. */
@@ -55,7 +89,7 @@ export class ConnectionRoster {
     if (socket.destroyed) return false;
     const inFlight = (socket[IN_FLIGHT] ??= new Set());
     if (inFlight.size >= MAX_PIPELINED_REQUESTS) {
-      socket.destroy();
+      cut(socket);
       return false;
     }
     inFlight.add(response);
