@@ -29,15 +29,12 @@ export function cut(socket: TrackedSocket): void {
   if (!parser || ON_HEADERS_COMPLETE === undefined) return;
   const original = parser[ON_HEADERS_COMPLETE];
   if (typeof original !== 'function') return;
-  // Parsers are pooled: the next connection that gets this one must find Node's callback again.
+  // Parsers are pooled: the next connection that gets this one puts Node's callback back.
   parser[ON_HEADERS_COMPLETE] = function (this: HttpParser, ...args: unknown[]) {
     if (this.socket === socket) return 0;
     parser[ON_HEADERS_COMPLETE] = original;
     return original.apply(this, args);
   };
-  socket.once('close', () => {
-    parser[ON_HEADERS_COMPLETE] = original;
-  });
 }
 
 /**
