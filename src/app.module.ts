@@ -1,4 +1,6 @@
 import { Module } from '@nestjs/common';
+import { FAST_ROUTE_TABLE } from './fast-routes';
+import { FAST_ROUTES, FastPathMiddleware } from './http/fast-path.middleware';
 import { AckModule } from './ack/ack.module';
 import { AuthModule } from './auth/auth.module';
 import { ConfigModule } from './config/config.module';
@@ -41,5 +43,6 @@ import { TransactionModule } from './transaction/transaction.module';
     MessagesModule,
     RetentionModule,
   ],
+  providers: [{ provide: FAST_ROUTES, useValue: FAST_ROUTE_TABLE }, FastPathMiddleware],
 })
 export class AppModule {}

@@ -149,7 +149,7 @@ function secondsFlood(bytes: number): Buffer {
 describe.each([
   ['ahead of the router', true],
   ['through the router', false],
-])('the lease route reads a few bytes, %s (auth on)', (_path, leaseFastPath) => {
+])('the lease route reads a few bytes, %s (auth on)', (_path, fastPath) => {
   let app: NestExpressApplication;
   let port: number;
   let leaseId: string;
@@ -160,7 +160,7 @@ describe.each([
   beforeAll(async () => {
     app = await createTestApp(
       { JWT_ENABLED: 'true', JWT_SECRET: TEST_JWT_SECRET, BODY_LIMIT: '16mb', BODY_MAX_JSON_VALUES: '10' },
-      { leaseFastPath },
+      { fastPath },
     );
     await app.listen(0, '127.0.0.1');
     port = (app.getHttpServer().address() as AddressInfo).port;

@@ -50,9 +50,14 @@ export class RequestBodyInterceptor implements NestInterceptor {
   }
 
   private async readJson(request: Request, limits: BodyLimits): Promise<void> {
-    const body = await readBody(request, limits);
-    request.body = body !== undefined && isJson(request) ? parseJsonBody(body, limits) : undefined;
+    request.body = await readJsonBody(request, limits);
   }
+}
+
+/** Nothing for no body or a body that is not JSON, as Express's JSON parser leaves those. */
+export async function readJsonBody(request: Request, limits: BodyLimits): Promise<unknown> {
+  const body = await readBody(request, limits);
+  return body !== undefined && isJson(request) ? parseJsonBody(body, limits) : undefined;
 }
 
 interface BodySource {
@@ -68,6 +73,23 @@ const RequestBodySource = createParamDecorator((_data: unknown, context: Executi
 /** Goes with @ReadsOwnBody() on the route. */
 export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
   RequestBodySource(RawBodyPipe, ...pipes);
+
+/** Goes with @ReadsOwnBody() on the route: the body as the global interceptor would have parsed it. */
+export const JsonRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
+  RequestBodySource(JsonBodyPipe, ...pipes);
+
+@Injectable()
+export class JsonBodyPipe implements PipeTransform<BodySource, Promise<unknown>> {
+  private readonly limits: BodyLimits;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.limits = bodyLimitsOf(config);
+  }
+
+  transform({ request, limit }: BodySource): Promise<unknown> {
+    return readJsonBody(request, { ...this.limits, limit: bodyLimitBytes(limit, this.limits.limit) });
+  }
+}
 
 /** A client gone before its body arrived must not have work done for it; other read failures mean "no body". */
 @Injectable()

@@ -25,6 +25,12 @@ export function matchLeaseExtendRequest(request: { method?: string; url?: string
   return request.method === 'POST' ? matchLeaseExtend(request.url ?? '') : null;
 }
 
+/** The route's parameters, as Express would give them; null for another request or an empty id (the router's 404). */
+export function leaseExtendParams(request: { method?: string; url?: string }): Record<string, string> | null {
+  const lease = matchLeaseExtendRequest(request);
+  return lease && lease.segment !== '' ? { leaseId: leaseIdFromSegment(lease.segment) } : null;
+}
+
 /** An undecodable segment is just an unknown id, like any non-UUID, and must not be refused with a 400. */
 export function leaseIdFromSegment(segment: string): string {
   try {

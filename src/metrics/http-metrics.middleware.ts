@@ -3,6 +3,7 @@ import { PROBE_PATHS } from '../health/probe.service';
 import { CONSOLE_PATH } from '../console/serve-console';
 import { arrivalOf } from '../http/fair-dispatch';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
+import { matchPush, PUSH_ROUTE } from '../push/push-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
@@ -27,8 +28,9 @@ export function routeOf(request: Request): string {
   const route = (request.route as { path?: unknown } | undefined)?.path;
   // Nest answers unknown paths from a catch-all route: not a route of the API.
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
-  // Served ahead of the router (LeaseFastPathMiddleware, ProbeService), so Express never sets their route.
+  // Served ahead of the router (FastPathMiddleware, ProbeService), so Express never sets their route.
   if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
+  if (matchPush(request.originalUrl)) return PUSH_ROUTE;
   if (PROBE_PATHS.includes(request.path)) return request.path;
   if (request.path === CONSOLE_PATH || request.path.startsWith(`${CONSOLE_PATH}/`)) return CONSOLE_PATH;
   return 'unmatched';

@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
+import { Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { Principal } from '../auth/principal';
@@ -6,16 +6,18 @@ import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
 import { PushRequestPipe } from './push-request.pipe';
+import { PUSH_CONTROLLER_PATH } from './push-route';
 import { PushService } from './push.service';
 
 @ApiTags('messages')
 @ApiBearerAuth()
 @RateLimited('produce')
-@Controller('api/v1/push')
+@Controller(PUSH_CONTROLLER_PATH)
 export class PushController {
   constructor(private readonly pushService: PushService) {}
 
@@ -53,10 +55,11 @@ export class PushController {
     'The push may or may not have been stored: retry it with the same transactionIds, and a stored message ' +
       'answers duplicate with its original message_id.',
   )
+  @ReadsOwnBody()
   push(
     @TenantId() tenantId: string,
     @CurrentPrincipal() principal: Principal | undefined,
-    @Body(PushRequestPipe) items: PushItem[],
+    @JsonRequestBody(PushRequestPipe) items: PushItem[],
   ): Promise<PushResultDto[]> {
     return this.pushService.push(tenantId, principal?.subject, items);
   }

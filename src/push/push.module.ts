@@ -8,7 +8,7 @@ import { PushService } from './push.service';
 @Module({
   imports: [QueuesModule, WakeupModule],
   controllers: [PushController],
-  providers: [PushService, PushRepository],
+  providers: [PushService, PushRepository, PushController],
   exports: [PushService],
 })
 export class PushModule {}

@@ -8,8 +8,10 @@ import { DataSource } from 'typeorm';
 import { AccessGuard } from '../src/auth/access.guard';
 import { TenantThrottlerGuard } from '../src/limits/tenant-throttler.guard';
 import { HttpExceptionFilter } from '../src/common/http-exception.filter';
-import { LeaseFastPathMiddleware } from '../src/lease/lease-fast-path.middleware';
+import { FAST_ROUTE_TABLE } from '../src/fast-routes';
+import { FastPathMiddleware } from '../src/http/fast-path.middleware';
 import { LEASE_EXTEND_ROUTE } from '../src/lease/lease-route';
+import { PUSH_ROUTE } from '../src/push/push-route';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { expireLeases } from './support/db-state';
@@ -52,13 +54,15 @@ async function onTheWire(app: NestExpressApplication, head: string, body: Buffer
   return { status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n'), receivedAt: Date.now() };
 }
 
-/** Lease requests the application has timed, as /metrics reports them. */
-async function leaseRequestsTimed(app: NestExpressApplication): Promise<number> {
+/** Requests of a route the application has timed, as /metrics reports them. */
+async function requestsTimed(app: NestExpressApplication, route = LEASE_EXTEND_ROUTE): Promise<number> {
   const { values } = await app.get(MetricsService).httpDuration.get();
   return values
-    .filter((value) => value.metricName?.endsWith('_count') && value.labels.route === LEASE_EXTEND_ROUTE)
+    .filter((value) => value.metricName?.endsWith('_count') && value.labels.route === route)
     .reduce((sum, value) => sum + value.value, 0);
 }
+
+const [LEASE_ROUTE, PUSH_FAST_ROUTE] = FAST_ROUTE_TABLE;
 
 interface Caller {
   tenant: string;
@@ -241,7 +245,7 @@ describe('lease route served ahead of the router', () => {
   // of two applications racing each other can interleave (see DatabaseEngine).
   beforeAll(async () => {
     fast = await createTestApp(ENV);
-    routed = await createTestApp(ENV, { leaseFastPath: false });
+    routed = await createTestApp(ENV, { fastPath: false });
     dataSource = fast.get(DataSource);
   });
 
@@ -263,20 +267,20 @@ describe('lease route served ahead of the router', () => {
   }
 
   it('serves lease requests itself, through the application global guards and exception filter', async () => {
-    const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
     const guard = jest.spyOn(AccessGuard.prototype, 'canActivate');
     const throttle = jest.spyOn(TenantThrottlerGuard.prototype, 'canActivate');
     const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
     const logged = jest.spyOn(Logger.prototype, 'error');
     const c = await caller(fast);
-    const timedBefore = await leaseRequestsTimed(fast);
+    const timedBefore = await requestsTimed(fast);
 
     const response = await onTheWire(fast, extendOwn(c));
     const refused = await onTheWire(fast, post(`/api/v1/lease/${c.leaseId}/extend`));
 
     expect(response.status).toBe(200);
     expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await leaseRequestsTimed(fast)) - timedBefore).toBe(2);
+    expect((await requestsTimed(fast)) - timedBefore).toBe(2);
     expect(JSON.parse(response.body)).toMatchObject({ leaseId: c.leaseId, success: true, renewed: 1 });
     expect(refused.status).toBe(401);
     expect(serve).toHaveBeenCalledTimes(2);
@@ -285,11 +289,11 @@ describe('lease route served ahead of the router', () => {
     expect(filter).toHaveBeenCalledTimes(1);
     // A refusal the filter answered is not an error of the broker's.
     expect(logged).not.toHaveBeenCalled();
-    expect(fast.get(LeaseFastPathMiddleware).leaseHandler()).not.toBeNull();
+    expect(fast.get(FastPathMiddleware).servedFor(LEASE_ROUTE)).not.toBeNull();
   });
 
   it('leaves the route to the router when turned off', async () => {
-    const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
     const c = await caller(routed);
 
     const response = await onTheWire(routed, extendOwn(c));
@@ -355,6 +359,184 @@ describe('lease route served ahead of the router', () => {
   });
 });
 
+interface PushCase {
+  name: string;
+  status: number;
+  head: (token: string) => string;
+  body?: Buffer | string;
+  /** Sent twice; the second answer is compared. */
+  twice?: boolean;
+}
+
+const pushBody = (items: unknown) => JSON.stringify({ items });
+const twoItems = pushBody([
+  { queue: 'fast-push', payload: { n: 1 } },
+  { queue: 'fast-push', partition: 'p2', transactionId: 'order-7', payload: 'two' },
+]);
+const gzippedPush = gzipSync(twoItems);
+const pushAs = (token: string, path = '/api/v1/push', ...headers: string[]) =>
+  post(path, `Authorization: Bearer ${token}`, ...headers);
+
+const PUSH_CASES: PushCase[] = [
+  { name: 'two items', status: 201, head: (t) => pushAs(t, undefined, ...json(twoItems)), body: twoItems },
+  {
+    name: 'a transactionId already stored',
+    status: 201,
+    twice: true,
+    head: (t) => pushAs(t, undefined, ...json(twoItems)),
+    body: twoItems,
+  },
+  {
+    name: 'an upper-case path with a trailing slash and a query',
+    status: 201,
+    head: (t) => pushAs(t, '/API/V1/PUSH/?x=1', ...json(twoItems)),
+    body: twoItems,
+  },
+  {
+    name: 'a gzip-encoded body',
+    status: 201,
+    head: (t) =>
+      pushAs(
+        t,
+        undefined,
+        'Content-Type: application/json',
+        'Content-Encoding: gzip',
+        `Content-Length: ${gzippedPush.length}`,
+      ),
+    body: gzippedPush,
+  },
+  {
+    name: 'a chunked body',
+    status: 201,
+    head: (t) => pushAs(t, undefined, 'Content-Type: application/json', 'Transfer-Encoding: chunked'),
+    body: `${Buffer.byteLength(twoItems).toString(16)}\r\n${twoItems}\r\n0\r\n\r\n`,
+  },
+  {
+    name: 'a byte-order mark',
+    status: 201,
+    head: (t) => pushAs(t, undefined, ...json(`\uFEFF${twoItems}`)),
+    body: `\uFEFF${twoItems}`,
+  },
+  {
+    name: 'an item without a payload',
+    status: 400,
+    head: (t) => pushAs(t, undefined, ...json(pushBody([{ queue: 'fast-push' }]))),
+    body: pushBody([{ queue: 'fast-push' }]),
+  },
+  {
+    name: 'items that are not an array',
+    status: 400,
+    head: (t) => pushAs(t, undefined, ...json('{"items":3}')),
+    body: '{"items":3}',
+  },
+  {
+    name: 'malformed JSON',
+    status: 400,
+    head: (t) => pushAs(t, undefined, ...json('{"items":[')),
+    body: '{"items":[',
+  },
+  {
+    name: 'a text/plain body',
+    status: 400,
+    head: (t) => pushAs(t, undefined, 'Content-Type: text/plain', `Content-Length: ${Buffer.byteLength(twoItems)}`),
+    body: twoItems,
+  },
+  { name: 'no body at all', status: 400, head: (t) => pushAs(t) },
+  {
+    name: 'an unsupported content-encoding',
+    status: 415,
+    head: (t) =>
+      pushAs(
+        t,
+        undefined,
+        'Content-Type: application/json',
+        'Content-Encoding: zstd',
+        `Content-Length: ${twoItems.length}`,
+      ),
+    body: twoItems,
+  },
+  {
+    name: 'a body over the limit',
+    status: 413,
+    head: (t) => pushAs(t, undefined, ...json('x'.repeat(BODY_LIMIT + 1))),
+    body: 'x'.repeat(BODY_LIMIT + 1),
+  },
+  { name: 'no token', status: 401, head: () => post('/api/v1/push', ...json(twoItems)), body: twoItems },
+  {
+    name: 'a read-only role',
+    status: 403,
+    head: () => post('/api/v1/push', bearer({ role: 'read-only', tenant: newTenant() }), ...json(twoItems)),
+    body: twoItems,
+  },
+  { name: 'GET', status: 404, head: (t) => [`GET /api/v1/push HTTP/1.1`, `Authorization: Bearer ${t}`].join('\r\n') },
+];
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+
+function comparablePush(response: WireResponse): unknown {
+  const { date: _date, 'x-request-id': _requestId, ...headers } = response.headers;
+  return { status: response.status, headers, body: response.body.replace(UUID, '<uuid>') };
+}
+
+describe('push route served ahead of the router', () => {
+  let fast: NestExpressApplication;
+  let routed: NestExpressApplication;
+
+  beforeAll(async () => {
+    fast = await createTestApp(ENV);
+    routed = await createTestApp(ENV, { fastPath: false });
+  });
+
+  afterAll(async () => {
+    await fast.close();
+    await routed.close();
+  });
+
+  afterEach(() => {
+    jest.restoreAllMocks();
+  });
+
+  const writer = () => hsToken({ role: 'read-write', tenant: newTenant() });
+
+  it('serves pushes itself, through the global guards, its pipes and the exception filter', async () => {
+    const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
+    const guard = jest.spyOn(AccessGuard.prototype, 'canActivate');
+    const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
+    const timedBefore = await requestsTimed(fast, PUSH_ROUTE);
+
+    const stored = await onTheWire(fast, pushAs(writer(), undefined, ...json(twoItems)), twoItems);
+    const refused = await onTheWire(fast, pushAs(writer(), undefined, ...json('{"items":3}')), '{"items":3}');
+
+    expect(stored.status).toBe(201);
+    expect(JSON.parse(stored.body)).toMatchObject([
+      { index: 0, status: 'queued' },
+      { index: 1, status: 'queued', transaction_id: 'order-7' },
+    ]);
+    expect(refused.status).toBe(400);
+    expect(serve).toHaveBeenCalledTimes(2);
+    expect(guard).toHaveBeenCalledTimes(2);
+    expect(filter).toHaveBeenCalledTimes(1);
+    expect((await requestsTimed(fast, PUSH_ROUTE)) - timedBefore).toBe(2);
+  });
+
+  it.each(PUSH_CASES.map((testCase) => [testCase.name, testCase] as const))(
+    'answers %s exactly as the router does',
+    async (_name, testCase) => {
+      const answer = async (app: NestExpressApplication) => {
+        const token = writer();
+        if (testCase.twice) await onTheWire(app, testCase.head(token), testCase.body);
+        return onTheWire(app, testCase.head(token), testCase.body);
+      };
+
+      const fastResponse = await answer(fast);
+      const routedResponse = await answer(routed);
+
+      expect(fastResponse.status).toBe(testCase.status);
+      expect(comparablePush(fastResponse)).toEqual(comparablePush(routedResponse));
+    },
+  );
+});
+
 /** Marks every response it sees, so a test can tell the router served it. */
 class MarkingInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -376,20 +558,21 @@ describe('lease route in an application with a global interceptor', () => {
   });
 
   it('is left to the router, so the interceptor runs', async () => {
-    const serve = jest.spyOn(LeaseFastPathMiddleware.prototype as never, 'serve');
+    const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
     const tenant = newTenant();
     const lease = await createLease(app, tenant, [30]);
-    const timedBefore = await leaseRequestsTimed(app);
+    const timedBefore = await requestsTimed(app);
 
     const response = await onTheWire(app, post(`/api/v1/lease/${lease.leaseId}/extend`, `${TENANT_HEADER}: ${tenant}`));
 
     expect(response.status).toBe(200);
     expect(response.headers['x-intercepted']).toBe('yes');
     // Taken in ahead of the router and passed on to it: timed once, with one request id.
-    expect((await leaseRequestsTimed(app)) - timedBefore).toBe(1);
+    expect((await requestsTimed(app)) - timedBefore).toBe(1);
     expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(response.body)).toMatchObject({ success: true, renewed: 1 });
     expect(serve).not.toHaveBeenCalled();
-    expect(app.get(LeaseFastPathMiddleware).leaseHandler()).toBeNull();
+    expect(app.get(FastPathMiddleware).servedFor(LEASE_ROUTE)).toBeNull();
+    expect(app.get(FastPathMiddleware).servedFor(PUSH_FAST_ROUTE)).toBeNull();
   });
 });

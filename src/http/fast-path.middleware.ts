@@ -2,10 +2,13 @@ import {
   ArgumentsHost,
   ExceptionFilter,
   HttpStatus,
+  Inject,
   Injectable,
   Logger,
   NestMiddleware,
   ParamData,
+  RequestMethod,
+  Type,
 } from '@nestjs/common';
 // Nest's route metadata keys and parameter kinds: @nestjs/common's own, stable, not re-exported at its root.
 import {
@@ -13,9 +16,14 @@ import {
   EXCEPTION_FILTERS_METADATA,
   FILTER_CATCH_EXCEPTIONS,
   GUARDS_METADATA,
+  HEADERS_METADATA,
+  HTTP_CODE_METADATA,
   INTERCEPTORS_METADATA,
+  METHOD_METADATA,
   PIPES_METADATA,
+  REDIRECT_METADATA,
   ROUTE_ARGS_METADATA,
+  SSE_METADATA,
 } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import {
@@ -27,15 +35,25 @@ import {
   ParamsFactory,
 } from '@nestjs/core';
 import type { NextFunction, Request, Response } from 'express';
-import { RequestBodyInterceptor } from '../http/request-body.interceptor';
-import { LeaseController } from './lease.controller';
-import { leaseIdFromSegment, matchLeaseExtendRequest } from './lease-route';
+import { RequestBodyInterceptor } from './request-body.interceptor';
 
-type LeaseHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
+export interface FastRoute {
+  controller: Type<object>;
+  /** The name of the controller's method that serves the route. */
+  handler: string;
+  /** The route's parameters when the request is for it, else null. */
+  match(request: { method?: string; url?: string }): Record<string, string> | null;
+}
 
-/** Nest calls it on the controller, never unbound. */
-// eslint-disable-next-line @typescript-eslint/unbound-method
-const EXTEND = LeaseController.prototype.extend as (...args: unknown[]) => unknown;
+/** The routes served ahead of Express's router (see FastPathMiddleware). */
+export const FAST_ROUTES = Symbol('FAST_ROUTES');
+
+type RouteHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
+
+interface Served {
+  handler: RouteHandler;
+  status: number;
+}
 
 const SERVED_PARAMS = new Set<number>([
   RouteParamtypes.REQUEST,
@@ -53,6 +71,13 @@ const ROUTE_ENHANCERS: ReadonlyArray<[string, string]> = [
   [INTERCEPTORS_METADATA, 'interceptors'],
   [PIPES_METADATA, 'pipes'],
   [EXCEPTION_FILTERS_METADATA, 'exception filters'],
+];
+
+/** What Nest's router does with the answer that this path does not. */
+const ROUTE_ANSWERS: ReadonlyArray<[string, string]> = [
+  [HEADERS_METADATA, 'response headers'],
+  [REDIRECT_METADATA, 'a redirect'],
+  [SSE_METADATA, 'server-sent events'],
 ];
 
 export class ExpressParamsFactory implements ParamsFactory {
@@ -88,71 +113,87 @@ export class ExpressParamsFactory implements ParamsFactory {
 }
 
 /**
- * Serves the extend route ahead of Express's router, which cost the route more than its renewal; it steps aside for
- * what it does not run (global interceptors, a prefix, versioning, request-scoped or route-level enhancers).
+ * Serves the hottest routes ahead of Express's router, whose dispatch and Nest's interceptor chain cost them more than
+ * their own work; it steps aside for what it does not run (global interceptors, a prefix, versioning, request-scoped or
+ * route-level enhancers, answers the route shapes itself).
  */
 @Injectable()
-export class LeaseFastPathMiddleware implements NestMiddleware {
-  private readonly logger = new Logger(LeaseFastPathMiddleware.name);
-  private handler?: LeaseHandler | null;
+export class FastPathMiddleware implements NestMiddleware {
+  private readonly logger = new Logger(FastPathMiddleware.name);
+  private readonly served = new Map<FastRoute, Served | null>();
   private unhandled?: BaseExceptionFilter;
 
   constructor(
+    @Inject(FAST_ROUTES) private readonly routes: readonly FastRoute[],
     private readonly moduleRef: ModuleRef,
     private readonly contexts: ExternalContextCreator,
     private readonly applicationConfig: ApplicationConfig,
     private readonly adapterHost: HttpAdapterHost,
   ) {}
 
+  accepts(request: { method?: string; url?: string }): boolean {
+    return this.routes.some((route) => route.match(request) !== null);
+  }
+
   use(request: Request, response: Response, next: NextFunction): void {
-    const lease = matchLeaseExtendRequest(request);
-    // An empty id does not match the route's `:leaseId`; the router answers 404.
-    if (!lease || lease.segment === '') return next();
-    const handler = this.leaseHandler();
-    if (!handler) return next();
-    request.params = { leaseId: leaseIdFromSegment(lease.segment) };
-    void this.serve(handler, request, response, next);
-  }
-
-  leaseHandler(): LeaseHandler | null {
-    if (this.handler === undefined) {
-      const reason = this.reasonForRouter();
-      if (reason) {
-        this.logger.warn(`The router serves the lease route: ${reason}`);
-        this.handler = null;
-      } else {
-        // The provider (see LeaseModule), so that the context resolves the route's pipes in its module.
-        const controller = this.moduleRef.get(LeaseController);
-        this.handler = this.contexts.create(
-          controller,
-          EXTEND,
-          'extend',
-          ROUTE_ARGS_METADATA,
-          new ExpressParamsFactory(),
-          undefined,
-          undefined,
-          // Nest's interceptor chain costs a fifth of this route's throughput; none is needed here (see
-          // below). Its external exception handling is made for contexts whose filters return the
-          // answer (it logs and rethrows after an HTTP filter has answered): failures are caught here.
-          { guards: true, interceptors: false, filters: false },
-        ) as LeaseHandler;
-        this.unhandled = new BaseExceptionFilter(this.adapterHost.httpAdapter);
-      }
+    for (const route of this.routes) {
+      const params = route.match(request);
+      if (params === null) continue;
+      const served = this.servedFor(route);
+      if (!served) return next();
+      request.params = params;
+      void this.serve(served, request, response, next);
+      return;
     }
-    return this.handler;
+    next();
   }
 
-  private async serve(handler: LeaseHandler, request: Request, response: Response, next: NextFunction): Promise<void> {
+  /** Null when the router serves the route; decided once per route. */
+  servedFor(route: FastRoute): Served | null {
+    let served = this.served.get(route);
+    if (served === undefined) {
+      const reason = this.reasonForRouter(route);
+      if (reason) this.logger.warn(`The router serves ${routeName(route)}: ${reason}`);
+      served = reason ? null : this.create(route);
+      this.served.set(route, served);
+    }
+    return served;
+  }
+
+  private create(route: FastRoute): Served {
+    const method = handlerOf(route);
+    // The module that provides the controller (see LeaseModule), so that the context resolves the route's pipes there.
+    const controller = this.moduleRef.get(route.controller, { strict: false });
+    this.unhandled ??= new BaseExceptionFilter(this.adapterHost.httpAdapter);
+    const handler = this.contexts.create(
+      controller,
+      method,
+      route.handler,
+      ROUTE_ARGS_METADATA,
+      new ExpressParamsFactory(),
+      undefined,
+      undefined,
+      // Nest's interceptor chain costs a fifth of the lease route's throughput; none is needed here (see below). Its
+      // external exception handling is made for contexts whose filters return the answer (it logs and rethrows after
+      // an HTTP filter has answered): failures are caught here.
+      { guards: true, interceptors: false, filters: false },
+    ) as RouteHandler;
+    const declared = Reflect.getMetadata(HTTP_CODE_METADATA, method) as number | undefined;
+    const post = Reflect.getMetadata(METHOD_METADATA, method) === RequestMethod.POST;
+    return { handler, status: declared ?? (post ? HttpStatus.CREATED : HttpStatus.OK) };
+  }
+
+  private async serve(served: Served, request: Request, response: Response, next: NextFunction): Promise<void> {
     try {
-      const body = await handler(request, response, next);
+      const body = await served.handler(request, response, next);
       // A filter that handled a failure has answered already.
-      if (!response.headersSent) sendJson(response, body);
+      if (!response.headersSent) sendJson(response, served.status, body);
     } catch (error) {
       try {
         await this.filterFor(error).catch(error, httpHost(request, response, next));
       } catch (failure) {
         // Nothing may escape as an unhandled rejection: that would stop the broker.
-        this.logger.error(`A lease request could not be answered: ${String(failure)}`);
+        this.logger.error(`A request could not be answered: ${String(failure)}`);
         response.destroy();
       }
     }
@@ -170,7 +211,7 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
     return this.unhandled!;
   }
 
-  private reasonForRouter(): string | undefined {
+  private reasonForRouter(route: FastRoute): string | undefined {
     const config = this.applicationConfig;
     if (config.getGlobalPrefix()) return 'a global prefix is set';
     if (config.getVersioning()) return 'versioning is enabled';
@@ -182,18 +223,24 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
     ];
     if (requestScoped.some((enhancers) => enhancers.length > 0))
       return 'request-scoped global enhancers are registered';
-    // RequestBodyInterceptor leaves this route's body to its own pipe (@ReadsOwnBody), so it has nothing to do here.
+    // RequestBodyInterceptor leaves a route that reads its own body (@ReadsOwnBody) alone, so it has nothing to do here.
     const interceptors = config
       .getGlobalInterceptors()
       .filter((interceptor) => !(interceptor instanceof RequestBodyInterceptor));
     if (interceptors.length > 0) return 'global interceptors are registered';
-    for (const target of [LeaseController, EXTEND]) {
+    const method = handlerOf(route);
+    for (const target of [route.controller, method]) {
       for (const [key, name] of ROUTE_ENHANCERS) {
         const enhancers = Reflect.getMetadata(key, target) as unknown[] | undefined;
-        if (enhancers && enhancers.length > 0) return `the lease route declares its own ${name}`;
+        if (enhancers && enhancers.length > 0) return `the route declares its own ${name}`;
       }
     }
-    const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, LeaseController, 'extend') ?? {}) as Record<
+    for (const [key, name] of ROUTE_ANSWERS) {
+      const declared = Reflect.getMetadata(key, method) as unknown;
+      if (declared !== undefined && !(Array.isArray(declared) && declared.length === 0))
+        return `the route declares ${name}`;
+    }
+    const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, route.controller, route.handler) ?? {}) as Record<
       string,
       unknown
     >;
@@ -201,17 +248,25 @@ export class LeaseFastPathMiddleware implements NestMiddleware {
       // Custom decorators (createParamDecorator) carry their own factory; the rest are `type:index`.
       const [type] = key.split(':');
       if (!key.includes(CUSTOM_ROUTE_ARGS_METADATA) && !SERVED_PARAMS.has(Number(type))) {
-        return `the lease route takes a parameter of kind ${type}`;
+        return `the route takes a parameter of kind ${type}`;
       }
     }
     return undefined;
   }
 }
 
-/** What Express's res.json sends for this route; written directly, it costs a tenth less. */
-function sendJson(response: Response, body: unknown): void {
+function handlerOf(route: FastRoute): (...args: unknown[]) => unknown {
+  return (route.controller.prototype as Record<string, (...args: unknown[]) => unknown>)[route.handler];
+}
+
+function routeName(route: FastRoute): string {
+  return `${route.controller.name}.${route.handler}`;
+}
+
+/** What Express's res.json sends; written directly, it costs a tenth less. */
+function sendJson(response: Response, status: number, body: unknown): void {
   const json = JSON.stringify(body);
-  response.statusCode = HttpStatus.OK;
+  response.statusCode = status;
   response.setHeader('Content-Type', 'application/json; charset=utf-8');
   response.setHeader('Content-Length', Buffer.byteLength(json));
   response.end(json);

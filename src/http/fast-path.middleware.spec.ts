@@ -3,15 +3,21 @@ import {
   Catch,
   ExceptionFilter,
   ForbiddenException,
+  Get,
+  HttpCode,
+  HttpStatus,
   Logger,
   PipeTransform,
+  Post,
   VersioningType,
 } from '@nestjs/common';
 import {
   EXCEPTION_FILTERS_METADATA,
   GUARDS_METADATA,
+  HEADERS_METADATA,
   INTERCEPTORS_METADATA,
   PIPES_METADATA,
+  REDIRECT_METADATA,
 } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import {
@@ -24,9 +30,13 @@ import {
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { NextFunction, Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
-import { RequestBodyInterceptor } from '../http/request-body.interceptor';
-import { ExpressParamsFactory, LeaseFastPathMiddleware } from './lease-fast-path.middleware';
-import { LeaseController } from './lease.controller';
+import { FAST_ROUTE_TABLE } from '../fast-routes';
+import { LeaseController } from '../lease/lease.controller';
+import { PushController } from '../push/push.controller';
+import { ExpressParamsFactory, FastPathMiddleware } from './fast-path.middleware';
+import { RequestBodyInterceptor } from './request-body.interceptor';
+
+const [LEASE, PUSH] = FAST_ROUTE_TABLE;
 
 class Allow implements CanActivate {
   canActivate(): boolean {
@@ -51,14 +61,14 @@ function middlewareFor(configure: (config: ApplicationConfig) => void = () => un
   const moduleRef = { get: jest.fn(() => controller) } as unknown as ModuleRef;
   const adapterHost = { httpAdapter: {} } as HttpAdapterHost;
   return {
-    middleware: new LeaseFastPathMiddleware(moduleRef, contexts, config, adapterHost),
+    middleware: new FastPathMiddleware(FAST_ROUTE_TABLE, moduleRef, contexts, config, adapterHost),
     contexts,
     controller,
     config,
   };
 }
 
-describe('LeaseFastPathMiddleware.leaseHandler', () => {
+describe('FastPathMiddleware.servedFor', () => {
   let warn: jest.SpyInstance;
 
   beforeEach(() => {
@@ -76,7 +86,7 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
       config.useGlobalInterceptors(new RequestBodyInterceptor({} as never, CONFIG));
     });
 
-    expect(middleware.leaseHandler()).not.toBeNull();
+    expect(middleware.servedFor(LEASE)).not.toBeNull();
     expect(contexts.create).toHaveBeenCalledWith(
       controller,
       LeaseController.prototype.extend,
@@ -93,9 +103,9 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
   it('says why when it leaves the route to the router', () => {
     middlewareFor((config) =>
       config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() }),
-    ).middleware.leaseHandler();
+    ).middleware.servedFor(LEASE);
 
-    expect(warn).toHaveBeenCalledWith('The router serves the lease route: global interceptors are registered');
+    expect(warn).toHaveBeenCalledWith('The router serves LeaseController.extend: global interceptors are registered');
   });
 
   it.each<[string, (config: ApplicationConfig) => void]>([
@@ -112,7 +122,8 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
   ])('leaves the route to the router with %s', (_name, configure) => {
     const { middleware, contexts } = middlewareFor(configure);
 
-    expect(middleware.leaseHandler()).toBeNull();
+    expect(middleware.servedFor(LEASE)).toBeNull();
+    expect(middleware.servedFor(PUSH)).toBeNull();
     expect(contexts.create).not.toHaveBeenCalled();
   });
 
@@ -125,7 +136,7 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
     for (const target of [LeaseController, LeaseController.prototype.extend]) {
       Reflect.defineMetadata(key, [Allow], target);
       try {
-        expect(middlewareFor().middleware.leaseHandler()).toBeNull();
+        expect(middlewareFor().middleware.servedFor(LEASE)).toBeNull();
       } finally {
         Reflect.deleteMetadata(key, target);
       }
@@ -134,21 +145,50 @@ describe('LeaseFastPathMiddleware.leaseHandler', () => {
 
   it('decides once', () => {
     const { middleware, contexts, config } = middlewareFor();
-    const handler = middleware.leaseHandler();
+    const served = middleware.servedFor(LEASE);
 
     config.useGlobalInterceptors({ intercept: (_context, next) => next.handle() });
 
-    expect(middleware.leaseHandler()).toBe(handler);
+    expect(middleware.servedFor(LEASE)).toBe(served);
     expect(contexts.create).toHaveBeenCalledTimes(1);
+  });
+  it.each([
+    ['response headers', HEADERS_METADATA, [{ name: 'x-a', value: 'b' }]],
+    ['a redirect', REDIRECT_METADATA, { url: '/elsewhere' }],
+  ])('leaves the route to the router when it declares %s', (_name, key, value) => {
+    Reflect.defineMetadata(key, value, PushController.prototype.push);
+    try {
+      expect(middlewareFor().middleware.servedFor(PUSH)).toBeNull();
+    } finally {
+      Reflect.deleteMetadata(key, PushController.prototype.push);
+    }
+  });
+
+  it("answers with the status the router would: the route's @HttpCode, else 201 for a POST and 200 otherwise", () => {
+    class Plain {
+      @Post() make(): void {}
+      @Post() @HttpCode(HttpStatus.ACCEPTED) accept(): void {}
+      @Get() read(): void {}
+    }
+    const route = (handler: string) => ({ controller: Plain, handler, match: () => null });
+    const { middleware } = middlewareFor();
+
+    expect(middleware.servedFor(route('make'))?.status).toBe(201);
+    expect(middleware.servedFor(route('accept'))?.status).toBe(202);
+    expect(middleware.servedFor(route('read'))?.status).toBe(200);
+    expect(middleware.servedFor(LEASE)?.status).toBe(200);
+    expect(middleware.servedFor(PUSH)?.status).toBe(201);
   });
 });
 
-describe('LeaseFastPathMiddleware.use', () => {
+describe('FastPathMiddleware.use', () => {
   const response = {} as Response;
 
   it.each([
     ['another method', 'GET', '/api/v1/lease/abc/extend'],
-    ['another path', 'POST', '/api/v1/push'],
+    ['another path', 'POST', '/api/v1/pop'],
+    ['a GET of the push route', 'GET', '/api/v1/push'],
+    ['a longer push path', 'POST', '/api/v1/push/more'],
     ['an empty lease id', 'POST', '/api/v1/lease//extend'],
   ])('passes %s on to the router', (_name, method, url) => {
     const { middleware, contexts } = middlewareFor();
@@ -175,9 +215,24 @@ describe('LeaseFastPathMiddleware.use', () => {
     expect(await answered).toBe('{"renewed":1}');
     expect(response.statusCode).toBe(200);
   });
+
+  it('serves a push with no route parameters, answering 201', async () => {
+    const { middleware } = middlewareFor();
+    const request = { method: 'POST', url: '/Api/V1/Push/?x=1' } as Request;
+    const pushed = {} as Response;
+    const answered = new Promise<string>((resolve) => {
+      Object.assign(pushed, { headersSent: false, statusCode: 0, setHeader: jest.fn(), end: resolve });
+    });
+
+    middleware.use(request, pushed, jest.fn());
+
+    expect(request.params).toEqual({});
+    expect(await answered).toBe('{"renewed":1}');
+    expect(pushed.statusCode).toBe(201);
+  });
 });
 
-describe('LeaseFastPathMiddleware failures', () => {
+describe('FastPathMiddleware failures', () => {
   @Catch()
   class CatchAll implements ExceptionFilter {
     catch = jest.fn();
@@ -193,7 +248,9 @@ describe('LeaseFastPathMiddleware failures', () => {
     configure(config);
     const contexts = { create: () => () => Promise.reject(error) } as unknown as ExternalContextCreator;
     const moduleRef = { get: () => ({}) } as unknown as ModuleRef;
-    const middleware = new LeaseFastPathMiddleware(moduleRef, contexts, config, { httpAdapter: {} } as HttpAdapterHost);
+    const middleware = new FastPathMiddleware(FAST_ROUTE_TABLE, moduleRef, contexts, config, {
+      httpAdapter: {},
+    } as HttpAdapterHost);
     const request = { method: 'POST', url: '/api/v1/lease/x/extend' } as Request;
     const serving = jest.spyOn(middleware as never, 'serve');
     middleware.use(request, {} as Response, jest.fn());
