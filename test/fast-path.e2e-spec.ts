@@ -12,11 +12,12 @@ import { FAST_ROUTE_TABLE } from '../src/fast-routes';
 import { FastPathMiddleware } from '../src/http/fast-path.middleware';
 import { LEASE_EXTEND_ROUTE } from '../src/lease/lease-route';
 import { PUSH_ROUTE } from '../src/push/push-route';
+import { ACK_BATCH_ROUTE } from '../src/ack/ack-route';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
-import { createLease, expiries } from './support/lease-fixture';
+import { createLease, expiries, FixtureLease } from './support/lease-fixture';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';
 
@@ -473,6 +474,7 @@ const PUSH_CASES: PushCase[] = [
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 
+/** Status, headers and body, ids masked. */
 function comparablePush(response: WireResponse): unknown {
   const { date: _date, 'x-request-id': _requestId, ...headers } = response.headers;
   return { status: response.status, headers, body: response.body.replace(UUID, '<uuid>') };
@@ -502,7 +504,7 @@ describe('push route served ahead of the router', () => {
     const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
     const guard = jest.spyOn(AccessGuard.prototype, 'canActivate');
     const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
-    const timedBefore = await requestsTimed(fast, PUSH_ROUTE);
+    const timedBefore = await requestsTimed(fast, PUSH_ROUTE.path);
 
     const stored = await onTheWire(fast, pushAs(writer(), undefined, ...json(twoItems)), twoItems);
     const refused = await onTheWire(fast, pushAs(writer(), undefined, ...json('{"items":3}')), '{"items":3}');
@@ -516,7 +518,7 @@ describe('push route served ahead of the router', () => {
     expect(serve).toHaveBeenCalledTimes(2);
     expect(guard).toHaveBeenCalledTimes(2);
     expect(filter).toHaveBeenCalledTimes(1);
-    expect((await requestsTimed(fast, PUSH_ROUTE)) - timedBefore).toBe(2);
+    expect((await requestsTimed(fast, PUSH_ROUTE.path)) - timedBefore).toBe(2);
   });
 
   it.each(PUSH_CASES.map((testCase) => [testCase.name, testCase] as const))(
@@ -526,6 +528,147 @@ describe('push route served ahead of the router', () => {
         const token = writer();
         if (testCase.twice) await onTheWire(app, testCase.head(token), testCase.body);
         return onTheWire(app, testCase.head(token), testCase.body);
+      };
+
+      const fastResponse = await answer(fast);
+      const routedResponse = await answer(routed);
+
+      expect(fastResponse.status).toBe(testCase.status);
+      expect(comparablePush(fastResponse)).toEqual(comparablePush(routedResponse));
+    },
+  );
+});
+
+interface AckCase {
+  name: string;
+  status: number;
+  head: (token: string, body: string) => string;
+  body: (lease: FixtureLease) => string;
+}
+
+const ackBody = (lease: FixtureLease, overrides: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    transactionId: lease.messages[0].transactionId,
+    partitionId: lease.messages[0].partitionId,
+    leaseId: lease.leaseId,
+    status: 'completed',
+    ...overrides,
+  });
+const ackBatchBody = (lease: FixtureLease) =>
+  JSON.stringify({
+    acknowledgments: lease.messages.map((message) => ({ ...message, leaseId: lease.leaseId, status: 'completed' })),
+  });
+const ackAs = (path: string) => (token: string, body: string) =>
+  post(path, `Authorization: Bearer ${token}`, ...json(body));
+
+const ACK_CASES: AckCase[] = [
+  { name: 'an ack', status: 200, head: ackAs('/api/v1/ack'), body: (l) => ackBody(l) },
+  { name: 'a batch', status: 200, head: ackAs('/api/v1/ack/batch'), body: ackBatchBody },
+  { name: 'a failed ack', status: 200, head: ackAs('/api/v1/ack'), body: (l) => ackBody(l, { status: 'failed' }) },
+  {
+    name: 'another lease id',
+    status: 200,
+    head: ackAs('/api/v1/ack'),
+    body: (l) => ackBody(l, { leaseId: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' }),
+  },
+  {
+    name: 'an upper-case batch path with a trailing slash',
+    status: 200,
+    head: ackAs('/API/V1/ACK/BATCH/'),
+    body: ackBatchBody,
+  },
+  {
+    name: 'no partitionId',
+    status: 400,
+    head: ackAs('/api/v1/ack'),
+    body: (l) => ackBody(l, { partitionId: undefined }),
+  },
+  {
+    name: 'acknowledgments that are not an array',
+    status: 400,
+    head: ackAs('/api/v1/ack/batch'),
+    body: () => '{"acknowledgments":1}',
+  },
+  { name: 'malformed JSON', status: 400, head: ackAs('/api/v1/ack'), body: () => '{"transactionId":' },
+  {
+    name: 'a text/plain body',
+    status: 400,
+    head: (token, body) =>
+      post(
+        '/api/v1/ack',
+        `Authorization: Bearer ${token}`,
+        'Content-Type: text/plain',
+        `Content-Length: ${body.length}`,
+      ),
+    body: (l) => ackBody(l),
+  },
+  {
+    name: 'no token',
+    status: 401,
+    head: (_token, body) => post('/api/v1/ack', ...json(body)),
+    body: (l) => ackBody(l),
+  },
+  {
+    name: 'a read-only role',
+    status: 403,
+    head: (_token, body) =>
+      post('/api/v1/ack/batch', bearer({ role: 'read-only', tenant: newTenant() }), ...json(body)),
+    body: ackBatchBody,
+  },
+  {
+    name: 'GET',
+    status: 404,
+    head: (token) => [`GET /api/v1/ack HTTP/1.1`, `Authorization: Bearer ${token}`].join('\r\n'),
+    body: () => '',
+  },
+];
+
+describe('ack routes served ahead of the router', () => {
+  let fast: NestExpressApplication;
+  let routed: NestExpressApplication;
+
+  beforeAll(async () => {
+    fast = await createTestApp(ENV);
+    routed = await createTestApp(ENV, { fastPath: false });
+  });
+
+  afterAll(async () => {
+    await fast.close();
+    await routed.close();
+  });
+
+  afterEach(() => {
+    jest.restoreAllMocks();
+  });
+
+  async function leaseIn(app: NestExpressApplication): Promise<{ token: string; lease: FixtureLease }> {
+    const tenant = newTenant();
+    return { token: hsToken({ role: 'read-write', tenant }), lease: await createLease(app, tenant, [30, 30]) };
+  }
+
+  it('serves acks itself and times them under their routes', async () => {
+    const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
+    const { token, lease } = await leaseIn(fast);
+    const timedBefore = await requestsTimed(fast, ACK_BATCH_ROUTE.path);
+
+    const response = await onTheWire(fast, ackAs('/api/v1/ack/batch')(token, ackBatchBody(lease)), ackBatchBody(lease));
+
+    expect(response.status).toBe(200);
+    expect(JSON.parse(response.body)).toMatchObject([
+      { index: 0, success: true },
+      { index: 1, success: true, leaseReleased: true },
+    ]);
+    expect(serve).toHaveBeenCalledTimes(1);
+    expect((await requestsTimed(fast, ACK_BATCH_ROUTE.path)) - timedBefore).toBe(1);
+  });
+
+  it.each(ACK_CASES.map((testCase) => [testCase.name, testCase] as const))(
+    'answers %s exactly as the router does',
+    async (_name, testCase) => {
+      const answer = async (app: NestExpressApplication) => {
+        const { token, lease } = await leaseIn(app);
+        const body = testCase.body(lease);
+        return onTheWire(app, testCase.head(token, body), body);
       };
 
       const fastResponse = await answer(fast);

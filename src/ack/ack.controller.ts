@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
+import { Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
 import {
   ApiBearerAuth,
   ApiBody,
@@ -12,9 +12,11 @@ import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
 import { AckService } from './ack.service';
+import { ACK_BATCH_PATH, ACK_CONTROLLER_PATH } from './ack-route';
 import { ACK_BODY_MAX_BYTES, AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 
@@ -58,7 +60,7 @@ const ACK_ANSWER: ApiResponseNoStatusOptions = {
     'redelivers when its lease expires.',
 )
 @RateLimited('consume')
-@Controller('api/v1/ack')
+@Controller(ACK_CONTROLLER_PATH)
 export class AckController {
   constructor(private readonly ackService: AckService) {}
 
@@ -69,18 +71,23 @@ export class AckController {
   @ApiBody({ type: AckRequestDto })
   @ApiOkResponse(ACK_ANSWER)
   @AcceptsBody(ACK_BODY_MAX_BYTES, JSON_BODY_ELEMENTS)
-  ack(@TenantId() tenantId: string, @Body(AckRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
+  @ReadsOwnBody()
+  ack(@TenantId() tenantId: string, @JsonRequestBody(AckRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
     return this.ackService.acknowledge(tenantId, commands);
   }
 
-  @Post('batch')
+  @Post(ACK_BATCH_PATH)
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge several messages in order, in one transaction', description: ACK_DESCRIPTION })
   @ApiBody({ type: AckBatchRequestDto })
   @ApiOkResponse(ACK_ANSWER)
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS)
-  ackBatch(@TenantId() tenantId: string, @Body(AckBatchRequestPipe) commands: AckCommand[]): Promise<AckResultDto[]> {
+  @ReadsOwnBody()
+  ackBatch(
+    @TenantId() tenantId: string,
+    @JsonRequestBody(AckBatchRequestPipe) commands: AckCommand[],
+  ): Promise<AckResultDto[]> {
     return this.ackService.acknowledge(tenantId, commands);
   }
 }

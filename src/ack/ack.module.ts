@@ -7,7 +7,8 @@ import { AckService } from './ack.service';
 @Module({
   imports: [WakeupModule],
   controllers: [AckController],
-  providers: [AckService, AckRepository],
+  // A provider too, for FastPathMiddleware (see LeaseModule).
+  providers: [AckService, AckRepository, AckController],
   exports: [AckService],
 })
 export class AckModule {}

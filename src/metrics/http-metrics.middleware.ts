@@ -3,7 +3,8 @@ import { PROBE_PATHS } from '../health/probe.service';
 import { CONSOLE_PATH } from '../console/serve-console';
 import { arrivalOf } from '../http/fair-dispatch';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
-import { matchPush, PUSH_ROUTE } from '../push/push-route';
+import { PUSH_ROUTE } from '../push/push-route';
+import { ACK_BATCH_ROUTE, ACK_ROUTE } from '../ack/ack-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
@@ -30,7 +31,8 @@ export function routeOf(request: Request): string {
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
   // Served ahead of the router (FastPathMiddleware, ProbeService), so Express never sets their route.
   if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
-  if (matchPush(request.originalUrl)) return PUSH_ROUTE;
+  const fixed = [PUSH_ROUTE, ACK_ROUTE, ACK_BATCH_ROUTE].find((candidate) => candidate.matches(request.originalUrl));
+  if (fixed) return fixed.path;
   if (PROBE_PATHS.includes(request.path)) return request.path;
   if (request.path === CONSOLE_PATH || request.path.startsWith(`${CONSOLE_PATH}/`)) return CONSOLE_PATH;
   return 'unmatched';
