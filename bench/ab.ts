@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
+import { call, percentile, popAndAck } from './http';
 import { createLeases } from './leases';
 import { startFlags } from './start-flags';
 import { cpuSeconds, rss } from './usage';
@@ -13,9 +14,10 @@ import { cpuSeconds, rss } from './usage';
  * production (NODE_ENV=production, its log read from a pipe), each with a
  * fresh database on the same PostgreSQL and 2000 live leases. After a
  * warm-up, rounds alternate between them, so a drift of the machine hits
- * both: extend at 50 connections, then push of 100 items from 10
- * connections over 10 partitions. Prints the medians as a Markdown table
- * with the broker's CPU per request; not part of CI.
+ * both: extend at 50 connections, push of 100 items from 10 connections
+ * over 10 partitions, and pop + ack (ACK_MESSAGES pushed untimed, then
+ * drained by 4 consumers popping 100 and acking them). Prints the medians
+ * as a Markdown table with the broker's CPU per request; not part of CI.
  */
 
 const ROOT = join(__dirname, '..', '..');
@@ -25,6 +27,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const LEASES = 2000;
 const PUSH_ITEMS = Number(process.env.BENCH_PUSH_ITEMS ?? 100);
 const PUSH_PARTITIONS = 10;
+const ACK_MESSAGES = Number(process.env.BENCH_ACK_MESSAGES ?? 40_000);
+const ACK_QUEUE = 'ab-pop-ack';
 
 interface Round {
   requestsPerSecond: number;
@@ -38,13 +42,15 @@ interface Round {
 interface Side {
   name: string;
   root: string;
+  databaseUrl?: string;
   port: number;
   process?: ChildProcess;
   leases: string[];
   rounds: Record<Workload, Round[]>;
 }
 
-type Workload = 'extend' | 'push';
+const WORKLOADS = ['extend', 'push', 'pop + ack'] as const;
+type Workload = (typeof WORKLOADS)[number];
 
 const PUSH_BODIES = Array.from({ length: PUSH_PARTITIONS }, (_unused, partition) =>
   JSON.stringify({
@@ -60,12 +66,13 @@ async function main(): Promise<void> {
   const other = process.argv[2];
   if (!other) throw new Error('usage: npm run bench:ab -- <path of the other checkout, built>');
   const sides: Side[] = [
-    { name: 'other', root: other, port: 6720, leases: [], rounds: { extend: [], push: [] } },
-    { name: 'this', root: ROOT, port: 6721, leases: [], rounds: { extend: [], push: [] } },
+    { name: 'other', root: other, port: 6720, leases: [], rounds: { extend: [], push: [], 'pop + ack': [] } },
+    { name: 'this', root: ROOT, port: 6721, leases: [], rounds: { extend: [], push: [], 'pop + ack': [] } },
   ];
   try {
     for (const side of sides) {
       const url = await freshDatabase(`leasehold_ab_${side.name}`);
+      side.databaseUrl = url;
       side.process = spawn(process.execPath, [...startFlags(side.root), join(side.root, 'dist', 'src', 'main.js')], {
         env: {
           ...process.env,
@@ -81,11 +88,10 @@ async function main(): Promise<void> {
       side.process.stdout?.resume();
       await untilReady(`http://127.0.0.1:${side.port}`);
       side.leases = await createLeases(`http://127.0.0.1:${side.port}`, LEASES);
-      await round(side, 'extend', 3);
-      await round(side, 'push', 3);
+      for (const workload of WORKLOADS) await round(side, workload, 3);
     }
     for (let index = 0; index < ROUNDS; index += 1) {
-      for (const workload of ['extend', 'push'] as const) {
+      for (const workload of WORKLOADS) {
         for (const side of index % 2 === 0 ? sides : [...sides].reverse()) {
           side.rounds[workload].push(await round(side, workload, SECONDS));
         }
@@ -99,13 +105,18 @@ async function main(): Promise<void> {
     `| build | workload | req/s (median of ${ROUNDS}) | messages/s | p99 ms (median) | broker CPU ms per request | max RSS MB | errors | rounds (req/s at p99 ms) |`,
   );
   console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
-  for (const workload of ['extend', 'push'] as const) {
+  const names: Record<Workload, string> = {
+    extend: 'extend, 50 connections',
+    push: `push, 10 connections × ${PUSH_ITEMS} items`,
+    'pop + ack': `pop + ack of ${ACK_MESSAGES} messages, batch 100, 4 consumers (a pop and its ack per request)`,
+  };
+  for (const workload of WORKLOADS) {
     for (const side of sides) {
       const rounds = side.rounds[workload];
       const requests = median(rounds.map((r) => r.requestsPerSecond));
       console.log(
-        `| ${side.name === 'this' ? 'this checkout' : side.root} | ${workload === 'extend' ? 'extend, 50 connections' : `push, 10 connections × ${PUSH_ITEMS} items`} | ` +
-          `${requests} | ${workload === 'push' ? requests * PUSH_ITEMS : ''} | ${median(rounds.map((r) => r.p99))} | ` +
+        `| ${side.name === 'this' ? 'this checkout' : side.root} | ${names[workload]} | ` +
+          `${requests} | ${workload === 'extend' ? '' : requests * (workload === 'push' ? PUSH_ITEMS : 100)} | ${median(rounds.map((r) => r.p99))} | ` +
           `${median(rounds.map((r) => r.cpuMs)).toFixed(3)} | ${Math.max(...rounds.map((r) => r.rssMb))} | ` +
           `${rounds.reduce((sum, r) => sum + r.errors, 0)} | ${rounds.map((r) => `${r.requestsPerSecond} at ${r.p99}`).join(', ')} |`,
       );
@@ -114,6 +125,7 @@ async function main(): Promise<void> {
 }
 
 async function round(side: Side, workload: Workload, seconds: number): Promise<Round> {
+  if (workload === 'pop + ack') return popAckRound(side);
   let sequence = 0;
   const request: autocannon.Request =
     workload === 'extend'
@@ -144,6 +156,60 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
     cpuMs: ((cpuSeconds(side.process!) - cpuBefore) * 1000) / Math.max(1, result.requests.total),
+    rssMb: rss(side.process!),
+  };
+}
+
+/** Seconds do not apply: the round lasts until the consumers have drained what was pushed. */
+async function popAckRound(side: Side): Promise<Round> {
+  const base = `http://127.0.0.1:${side.port}`;
+  let pushed = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (pushed < ACK_MESSAGES) {
+        const partition = `p${Math.floor(pushed / 1000) % PUSH_PARTITIONS}`;
+        const count = Math.min(1000, ACK_MESSAGES - pushed);
+        pushed += count;
+        const items = Array.from({ length: count }, (_unused, index) => ({
+          queue: ACK_QUEUE,
+          partition,
+          payload: { index, body: 'x'.repeat(100) },
+        }));
+        const answer = await call(base, 'POST', '/api/v1/push', { items });
+        if (answer.status !== 201) throw new Error(`push answered ${answer.status}`);
+      }
+    }),
+  );
+  // Autovacuum is off here: without this, each side would pop from tables left as its own push rounds grew them.
+  const db = new Client({ connectionString: side.databaseUrl });
+  await db.connect();
+  await db.query('VACUUM ANALYZE');
+  await db.end();
+  const latencies: number[] = [];
+  let errors = 0;
+  let acked = 0;
+  const cpuBefore = cpuSeconds(side.process!);
+  const started = performance.now();
+  // A consumer that finds every partition leased by the others polls again, as a real one would: stopping at the
+  // first 204 would make the figure depend on when each consumer happened to drop out.
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (acked < ACK_MESSAGES) {
+        const began = performance.now();
+        const step = await popAndAck(base, `/api/v1/pop/queue/${ACK_QUEUE}?batch=100&leaseSeconds=60`);
+        if (step.failed) errors += 1;
+        if (step.status !== 200) continue;
+        acked += step.messages;
+        latencies.push(performance.now() - began);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  return {
+    requestsPerSecond: Math.round(latencies.length / elapsed),
+    p99: Math.round(percentile(latencies, 0.99)),
+    errors: errors + acked - ACK_MESSAGES,
+    cpuMs: ((cpuSeconds(side.process!) - cpuBefore) * 1000) / Math.max(1, latencies.length),
     rssMb: rss(side.process!),
   };
 }
