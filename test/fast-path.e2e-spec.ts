@@ -237,26 +237,38 @@ function comparable(response: WireResponse, caller: Caller): unknown {
   };
 }
 
-describe('lease route served ahead of the router', () => {
-  let fast: NestExpressApplication;
-  let routed: NestExpressApplication;
-  let dataSource: DataSource;
+interface BothPaths {
+  fast: NestExpressApplication;
+  routed: NestExpressApplication;
+}
 
-  // One after the other, here and below: on the embedded database, statements
-  // of two applications racing each other can interleave (see DatabaseEngine).
+/** The application twice, with the fast path and without it, for the describe block that calls this. */
+function bothPaths(): BothPaths {
+  const apps = {} as BothPaths;
+  // One after the other: on the embedded database, statements of two applications racing each other can
+  // interleave (see DatabaseEngine).
   beforeAll(async () => {
-    fast = await createTestApp(ENV);
-    routed = await createTestApp(ENV, { fastPath: false });
-    dataSource = fast.get(DataSource);
+    apps.fast = await createTestApp(ENV);
+    apps.routed = await createTestApp(ENV, { fastPath: false });
   });
 
   afterAll(async () => {
-    await fast.close();
-    await routed.close();
+    await apps.fast.close();
+    await apps.routed.close();
   });
 
   afterEach(() => {
     jest.restoreAllMocks();
+  });
+  return apps;
+}
+
+describe('lease route served ahead of the router', () => {
+  const apps = bothPaths();
+  let dataSource: DataSource;
+
+  beforeAll(() => {
+    dataSource = apps.fast.get(DataSource);
   });
 
   async function caller(app: NestExpressApplication, foreign = false, expired = false): Promise<Caller> {
@@ -273,15 +285,15 @@ describe('lease route served ahead of the router', () => {
     const throttle = jest.spyOn(TenantThrottlerGuard.prototype, 'canActivate');
     const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
     const logged = jest.spyOn(Logger.prototype, 'error');
-    const c = await caller(fast);
-    const timedBefore = await requestsTimed(fast);
+    const c = await caller(apps.fast);
+    const timedBefore = await requestsTimed(apps.fast);
 
-    const response = await onTheWire(fast, extendOwn(c));
-    const refused = await onTheWire(fast, post(`/api/v1/lease/${c.leaseId}/extend`));
+    const response = await onTheWire(apps.fast, extendOwn(c));
+    const refused = await onTheWire(apps.fast, post(`/api/v1/lease/${c.leaseId}/extend`));
 
     expect(response.status).toBe(200);
     expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await requestsTimed(fast)) - timedBefore).toBe(2);
+    expect((await requestsTimed(apps.fast)) - timedBefore).toBe(2);
     expect(JSON.parse(response.body)).toMatchObject({ leaseId: c.leaseId, success: true, renewed: 1 });
     expect(refused.status).toBe(401);
     expect(serve).toHaveBeenCalledTimes(2);
@@ -290,14 +302,14 @@ describe('lease route served ahead of the router', () => {
     expect(filter).toHaveBeenCalledTimes(1);
     // A refusal the filter answered is not an error of the broker's.
     expect(logged).not.toHaveBeenCalled();
-    expect(fast.get(FastPathMiddleware).servedFor(LEASE_ROUTE)).not.toBeNull();
+    expect(apps.fast.get(FastPathMiddleware).servedFor(LEASE_ROUTE)).not.toBeNull();
   });
 
   it('leaves the route to the router when turned off', async () => {
     const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
-    const c = await caller(routed);
+    const c = await caller(apps.routed);
 
-    const response = await onTheWire(routed, extendOwn(c));
+    const response = await onTheWire(apps.routed, extendOwn(c));
 
     expect(response.status).toBe(200);
     expect(serve).not.toHaveBeenCalled();
@@ -306,11 +318,11 @@ describe('lease route served ahead of the router', () => {
   it.each(CASES.map((testCase) => [testCase.name, testCase] as const))(
     'answers %s exactly as the router does',
     async (_name, testCase) => {
-      const fastCaller = await caller(fast, testCase.foreign, testCase.expired);
-      const routedCaller = await caller(routed, testCase.foreign, testCase.expired);
+      const fastCaller = await caller(apps.fast, testCase.foreign, testCase.expired);
+      const routedCaller = await caller(apps.routed, testCase.foreign, testCase.expired);
 
-      const fastResponse = await onTheWire(fast, testCase.head(fastCaller), testCase.body);
-      const routedResponse = await onTheWire(routed, testCase.head(routedCaller), testCase.body);
+      const fastResponse = await onTheWire(apps.fast, testCase.head(fastCaller), testCase.body);
+      const routedResponse = await onTheWire(apps.routed, testCase.head(routedCaller), testCase.body);
 
       expect(fastResponse.status).toBe(testCase.status);
       expect(comparable(fastResponse, fastCaller)).toEqual(comparable(routedResponse, routedCaller));
@@ -318,9 +330,9 @@ describe('lease route served ahead of the router', () => {
   );
 
   it('renews what each body asks for, as the router does', async () => {
-    const c = await caller(fast);
+    const c = await caller(apps.fast);
 
-    const response = await onTheWire(fast, extendOwn(c, ...json('{"seconds":3600}')), '{"seconds":3600}');
+    const response = await onTheWire(apps.fast, extendOwn(c, ...json('{"seconds":3600}')), '{"seconds":3600}');
 
     const body = JSON.parse(response.body) as { newExpiresAt: string };
     expect(body.newExpiresAt).toMatch(TIMESTAMP);
@@ -331,9 +343,9 @@ describe('lease route served ahead of the router', () => {
 
   it('renews nothing for a request whose client goes away before its body arrives', async () => {
     const tenant = newTenant();
-    const lease = await createLease(fast, tenant, [30]);
+    const lease = await createLease(apps.fast, tenant, [30]);
     const before = await expiries(dataSource, tenant, lease.partitionIds);
-    const server = fast.getHttpServer();
+    const server = apps.fast.getHttpServer();
     if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
 
@@ -475,28 +487,13 @@ const PUSH_CASES: PushCase[] = [
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 
 /** Status, headers and body, ids masked. */
-function comparablePush(response: WireResponse): unknown {
+function comparableMasked(response: WireResponse): unknown {
   const { date: _date, 'x-request-id': _requestId, ...headers } = response.headers;
   return { status: response.status, headers, body: response.body.replace(UUID, '<uuid>') };
 }
 
 describe('push route served ahead of the router', () => {
-  let fast: NestExpressApplication;
-  let routed: NestExpressApplication;
-
-  beforeAll(async () => {
-    fast = await createTestApp(ENV);
-    routed = await createTestApp(ENV, { fastPath: false });
-  });
-
-  afterAll(async () => {
-    await fast.close();
-    await routed.close();
-  });
-
-  afterEach(() => {
-    jest.restoreAllMocks();
-  });
+  const apps = bothPaths();
 
   const writer = () => hsToken({ role: 'read-write', tenant: newTenant() });
 
@@ -504,10 +501,10 @@ describe('push route served ahead of the router', () => {
     const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
     const guard = jest.spyOn(AccessGuard.prototype, 'canActivate');
     const filter = jest.spyOn(HttpExceptionFilter.prototype, 'catch');
-    const timedBefore = await requestsTimed(fast, PUSH_ROUTE.path);
+    const timedBefore = await requestsTimed(apps.fast, PUSH_ROUTE.path);
 
-    const stored = await onTheWire(fast, pushAs(writer(), undefined, ...json(twoItems)), twoItems);
-    const refused = await onTheWire(fast, pushAs(writer(), undefined, ...json('{"items":3}')), '{"items":3}');
+    const stored = await onTheWire(apps.fast, pushAs(writer(), undefined, ...json(twoItems)), twoItems);
+    const refused = await onTheWire(apps.fast, pushAs(writer(), undefined, ...json('{"items":3}')), '{"items":3}');
 
     expect(stored.status).toBe(201);
     expect(JSON.parse(stored.body)).toMatchObject([
@@ -518,7 +515,7 @@ describe('push route served ahead of the router', () => {
     expect(serve).toHaveBeenCalledTimes(2);
     expect(guard).toHaveBeenCalledTimes(2);
     expect(filter).toHaveBeenCalledTimes(1);
-    expect((await requestsTimed(fast, PUSH_ROUTE.path)) - timedBefore).toBe(2);
+    expect((await requestsTimed(apps.fast, PUSH_ROUTE.path)) - timedBefore).toBe(2);
   });
 
   it.each(PUSH_CASES.map((testCase) => [testCase.name, testCase] as const))(
@@ -530,11 +527,11 @@ describe('push route served ahead of the router', () => {
         return onTheWire(app, testCase.head(token), testCase.body);
       };
 
-      const fastResponse = await answer(fast);
-      const routedResponse = await answer(routed);
+      const fastResponse = await answer(apps.fast);
+      const routedResponse = await answer(apps.routed);
 
       expect(fastResponse.status).toBe(testCase.status);
-      expect(comparablePush(fastResponse)).toEqual(comparablePush(routedResponse));
+      expect(comparableMasked(fastResponse)).toEqual(comparableMasked(routedResponse));
     },
   );
 });
@@ -624,22 +621,7 @@ const ACK_CASES: AckCase[] = [
 ];
 
 describe('ack routes served ahead of the router', () => {
-  let fast: NestExpressApplication;
-  let routed: NestExpressApplication;
-
-  beforeAll(async () => {
-    fast = await createTestApp(ENV);
-    routed = await createTestApp(ENV, { fastPath: false });
-  });
-
-  afterAll(async () => {
-    await fast.close();
-    await routed.close();
-  });
-
-  afterEach(() => {
-    jest.restoreAllMocks();
-  });
+  const apps = bothPaths();
 
   async function leaseIn(app: NestExpressApplication): Promise<{ token: string; lease: FixtureLease }> {
     const tenant = newTenant();
@@ -648,10 +630,14 @@ describe('ack routes served ahead of the router', () => {
 
   it('serves acks itself and times them under their routes', async () => {
     const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
-    const { token, lease } = await leaseIn(fast);
-    const timedBefore = await requestsTimed(fast, ACK_BATCH_ROUTE.path);
+    const { token, lease } = await leaseIn(apps.fast);
+    const timedBefore = await requestsTimed(apps.fast, ACK_BATCH_ROUTE.path);
 
-    const response = await onTheWire(fast, ackAs('/api/v1/ack/batch')(token, ackBatchBody(lease)), ackBatchBody(lease));
+    const response = await onTheWire(
+      apps.fast,
+      ackAs('/api/v1/ack/batch')(token, ackBatchBody(lease)),
+      ackBatchBody(lease),
+    );
 
     expect(response.status).toBe(200);
     expect(JSON.parse(response.body)).toMatchObject([
@@ -659,7 +645,7 @@ describe('ack routes served ahead of the router', () => {
       { index: 1, success: true, leaseReleased: true },
     ]);
     expect(serve).toHaveBeenCalledTimes(1);
-    expect((await requestsTimed(fast, ACK_BATCH_ROUTE.path)) - timedBefore).toBe(1);
+    expect((await requestsTimed(apps.fast, ACK_BATCH_ROUTE.path)) - timedBefore).toBe(1);
   });
 
   it.each(ACK_CASES.map((testCase) => [testCase.name, testCase] as const))(
@@ -671,11 +657,11 @@ describe('ack routes served ahead of the router', () => {
         return onTheWire(app, testCase.head(token, body), body);
       };
 
-      const fastResponse = await answer(fast);
-      const routedResponse = await answer(routed);
+      const fastResponse = await answer(apps.fast);
+      const routedResponse = await answer(apps.routed);
 
       expect(fastResponse.status).toBe(testCase.status);
-      expect(comparablePush(fastResponse)).toEqual(comparablePush(routedResponse));
+      expect(comparableMasked(fastResponse)).toEqual(comparableMasked(routedResponse));
     },
   );
 });
