@@ -1,3 +1,7 @@
+export const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+/** What Express accepts after a route's path: a trailing slash and a query. */
+export const PATH_END = '/?(?:\\?.*)?';
+
 export interface FixedRoute {
   readonly path: string;
   readonly matches: (url: string) => boolean;
@@ -7,7 +11,7 @@ export interface FixedRoute {
 
 /** A POST route without parameters, matched as Express matches it: in any case, with an optional trailing slash and query. */
 export function fixedPostRoute(path: string): FixedRoute {
-  const pattern = new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\/?(?:\\?.*)?$`, 'i');
+  const pattern = new RegExp(`^${escapeRegExp(path)}${PATH_END}$`, 'i');
   const matches = (url: string) => pattern.test(url);
   return {
     path,

@@ -46,11 +46,10 @@ export class RequestBodyInterceptor implements NestInterceptor {
     const handler = context.getHandler();
     if (this.reflector.get<boolean | undefined>(OWN_BODY, handler) === true) return next.handle();
     const limit = bodyLimitBytes(this.reflector.get<BodyLimit | undefined>(BODY_LIMIT_KEY, handler), this.limits.limit);
-    return from(this.readJson(request, { ...this.limits, limit })).pipe(switchMap(() => next.handle()));
-  }
-
-  private async readJson(request: Request, limits: BodyLimits): Promise<void> {
-    request.body = await readJsonBody(request, limits);
+    const read = readJsonBody(request, { ...this.limits, limit }).then((body) => {
+      request.body = body;
+    });
+    return from(read).pipe(switchMap(() => next.handle()));
   }
 }
 

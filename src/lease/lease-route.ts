@@ -1,3 +1,5 @@
+import { escapeRegExp, PATH_END } from '../http/fixed-route';
+
 export const LEASE_CONTROLLER_PATH = 'api/v1/lease';
 export const LEASE_EXTEND_PATH = ':leaseId/extend';
 export const LEASE_EXTEND_ROUTE = `/${LEASE_CONTROLLER_PATH}/${LEASE_EXTEND_PATH}`;
@@ -11,10 +13,9 @@ export interface LeaseExtendUrl {
   suffix: string;
 }
 
-const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 const [BEFORE_ID, AFTER_ID] = LEASE_EXTEND_ROUTE.split(':leaseId');
 // Case-insensitive and with an optional trailing slash and query, as Express routes by default.
-const PATTERN = new RegExp(`^(${escape(BEFORE_ID)})([^/?]*)(${escape(AFTER_ID)}/?(?:\\?.*)?)$`, 'i');
+const PATTERN = new RegExp(`^(${escapeRegExp(BEFORE_ID)})([^/?]*)(${escapeRegExp(AFTER_ID)}${PATH_END})$`, 'i');
 
 export function matchLeaseExtend(url: string): LeaseExtendUrl | null {
   const match = PATTERN.exec(url);

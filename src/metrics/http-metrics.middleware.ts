@@ -8,6 +8,8 @@ import { ACK_BATCH_ROUTE, ACK_ROUTE } from '../ack/ack-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
+const FIXED_ROUTES = [PUSH_ROUTE, ACK_ROUTE, ACK_BATCH_ROUTE];
+
 /** By route pattern, never by the raw path: a lease id or queue name in a label would make a series per id. */
 export function observeRequests(metrics: MetricsService, log?: RequestLogger): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {
@@ -31,7 +33,7 @@ export function routeOf(request: Request): string {
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
   // Served ahead of the router (FastPathMiddleware, ProbeService), so Express never sets their route.
   if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
-  const fixed = [PUSH_ROUTE, ACK_ROUTE, ACK_BATCH_ROUTE].find((candidate) => candidate.matches(request.originalUrl));
+  const fixed = FIXED_ROUTES.find((candidate) => candidate.matches(request.originalUrl));
   if (fixed) return fixed.path;
   if (PROBE_PATHS.includes(request.path)) return request.path;
   if (request.path === CONSOLE_PATH || request.path.startsWith(`${CONSOLE_PATH}/`)) return CONSOLE_PATH;
