@@ -2,7 +2,8 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
-import { call, percentile, popAndAck } from './http';
+import { vacuumAnalyze } from './database';
+import { percentile, popAndAck, pushInBatches } from './http';
 import { createLeases } from './leases';
 import { startFlags } from './start-flags';
 import { cpuSeconds, rss } from './usage';
@@ -163,28 +164,9 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
 /** Seconds do not apply: the round lasts until the consumers have drained what was pushed. */
 async function popAckRound(side: Side): Promise<Round> {
   const base = `http://127.0.0.1:${side.port}`;
-  let pushed = 0;
-  await Promise.all(
-    Array.from({ length: 4 }, async () => {
-      while (pushed < ACK_MESSAGES) {
-        const partition = `p${Math.floor(pushed / 1000) % PUSH_PARTITIONS}`;
-        const count = Math.min(1000, ACK_MESSAGES - pushed);
-        pushed += count;
-        const items = Array.from({ length: count }, (_unused, index) => ({
-          queue: ACK_QUEUE,
-          partition,
-          payload: { index, body: 'x'.repeat(100) },
-        }));
-        const answer = await call(base, 'POST', '/api/v1/push', { items });
-        if (answer.status !== 201) throw new Error(`push answered ${answer.status}`);
-      }
-    }),
-  );
-  // Autovacuum is off here: without this, each side would pop from tables left as its own push rounds grew them.
-  const db = new Client({ connectionString: side.databaseUrl });
-  await db.connect();
-  await db.query('VACUUM ANALYZE');
-  await db.end();
+  await pushInBatches(base, ACK_QUEUE, ACK_MESSAGES, PUSH_PARTITIONS, (index) => ({ index, body: 'x'.repeat(100) }));
+  // Without this, each side would pop from tables left as its own push rounds grew them.
+  await vacuumAnalyze(side.databaseUrl!);
   const latencies: number[] = [];
   let errors = 0;
   let acked = 0;

@@ -1,4 +1,4 @@
-import { Client } from 'pg';
+import { vacuumAnalyze } from './database';
 import { call, percentile, popAndAck } from './http';
 
 /*
@@ -47,12 +47,7 @@ export async function measureDrain(
     const pushed = await call(base, 'POST', '/api/v1/push', { items });
     if (pushed.status !== 201) throw new Error(`push answered ${pushed.status}`);
   }
-  if (refresh) {
-    const db = new Client({ connectionString: databaseUrl });
-    await db.connect();
-    await db.query('VACUUM ANALYZE');
-    await db.end();
-  }
+  if (refresh) await vacuumAnalyze(databaseUrl);
 
   const popMs: number[] = [];
   const ackMs: number[] = [];

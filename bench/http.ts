@@ -58,6 +58,33 @@ export async function popAndAck(base: string, popPath: string): Promise<PopAndAc
   };
 }
 
+/** `total` messages pushed 1000 at a time by 4 producers, partition `p0` to `p{partitions - 1}` in turn. */
+export async function pushInBatches(
+  base: string,
+  queue: string,
+  total: number,
+  partitions: number,
+  payload: (index: number) => unknown,
+): Promise<void> {
+  let pushed = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (pushed < total) {
+        const partition = `p${Math.floor(pushed / 1000) % partitions}`;
+        const count = Math.min(1000, total - pushed);
+        pushed += count;
+        const items = Array.from({ length: count }, (_unused, index) => ({
+          queue,
+          partition,
+          payload: payload(index),
+        }));
+        const answer = await call(base, 'POST', '/api/v1/push', { items });
+        if (answer.status !== 201) throw new Error(`push answered ${answer.status}`);
+      }
+    }),
+  );
+}
+
 /** The value at quantile `p` of `values` (in any order); 0 for none. */
 export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);

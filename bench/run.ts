@@ -9,7 +9,8 @@ import { measurePushCeiling } from './push-ceiling';
 import { startFlags } from './start-flags';
 import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
 import { measurePipeline, PipelineMode, PipelineRow } from './pipeline';
-import { call, percentile, popAndAck } from './http';
+import { vacuumAnalyze } from './database';
+import { percentile, popAndAck, pushInBatches } from './http';
 import { createHotLease, createLeases } from './leases';
 import { measureSoak, SoakResult } from './soak';
 import { IsolationRow, measureIsolation } from './tenants';
@@ -421,24 +422,8 @@ async function measurePopAck(broker: ChildProcess): Promise<Row> {
   const queue = 'bench-pop-ack';
   const consumers = 4;
   log(`pop + ack: pushing ${POP_ACK_MESSAGES} messages`);
-  let pushed = 0;
-  await Promise.all(
-    Array.from({ length: 4 }, async () => {
-      while (pushed < POP_ACK_MESSAGES) {
-        const partition = `p${(pushed / 1000) % PUSH_PARTITIONS}`;
-        const count = Math.min(1000, POP_ACK_MESSAGES - pushed);
-        pushed += count;
-        const items = Array.from({ length: count }, (_unused, index) => ({
-          queue,
-          partition,
-          payload: pushPayload(index),
-        }));
-        const answer = await call(BROKER, 'POST', '/api/v1/push', { items });
-        if (answer.status !== 201) throw new Error(`push answered ${answer.status}`);
-      }
-    }),
-  );
-  await vacuum();
+  await pushInBatches(BROKER, queue, POP_ACK_MESSAGES, PUSH_PARTITIONS, pushPayload);
+  await vacuumAnalyze(databaseUrl());
   const latencies: number[] = [];
   let messages = 0;
   let errors = 0;
@@ -489,14 +474,6 @@ async function rssAtRest(broker: ChildProcess): Promise<RestRss> {
   const early = rss(broker);
   await new Promise((resolve) => setTimeout(resolve, (SETTLED_SECONDS - REST_SECONDS) * 1000));
   return { early, settled: rss(broker) };
-}
-
-/** Statistics refreshed and dead rows cleared between phases, as autovacuum would (it is off on this machine). */
-async function vacuum(): Promise<void> {
-  const db = new Client({ connectionString: databaseUrl() });
-  await db.connect();
-  await db.query('VACUUM ANALYZE');
-  await db.end();
 }
 
 /**
