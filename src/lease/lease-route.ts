@@ -1,4 +1,4 @@
-import { escapeRegExp, PATH_END } from '../http/fixed-route';
+import { escapeRegExp, PATH_END } from '../http/route-pattern';
 
 export const LEASE_CONTROLLER_PATH = 'api/v1/lease';
 export const LEASE_EXTEND_PATH = ':leaseId/extend';

@@ -1,4 +1,4 @@
-import { fixedPostRoute } from '../http/fixed-route';
+import { routePattern } from '../http/route-pattern';
 
 export const PUSH_CONTROLLER_PATH = 'api/v1/push';
-export const PUSH_ROUTE = fixedPostRoute(`/${PUSH_CONTROLLER_PATH}`);
+export const PUSH_ROUTE = routePattern('POST', `/${PUSH_CONTROLLER_PATH}`);
