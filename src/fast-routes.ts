@@ -3,6 +3,8 @@ import { ACK_BATCH_ROUTE, ACK_ROUTE } from './ack/ack-route';
 import { FastRoute } from './http/fast-path.middleware';
 import { LeaseController } from './lease/lease.controller';
 import { leaseExtendParams } from './lease/lease-route';
+import { PopController } from './pop/pop.controller';
+import { POP_PARTITION_ROUTE, POP_QUEUE_ROUTE } from './pop/pop-route';
 import { PushController } from './push/push.controller';
 import { PUSH_ROUTE } from './push/push-route';
 
@@ -12,4 +14,6 @@ export const FAST_ROUTE_TABLE: readonly FastRoute[] = [
   { controller: PushController, handler: 'push', match: PUSH_ROUTE.params },
   { controller: AckController, handler: 'ack', match: ACK_ROUTE.params },
   { controller: AckController, handler: 'ackBatch', match: ACK_BATCH_ROUTE.params },
+  { controller: PopController, handler: 'popQueue', match: POP_QUEUE_ROUTE.params },
+  { controller: PopController, handler: 'popPartition', match: POP_PARTITION_ROUTE.params },
 ];

@@ -13,6 +13,8 @@ import { FastPathMiddleware } from '../src/http/fast-path.middleware';
 import { LEASE_EXTEND_ROUTE } from '../src/lease/lease-route';
 import { PUSH_ROUTE } from '../src/push/push-route';
 import { ACK_BATCH_ROUTE } from '../src/ack/ack-route';
+import { POP_PARTITION_ROUTE } from '../src/pop/pop-route';
+import { PushService } from '../src/push/push.service';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { expireLeases } from './support/db-state';
@@ -662,6 +664,157 @@ describe('ack routes served ahead of the router', () => {
 
       expect(fastResponse.status).toBe(testCase.status);
       expect(comparableMasked(fastResponse)).toEqual(comparableMasked(routedResponse));
+    },
+  );
+});
+
+interface PopCase {
+  name: string;
+  status: number;
+  /** The request line and headers, for a tenant whose queue `fast-pop` holds a message in `p0`, `p1` and `a/b`. */
+  head: (token: string) => string;
+  body?: string;
+}
+
+const get = (path: string, ...headers: string[]) => [`GET ${path} HTTP/1.1`, ...headers].join('\r\n');
+const popAs = (path: string) => (token: string) => get(path, `Authorization: Bearer ${token}`);
+
+const bigBody = `{"x":"${'y'.repeat(65 * 1024)}"}`;
+
+const POP_CASES: PopCase[] = [
+  { name: 'a pop from any partition', status: 200, head: popAs('/api/v1/pop/queue/fast-pop?batch=10&partitions=3') },
+  { name: 'a pop from one partition', status: 200, head: popAs('/api/v1/pop/queue/fast-pop/partition/p1') },
+  { name: 'an encoded slash in the partition', status: 200, head: popAs('/api/v1/pop/queue/fast-pop/partition/a%2Fb') },
+  {
+    name: 'an upper-case path with a trailing slash',
+    status: 200,
+    head: popAs('/API/V1/POP/QUEUE/fast-pop/PARTITION/p1/?batch=2'),
+  },
+  {
+    name: 'a consumer group',
+    status: 200,
+    head: popAs('/api/v1/pop/queue/fast-pop?consumerGroup=g1&batch=5&partitions=3'),
+  },
+  { name: 'autoAck', status: 200, head: popAs('/api/v1/pop/queue/fast-pop/partition/p0?autoAck=true') },
+  { name: 'a partition named in another case', status: 204, head: popAs('/api/v1/pop/queue/fast-pop/partition/P1') },
+  { name: 'a queue that does not exist', status: 204, head: popAs('/api/v1/pop/queue/nothing-here') },
+  { name: 'a partition that holds nothing', status: 204, head: popAs('/api/v1/pop/queue/fast-pop/partition/p9') },
+  { name: 'a wait that times out', status: 204, head: popAs('/api/v1/pop/queue/nothing-here?wait=true&timeout=50') },
+  { name: 'a batch that is not a number', status: 400, head: popAs('/api/v1/pop/queue/fast-pop?batch=ten') },
+  { name: 'a repeated parameter', status: 400, head: popAs('/api/v1/pop/queue/fast-pop?batch=1&batch=2') },
+  { name: 'a queue name too long', status: 400, head: popAs(`/api/v1/pop/queue/${'q'.repeat(256)}`) },
+  { name: 'a segment that does not decode', status: 400, head: popAs('/api/v1/pop/queue/%E0%A4%A') },
+  {
+    name: 'a body over the 64 KiB of a route that takes none',
+    status: 413,
+    head: (t) => get('/api/v1/pop/queue/fast-pop', `Authorization: Bearer ${t}`, ...json(bigBody)),
+    body: bigBody,
+  },
+  {
+    name: 'a malformed JSON body',
+    status: 400,
+    head: (t) => get('/api/v1/pop/queue/fast-pop', `Authorization: Bearer ${t}`, ...json('{"x":')),
+    body: '{"x":',
+  },
+  {
+    name: 'a small JSON body, ignored',
+    status: 200,
+    head: (t) => get('/api/v1/pop/queue/fast-pop/partition/p0', `Authorization: Bearer ${t}`, ...json('{"x":1}')),
+    body: '{"x":1}',
+  },
+  { name: 'no token', status: 401, head: () => get('/api/v1/pop/queue/fast-pop') },
+  {
+    name: 'a read-only role',
+    status: 403,
+    head: () => get('/api/v1/pop/queue/fast-pop', bearer({ role: 'read-only', tenant: newTenant() })),
+  },
+  {
+    name: 'HEAD',
+    status: 405,
+    head: (t) => [`HEAD /api/v1/pop/queue/fast-pop HTTP/1.1`, `Authorization: Bearer ${t}`].join('\r\n'),
+  },
+  { name: 'POST', status: 404, head: (t) => post('/api/v1/pop/queue/fast-pop', `Authorization: Bearer ${t}`) },
+];
+
+const TIMESTAMPS = /\d{4}-\d{2}-\d{2}T[\d:.]+Z/g;
+
+interface PopAnswer {
+  partition?: string;
+  messages?: Array<{ transactionId: string }>;
+  claimedPartitions?: Array<{ partition: string }>;
+}
+
+/**
+ * As comparableMasked, with timestamps masked too and the length checked against the body instead of compared. The
+ * database picks the order of the partitions one pop claims, so an answer from several is compared in a fixed order.
+ */
+function comparablePop(response: WireResponse): unknown {
+  const { date: _date, 'x-request-id': _requestId, 'content-length': length, ...headers } = response.headers;
+  const masked = response.body.replace(UUID, '<uuid>').replace(TIMESTAMPS, '<time>');
+  const answer = (masked.startsWith('{"success"') ? JSON.parse(masked) : undefined) as PopAnswer | undefined;
+  const claimed = answer?.claimedPartitions?.length ?? 0;
+  return {
+    status: response.status,
+    headers,
+    lengthMatches: length === undefined || Number(length) === Buffer.byteLength(response.body),
+    body:
+      answer && claimed > 1
+        ? {
+            ...answer,
+            partition: `one of ${claimed}`,
+            messages: answer.messages?.sort((a, b) => a.transactionId.localeCompare(b.transactionId)),
+            claimedPartitions: answer.claimedPartitions?.sort((a, b) => a.partition.localeCompare(b.partition)),
+          }
+        : masked,
+  };
+}
+
+describe('pop routes served ahead of the router', () => {
+  const apps = bothPaths();
+
+  async function tenantWithMessages(app: NestExpressApplication): Promise<string> {
+    const tenant = newTenant();
+    await app.get(PushService).push(
+      tenant,
+      undefined,
+      ['p0', 'p1', 'a/b'].map((partition, index) => ({
+        queue: 'fast-pop',
+        partition,
+        payloadJson: JSON.stringify({ index }),
+        transactionId: `order-${index}`,
+        traceId: undefined,
+      })),
+    );
+    return hsToken({ role: 'read-write', tenant });
+  }
+
+  it('serves pops itself, answers 204 when nothing is there, and times both under their routes', async () => {
+    const serve = jest.spyOn(FastPathMiddleware.prototype as never, 'serve');
+    const token = await tenantWithMessages(apps.fast);
+    const timedBefore = await requestsTimed(apps.fast, POP_PARTITION_ROUTE.path);
+
+    const claimed = await onTheWire(apps.fast, popAs('/api/v1/pop/queue/fast-pop/partition/a%2Fb')(token));
+    const empty = await onTheWire(apps.fast, popAs('/api/v1/pop/queue/fast-pop/partition/a%2Fb')(token));
+
+    expect(claimed.status).toBe(200);
+    expect(JSON.parse(claimed.body)).toMatchObject({ partition: 'a/b', messages: [{ data: { index: 2 } }] });
+    expect(empty.status).toBe(204);
+    expect(empty.body).toBe('');
+    expect(serve).toHaveBeenCalledTimes(2);
+    expect((await requestsTimed(apps.fast, POP_PARTITION_ROUTE.path)) - timedBefore).toBe(2);
+  });
+
+  it.each(POP_CASES.map((testCase) => [testCase.name, testCase] as const))(
+    'answers %s exactly as the router does',
+    async (_name, testCase) => {
+      const answer = async (app: NestExpressApplication) =>
+        onTheWire(app, testCase.head(await tenantWithMessages(app)), testCase.body);
+
+      const fastResponse = await answer(apps.fast);
+      const routedResponse = await answer(apps.routed);
+
+      expect(fastResponse.status).toBe(testCase.status);
+      expect(comparablePop(fastResponse)).toEqual(comparablePop(routedResponse));
     },
   );
 });

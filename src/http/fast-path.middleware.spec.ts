@@ -32,11 +32,15 @@ import type { NextFunction, Request, Response } from 'express';
 import { AppConfig } from '../config/app-config';
 import { FAST_ROUTE_TABLE } from '../fast-routes';
 import { LeaseController } from '../lease/lease.controller';
+import { JsonText } from '../common/json-text';
+import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
+import { PopController } from '../pop/pop.controller';
 import { PushController } from '../push/push.controller';
 import { ExpressParamsFactory, FastPathMiddleware } from './fast-path.middleware';
 import { RequestBodyInterceptor } from './request-body.interceptor';
 
 const [LEASE, PUSH] = FAST_ROUTE_TABLE;
+const POP_PARTITION = FAST_ROUTE_TABLE.find((route) => route.handler === 'popPartition')!;
 
 class Allow implements CanActivate {
   canActivate(): boolean {
@@ -52,10 +56,13 @@ class Identity implements PipeTransform {
 
 const CONFIG = { bodyLimitBytes: 1024, limits: { bodyMaxInflateRatio: 10, bodyMaxJsonValues: 10 } } as AppConfig;
 
-function middlewareFor(configure: (config: ApplicationConfig) => void = () => undefined) {
+function middlewareFor(
+  configure: (config: ApplicationConfig) => void = () => undefined,
+  answer: () => unknown = () => ({ renewed: 1 }),
+) {
   const config = new ApplicationConfig();
   configure(config);
-  const handler = jest.fn(async () => ({ renewed: 1 }));
+  const handler = jest.fn(async () => answer());
   const contexts = { create: jest.fn(() => handler) } as unknown as ExternalContextCreator;
   const controller = {};
   const moduleRef = { get: jest.fn(() => controller) } as unknown as ModuleRef;
@@ -98,6 +105,19 @@ describe('FastPathMiddleware.servedFor', () => {
       { guards: true, interceptors: false, filters: false },
     );
     expect(warn).not.toHaveBeenCalled();
+  });
+
+  it('leaves a route that does not read its own body to the router, which runs RequestBodyInterceptor on it', () => {
+    class Plain {
+      @Get() read(): void {}
+    }
+    const { middleware } = middlewareFor((config) =>
+      config.useGlobalInterceptors(new RequestBodyInterceptor({} as never, CONFIG)),
+    );
+
+    expect(middleware.servedFor({ controller: Plain, handler: 'read', match: () => null })).toBeNull();
+    expect(warn).toHaveBeenCalledWith('The router serves Plain.read: RequestBodyInterceptor reads its body');
+    for (const route of FAST_ROUTE_TABLE) expect(middleware.servedFor(route)).not.toBeNull();
   });
 
   it('says why when it leaves the route to the router', () => {
@@ -152,6 +172,23 @@ describe('FastPathMiddleware.servedFor', () => {
     expect(middleware.servedFor(LEASE)).toBe(served);
     expect(contexts.create).toHaveBeenCalledTimes(1);
   });
+  it('serves a route whose only interceptor is NoContentWhenEmptyInterceptor, answering 204 for nothing itself', () => {
+    const { middleware } = middlewareFor();
+
+    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, PopController)).toEqual([NoContentWhenEmptyInterceptor]);
+    expect(middleware.servedFor(POP_PARTITION)).toMatchObject({ status: 200, noContentWhenEmpty: true });
+    expect(middleware.servedFor(PUSH)).toMatchObject({ noContentWhenEmpty: false });
+  });
+
+  it('leaves it to the router when another interceptor comes with it', () => {
+    Reflect.defineMetadata(INTERCEPTORS_METADATA, [Allow], PopController.prototype.popPartition);
+    try {
+      expect(middlewareFor().middleware.servedFor(POP_PARTITION)).toBeNull();
+    } finally {
+      Reflect.deleteMetadata(INTERCEPTORS_METADATA, PopController.prototype.popPartition);
+    }
+  });
+
   it.each([
     ['response headers', HEADERS_METADATA, [{ name: 'x-a', value: 'b' }]],
     ['a redirect', REDIRECT_METADATA, { url: '/elsewhere' }],
@@ -190,6 +227,10 @@ describe('FastPathMiddleware.use', () => {
     ['a GET of the push route', 'GET', '/api/v1/push'],
     ['a longer push path', 'POST', '/api/v1/push/more'],
     ['an empty lease id', 'POST', '/api/v1/lease//extend'],
+    ['a HEAD of a pop route', 'HEAD', '/api/v1/pop/queue/q'],
+    ['a POST of a pop route', 'POST', '/api/v1/pop/queue/q'],
+    ['an empty partition', 'GET', '/api/v1/pop/queue/q/partition/'],
+    ['a queue name that does not decode (the router answers 400)', 'GET', '/api/v1/pop/queue/%E0%A4%A'],
   ])('passes %s on to the router', (_name, method, url) => {
     const { middleware, contexts } = middlewareFor();
     const next = jest.fn();
@@ -229,6 +270,41 @@ describe('FastPathMiddleware.use', () => {
     expect(request.params).toEqual({});
     expect(await answered).toBe('{"renewed":1}');
     expect(pushed.statusCode).toBe(201);
+  });
+});
+
+describe('FastPathMiddleware.use on a pop route', () => {
+  function popWith(answer: unknown) {
+    const { middleware } = middlewareFor(undefined, () => answer);
+    const request = { method: 'GET', url: '/API/v1/pop/queue/a%2Fb/partition/P%201/?batch=2' } as Request;
+    const response = { headersSent: false, statusCode: 0, setHeader: jest.fn() } as unknown as Response;
+    const answered = new Promise<unknown>((resolve) => Object.assign(response, { end: resolve }));
+    middleware.use(request, response, jest.fn());
+    return { request, response, answered };
+  }
+
+  it('decodes each segment as Express does and keeps its case', async () => {
+    const { request, answered } = popWith(undefined);
+
+    await answered;
+    expect(request.params).toEqual({ queue: 'a/b', partition: 'P 1' });
+  });
+
+  it('answers 204 with no body and no content headers when the handler has nothing', async () => {
+    const { response, answered } = popWith(undefined);
+
+    expect(await answered).toBeUndefined();
+    expect(response.statusCode).toBe(204);
+    expect(response.setHeader).not.toHaveBeenCalled();
+  });
+
+  it("sends a JsonText's text as it is, as JSON", async () => {
+    const { response, answered } = popWith(new JsonText('{"data":{"a": 1}}'));
+
+    expect(await answered).toBe('{"data":{"a": 1}}');
+    expect(response.statusCode).toBe(200);
+    expect(response.setHeader).toHaveBeenCalledWith('Content-Type', 'application/json; charset=utf-8');
+    expect(response.setHeader).toHaveBeenCalledWith('Content-Length', 17);
   });
 });
 

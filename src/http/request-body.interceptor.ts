@@ -23,6 +23,10 @@ const OWN_BODY = 'leasehold:own-body';
 /** Pipes run after the guards too, so a route reading its own body still reads it only once the caller is let in. */
 export const ReadsOwnBody = (): MethodDecorator => SetMetadata(OWN_BODY, true);
 
+export function readsOwnBody(handler: object): boolean {
+  return Reflect.getMetadata(OWN_BODY, handler) === true;
+}
+
 /** Bodies nest this much deeper than the payloads in them (items, item, payload). */
 const ENVELOPE_DEPTH = 8;
 
@@ -44,7 +48,7 @@ export class RequestBodyInterceptor implements NestInterceptor {
     const request = context.switchToHttp().getRequest<Request>();
     if (request.body !== undefined || !hasBody(request)) return next.handle();
     const handler = context.getHandler();
-    if (this.reflector.get<boolean | undefined>(OWN_BODY, handler) === true) return next.handle();
+    if (readsOwnBody(handler)) return next.handle();
     const limit = bodyLimitBytes(this.reflector.get<BodyLimit | undefined>(BODY_LIMIT_KEY, handler), this.limits.limit);
     const read = readJsonBody(request, { ...this.limits, limit }).then((body) => {
       request.body = body;
@@ -76,6 +80,12 @@ export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransfo
 /** Goes with @ReadsOwnBody() on the route: the body as the global interceptor would have parsed it. */
 export const JsonRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
   RequestBodySource(JsonBodyPipe, ...pipes);
+
+/**
+ * Goes with @ReadsOwnBody() on a route that takes no body: read, bounded and parsed as the global interceptor would
+ * (so a large or malformed one is refused alike), then dropped.
+ */
+export const IgnoredRequestBody = (): ParameterDecorator => RequestBodySource(JsonBodyPipe);
 
 @Injectable()
 export class JsonBodyPipe implements PipeTransform<BodySource, Promise<unknown>> {

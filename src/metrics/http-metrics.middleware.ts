@@ -5,10 +5,11 @@ import { arrivalOf } from '../http/fair-dispatch';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import { PUSH_ROUTE } from '../push/push-route';
 import { ACK_BATCH_ROUTE, ACK_ROUTE } from '../ack/ack-route';
+import { POP_PARTITION_ROUTE, POP_QUEUE_ROUTE } from '../pop/pop-route';
 import type { RequestLogger } from '../logging/request-log';
 import { MetricsService } from './metrics.service';
 
-const FIXED_ROUTES = [PUSH_ROUTE, ACK_ROUTE, ACK_BATCH_ROUTE];
+const FAST_ROUTE_PATTERNS = [PUSH_ROUTE, ACK_ROUTE, ACK_BATCH_ROUTE, POP_QUEUE_ROUTE, POP_PARTITION_ROUTE];
 
 /** By route pattern, never by the raw path: a lease id or queue name in a label would make a series per id. */
 export function observeRequests(metrics: MetricsService, log?: RequestLogger): RequestHandler {
@@ -33,8 +34,8 @@ export function routeOf(request: Request): string {
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
   // Served ahead of the router (FastPathMiddleware, ProbeService), so Express never sets their route.
   if (matchLeaseExtend(request.originalUrl)) return LEASE_EXTEND_ROUTE;
-  const fixed = FIXED_ROUTES.find((candidate) => candidate.matches(request.originalUrl));
-  if (fixed) return fixed.path;
+  const fast = FAST_ROUTE_PATTERNS.find((candidate) => candidate.matches(request.originalUrl));
+  if (fast) return fast.path;
   if (PROBE_PATHS.includes(request.path)) return request.path;
   if (request.path === CONSOLE_PATH || request.path.startsWith(`${CONSOLE_PATH}/`)) return CONSOLE_PATH;
   return 'unmatched';

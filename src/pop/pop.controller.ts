@@ -17,10 +17,12 @@ import { JsonText } from '../common/json-text';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
+import { IgnoredRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { PopQueryDto } from './dto/pop-query.dto';
 import { PopResponseDto } from './dto/pop-response.dto';
 import { PopOptions, PopQueryPipe } from './pop-query.pipe';
+import { POP_CONTROLLER_PATH, POP_PARTITION_PATH, POP_QUEUE_PATH } from './pop-route';
 import { PopService, TOO_MANY_WAITING } from './pop.service';
 
 const POP_DESCRIPTION =
@@ -62,20 +64,21 @@ const POP_ANSWER = { type: PopResponseDto, description: 'Messages claimed under 
   when: 'with wait=true, the tenant already has POP_MAX_WAITING_PER_TENANT polls waiting on this process',
   error: TOO_MANY_WAITING,
 })
-@Controller('api/v1/pop/queue')
+@Controller(POP_CONTROLLER_PATH)
 export class PopController {
   constructor(private readonly popService: PopService) {}
 
   /** Express answers HEAD with the GET handler, which would lease messages nobody receives: declared first. */
-  @Head([':queue', ':queue/partition/:partition'])
+  @Head([POP_QUEUE_PATH, POP_PARTITION_PATH])
   @Access('public')
   @ApiExcludeEndpoint()
   refuseHead(): never {
     throw new MethodNotAllowedException('GET');
   }
 
-  @Get(':queue')
+  @Get(POP_QUEUE_PATH)
   @HttpCode(HttpStatus.OK)
+  @ReadsOwnBody()
   @Access('read-write')
   @ApiOperation({ summary: 'Pop from any partition of a queue', description: POP_DESCRIPTION })
   @ApiOkResponse(POP_ANSWER)
@@ -84,12 +87,14 @@ export class PopController {
     @Param('queue', new NamePipe('queue')) queue: string,
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: AbortSignal,
+    @IgnoredRequestBody() _body: unknown,
   ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, undefined, options, signal);
   }
 
-  @Get(':queue/partition/:partition')
+  @Get(POP_PARTITION_PATH)
   @HttpCode(HttpStatus.OK)
+  @ReadsOwnBody()
   @Access('read-write')
   @ApiOperation({ summary: 'Pop from one partition of a queue', description: POP_DESCRIPTION })
   @ApiOkResponse(POP_ANSWER)
@@ -99,6 +104,7 @@ export class PopController {
     @Param('partition', new NamePipe('partition')) partition: string,
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: AbortSignal,
+    @IgnoredRequestBody() _body: unknown,
   ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, partition, options, signal);
   }

@@ -8,7 +8,8 @@ import { PopService } from './pop.service';
 @Module({
   imports: [WakeupModule],
   controllers: [PopController, DiscoveryPopController],
-  providers: [PopService, PopRepository],
+  // A provider too, for FastPathMiddleware (see LeaseModule).
+  providers: [PopService, PopRepository, PopController],
   exports: [PopRepository],
 })
 export class PopModule {}
