@@ -56,6 +56,8 @@ interface Field {
 }
 
 const text = JSON.stringify;
+/** A UUID or timestamp as PostgreSQL writes it: nothing in it needs escaping, and JSON.stringify costs a tenth of a message. */
+const plain = (value: string | null) => (value === null ? 'null' : `"${value}"`);
 
 /**
  * The one declaration of a message's JSON: its keys in order, how each is
@@ -65,7 +67,7 @@ const text = JSON.stringify;
 const MESSAGE_FIELDS: Field[] = [
   {
     key: 'id',
-    write: (m) => text(m.id),
+    write: (m) => plain(m.id),
     property: { type: String, description: 'Message id (UUIDv7)', example: EXAMPLE_ID },
   },
   {
@@ -90,14 +92,14 @@ const MESSAGE_FIELDS: Field[] = [
   },
   {
     key: 'createdAt',
-    write: (m) => text(m.createdAt),
+    write: (m) => plain(m.createdAt),
     property: { type: String, example: '2026-07-30T11:06:44.512873Z' },
   },
-  { key: 'partitionId', write: (m) => text(m.partitionId), property: { type: String, example: EXAMPLE_ID } },
+  { key: 'partitionId', write: (m) => plain(m.partitionId), property: { type: String, example: EXAMPLE_ID } },
   { key: 'partition', write: (m) => text(m.partition), property: { type: String, example: 'Default' } },
   {
     key: 'leaseId',
-    write: (m) => text(m.leaseId),
+    write: (m) => plain(m.leaseId),
     property: {
       type: String,
       nullable: true,
@@ -133,10 +135,15 @@ const MESSAGE_FIELDS: Field[] = [
   },
 ];
 
+const MEMBER_OPENINGS = MESSAGE_FIELDS.map((field, index) => `${index === 0 ? '{' : ','}"${field.key}":`);
+
 /** The message as JSON text, with `extra` members (already JSON: `"status":"pending"`) appended. */
 export function messageJson(message: WireMessage, extra = ''): string {
-  const members = MESSAGE_FIELDS.map((field) => `"${field.key}":${field.write(message)}`).join(',');
-  return `{${members}${extra ? `,${extra}` : ''}}`;
+  let json = '';
+  for (let index = 0; index < MESSAGE_FIELDS.length; index += 1) {
+    json += MEMBER_OPENINGS[index] + MESSAGE_FIELDS[index].write(message);
+  }
+  return extra ? `${json},${extra}}` : `${json}}`;
 }
 
 /** Swagger's view of the same declaration. */

@@ -142,17 +142,18 @@ export class MessagesRepository {
     );
     const pageRows = rows.length > 0 ? Number(rows[0].page_rows) : 0;
     return {
-      messages: rows.map((row) => ({
-        ...storedMessage(row),
-        partitionId: row.partition_id,
-        partition: row.partition,
-        leaseId: null,
-        consumerGroup: filter.consumerGroup,
-        deliveryAttempt: row.delivery_attempt,
-        leaseEpoch: Number(row.lease_epoch),
-        status: row.status,
-        seq: row.seq,
-      })),
+      messages: rows.map((row) =>
+        Object.assign(storedMessage(row), {
+          partitionId: row.partition_id,
+          partition: row.partition,
+          leaseId: null,
+          consumerGroup: filter.consumerGroup,
+          deliveryAttempt: row.delivery_attempt,
+          leaseEpoch: Number(row.lease_epoch),
+          status: row.status,
+          seq: row.seq,
+        }),
+      ),
       more: rows.length < pageRows || pageRows === filter.limit,
     };
   }
@@ -176,7 +177,7 @@ export class MessagesRepository {
     return {
       queueId: row.queue_id,
       queue: row.queue,
-      message: { ...storedMessage(row), partitionId, partition: row.partition },
+      message: Object.assign(storedMessage(row), { partitionId, partition: row.partition }),
     };
   }
 

@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { DatabaseEngine } from '../database/database-engine';
-import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow } from '../messages/message-shape';
+import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../messages/message-shape';
 
 /** Keys, ids, timestamps, punctuation and a claimedPartitions entry: what a message adds besides payload and names. */
 export const MESSAGE_ENVELOPE_BYTES = 560;
@@ -29,14 +29,9 @@ export interface ClaimRequest {
   windowBuffer: number;
 }
 
-export interface ClaimedMessage extends StoredMessage {
-  partitionId: string;
-  partition: string;
-  deliveryAttempt: number;
+export interface ClaimedMessage extends WireMessage {
   /** Claimed back from a lease that expired unrenewed (not released by a nack). */
   leaseLost: boolean;
-  /** The partition's claim count, this claim included: the fencing token. */
-  leaseEpoch: number;
 }
 
 /* The claim: one statement, by the clock read once at the claim. Why each part is there: docs/internals.md. */
@@ -330,13 +325,18 @@ export class PopRepository {
       request.delayedProcessing,
       request.windowBuffer,
     ]);
-    return rows.map((row) => ({
-      ...storedMessage(row),
-      partitionId: row.partition_id,
-      partition: row.partition,
-      deliveryAttempt: row.delivery_attempt,
-      leaseLost: row.lease_lost,
-      leaseEpoch: Number(row.lease_epoch),
-    }));
+    const leaseId = request.autoAck ? null : request.leaseId;
+    // Object.assign, not a spread: on Node 20 a spread costs microseconds per message.
+    return rows.map((row) =>
+      Object.assign(storedMessage(row), {
+        partitionId: row.partition_id,
+        partition: row.partition,
+        leaseId,
+        consumerGroup: request.consumerGroup,
+        deliveryAttempt: row.delivery_attempt,
+        leaseEpoch: Number(row.lease_epoch),
+        leaseLost: row.lease_lost,
+      }),
+    );
   }
 }

@@ -311,9 +311,7 @@ export class PopService {
     const text = JSON.stringify;
     const lease = text(leaseId);
     const group = text(options.consumerGroup);
-    const messages = claimed.map((message) =>
-      messageJson({ ...message, leaseId, consumerGroup: options.consumerGroup }),
-    );
+    const messages = claimed.map((message) => messageJson(message));
     const partitions = new Map<string, { first: ClaimedMessage; messages: number }>();
     for (const message of claimed) {
       const seen = partitions.get(message.partitionId);
