@@ -261,7 +261,7 @@ export class PopService {
       this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
     }
-    return { delivery: this.answer(queueName, options, options.autoAck ? null : leaseId, claimed) };
+    return { delivery: this.answer(queueName, claimed) };
   }
 
   /** Best effort, not awaited: when the database is unreachable too, the lease expires at its time. */
@@ -306,11 +306,12 @@ export class PopService {
     this.metrics.redeliveredMessages.inc({ ...labels, cause: 'expiry' }, lost.length);
   }
 
-  /** Written by hand so that each payload goes out as the JSON text PostgreSQL stored, never parsed and serialised. */
-  private answer(queue: string, options: PopOptions, leaseId: string | null, claimed: ClaimedMessage[]): JsonText {
+  /**
+   * Written by hand so that each payload goes out as the JSON text PostgreSQL stored, never parsed and serialised. All
+   * messages of one claim carry its lease (null with autoAck) and group.
+   */
+  private answer(queue: string, claimed: ClaimedMessage[]): JsonText {
     const text = JSON.stringify;
-    const lease = text(leaseId);
-    const group = text(options.consumerGroup);
     const messages = claimed.map((message) => messageJson(message));
     const partitions = new Map<string, { first: ClaimedMessage; messages: number }>();
     for (const message of claimed) {
@@ -325,7 +326,8 @@ export class PopService {
     );
     return new JsonText(
       `{"success":true,"queue":${text(queue)},"partition":${text(claimed[0].partition)},` +
-        `"partitionId":${text(claimed[0].partitionId)},"leaseId":${lease},"consumerGroup":${group},` +
+        `"partitionId":${text(claimed[0].partitionId)},"leaseId":${text(claimed[0].leaseId)},` +
+        `"consumerGroup":${text(claimed[0].consumerGroup)},` +
         `"messages":[${messages.join(',')}],"partitionsClaimed":${claims.length},` +
         `"claimedPartitions":[${claims.join(',')}]}`,
     );
