@@ -3,7 +3,7 @@ import { Client } from 'pg';
 import { EntityManager } from 'typeorm';
 import { AckRepository } from '../src/ack/ack.repository';
 import { loadConfig } from '../src/config/load-config';
-import { DatabaseEngine } from '../src/database/database-engine';
+import { DatabaseEngine, NamedStatement } from '../src/database/database-engine';
 import { migrateDatabase } from '../src/database/run-migrations';
 import { PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
@@ -142,37 +142,25 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
       values: [tenant, queueId, GROUP, null, partitions, 10, randomUUID(), 60, false, 1048576, null, 0, 0],
     });
     const claimText = await capture((engine, manager) => new PopRepository(engine).claim(tenant, {} as never, manager));
-    const acks = (engine: DatabaseEngine) => new AckRepository(engine);
-    const partitionIds = keys.map((key) => key.partitionId);
+    const acks = new AckRepository({} as DatabaseEngine);
+    const cursors = keys.map(({ partitionId }) => ({ partitionId, consumerGroup: GROUP }));
+    const statement = (name: string, { text, values }: NamedStatement) => ({ name, text, values: values as Value[] });
     return [
       { ...claim(1), text: claimText },
       { ...claim(10), text: claimText },
-      {
-        name: "the ack's cursor lock",
-        text: await capture((engine, manager) => acks(engine).lockCursors(tenant, [], manager)),
-        values: [tenant, partitionIds, partitionIds.map(() => GROUP)],
-      },
-      {
-        name: "the ack's offsets",
-        text: await capture((engine, manager) => acks(engine).findOffsets(tenant, [], manager)),
-        values: [tenant, partitionIds, keys.map((key) => key.transactionId)],
-      },
-      {
-        name: "the ack's cursor update",
-        text: await capture((engine, manager) => acks(engine).saveCursors(tenant, [], manager)),
-        values: [
+      statement("the ack's cursor lock", acks.lockStatement(tenant, cursors)),
+      statement("the ack's offsets", acks.offsetsStatement(tenant, keys)),
+      statement(
+        "the ack's cursor update",
+        acks.saveStatement(
           tenant,
-          partitionIds,
-          partitionIds.map(() => GROUP),
-          partitionIds.map(() => 1),
-          partitionIds.map(() => 0),
-          partitionIds.map(() => true),
-        ],
-      },
+          cursors.map((cursor) => ({ ...cursor, committedOffset: 1, retryCount: 0, releaseLease: true })),
+        ),
+      ),
       {
         name: "the push's duplicate check",
         text: await capture((engine, manager) => new PushRepository(engine).findExisting(tenant, [], manager)),
-        values: [tenant, partitionIds, keys.map((key) => key.transactionId)],
+        values: [tenant, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
       },
     ];
   }

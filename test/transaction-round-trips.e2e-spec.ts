@@ -205,4 +205,37 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       { name: 'b', last_offset: 2, messages: 2 },
     ]);
   });
+
+  it('acks messages of several partitions in two round trips: cursors and offsets with BEGIN, then the update with COMMIT', async () => {
+    const server = app.getHttpServer();
+    const queue = `round-trips-${randomUUID()}`;
+    const popAndAck = async (count: (fn: () => Promise<unknown>) => Promise<number>) => {
+      const items = ['a', 'b', 'c'].map((partition, n) => ({ queue, partition, payload: { n } }));
+      await request(server).post('/api/v1/push').send({ items }).expect(201);
+      const popped = await request(server).get(`/api/v1/pop/queue/${queue}?batch=10&partitions=3`).expect(200);
+      const acknowledgments = (popped.body.messages as Array<{ transactionId: string; partitionId: string }>).map(
+        ({ transactionId, partitionId }) => ({ transactionId, partitionId, leaseId: popped.body.leaseId }),
+      );
+      expect(acknowledgments).toHaveLength(3);
+      let answer: request.Response | undefined;
+      const trips = await count(async () => {
+        answer = await request(server).post('/api/v1/ack/batch').send({ acknowledgments });
+      });
+      expect(answer?.status).toBe(200);
+      expect(answer?.body).toMatchObject(acknowledgments.map(() => ({ success: true, leaseReleased: true })));
+      return trips;
+    };
+    // The first ack on the connection prepares its statements one by one.
+    await popAndAck(async (fn) => (await fn(), 0));
+
+    expect(await popAndAck(roundTripsOf)).toBe(2);
+    const { rows } = await observer.query(
+      `SELECT p.name, c.committed_offset::int AS committed, c.lease_id
+         FROM consumers c JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE q.name = $1 ORDER BY p.name`,
+      [queue],
+    );
+    expect(rows).toEqual(['a', 'b', 'c'].map((name) => ({ name, committed: 2, lease_id: null })));
+  });
 });

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
-import { DatabaseEngine } from '../database/database-engine';
+import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 
 export interface CursorKey {
   partitionId: string;
@@ -44,32 +44,34 @@ export interface DeadLetter extends CursorKey {
 export class AckRepository {
   constructor(private readonly engine: DatabaseEngine) {}
 
+  /** Each cursor locked, and the offset of each message named: one round trip on PostgreSQL. */
+  async lock(
+    tenantId: string,
+    keys: CursorKey[],
+    messages: Array<{ partitionId: string; transactionId: string }>,
+    manager: EntityManager,
+  ): Promise<{ cursors: Cursor[]; offsets: Map<string, number> }> {
+    const [cursors, offsets] = await this.engine.preparedTogether(manager, [
+      this.lockStatement(tenantId, keys),
+      this.offsetsStatement(tenantId, messages),
+    ]);
+    return {
+      cursors: (cursors as CursorRow[]).map(toCursor),
+      offsets: new Map(
+        (offsets as OffsetRow[]).map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)]),
+      ),
+    };
+  }
+
   /**
    * Primary-key order, the order lease renewal locks in, so concurrent acks and extends queue instead of deadlocking.
    * LIMIT keeps the planner from flattening the lateral lookups into joins that, on stale statistics, read the
    * queue's every partition.
    */
-  async lockCursors(tenantId: string, keys: CursorKey[], manager: EntityManager): Promise<Cursor[]> {
-    const rows: Array<{
-      partition_id: string;
-      consumer_group: string;
-      queue: string;
-      partition: string;
-      last_offset: string;
-      retry_limit: number;
-      dead_letter_queue: boolean;
-      committed_offset: string;
-      next_offset: string | null;
-      delivered_offset: string;
-      lease_end_offset: string | null;
-      lease_id: string | null;
-      lease_live: boolean;
-      lease_epoch: string;
-      retry_count: number;
-    }> = await this.engine.prepared(
-      manager,
-      'leasehold_ack_lock',
-      `WITH locked AS (
+  lockStatement(tenantId: string, keys: CursorKey[]): NamedStatement {
+    return {
+      name: 'leasehold_ack_lock',
+      text: `WITH locked AS (
          SELECT c.*
            FROM (SELECT * FROM unnest($2::uuid[], $3::text[]) AS u(partition_id, consumer_group)
                   ORDER BY partition_id, consumer_group) AS t
@@ -96,25 +98,8 @@ export class AckRepository {
                WHERE q.tenant_id = $1 AND q.id = p.queue_id
                LIMIT 1) q
         ORDER BY l.partition_id, l.consumer_group`,
-      [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
-    );
-    return rows.map((row) => ({
-      partitionId: row.partition_id,
-      consumerGroup: row.consumer_group,
-      queue: row.queue,
-      partition: row.partition,
-      lastOffset: Number(row.last_offset),
-      retryLimit: row.retry_limit,
-      deadLetterQueue: row.dead_letter_queue,
-      committedOffset: Number(row.committed_offset),
-      nextOffset: row.next_offset === null ? null : Number(row.next_offset),
-      deliveredOffset: Number(row.delivered_offset),
-      leaseEndOffset: row.lease_end_offset === null ? null : Number(row.lease_end_offset),
-      leaseId: row.lease_id,
-      leaseLive: row.lease_live,
-      leaseEpoch: Number(row.lease_epoch),
-      retryCount: row.retry_count,
-    }));
+      values: [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
+    };
   }
 
   async existingPartitions(tenantId: string, partitionIds: string[], manager: EntityManager): Promise<Set<string>> {
@@ -126,15 +111,10 @@ export class AckRepository {
   }
 
   /** LIMIT stops the per-key lookup being flattened into a join; the pair is unique. */
-  async findOffsets(
-    tenantId: string,
-    keys: Array<{ partitionId: string; transactionId: string }>,
-    manager: EntityManager,
-  ): Promise<Map<string, number>> {
-    const rows: Array<{ partition_id: string; transaction_id: string; seq: string }> = await this.engine.prepared(
-      manager,
-      'leasehold_ack_offsets',
-      `SELECT m.partition_id, m.transaction_id, m.seq
+  offsetsStatement(tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>): NamedStatement {
+    return {
+      name: 'leasehold_ack_offsets',
+      text: `SELECT m.partition_id, m.transaction_id, m.seq
          FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
         CROSS JOIN LATERAL (
               SELECT m.partition_id, m.transaction_id, m.seq
@@ -142,9 +122,8 @@ export class AckRepository {
                WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
                LIMIT 1
             ) m`,
-      [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
-    );
-    return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)]));
+      values: [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
+    };
   }
 
   /**
@@ -153,10 +132,14 @@ export class AckRepository {
    * (on stale statistics it hashes the tenant's every row otherwise).
    */
   async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
-    await this.engine.prepared(
-      manager,
-      'leasehold_ack_save',
-      `UPDATE consumers c
+    const { name, text, values } = this.saveStatement(tenantId, updates);
+    await this.engine.prepared(manager, name, text, values);
+  }
+
+  saveStatement(tenantId: string, updates: CursorUpdate[]): NamedStatement {
+    return {
+      name: 'leasehold_ack_save',
+      text: `UPDATE consumers c
           SET committed_offset = t.committed_offset,
               retry_count = t.retry_count,
               lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
@@ -167,7 +150,7 @@ export class AckRepository {
            AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease)
         WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
           AND c.partition_id = ANY ($2::uuid[])`,
-      [
+      values: [
         tenantId,
         updates.map((update) => update.partitionId),
         updates.map((update) => update.consumerGroup),
@@ -175,7 +158,7 @@ export class AckRepository {
         updates.map((update) => update.retryCount),
         updates.map((update) => update.releaseLease),
       ],
-    );
+    };
   }
 
   /** Copies messages into the dead-letter queue; the cursor moving past them is the caller's update. */
@@ -200,4 +183,48 @@ export class AckRepository {
       ],
     );
   }
+}
+
+interface CursorRow {
+  partition_id: string;
+  consumer_group: string;
+  queue: string;
+  partition: string;
+  last_offset: string;
+  retry_limit: number;
+  dead_letter_queue: boolean;
+  committed_offset: string;
+  next_offset: string | null;
+  delivered_offset: string;
+  lease_end_offset: string | null;
+  lease_id: string | null;
+  lease_live: boolean;
+  lease_epoch: string;
+  retry_count: number;
+}
+
+interface OffsetRow {
+  partition_id: string;
+  transaction_id: string;
+  seq: string;
+}
+
+function toCursor(row: CursorRow): Cursor {
+  return {
+    partitionId: row.partition_id,
+    consumerGroup: row.consumer_group,
+    queue: row.queue,
+    partition: row.partition,
+    lastOffset: Number(row.last_offset),
+    retryLimit: row.retry_limit,
+    deadLetterQueue: row.dead_letter_queue,
+    committedOffset: Number(row.committed_offset),
+    nextOffset: row.next_offset === null ? null : Number(row.next_offset),
+    deliveredOffset: Number(row.delivered_offset),
+    leaseEndOffset: row.lease_end_offset === null ? null : Number(row.lease_end_offset),
+    leaseId: row.lease_id,
+    leaseLive: row.lease_live,
+    leaseEpoch: Number(row.lease_epoch),
+    retryCount: row.retry_count,
+  };
 }

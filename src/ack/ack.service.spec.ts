@@ -53,7 +53,7 @@ function ack(seq: number, overrides: Partial<AckCommand> = {}): AckCommand {
 }
 
 interface World {
-  /** Consumer rows that exist (lockCursors finds them). */
+  /** Consumer rows that exist (the lock finds them). */
   cursors?: Cursor[];
   /** Partitions that exist, whether or not the group has a row in them. */
   partitions?: string[];
@@ -80,6 +80,18 @@ function harness(world: World = {}): Harness {
   const lockedKeys: CursorKey[][] = [];
   const counted: Harness['counted'] = [];
 
+  // Kept as the repository reads them: the service hands over its working cursors whole.
+  const save = (updates: CursorUpdate[]) =>
+    saved.push(
+      updates.map(({ partitionId, consumerGroup, committedOffset, retryCount, releaseLease }) => ({
+        partitionId,
+        consumerGroup,
+        committedOffset,
+        retryCount,
+        releaseLease,
+      })),
+    );
+
   const manager = {};
   const writes = {
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
@@ -91,36 +103,32 @@ function harness(world: World = {}): Harness {
     },
   } as unknown as Writes;
   const acks = {
-    lockCursors: async (_tenantId: string, keys: CursorKey[]) => {
+    lock: async (
+      _tenantId: string,
+      keys: CursorKey[],
+      named: Array<{ partitionId: string; transactionId: string }>,
+    ) => {
       lockedKeys.push(keys.map(({ partitionId, consumerGroup }) => ({ partitionId, consumerGroup })));
-      return rows
+      const cursors = rows
         .filter((row) =>
           keys.some((key) => key.partitionId === row.partitionId && key.consumerGroup === row.consumerGroup),
         )
         .map((row) => ({ ...row }));
-    },
-    existingPartitions: async (_tenantId: string, ids: string[]) => new Set(ids.filter((id) => partitions.has(id))),
-    findOffsets: async (_tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>) => {
-      const found = new Map<string, number>();
-      for (const { partitionId, transactionId } of keys) {
+      const offsets = new Map<string, number>();
+      for (const { partitionId, transactionId } of named) {
         const seq = Number(/^m(\d+)$/.exec(transactionId)?.[1]);
         if (partitions.has(partitionId) && seq >= 1 && seq <= (messages[partitionId] ?? 0)) {
-          found.set(compositeKey(partitionId, transactionId), seq);
+          offsets.set(compositeKey(partitionId, transactionId), seq);
         }
       }
-      return found;
+      return { cursors, offsets };
     },
-    // Kept as the repository reads them: the service hands over its working cursors whole.
-    saveCursors: async (_tenantId: string, updates: CursorUpdate[]) =>
-      void saved.push(
-        updates.map(({ partitionId, consumerGroup, committedOffset, retryCount, releaseLease }) => ({
-          partitionId,
-          consumerGroup,
-          committedOffset,
-          retryCount,
-          releaseLease,
-        })),
-      ),
+    existingPartitions: async (_tenantId: string, ids: string[]) => new Set(ids.filter((id) => partitions.has(id))),
+    saveCursors: async (_tenantId: string, updates: CursorUpdate[]) => void save(updates),
+    saveStatement: (_tenantId: string, updates: CursorUpdate[]) => {
+      save(updates);
+      return { name: 'leasehold_ack_save', text: '', values: [] };
+    },
     deadLetter: async (_tenantId: string, batch: DeadLetter[]) => void letters.push(batch),
   } as unknown as AckRepository;
   const counter = (metric: string) => ({

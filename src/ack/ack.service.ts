@@ -53,10 +53,11 @@ export class AckService {
     const { tenantId, manager } = unit;
     const tally: Tally = { handedBack: [], deadLettered: [] };
     const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
+    const locked = await this.acks.lock(tenantId, keys, commands, manager);
     const cursors = new Map<string, WorkingCursor>(
-      (await this.acks.lockCursors(tenantId, keys, manager)).map((cursor) => [
+      locked.cursors.map((cursor) => [
         compositeKey(cursor.partitionId, cursor.consumerGroup),
-        { ...cursor, changed: false, releaseLease: false, failureCounted: false },
+        Object.assign(cursor, { changed: false, releaseLease: false, failureCounted: false }),
       ]),
     );
     for (const [key, cursor] of cursors) {
@@ -69,7 +70,7 @@ export class AckService {
       missing.length > 0
         ? await this.acks.existingPartitions(tenantId, [...new Set(missing.map((key) => key.partitionId))], manager)
         : new Set<string>();
-    const offsets = await this.acks.findOffsets(tenantId, commands, manager);
+    const { offsets } = locked;
 
     const letters: DeadLetter[] = [];
     const results = commands.map((command, index) => {
@@ -90,9 +91,13 @@ export class AckService {
       return { index, transactionId: command.transactionId, ...outcome };
     });
 
-    const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
-    if (updates.length > 0) await this.acks.saveCursors(tenantId, updates, manager);
     if (letters.length > 0) await this.acks.deadLetter(tenantId, letters, manager);
+    const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
+    if (updates.length > 0) {
+      // A transaction may write more after its acks; an ack's own unit ends here, so its update goes with the COMMIT.
+      if (transaction) await this.acks.saveCursors(tenantId, updates, manager);
+      else unit.lastly(this.acks.saveStatement(tenantId, updates));
+    }
     for (const redelivery of claimableAgain([...cursors.values()])) unit.redeliver(redelivery);
     unit.afterCommit(() => this.count(tenantId, commands, results, tally));
     return results;

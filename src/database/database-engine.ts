@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
 import { canRollBack } from './guarded-pool';
+import { queryTogether } from './pipelined-query';
 
 /**
  * The embedded PGlite socket server interleaves the protocol messages of statements that run outside a
@@ -55,6 +56,27 @@ export class DatabaseEngine implements OnModuleInit {
       throw asQueryFailed(text, values, error);
     }
   }
+
+  /** Prepared statements whose parameters do not depend on each other's results, in one round trip on PostgreSQL. */
+  async preparedTogether(manager: EntityManager, statements: readonly NamedStatement[]): Promise<unknown[][]> {
+    const runner = manager.queryRunner;
+    if (this.embedded || !runner) {
+      const results: unknown[][] = [];
+      for (const { text, values } of statements) results.push(await manager.query(text, values));
+      return results;
+    }
+    const client = (await runner.connect()) as PoolClient;
+    try {
+      return (await queryTogether(client, statements)).map((result) => result.rows as unknown[]);
+    } catch (error) {
+      throw asQueryFailed(statements.map(({ text }) => text).join(';\n'), undefined, error);
+    }
+  }
+}
+
+export interface NamedStatement extends QueryConfig {
+  name: string;
+  values: unknown[];
 }
 
 /** As manager.query fails, so callers tell a refused statement from a lost database however it was sent. */

@@ -2,10 +2,14 @@ import pg, { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 
 interface Connection {
   parse(message: { text: string; name?: string }): void;
-  bind(message: { statement?: string; values?: unknown[] }): void;
+  bind(message: { statement?: string; values?: unknown[]; valueMapper?: unknown }): void;
+  describe(message: { type: 'P'; name: string }): void;
   execute(message: { portal?: string; rows?: number }): void;
   sync(): void;
 }
+
+/** pg's own conversion of parameters, which its published types leave out. */
+const prepareValue = (pg as unknown as { utils: { prepareValue: unknown } }).utils.prepareValue;
 
 /** pg's Query, with steps missing from its published types. */
 const Query = pg.Query as unknown as new (config: QueryConfig) => {
@@ -19,6 +23,7 @@ class PipelinedQuery extends Query {
     config: QueryConfig,
     private readonly before: readonly string[],
     private readonly after: readonly string[],
+    private readonly together: readonly QueryConfig[] = [],
   ) {
     super(config);
   }
@@ -36,6 +41,11 @@ class PipelinedQuery extends Query {
   /** pg's last step of a statement (execute, then Sync), with `after` written before the Sync. */
   _getRows(connection: Connection): void {
     connection.execute({ portal: '' });
+    for (const statement of this.together) {
+      connection.bind({ statement: statement.name, values: statement.values, valueMapper: prepareValue });
+      connection.describe({ type: 'P', name: '' });
+      connection.execute({ portal: '' });
+    }
     for (const text of this.after) writeUnnamed(connection, text);
     connection.sync();
   }
@@ -57,16 +67,45 @@ export async function queryPipelined<R extends QueryResultRow>(
   before: readonly string[],
   after: readonly string[],
 ): Promise<QueryResult<R>> {
-  if (before.length > 0 && statement.name && !preparedOn(client, statement.name)) {
+  return (await pipeline<R>(client, statement, [], before, after))[0];
+}
+
+/**
+ * Named statements that do not depend on each other's results, in one round trip, their results in order. Ahead of
+ * them goes the BEGIN a DeferredBegin holds back. A statement not yet parsed on this connection makes them go one by
+ * one: pg could not tell whose ParseComplete is whose.
+ */
+export async function queryTogether(client: PoolClient, statements: readonly QueryConfig[]): Promise<QueryResult[]> {
+  const [first, ...rest] = statements;
+  const before = DeferredBegin.takeFrom(client);
+  if (rest.some((statement) => !preparedOn(client, statement.name!))) {
+    const results = [await queryPipelined(client, first, before, [])];
+    for (const statement of rest) results.push(await client.query(statement));
+    return results;
+  }
+  return pipeline(client, first, rest, before, []);
+}
+
+async function pipeline<R extends QueryResultRow>(
+  client: PoolClient,
+  first: QueryConfig,
+  together: readonly QueryConfig[],
+  before: readonly string[],
+  after: readonly string[],
+): Promise<Array<QueryResult<R>>> {
+  if (before.length > 0 && first.name && !preparedOn(client, first.name)) {
     await client.query(before.join('; '));
     before = [];
   }
   return new Promise((resolve, reject) => {
-    const query = new PipelinedQuery(statement, before, after);
+    const query = new PipelinedQuery(first, before, after, together);
     query.callback = (error, result) => {
       if (error) reject(error);
       // pg answers every statement of the round trip that ran, in order.
-      else resolve((Array.isArray(result) ? result[before.length] : result) as QueryResult<R>);
+      else {
+        const results = (Array.isArray(result) ? result : [result]) as Array<QueryResult<R>>;
+        resolve(results.slice(before.length, before.length + 1 + together.length));
+      }
     };
     void client.query(query as never);
   });
@@ -81,6 +120,8 @@ type Query = PoolClient['query'];
 
 /** Saves BEGIN its own round trip by wrapping the client's query until the first statement; `end` unwraps it. */
 export class DeferredBegin {
+  private static readonly held = new WeakMap<PoolClient, DeferredBegin>();
+
   /** Whether BEGIN went out: if not, nothing ran, and there is nothing to commit or roll back. */
   sent = false;
   /** Why a BEGIN sent ahead of a callback-style query failed: the transaction must not commit. */
@@ -93,9 +134,20 @@ export class DeferredBegin {
       return this.withBegin(config, values, callback);
     };
     client.query = wrapped as Query;
+    DeferredBegin.held.set(client, this);
+  }
+
+  /** The statements to send ahead of the client's next one: BEGIN, if held back, which the caller now sends. */
+  static takeFrom(client: PoolClient): string[] {
+    const begin = DeferredBegin.held.get(client);
+    if (!begin) return [];
+    begin.sent = true;
+    begin.end();
+    return ['BEGIN'];
   }
 
   end(): void {
+    if (DeferredBegin.held.get(this.client) === this) DeferredBegin.held.delete(this.client);
     delete (this.client as Partial<PoolClient>).query;
   }
 
