@@ -8,6 +8,7 @@ import { driverPool } from '../src/database/guarded-pool';
 import { TransactionRunner } from '../src/database/transaction-runner';
 import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { UnitOfWork, Writes } from '../src/wakeup/unit-of-work';
+import { REDELIVERY_CHANNEL } from '../src/wakeup/wakeup-channel';
 import { backendPidOf, openSession } from './support/pg-session';
 import { createTestApp, onEmbeddedDatabase } from './support/test-app';
 
@@ -129,6 +130,72 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(await backendPid()).toBe(pidBefore);
   });
 
+  it('commits with a statement whose rows it reads, in one round trip with the NOTIFYs; what follows runs outside', async () => {
+    const writes = app.get(Writes);
+    await observer.query(`LISTEN ${REDELIVERY_CHANNEL}`);
+    const heard = new Promise<string>((resolve) =>
+      observer.on('notification', (message) => resolve(message.payload ?? '')),
+    );
+    let xid = '';
+    let rows: Array<{ xid: string }> = [];
+    let after: Array<{ xid: string }> = [];
+    const trips = await roundTripsOf(() =>
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        unit.redeliver({ queue: 'round-trips', consumerGroup: '__QUEUE_MODE__', partitions: new Map([['a', 1]]) });
+        const statement = {
+          name: 'round_trips_commit_with',
+          text: 'SELECT txid_current()::text AS xid WHERE $1',
+          values: [true],
+        };
+        rows = await unit.commitWith(statement);
+        after = await unit.manager.query('SELECT txid_current()::text AS xid');
+      }),
+    );
+
+    expect(trips).toBe(3);
+    expect(rows).toEqual([{ xid }]);
+    expect(await statusOf(xid)).toBe('committed');
+    expect(after[0].xid).not.toBe(xid);
+    expect(await heard).toContain('round-trips');
+    await observer.query(`UNLISTEN ${REDELIVERY_CHANNEL}`);
+  });
+
+  it('rolls back a unit whose statement to commit with fails, and keeps the connection', async () => {
+    const writes = app.get(Writes);
+    const pidBefore = await backendPid();
+    let xid = '';
+    await expect(
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        await unit.commitWith({ name: 'round_trips_commit_divide', text: 'SELECT 1 / $1::int', values: [0] });
+      }),
+    ).rejects.toThrow('division by zero');
+
+    expect(await statusOf(xid)).toBe('aborted');
+    expect(await backendPid()).toBe(pidBefore);
+  });
+
+  it('refuses a second commit, and a last statement beside a statement to commit with, rolling back', async () => {
+    const writes = app.get(Writes);
+    const commitWith = { name: 'round_trips_commit_once', text: 'SELECT $1::int AS n', values: [1] };
+    await expect(
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        await unit.commitWith(commitWith);
+        await unit.commitWith(commitWith);
+      }),
+    ).rejects.toThrow('a unit of work commits once');
+    let xid = '';
+    await expect(
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        unit.lastly({ text: 'SELECT 1' });
+        await unit.commitWith(commitWith);
+      }),
+    ).rejects.toThrow('has no last statement');
+    expect(await statusOf(xid)).toBe('aborted');
+  });
+
   it('sends nothing for a unit that ran no statement', async () => {
     expect(await roundTripsOf(() => runner.run(undefined, async () => 'nothing'))).toBe(0);
   });
@@ -237,5 +304,32 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       [queue],
     );
     expect(rows).toEqual(['a', 'b', 'c'].map((name) => ({ name, committed: 2, lease_id: null })));
+  });
+
+  it('pops in two round trips once its group exists: the target with BEGIN, then the claim with COMMIT', async () => {
+    const server = app.getHttpServer();
+    const queue = `round-trips-${randomUUID()}`;
+    const push = () =>
+      request(server)
+        .post('/api/v1/push')
+        .send({ items: [{ queue, partition: 'a', payload: {} }] })
+        .expect(201);
+    await push();
+    await request(server).get(`/api/v1/pop/queue/${queue}?autoAck=true`).expect(200);
+    await push();
+
+    let answer: request.Response | undefined;
+    const trips = await roundTripsOf(async () => {
+      answer = await request(server).get(`/api/v1/pop/queue/${queue}`);
+    });
+
+    expect(answer?.status).toBe(200);
+    expect(trips).toBe(2);
+    const { rows } = await observer.query(
+      `SELECT c.lease_id FROM consumers c JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+        WHERE q.name = $1`,
+      [queue],
+    );
+    expect(rows).toEqual([{ lease_id: answer?.body.leaseId }]);
   });
 });

@@ -5,7 +5,7 @@ import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
-import { asQueryFailed, DatabaseEngine } from './database-engine';
+import { asQueryFailed, DatabaseEngine, NamedStatement } from './database-engine';
 import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryPipelined } from './pipelined-query';
 import { TenantGate } from './tenant-gate';
@@ -15,6 +15,15 @@ export interface CommitWith {
   statement?: QueryConfig;
   /** Statements without parameters to run just before COMMIT. */
   before: string[];
+}
+
+/** The transaction a unit of work runs in, as the work sees it. */
+export interface OpenTransaction {
+  /**
+   * Runs the statement and commits in one round trip, and returns its rows; only reads may follow. On the embedded
+   * database, whose COMMIT takes a round trip of its own anyway, it commits at the end as usual.
+   */
+  commitWith<R>(statement: NamedStatement): Promise<R[]>;
 }
 
 /** Past its budget the connection is closed so the server rolls back: none goes back with a transaction open. */
@@ -37,7 +46,7 @@ export class TransactionRunner {
   /** `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. */
   async run<T>(
     tenantId: string | undefined,
-    work: (manager: EntityManager) => Promise<T>,
+    work: (manager: EntityManager, transaction: OpenTransaction) => Promise<T>,
     withCommit?: () => CommitWith,
   ): Promise<T> {
     const started = monotonicNow();
@@ -53,9 +62,17 @@ export class TransactionRunner {
       try {
         return await withinBudget(client, this.budgetMs, async () => {
           const begin = await this.begin(runner, client);
+          let committed = false;
+          const commitWith = async <R>(statement: NamedStatement): Promise<R[]> => {
+            if (!begin) return runner.manager.query(statement.text, statement.values);
+            if (committed) throw new Error('a unit of work commits once');
+            const rows = await this.commit(runner, client, begin, withCommit?.(), statement);
+            committed = true;
+            return rows as R[];
+          };
           try {
-            const result = await work(runner.manager);
-            await this.commit(runner, client, begin, withCommit?.());
+            const result = await work(runner.manager, { commitWith });
+            if (!committed) await this.commit(runner, client, begin, withCommit?.());
             return result;
           } catch (error) {
             if (begin && !begin.sent) markTransaction(runner, false);
@@ -90,13 +107,19 @@ export class TransactionRunner {
     return new DeferredBegin(client);
   }
 
-  /** One round trip: if a statement before COMMIT fails, the server skips the rest and the transaction rolls back. */
+  /**
+   * One round trip: if a statement before COMMIT fails, the server skips the rest and the transaction rolls back.
+   * Answers the rows of the statement the work committed with, the unit's last statement being sent unread.
+   */
   private async commit(
     runner: QueryRunner,
     client: PoolClient,
     begin: DeferredBegin | undefined,
-    { statement, before }: CommitWith = { before: [] },
-  ): Promise<void> {
+    { statement: last, before }: CommitWith = { before: [] },
+    read?: NamedStatement,
+  ): Promise<any[]> {
+    if (read && last) throw new Error('a unit of work that commits with a statement has no last statement');
+    const statement = read ?? last;
     if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();
@@ -104,22 +127,27 @@ export class TransactionRunner {
       // Nothing ran, so nothing is written; the NOTIFYs still go out.
       markTransaction(runner, false);
       if (before.length > 0) await sendSimple(client, before.join('; '));
-      return;
+      return [];
     }
     if (statement && begin) {
       begin.sent = true;
+      let rows: any[];
       try {
-        await queryPipelined(client, statement, beginWith, [...before, 'COMMIT']);
+        rows = (await queryPipelined(client, statement, beginWith, [...before, 'COMMIT'])).rows;
       } catch (error) {
         throw asQueryFailed(statement.text, statement.values, error);
       }
       markTransaction(runner, false);
-      return;
+      return rows;
     }
     if (statement) await runner.manager.query(statement.text, statement.values);
-    if (before.length === 0) return runner.commitTransaction();
+    if (before.length === 0) {
+      await runner.commitTransaction();
+      return [];
+    }
     await sendSimple(client, `${before.join('; ')}; COMMIT`);
     markTransaction(runner, false);
+    return [];
   }
 }
 

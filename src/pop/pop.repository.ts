@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
-import { DatabaseEngine } from '../database/database-engine';
+import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../messages/message-shape';
 
 /** Keys, ids, timestamps, punctuation and a claimedPartitions entry: what a message adds besides payload and names. */
@@ -302,29 +302,33 @@ export class PopRepository {
   }
 
   async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
-    const rows: Array<
-      StoredMessageRow & {
-        partition_id: string;
-        partition: string;
-        delivery_attempt: number;
-        lease_lost: boolean;
-        lease_epoch: string;
-      }
-    > = await this.engine.prepared(manager, 'leasehold_claim', CLAIM_SQL, [
-      tenantId,
-      request.queueId,
-      request.consumerGroup,
-      request.partitionId ?? null,
-      request.maxPartitions,
-      request.batch,
-      request.leaseId,
-      request.leaseSeconds,
-      request.autoAck,
-      request.maxBytes,
-      request.maxTotalSeconds ?? null,
-      request.delayedProcessing,
-      request.windowBuffer,
-    ]);
+    const { name, text, values } = this.claimStatement(tenantId, request);
+    return this.claimed(request, await this.engine.prepared(manager, name, text, values));
+  }
+
+  claimStatement(tenantId: string, request: ClaimRequest): NamedStatement {
+    return {
+      name: 'leasehold_claim',
+      text: CLAIM_SQL,
+      values: [
+        tenantId,
+        request.queueId,
+        request.consumerGroup,
+        request.partitionId ?? null,
+        request.maxPartitions,
+        request.batch,
+        request.leaseId,
+        request.leaseSeconds,
+        request.autoAck,
+        request.maxBytes,
+        request.maxTotalSeconds ?? null,
+        request.delayedProcessing,
+        request.windowBuffer,
+      ],
+    };
+  }
+
+  claimed(request: ClaimRequest, rows: ClaimedRow[]): ClaimedMessage[] {
     const leaseId = request.autoAck ? null : request.leaseId;
     // Object.assign, not a spread: on Node 20 a spread costs microseconds per message.
     return rows.map((row) =>
@@ -340,3 +344,11 @@ export class PopRepository {
     );
   }
 }
+
+export type ClaimedRow = StoredMessageRow & {
+  partition_id: string;
+  partition: string;
+  delivery_attempt: number;
+  lease_lost: boolean;
+  lease_epoch: string;
+};

@@ -15,7 +15,7 @@ import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { ParkedPolls, WaitOutcome, WakeupSubscription } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/unit-of-work';
 import { PopOptions } from './pop-query.pipe';
-import { ClaimedMessage, PopRepository } from './pop.repository';
+import { ClaimedMessage, ClaimedRow, PopRepository } from './pop.repository';
 import { errorMessage } from '../common/error-message';
 
 const ANSWER_ENVELOPE_BYTES = 2_048;
@@ -236,8 +236,13 @@ export class PopService {
         delayedProcessing: target.delayedProcessing,
         windowBuffer: target.windowBuffer,
       };
-      const claimed = await this.pops.claim(tenantId, request, manager);
-      leased = claimed.length > 0 && !options.autoAck;
+      // Nothing follows the claim but reads, so it commits in its own round trip.
+      leased = !options.autoAck;
+      const claimed = this.pops.claimed(
+        request,
+        await unit.commitWith<ClaimedRow>(this.pops.claimStatement(tenantId, request)),
+      );
+      leased &&= claimed.length > 0;
       if (claimed.length === 0 && (target.delayedProcessing > 0 || target.windowBuffer > 0)) {
         dueInMs = await this.pops.nextDueInMs(tenantId, request, manager);
       }
@@ -251,7 +256,7 @@ export class PopService {
       }
       return { claimed, leaseSeconds };
     });
-    // Once the claim answered, its COMMIT may have reached the server although the pop gave up.
+    // Once the claim went out, its COMMIT may have reached the server although the pop gave up.
     const { claimed, leaseSeconds } = await work.catch((error: unknown) => {
       if (leased) this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw error;

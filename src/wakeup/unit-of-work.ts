@@ -1,7 +1,8 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
-import { TransactionRunner } from '../database/transaction-runner';
+import { NamedStatement } from '../database/database-engine';
+import { OpenTransaction, TransactionRunner } from '../database/transaction-runner';
 import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
 import { WakeupChannel } from './wakeup-channel';
 import { notifyStatements } from './wakeup.repository';
@@ -17,7 +18,14 @@ export class UnitOfWork {
   constructor(
     readonly tenantId: string,
     readonly manager: EntityManager,
+    private readonly transaction?: OpenTransaction,
   ) {}
+
+  /** The statement and COMMIT in one round trip, with the NOTIFYs recorded so far; only reads may follow. */
+  commitWith<R>(statement: NamedStatement): Promise<R[]> {
+    if (!this.transaction) throw new Error('this unit of work runs in no transaction');
+    return this.transaction.commitWith<R>(statement);
+  }
 
   push(queue: string, partition: string, count = 1): void {
     const partitions = this.pushed.get(queue) ?? new Map<string, number>();
@@ -69,7 +77,7 @@ export class Writes {
     let unit: UnitOfWork | undefined;
     const result = await this.transactions.run(
       tenantId,
-      (manager) => work((unit = new UnitOfWork(tenantId, manager))),
+      (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
       () => ({
         statement: unit!.lastStatement,
         before: notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered)),

@@ -25,9 +25,12 @@ jest.setTimeout(60_000);
 
   it('does not hand out a lease that ran out before the pop could answer: 500 database timeout, and the batch redelivers right after', async () => {
     const client = new BrokerClient(app, newTenant());
+    await client.configure({ queue: 'slow' });
+    // The group's first pop creates it, in round trips of its own.
+    expect((await client.pop('slow')).status).toBe(204);
     await client.pushMany('slow', 2);
-    // About 0.6 s a round trip: from the claim to its commit takes longer than a 1 s lease.
-    proxy.delay(300);
+    // About 1.2 s a round trip: the claim's own, which commits it, takes longer than a 1 s lease.
+    proxy.delay(600);
     const started = Date.now();
     const late = await client.pop('slow', { leaseSeconds: 1, batch: 10 });
     const tookMs = Date.now() - started;
