@@ -59,10 +59,7 @@ async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): P
   logger.log(`Listening on http://${address}:${port} (docs at /docs)`);
 }
 
-/**
- * A request cut at SHUTDOWN_TIMEOUT_MS while its statement still runs holds its connection for at most the
- * statement budget, so that is all closing may add.
- */
+/** A request cut at SHUTDOWN_TIMEOUT_MS holds its connection for at most the statement budget: all closing may add. */
 async function shutDown(app: NestExpressApplication, config: AppConfig, signal: NodeJS.Signals): Promise<void> {
   logger.log(`${signal}: shutting down (requests in flight get up to ${config.shutdownTimeoutMs} ms)`);
   const hardStopMs = config.shutdownTimeoutMs + workBudgetMs(config.database);

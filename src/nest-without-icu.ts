@@ -1,7 +1,6 @@
 /*
- * @nestjs/common builds an Intl.DateTimeFormat as it loads, which reads ICU's locale data in: about 6.5 MB resident
- * for the life of the process, although this broker logs through pino and never formats a date. main.ts imports
- * this module first.
+ * @nestjs/common builds an Intl.DateTimeFormat as it loads, reading ICU's locale data in: about 6.5 MB resident for
+ * good, though this broker never formats a date. main.ts imports this module first.
  */
 
 type DateTimeFormatArguments = ConstructorParameters<typeof Intl.DateTimeFormat>;

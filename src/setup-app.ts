@@ -108,10 +108,7 @@ function setupSwagger(app: NestExpressApplication): void {
   });
 }
 
-/**
- * @Access adds the bearer requirement to every protected handler and a controller may carry @ApiBearerAuth() as
- * well: Swagger concatenates the two.
- */
+/** @Access and a controller's @ApiBearerAuth() both add the bearer requirement, which Swagger concatenates. */
 function dropDuplicateSecurity(document: OpenAPIObject): void {
   for (const pathItem of Object.values(document.paths)) {
     for (const operation of Object.values(pathItem)) {

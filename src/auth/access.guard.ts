@@ -64,8 +64,7 @@ export class AccessGuard extends AuthGuard('jwt') {
     if (!error && user) {
       return user;
     }
-    // RFC 6750: a 401 for a bearer-protected resource names the scheme, and
-    // says invalid_token when a token was sent but not accepted.
+    // RFC 6750: a 401 names the bearer scheme, with invalid_token when a token was sent but not accepted.
     const response = context.switchToHttp().getResponse<Response>();
     if (error instanceof HttpException) {
       response.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');

@@ -5,10 +5,7 @@ import { ExtractJwt, Strategy } from 'passport-jwt';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TokenClaims } from './token-claims';
 
-/**
- * Pinning the algorithm to JWT_ALGORITHM is what refuses `alg: none` and HS-signed tokens presented against an RSA
- * public key (algorithm confusion).
- */
+/** Pinning the algorithm refuses `alg: none` and HS tokens presented against an RSA key (algorithm confusion). */
 @Injectable()
 export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
@@ -23,10 +20,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     });
   }
 
-  /**
-   * jsonwebtoken accepts a token without `exp` as valid forever; a leaked one could then only be revoked by rotating
-   * the key for everybody.
-   */
+  /** jsonwebtoken accepts a token without `exp` forever; a leaked one could only be revoked by rotating the key. */
   validate(claims: unknown): TokenClaims {
     if (claims === null || typeof claims !== 'object' || Array.isArray(claims)) {
       throw new UnauthorizedException({ error: 'Invalid token: malformed' });

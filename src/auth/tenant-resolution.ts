@@ -10,10 +10,7 @@ export interface TenantSources {
   defaultTenantId: string;
 }
 
-/**
- * A header may only confirm a claim, never change it, and anything present but not a UUID is refused rather than
- * skipped, so a typo can never silently land a caller in the default tenant.
- */
+/** A header may only confirm a claim; a non-UUID is refused, not skipped: a typo never lands in the default tenant. */
 export function resolveTenant({ claim, header, defaultTenantId }: TenantSources): string {
   if (claim !== undefined) {
     const tenantId = parseTenant(claim.value);

@@ -1,9 +1,6 @@
 export const AUTHENTICATION_REQUIRED = 'Authentication required';
 
-/*
- * jsonwebtoken's own messages may carry the configured issuer or audience ("expected: ..."), key details or library
- * internals: only these fixed texts ever reach a caller.
- */
+/* jsonwebtoken's messages may carry the issuer, audience or key details: only these fixed texts reach a caller. */
 const KNOWN_PROBLEMS: ReadonlyArray<[RegExp, string]> = [
   [/^no auth token$/i, AUTHENTICATION_REQUIRED],
   [/^jwt must be provided$/, AUTHENTICATION_REQUIRED],

@@ -4,7 +4,6 @@ import { AppConfig } from '../config/app-config';
 import { migrateDatabase } from '../database/run-migrations';
 import { relayWorkerMetrics } from './metrics-relay';
 
-/** The primary serves no requests; it applies the migrations once, then forks the workers. */
 export async function runClusterPrimary(config: AppConfig): Promise<void> {
   const logger = new Logger('Cluster');
   await migrateDatabase(config.database, config.database.url!);

@@ -72,10 +72,7 @@ export function relayWorkerMetrics(): void {
   }
 }
 
-/**
- * A worker gone between the check and the send is forgotten by its exit; the callback keeps its error from being
- * thrown.
- */
+/** A worker gone between check and send is forgotten by its exit; the callback keeps its error from being thrown. */
 function ignore(): void {}
 
 class PendingCollect {

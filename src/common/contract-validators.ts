@@ -16,8 +16,7 @@ export interface ValidationLimits {
 
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
-// PostgreSQL's UTF-8 text cannot encode half a surrogate pair: the driver would store U+FFFD instead (so a name
-// would no longer match itself), and jsonb refuses the escape outright.
+// Half a surrogate pair: the driver would store U+FFFD (a name would not match itself) and jsonb refuses the escape.
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 const INTEGER = /^-?\d+$/;
 // Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.

@@ -76,10 +76,7 @@ export class QueryDtoPipe<T extends object> implements PipeTransform<unknown, T>
 type Check = (plain: Record<string, unknown>) => string | undefined;
 const compiledChecks = new WeakMap<DtoClass, Check>();
 
-/**
- * validateSync allocates an error object per property and looks the metadata up again for every object: that tripled
- * the cost of validating a 10,000-item push. dto-validation.spec.ts checks both give the same answers.
- */
+/** validateSync allocates per property and re-reads metadata per object: it tripled a 10,000-item push's validation. */
 export function compileDtoCheck(type: DtoClass): Check {
   const cached = compiledChecks.get(type);
   if (cached) return cached;

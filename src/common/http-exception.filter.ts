@@ -20,8 +20,7 @@ export class HttpExceptionFilter implements ExceptionFilter {
     if (response.headersSent) {
       return;
     }
-    // A body still arriving was refused unread (a failed guard, an oversized
-    // body): close the connection rather than read and discard the rest.
+    // A body still arriving was refused unread: close the connection rather than read and discard the rest.
     if (!request.complete && bodyAnnounced(request)) {
       response.setHeader('Connection', 'close');
     }

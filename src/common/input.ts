@@ -1,4 +1,3 @@
-/** The largest value of a PostgreSQL integer column, and of the broker's integer parameters. */
 export const INT32_MAX = 2_147_483_647;
 export const NAME_MAX_LENGTH = 255;
 /** Deeper JSON than this is refused: JavaScript and PostgreSQL both recurse over it. */

@@ -3,10 +3,7 @@ export class JsonText {
   constructor(readonly text: string) {}
 }
 
-/**
- * Bounds are enforced on the text, before JSON.parse allocates anything: a walk over millions of parsed values is
- * what ran the broker out of heap.
- */
+/** Bounded on the text before JSON.parse allocates: walking millions of parsed values ran the broker out of heap. */
 export interface JsonTextShape {
   /** Containers plus the items and members in them. */
   elements: number;

@@ -5,7 +5,6 @@ export class TurnTimeoutError extends Error {
   }
 }
 
-/** At most `permits` tasks at once; the others wait their turn, first come first served. */
 export class Semaphore {
   private active = 0;
   private readonly waiting: Array<() => void> = [];

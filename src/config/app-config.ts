@@ -7,7 +7,6 @@ export interface DatabaseConfig {
   poolSize: number;
   acquireTimeoutMs: number;
   statementTimeoutMs: number;
-  /** How long start-up waits for the database to answer. */
   connectTimeoutMs: number;
 }
 
@@ -53,7 +52,6 @@ export interface LimitsConfig {
   messageMaxBytes: number;
   bodyMaxJsonValues: number;
   bodyMaxInflateRatio: number;
-  /** Rough cap on a pop, a dead-letter page or a queue's resources. */
   responseMaxBytes: number;
   /** Parked long polls, for the whole deployment. */
   popMaxWaitingPerTenant: number;
@@ -73,7 +71,6 @@ export interface RetentionConfig {
   pendingSeconds: number;
   /** dlqRetentionSeconds of queues that set none; 0 keeps dead letters. */
   deadLetterSeconds: number;
-  /** An empty partition is removed this long after its last push. */
   emptyPartitionGraceSeconds: number;
 }
 
@@ -99,7 +96,6 @@ export interface AppConfig {
   http: HttpConfig;
   limits: LimitsConfig;
   retention: RetentionConfig;
-  /** Serve Swagger UI and the OpenAPI document (/docs, /docs-json). */
   docsEnabled: boolean;
   consoleEnabled: boolean;
   metrics: MetricsConfig;

@@ -175,10 +175,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
 
 const URL_SCHEMES = ['postgres:', 'postgresql:'];
 
-/**
- * A mistyped scheme or host is found at start, not as a protocol error from the first connection. Never echoes
- * credentials.
- */
+/** A mistyped scheme or host is found at start, not at the first connection. Never echoes credentials. */
 function databaseUrl(reader: EnvReader, problems: string[]): string | undefined {
   const value = reader.string('DATABASE_URL');
   if (value === undefined) return undefined;

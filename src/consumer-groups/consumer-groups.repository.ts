@@ -36,7 +36,6 @@ export interface GroupQueue {
   partitionCount: number;
 }
 
-/** A partition whose cursor a seek or delete moved, and what the group can claim there now. */
 export interface MovedCursor {
   queueName: string;
   partition: string;
@@ -58,13 +57,7 @@ interface GroupPartitionRow {
   retry_count: number;
 }
 
-/**
- * Per (group `g`, partition `p`) of the group's queue: its cursor `s.cursor`
- * (where it would start when it has no row there yet) and the first message
- * it has not consumed, `o` (none when it is caught up; retention may have
- * deleted the ones right after the cursor, so it is looked up, not assumed).
- * A LEFT JOIN keeps a group whose queue has no partition yet, with nulls.
- */
+/** `o` is looked up, not assumed: retention may have deleted the messages right after the cursor. */
 const groupPartitions = (join: 'JOIN' | 'LEFT JOIN') => `
   ${join} partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
   LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
@@ -84,10 +77,8 @@ const PARTITION_COLUMNS = `g.name AS consumer_group, q.name AS queue_name, p.nam
   CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
   COALESCE(c.delivery_attempt, 0) AS delivery_attempt, COALESCE(c.retry_count, 0) AS retry_count`;
 
-/** SQL for consumer groups across a tenant's queues: lag, and moving or forgetting a group's cursors. */
 @Injectable()
 export class ConsumerGroupsRepository {
-  /** Up to `limit` (group, queue) pairs by queue then group name, each with its lag over every partition. */
   async summaries(
     tenantId: string,
     queueName: string | undefined,
@@ -132,7 +123,6 @@ export class ConsumerGroupsRepository {
     }));
   }
 
-  /** Up to `limit` (group, partition) pairs whose oldest unconsumed message is at least `minLagSeconds` old, oldest first. */
   async lagging(
     tenantId: string,
     minLagSeconds: number,
@@ -152,7 +142,6 @@ export class ConsumerGroupsRepository {
     return rows.map(toGroupPartition);
   }
 
-  /** The queues a group has a position on, by name, with how many partitions each has. */
   async queuesOf(
     tenantId: string,
     group: string,
@@ -177,7 +166,6 @@ export class ConsumerGroupsRepository {
     }));
   }
 
-  /** The group's first `limit` partitions by queue then partition name. */
   async partitionsOf(
     tenantId: string,
     group: string,
@@ -206,7 +194,7 @@ export class ConsumerGroupsRepository {
     return rows.length > 0;
   }
 
-  /** Locks the group's cursors on the queue (or one partition), in primary-key order as acks and renewals take them. */
+  /** In primary-key order, as acks and renewals take them. */
   private async lockCursors(
     tenantId: string,
     queueId: string,
@@ -223,15 +211,7 @@ export class ConsumerGroupsRepository {
     );
   }
 
-  /**
-   * Moves the group's cursor in every partition of the queue (or in one) to
-   * its end, or to just before the first message created at or after
-   * `timestamp`; ends its leases there and advances their epochs, so the old
-   * holders' acks and extends are refused. Push timestamps never decrease
-   * along a partition's offsets, which makes "the last message before the
-   * instant" the boundary. Cursors created here (for partitions the group
-   * had none in) are locked with the rest (see lockCursors).
-   */
+  /** Epochs advance so old holders' acks fail; timestamps never decrease along offsets, so time finds the boundary. */
   async seek(
     tenantId: string,
     queue: { id: string; name: string },
@@ -283,15 +263,10 @@ export class ConsumerGroupsRepository {
   }
 
   /**
-   * Forgets the group's position on one queue or on all: its cursors (and
-   * with them its leases) and its starting point. Cursors are locked first
-   * in primary-key order, as acks and renewals lock them; then the queue
-   * rows, so that no push creating a partition adds a cursor for the group
-   * meanwhile (it holds a key-share lock on the queue while it does). Cursors
-   * that appeared between the two (a pop re-creating the group) are locked
-   * without waiting: an ack holding one waits for the queue row to write a
-   * dead letter, and waiting for it would deadlock. Throws LockNotAvailable
-   * then; the caller tries again.
+   * Cursors are locked first in primary-key order, as acks and renewals lock them; then the queue rows, so no push
+   * creating a partition adds a cursor for the group meanwhile. Cursors that appeared between the two (a pop
+   * re-creating the group) are locked NOWAIT: an ack holding one waits for the queue row to write a dead letter, and
+   * waiting for it would deadlock. Throws LockNotAvailable then; the caller tries again.
    */
   async delete(
     tenantId: string,

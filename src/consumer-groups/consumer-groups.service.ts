@@ -23,12 +23,7 @@ export const LAGGING_SECONDS = 60;
 
 export type SeekTarget = { toEnd: true } | { timestamp: string };
 
-/**
- * What an operator reads and changes about consumer groups: lag per queue
- * and partition, seeking a group, forgetting it. Moves end the group's
- * leases on what they move and wake its parked polls for what became
- * claimable, once committed.
- */
+/** Moves end the group's leases on what they move and wake its parked polls, once committed. */
 @Injectable()
 export class ConsumerGroupsService {
   private readonly logger = new Logger('ConsumerGroups');
@@ -105,9 +100,8 @@ export class ConsumerGroupsService {
     partitionName: string | undefined,
     target: SeekTarget,
   ): Promise<SeekResponseDto> {
-    // A group that never popped here is created first, in a transaction of its own: creating one locks the
-    // queue row, and holding that while waiting for cursors an ack holds (it then waits for the queue row to
-    // write a dead letter) would deadlock. Should the move then fail, the group exists at its start.
+    // Created in a transaction of its own: holding the queue row lock while waiting for cursors an ack holds (the ack
+    // then waits for the queue row) would deadlock. Should the move then fail, the group exists at its start.
     await this.writes.run(tenantId, async ({ manager }) => {
       const queue = await this.queueOrThrow(tenantId, queueName, manager);
       if (await this.groups.groupExists(tenantId, queue.id, group, manager)) return;

@@ -15,14 +15,9 @@ const FILTER = `d.tenant_id = $1
 /** What a dead letter adds to a page besides its payload, error and names: keys, ids, timestamps. */
 const DEAD_LETTER_ENVELOPE_BYTES = 400;
 
-/** SQL for reading the dead-letter queue. */
 @Injectable()
 export class DlqRepository {
-  /**
-   * Up to `limit` dead letters from `offset`, oldest first, cut short where
-   * the answer would pass `maxBytes` (the first one always comes): a client
-   * pages on by the number it received.
-   */
+  /** Cut short before `maxBytes` (the first one always comes): a client pages on by the number it received. */
   async page(
     tenantId: string,
     filter: DeadLetterFilter,

@@ -22,11 +22,7 @@ export class DlqService {
     this.pageBudget = config.limits.responseMaxBytes - PAGE_ENVELOPE_BYTES;
   }
 
-  /**
-   * A page of dead letters, oldest first, with the total matching the
-   * filters, from one snapshot; shorter than `limit` when the page would pass
-   * RESPONSE_MAX_BYTES.
-   */
+  /** Page and total from one snapshot; shorter than `limit` when the page would pass RESPONSE_MAX_BYTES. */
   async list(tenantId: string, query: DlqQuery): Promise<DeadLetterPageDto> {
     return this.transactions.run(tenantId, async (manager) => {
       let queueId: string | undefined;

@@ -29,9 +29,8 @@ export const UNIDENTIFIED = 'unidentified';
 export const ANONYMOUS = 'anonymous';
 
 /**
- * Node runs the requests that arrived since its last look in arrival order, so one tenant's thousand requests went
- * ahead of another's one. A credential is tied to a tenant only once a request with it passed the guard
- * (credentialProved), so a forged one cannot take a tenant's place.
+ * Node runs requests in arrival order, so one tenant's thousand requests went ahead of another's one. A credential is
+ * tied to a tenant only once it passed the guard (credentialProved), so a forged one cannot take a tenant's place.
  */
 export class FairDispatch {
   private readonly queues = new Map<string, Waiting[]>();

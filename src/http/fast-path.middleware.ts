@@ -41,13 +41,10 @@ import { readsOwnBody, RequestBodyInterceptor } from './request-body.interceptor
 
 export interface FastRoute {
   controller: Type<object>;
-  /** The name of the controller's method that serves the route. */
   handler: string;
-  /** The route's parameters when the request is for it, else null. */
   match(request: { method?: string; url?: string }): Record<string, string> | null;
 }
 
-/** The routes served ahead of Express's router (see FastPathMiddleware). */
 export const FAST_ROUTES = Symbol('FAST_ROUTES');
 
 type RouteHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
@@ -120,9 +117,8 @@ export class ExpressParamsFactory implements ParamsFactory {
 }
 
 /**
- * Serves the hottest routes ahead of Express's router, whose dispatch and Nest's interceptor chain cost them more than
- * their own work; it steps aside for what it does not run (global interceptors, a prefix, versioning, request-scoped or
- * route-level enhancers, answers the route shapes itself).
+ * Express's dispatch and Nest's interceptor chain cost the hottest routes more than their own work. Steps aside for
+ * what it does not run: global interceptors, a prefix, versioning, request-scoped or route-level enhancers.
  */
 @Injectable()
 export class FastPathMiddleware implements NestMiddleware {
@@ -180,9 +176,7 @@ export class FastPathMiddleware implements NestMiddleware {
       new ExpressParamsFactory(),
       undefined,
       undefined,
-      // Nest's interceptor chain costs a fifth of the lease route's throughput; none is needed here (see below). Its
-      // external exception handling is made for contexts whose filters return the answer (it logs and rethrows after
-      // an HTTP filter has answered): failures are caught here.
+      // Interceptors cost the lease route a fifth of its throughput; Nest's filters log and rethrow after answering.
       { guards: true, interceptors: false, filters: false },
     ) as RouteHandler;
     const declared = Reflect.getMetadata(HTTP_CODE_METADATA, method) as number | undefined;

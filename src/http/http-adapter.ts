@@ -37,8 +37,7 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
     const roster = new ConnectionRoster(this.limits.maxConnections);
     const server = createServer(
       {
-        // Built with Express's prototypes, so Express's Object.setPrototypeOf on each request changes nothing
-        // (changing an object's prototype costs every later property access on it).
+        // Express's own prototypes: its per-request Object.setPrototypeOf is then a no-op, which keeps access fast.
         IncomingMessage: constructedAs(IncomingMessage, express.request),
         ServerResponse: constructedAs(ServerResponse, express.response),
         headersTimeout: this.limits.headersTimeoutMs,

@@ -30,10 +30,7 @@ export function readsOwnBody(handler: object): boolean {
 /** Bodies nest this much deeper than the payloads in them (items, item, payload). */
 const ENVELOPE_DEPTH = 8;
 
-/**
- * Reads bodies after the guards, never before, so a refused caller has not a byte of its body read, inflated or
- * parsed. (Express's body parsers are middleware, which runs before any guard.)
- */
+/** Express's body parsers run before any guard; here a refused caller has not a byte of its body read or inflated. */
 export class RequestBodyInterceptor implements NestInterceptor {
   private readonly limits: BodyLimits;
 
@@ -81,10 +78,7 @@ export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransfo
 export const JsonRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
   RequestBodySource(JsonBodyPipe, ...pipes);
 
-/**
- * Goes with @ReadsOwnBody() on a route that takes no body: read, bounded and parsed as the global interceptor would
- * (so a large or malformed one is refused alike), then dropped.
- */
+/** Goes with @ReadsOwnBody(): a body is still bounded and parsed, so a large or malformed one is refused alike. */
 export const IgnoredRequestBody = (): ParameterDecorator => RequestBodySource(JsonBodyPipe);
 
 @Injectable()

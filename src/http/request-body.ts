@@ -26,10 +26,7 @@ export class BodyAbortedError extends BadRequestException {
   }
 }
 
-/**
- * Inflates as the body arrives and cuts it off as soon as it passes the limit or the ratio, so a small compressed
- * bomb costs a few kilobytes of work, not its inflated size.
- */
+/** Cut off as soon as it passes the limit or ratio: a compressed bomb costs a few kilobytes of work, not its size. */
 export async function readBody(request: IncomingMessage, limits: BodyLimits): Promise<Buffer | undefined> {
   const declared = request.headers['content-length'];
   const length = declared === undefined ? undefined : Number(declared);
@@ -107,7 +104,6 @@ function inflated(request: IncomingMessage, limits: BodyLimits): NodeJS.Readable
     fail(Object.assign(new BadRequestException({ error: 'invalid compressed body' }), { cause: error })),
   );
   guard.once('close', () => {
-    // Stop inflating and stop reading what the client still sends.
     request.unpipe(inflate);
     inflate.destroy();
     request.resume();

@@ -5,14 +5,10 @@ export const PATH_END = '/?(?:\\?.*)?';
 export interface RoutePattern {
   readonly path: string;
   readonly matches: (url: string) => boolean;
-  /** The parameters of a request for this route, decoded, else null (see FastRoute.match). */
   readonly params: (request: { method?: string; url?: string }) => Record<string, string> | null;
 }
 
-/**
- * A route matched as Express matches it: in any case, with an optional trailing slash and query, each `:name` one
- * non-empty path segment, percent-decoded. A segment that does not decode is left to the router, which answers 400.
- */
+/** Matched as Express matches routes; a segment that does not decode is left to the router, which answers 400. */
 export function routePattern(method: 'GET' | 'POST', path: string): RoutePattern {
   const names: string[] = [];
   const source = path

@@ -6,8 +6,7 @@ import { RenewalBatcher } from './renewal-batcher';
 
 @Module({
   controllers: [LeaseController],
-  // The controller is a provider too, for FastPathMiddleware: Nest resolves a handler's enhancers and parameter pipes
-  // from the module that provides its host.
+  // A provider too, for FastPathMiddleware: Nest resolves a handler's enhancers and pipes from its host's module.
   providers: [LeaseService, LeaseRepository, RenewalBatcher, LeaseController],
   exports: [LeaseService],
 })

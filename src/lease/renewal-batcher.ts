@@ -25,9 +25,7 @@ export class RenewalBatcher {
   private waitingCount = 0;
   /** Rows each known lease renewed last time, by `tenant\nlease`. */
   private readonly leaseRows = new Map<string, number>();
-  /**
-   * Leases in a statement now, by `tenant\nlease`: a second statement would only wait for the first one's row locks.
-   */
+  /** Leases in a statement now, by `tenant\nlease`: a second statement would only wait for the first's row locks. */
   private readonly leasesInFlight = new Map<string, number>();
   private running = 0;
   private runningBig = 0;
@@ -90,10 +88,7 @@ export class RenewalBatcher {
     return this.rowsOf(request) > SMALL_LEASE_ROWS ? 'big' : 'small';
   }
 
-  /**
-   * A lease already in a running statement waits for it: renewing the same rows in parallel would hold a slot, and
-   * every renewal grouped with it, behind the first statement's row locks.
-   */
+  /** A lease in a running statement waits: in parallel it would hold a slot and its group behind those row locks. */
   private takeBatch(lane: Lane): { batch: Pending[]; dropped: number } {
     const now = monotonicNow();
     const batch: Pending[] = [];

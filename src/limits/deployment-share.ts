@@ -1,7 +1,4 @@
-/**
- * Never less than 1, so a small limit spread over many brokers still lets each serve something. An unknown count
- * is taken as one broker: the whole limit, as a lone process enforced it before there was a count.
- */
+/** At least 1, so each broker serves something; an unknown count means one broker, as before there was a count. */
 export function deploymentShare(limit: number, liveBrokers: number | undefined): number {
   if (limit <= 0) return limit;
   const brokers = liveBrokers !== undefined && Number.isFinite(liveBrokers) && liveBrokers >= 1 ? liveBrokers : 1;

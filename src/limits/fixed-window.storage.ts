@@ -10,10 +10,7 @@ interface Window {
 
 const IDLE_MS = 60_000;
 
-/**
- * The library's default storage keeps an expiry time per hit and filters that list on every request, so its cost
- * grows with the limit: too much for the broker's hottest route at thousands of renewals a second.
- */
+/** The default storage filters a per-hit expiry list on every request: too slow at thousands of renewals a second. */
 export class FixedWindowThrottlerStorage implements ThrottlerStorage {
   private readonly windows = new Map<string, Window>();
   private sweptAt = Date.now();

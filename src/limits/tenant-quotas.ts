@@ -28,10 +28,7 @@ export class QuotaExceededException extends ForbiddenException {
   }
 }
 
-/**
- * Checked after the insert, in the transaction that creates the rows, so a refusal rolls the whole request back.
- * Brokers creating at the same moment can pass a quota by what they create within one recount (docs/limits.md).
- */
+/** Checked after the insert, in the creating transaction, so a refusal rolls it all back; races: docs/limits.md. */
 @Injectable()
 export class TenantQuotas {
   private readonly limits: QuotaLimits;

@@ -14,10 +14,7 @@ import { RetryLaterException } from '../common/retry-later.exception';
 import { APP_CONFIG, AppConfig, RateLimits } from '../config/app-config';
 import { ROUTE_CLASS, RouteClass, TOO_MANY_REQUESTS } from './route-class.decorator';
 
-/**
- * Limits are per second for the whole deployment; this process counts its share (see AuthModule and
- * BrokerRegistry). Runs after AccessGuard, which resolved the tenant.
- */
+/** Counts this process's share of deployment-wide limits (BrokerRegistry), after AccessGuard resolved the tenant. */
 @Injectable()
 export class TenantThrottlerGuard extends ThrottlerGuard {
   private readonly rateLimits: RateLimits;

@@ -13,8 +13,7 @@ export type RequestLogger = (request: Request, response: Response, durationMs: n
 export function requestLogger(logger: RootLogger): RequestLogger {
   return (request, response, durationMs, route) => {
     const status = response.statusCode;
-    // 503 is a broker draining or asking to be retried elsewhere: expected, not an error. A probe
-    // answered as it should be is noise at info: load balancers ask every few seconds.
+    // 503 is a drain or a retry-elsewhere, not an error; a healthy probe is noise at info (load balancers ask often).
     const level =
       status >= 500 && status !== 503
         ? 'error'

@@ -9,19 +9,13 @@ export interface MaintenanceState {
   popMaintenanceMode: boolean;
 }
 
-/** How often each broker process reads the switches every process shares. */
 export const MAINTENANCE_REFRESH_MS = 1_000;
 export const PUSHES_PAUSED = 'maintenance: pushes are paused';
 const PUSH_RETRY_AFTER_SECONDS = 5;
 
 /**
- * Each tenant's maintenance switches: pushes paused (refused with 503 and
- * Retry-After, so nothing is taken that could be lost), pops paused
- * (answered 204 without claiming). Kept in the database, so every broker
- * process on it honours them; each process reads the tenants that have one
- * on every MAINTENANCE_REFRESH_MS (on PostgreSQL; the embedded database has
- * one process), and the process that changes a switch honours it at once.
- * The hot paths only look in a map.
+ * Paused pushes are refused with 503 and Retry-After, so nothing is taken that could be lost. The switches live in the
+ * database so every broker process honours them; the hot paths only look in a map.
  */
 @Injectable()
 export class MaintenanceService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -52,7 +46,6 @@ export class MaintenanceService implements OnApplicationBootstrap, OnApplication
     await this.refreshing;
   }
 
-  /** Throws the 503 a push gets while its tenant's pushes are paused. */
   assertPushesAllowed(tenantId: string): void {
     if (this.pushesPaused.has(tenantId)) {
       throw new RetryLaterException(HttpStatus.SERVICE_UNAVAILABLE, PUSHES_PAUSED, PUSH_RETRY_AFTER_SECONDS);

@@ -56,14 +56,10 @@ interface Field {
 }
 
 const text = JSON.stringify;
-/** A UUID or timestamp as PostgreSQL writes it needs no escaping; JSON.stringify was most of the cost of writing a message. */
+/** PostgreSQL's UUIDs and timestamps need no escaping: JSON.stringify was most of the cost of writing a message. */
 const plain = (value: string | null) => (value === null ? 'null' : `"${value}"`);
 
-/**
- * The one declaration of a message's JSON: its keys in order, how each is
- * written from a row (the payload goes out as the text PostgreSQL stored,
- * never parsed), and what Swagger shows for it.
- */
+/** The one declaration of a message's JSON: key order, how each is written from a row, what Swagger shows. */
 const MESSAGE_FIELDS: Field[] = [
   {
     key: 'id',

@@ -14,7 +14,6 @@ export interface MessageFilter {
   from: string | undefined;
   to: string | undefined;
   limit: number;
-  /** Where the previous page ended: the last entry's creation time, partition id and offset. */
   after: { createdAt: string; partitionId: string; seq: string } | undefined;
 }
 
@@ -63,15 +62,9 @@ function statusOf(group: string): string {
                ELSE 'pending' END`;
 }
 
-/** SQL for browsing, deleting and retrying single messages, and clearing a queue. */
 @Injectable()
 export class MessagesRepository {
-  /**
-   * A page of a queue's messages, newest first (by creation time, then
-   * partition id and offset, which keeps pages stable), each with its status
-   * for the group; cut short where the answer would pass `maxBytes` (one
-   * message always comes). `more` tells whether anything was left out.
-   */
+  /** Ordered by creation time, then partition id and offset, which keeps pages stable; one message always comes. */
   async page(
     tenantId: string,
     filter: MessageFilter,
@@ -181,7 +174,6 @@ export class MessagesRepository {
     };
   }
 
-  /** The message's state in every consumer group of its queue. */
   async groupStates(
     tenantId: string,
     queueId: string,
@@ -245,11 +237,7 @@ export class MessagesRepository {
     }));
   }
 
-  /**
-   * Copies the message into the dead-letter queue of `consumerGroup` and
-   * deletes it from its partition, unless a live lease covers it (then
-   * nothing changes); undefined when there is no such message.
-   */
+  /** Nothing changes while a live lease covers the message. */
   async moveToDeadLetters(
     tenantId: string,
     partitionId: string,
@@ -277,11 +265,7 @@ export class MessagesRepository {
     return row.moved > 0;
   }
 
-  /**
-   * Deletes the message and its dead letters, unless a live lease covers it
-   * (then nothing changes). The partition's cursors are locked first, in
-   * primary-key order as acks take them, so no claim can lease it meanwhile.
-   */
+  /** Cursors are locked first, in primary-key order as acks take them, so no claim can lease the message meanwhile. */
   async delete(
     tenantId: string,
     partitionId: string,
@@ -301,7 +285,7 @@ export class MessagesRepository {
     return { message: row.messages > 0, deadLetters: row.dead_letters };
   }
 
-  /** Locks the partition's cursors, in primary-key order as acks take them; true when a live lease covers the message. */
+  /** Cursors in primary-key order, as acks take them; true when a live lease covers the message. */
   private async lockLeased(
     tenantId: string,
     partitionId: string,
@@ -351,11 +335,7 @@ export class MessagesRepository {
     };
   }
 
-  /**
-   * Deletes every message of the queue (or of one partition) and moves each
-   * cursor there to the end, ending its leases and advancing their epochs.
-   * Cursors are locked first, in primary-key order.
-   */
+  /** Advances lease epochs so old holders' acks are refused; cursors are locked first, in primary-key order. */
   async clear(
     tenantId: string,
     queueId: string,

@@ -21,14 +21,8 @@ import {
 /** The page's own keys, outside its messages. */
 const PAGE_ENVELOPE_BYTES = 1_024;
 const NOT_A_CURSOR = 'after is not a page cursor';
-/** The error a dead letter made by hand carries. */
 export const MOVED = 'moved to the dead-letter queue by an operator';
 
-/**
- * Looking at and repairing single messages: a paged, filtered listing with
- * each message's state for a group, one message with its state in every
- * group, deleting one, retrying a dead letter, clearing a queue.
- */
 @Injectable()
 export class MessagesService {
   private readonly logger = new Logger('Messages');
@@ -119,11 +113,7 @@ export class MessagesService {
     return { moved: true, deadLetterId, consumerGroup: group };
   }
 
-  /**
-   * Pushes a dead letter's message again to the tail of its partition, as
-   * transactionId `dlq:<original>`, and removes the dead letters in the same
-   * unit of work, which wakes the queue's parked polls once committed.
-   */
+  /** Re-pushed as transactionId `dlq:<original>`, in one unit of work with removing the dead letters. */
   async retry(
     tenantId: string,
     partitionId: string,

@@ -9,9 +9,8 @@ export type RedeliveryCause = 'expiry' | 'nack' | 'retry';
 
 /**
  * One registry per application: several brokers may share a process in tests. A `tenant` label only with
- * METRICS_TENANT_LABELS, since a series per tenant and queue can outgrow what Prometheus should hold; queues past
- * METRICS_MAX_QUEUE_SERIES add up in `__other__`, so a tenant creating queues by the thousand cannot make every
- * scrape longer.
+ * METRICS_TENANT_LABELS: a series per tenant and queue can outgrow Prometheus. Queues past METRICS_MAX_QUEUE_SERIES
+ * add up in `__other__`, so a tenant creating queues by the thousand cannot make every scrape longer.
  */
 @Injectable()
 export class MetricsService {
@@ -46,8 +45,7 @@ export class MetricsService {
     this.otherQueues = this.tenantLabels ? { tenant: OTHER_QUEUES, queue: OTHER_QUEUES } : { queue: OTHER_QUEUES };
     const registers = [this.registry];
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
-    // Among WORKERS, each worker's memory, CPU and event loop stay series of their own: summed or averaged they hide
-    // the one in trouble.
+    // Per-worker series among WORKERS: summed or averaged, memory, CPU and event loop hide the one in trouble.
     const labels = cluster.isWorker && config.workers > 1 ? { worker: String(cluster.worker!.id) } : undefined;
     collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_', labels });
     this.processMetrics = new Set(this.registry.getMetricsAsArray().map((metric) => metric.name));

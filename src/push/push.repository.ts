@@ -43,10 +43,7 @@ export class PushRepository {
     return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));
   }
 
-  /**
-   * created_at is clock_timestamp(), taken under the partition lock, so it never decreases along a partition's
-   * offsets: a subscription starting point can be found by time.
-   */
+  /** created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets. */
   insertStatement(
     tenantId: string,
     producerSub: string | null,

@@ -3,7 +3,6 @@ import { validateQuery } from '../common/dto-validation';
 import { QueueListQueryDto } from './dto/queue-list-query.dto';
 
 export interface QueueListQuery {
-  /** Only queues whose name sorts after this one. */
   after: string | undefined;
   limit: number;
 }

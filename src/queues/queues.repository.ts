@@ -41,7 +41,6 @@ function queueLocks(rows: Array<{ id: string; name: string; max_size: number | n
   };
 }
 
-/** A partition a push holds locked, with the offset of its last message. */
 export interface LockedPartition {
   id: string;
   queueId: string;
@@ -74,7 +73,6 @@ export interface QueueSummary extends QueueRecord {
   consumerGroups: number;
 }
 
-/** A queue of a listing, with what its entry adds to the answer. */
 export interface QueueListEntry {
   id: string;
   name: string;
@@ -139,12 +137,7 @@ interface QueueSummaryRow extends QueueRow {
   consumer_groups: number;
 }
 
-/**
- * Per partition `p`: its messages still kept (retained) and those not yet
- * consumed by its slowest group (pending; every kept one when it has none).
- * Retention deletes a partition's oldest messages first, so what is kept is
- * the offsets from the first kept message to the last.
- */
+/** Retention deletes a partition's oldest messages first, so the kept ones run from first_kept to last_offset. */
 const PARTITION_COUNTS = `
   LEFT JOIN LATERAL (SELECT COALESCE(min(m.seq), p.last_offset + 1) AS first_kept FROM messages m
                       WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id) k ON true
@@ -160,7 +153,6 @@ const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_
   q.retention_seconds, q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
-/** SQL for queues and their partitions: lookup, creation on first use, options, statistics, deletion. */
 @Injectable()
 export class QueuesRepository {
   constructor(private readonly engine: DatabaseEngine) {}
@@ -173,13 +165,7 @@ export class QueuesRepository {
     return rows.length > 0 ? toQueue(rows[0]) : undefined;
   }
 
-  /**
-   * The usual push, whose queues and partitions all exist, in one statement:
-   * its queues key-share locked in name order, then its partitions locked in
-   * id order, as ensureQueues and lockPartitions lock them. undefined when
-   * one of them is missing; those two then create it, taking the same locks
-   * again (a transaction may).
-   */
+  /** The usual push in one statement; locks as ensureQueues and lockPartitions do, which create what is missing. */
   async lockNamed(
     tenantId: string,
     named: Map<string, Map<string, unknown>>,
@@ -228,11 +214,8 @@ export class QueuesRepository {
   }
 
   /**
-   * Creates the missing queues and returns the id of each, holding a key-share
-   * lock so none can be deleted before this transaction commits, and how many
-   * it created. Rows are inserted in name order so concurrent first pushes
-   * cannot deadlock. A queue deleted between the insert and the lock is
-   * created again.
+   * Key-share locked so none can be deleted before this transaction commits; inserted in name order so concurrent
+   * first pushes cannot deadlock. A queue deleted between the insert and the lock is created again.
    */
   async ensureQueues(
     tenantId: string,
@@ -270,13 +253,7 @@ export class QueuesRepository {
     }
   }
 
-  /**
-   * Creates the missing partitions of queues this transaction already holds
-   * (see ensureQueues) and locks every one against other pushes, in id order,
-   * returning each one's last offset, and how many it created. FOR NO KEY
-   * UPDATE, not FOR UPDATE, so pops creating consumer rows (a key-share lock
-   * through the foreign key) are not blocked by a push.
-   */
+  /** FOR NO KEY UPDATE, not FOR UPDATE: pops creating consumer rows take a key-share lock through the foreign key. */
   async lockPartitions(
     tenantId: string,
     partitions: Array<{ queueId: string; name: string }>,
@@ -306,9 +283,7 @@ export class QueuesRepository {
     // Partitions that exist are locked at once; only a push that names a new one inserts, then locks again.
     const existing = await lockAll();
     if (existing.length === partitions.length) return { locked: existing, created: 0 };
-    // A new partition gets a cursor for every group of its queue at once, at
-    // its beginning (it has no messages yet). See PopRepository.ensureGroup
-    // for why no group can be created meanwhile without seeing it.
+    // Cursors for every group at once; PopRepository.ensureGroup says why no group can be created meanwhile unseen.
     const [inserted]: Array<{ created: number }> = await manager.query(
       `WITH created AS (
          INSERT INTO partitions (tenant_id, id, queue_id, name)
@@ -342,7 +317,6 @@ export class QueuesRepository {
     return new Map(rows.map((row) => [row.queue_id, Number(row.pending)]));
   }
 
-  /** A partition's id by its name, undefined when the queue has none by that name. */
   async partitionId(
     tenantId: string,
     queueId: string,
@@ -356,10 +330,7 @@ export class QueuesRepository {
     return rows[0]?.id;
   }
 
-  /**
-   * Creates the queue when missing (true when it did) and takes its row lock,
-   * so that it cannot vanish before configure() updates it.
-   */
+  /** Takes the row lock, so that the queue cannot vanish before configure() updates it. */
   async upsert(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
     const [row]: Array<{ created: boolean }> = await manager.query(
       `INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)
@@ -433,12 +404,8 @@ export class QueuesRepository {
   }
 
   /**
-   * Deletes the queue with everything in it (partitions, messages, cursors,
-   * leases, dead letters). The consumer rows are locked first, in primary-key
-   * order: acks and lease renewals lock them in that order before they touch
-   * the queue row (an ack's dead letter references it), while the cascade
-   * would take the queue row first and then the consumer rows in partition
-   * name order, and the two would deadlock.
+   * Consumer rows are locked first, in primary-key order, as acks and renewals lock them before the queue row (an ack's
+   * dead letter references it); the cascade alone would take the queue row first, and the two would deadlock.
    */
   async delete(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
     await manager.query(
@@ -459,11 +426,7 @@ export class QueuesRepository {
     return rows[0].deleted > 0;
   }
 
-  /**
-   * Up to `limit` queue names after `after`, in name order, each with the
-   * running size of a listing that ends with it (options and name, plus the
-   * fixed fields): the caller cuts the page where it would grow too large.
-   */
+  /** Each with the running size of a listing ending with it: the caller cuts the page where it would grow too large. */
   async listPage(
     tenantId: string,
     after: string | undefined,
@@ -483,7 +446,7 @@ export class QueuesRepository {
     return rows.map((row) => ({ id: row.id, name: row.name, answerBytes: Number(row.answer_bytes) }));
   }
 
-  /** Every queue of the tenant with counts; message counts come from partition offsets, not a scan. */
+  /** Message counts come from partition offsets, not a scan. */
   async summaries(
     tenantId: string,
     name: string | undefined,
@@ -517,7 +480,6 @@ export class QueuesRepository {
     }));
   }
 
-  /** The first `limit` partitions by name. */
   async partitionStats(
     tenantId: string,
     queueId: string,
@@ -537,12 +499,6 @@ export class QueuesRepository {
     }));
   }
 
-  /**
-   * Each consumer group's cursor in each partition, and whether a lease is
-   * live there (never the lease id). A partition the group has not popped
-   * from yet shows where the group would start.
-   */
-  /** Each group's lag and live leases over all of the queue's partitions. */
   async consumerGroupTotals(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerGroupTotals[]> {
     const rows: Array<{ consumer_group: string; subscription_from: string | null; lag: string; live_leases: number }> =
       await manager.query(
@@ -566,7 +522,7 @@ export class QueuesRepository {
     }));
   }
 
-  /** Each group's cursor in each of the given partitions. */
+  /** Never the lease id; a partition the group has not popped from yet shows where the group would start. */
   async consumerStats(
     tenantId: string,
     queueId: string,
@@ -613,7 +569,7 @@ export class QueuesRepository {
     }));
   }
 
-  /** Up to `limit` live leases on the queue, the soonest to expire first, plus one to tell whether there are more. */
+  /** One lease more than `limit` tells whether there are more. */
   async liveLeases(tenantId: string, queueId: string, limit: number, manager: EntityManager): Promise<LeaseListDto> {
     // The clock's row is there even when no lease is: the answer's `now` costs no second round trip.
     const rows: Array<{

@@ -73,11 +73,7 @@ export class QueuesService {
     };
   }
 
-  /**
-   * Up to `limit` queues after `after`, by name, cut short where the answer
-   * would pass RESPONSE_MAX_BYTES (one queue always comes). `next` is the name
-   * to pass as `after` for the rest, null when there is none.
-   */
+  /** Cut short where the answer would pass RESPONSE_MAX_BYTES; one queue always comes. */
   async list(tenantId: string, page: QueueListQuery): Promise<QueueListDto> {
     return this.transactions.run(tenantId, async (manager) => {
       const entries = await this.queues.listPage(tenantId, page.after, page.limit + 1, manager);
@@ -212,7 +208,6 @@ function toSummary(summary: QueueSummary, defaults: RetentionDefaults): QueueSum
   };
 }
 
-/** Each group's totals over every partition, with its cursors in the partitions shown. */
 function groupsOf(totals: ConsumerGroupTotals[], consumers: ConsumerStats[]): ConsumerGroupDto[] {
   const groups = new Map<string, ConsumerGroupDto>(
     totals.map((total) => [

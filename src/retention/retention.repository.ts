@@ -37,10 +37,7 @@ const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 /** The advisory lock keys of partitions being cut: the first key spaces them apart from other advisory locks. */
 const RETENTION_LOCK_SPACE = 73_460_021;
 
-/**
- * Walks the primary key of queues from one tenant to the next (PostgreSQL has no skip scan), so that each
- * cross-tenant lookup is a set of lookups inside one tenant's rows, as a schema distributed by tenant wants.
- */
+/** PostgreSQL has no skip scan: walking tenant by tenant keeps each lookup in one tenant's rows, as sharding wants. */
 const TENANTS = `tenants(tenant_id) AS (
     SELECT (SELECT tenant_id FROM queues ORDER BY tenant_id LIMIT 1)
     UNION ALL

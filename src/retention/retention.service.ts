@@ -20,10 +20,7 @@ const MIN_ROUND_MS = 1_000;
 const CLAIM = 100;
 export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
 
-/**
- * Each partition carries when it is next worth looking at, so a round's work grows with what there is to delete, not
- * with the number of queues. Rules and defaults: docs/retention.md.
- */
+/** A partition carries when it is next worth a look: a round's work grows with what to delete, not with queues. */
 @Injectable()
 export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Retention');

@@ -21,7 +21,6 @@ import { TransactionFailureReason } from './dto/transaction-result.dto';
 
 export type TransactionOperation = { type: 'push'; items: PushItem[] } | { type: 'ack'; command: AckCommand };
 
-/** Why a transaction does not apply, and the operation (or lease) at fault. */
 export interface TransactionRefusal {
   reason: TransactionFailureReason;
   error: string;
@@ -36,10 +35,8 @@ export interface TransactionRequest {
 }
 
 /**
- * The request's shape and bounds are 400s, like a push's. An operation that
- * cannot apply (malformed, of an unknown type, a payload too large) is the
- * transaction's refusal, answered 200 with its reason like any other, and
- * found before the database is asked for anything.
+ * The request's shape and bounds are 400s, like a push's. An operation that cannot apply (malformed, unknown type,
+ * payload too large) is the transaction's refusal, answered 200 with its reason, found before the database is asked.
  */
 @Injectable()
 export class TransactionRequestPipe implements PipeTransform<unknown, TransactionRequest> {

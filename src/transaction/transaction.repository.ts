@@ -7,11 +7,8 @@ import { isUuid } from '../common/uuid';
 @Injectable()
 export class TransactionRepository {
   /**
-   * Locks, in one statement and in primary-key order (the order acks and
-   * renewals lock in), every consumer row that holds a required lease and
-   * every one the acks will move, so that concurrent transactions queue
-   * instead of deadlocking. Answers the required leases live now, by the
-   * database clock, once the locks are held.
+   * One statement, in primary-key order as acks and renewals lock, so that concurrent transactions queue instead of
+   * deadlocking. Answers the required leases live by the database clock once the locks are held.
    */
   async lock(
     tenantId: string,
@@ -41,10 +38,8 @@ export class TransactionRepository {
   }
 
   /**
-   * The required leases not held at commit: a lease is held if a row still
-   * has it, live by the database clock now, or if it was live when locked
-   * and no row has it any more (an ack of this transaction released it: the
-   * rows were locked, nothing else could have).
+   * A lease is held if a row still has it, live by the database clock now, or if it was live when locked and no row has
+   * it any more: the rows were locked, so only an ack of this transaction could have released it.
    */
   async lost(
     tenantId: string,

@@ -21,7 +21,6 @@ class TransactionRefused extends Error {
   }
 }
 
-/** An operation that did not apply, before the verdict picks the one to answer with. */
 interface Miss extends TransactionRefusal {
   index: number;
   alreadyDone: boolean;
@@ -40,13 +39,7 @@ export class TransactionService {
     private readonly metrics: MetricsService,
   ) {}
 
-  /**
-   * Runs the operations in request order in one unit of work: every push as
-   * /push stores it, every ack as /ack applies it (with the transaction's
-   * stricter rules), and commits only if all of them applied and every
-   * required lease is held at the end. Anything else rolls all of it back:
-   * nothing is visible, nobody is woken, nothing is counted.
-   */
+  /** Commits only if every operation applied and every required lease is held at the end; else nothing is visible. */
   async commit(
     tenantId: string,
     producerSub: string | undefined,
@@ -167,11 +160,8 @@ function ackMiss(index: number, error: string): Miss {
 }
 
 /**
- * The answer of a transaction that cannot commit, if it cannot. A replay of
- * one that already committed (every push item a duplicate, every ack of a
- * message already acknowledged) is `duplicate`; otherwise a lost lease is
- * the cause to report before any ack it made fail; otherwise the first
- * operation that did not apply.
+ * A replay of a committed transaction (every push item a duplicate, every ack already acknowledged) is `duplicate`;
+ * otherwise a lost lease is reported before any ack it made fail; otherwise the first operation that did not apply.
  */
 function verdict(
   results: TransactionOperationResult[],

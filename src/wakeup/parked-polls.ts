@@ -64,10 +64,7 @@ export class WakeupSubscription {
   }
 }
 
-/**
- * A push wakes only as many waiters as it brought messages, per consumer group: a thousand parked polls and a push of
- * five messages make five claims, not a thousand.
- */
+/** A push wakes only as many waiters per group as it brought messages, not every parked poll. */
 @Injectable()
 export class ParkedPolls {
   /** Per (tenant, queue), in the order they parked. */

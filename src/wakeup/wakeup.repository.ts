@@ -26,10 +26,7 @@ export function notifyStatements(notices: Notice[]): string[] {
 export class WakeupRepository {
   constructor(private readonly engine: DatabaseEngine) {}
 
-  /**
-   * Spans tenants, unlike other statements: every waiting group names its tenant, and every join is on it. A lease
-   * with nothing left past its cursor is left out: waking for it would make a parked poll spin.
-   */
+  /** Spans tenants, but every join is on the tenant. A lease with nothing past its cursor would make a poll spin. */
   async endingLeases(
     groups: WaitingGroup[],
     withinMs: number,

@@ -105,7 +105,6 @@ export class GroupQueueDto {
   partitions: GroupPartitionDto[];
 }
 
-/** Swagger's schema for the answer keyed by queue name. */
 @ApiExtraModels(GroupQueueDto)
 export class ConsumerGroupDetailDto {
   static readonly schema = {

@@ -13,7 +13,6 @@ import { QueueSettings } from '../queues.repository';
 
 export const CONFIGURE_BODY_MAX_BYTES = 256 * 1024;
 
-/** A configure request as ConfigureRequestPipe hands it to the service. */
 export interface ConfigureCommand {
   queue: string;
   settings: QueueSettings;
@@ -151,10 +150,7 @@ export const RETENTION_OPTIONS = [
 export type RetentionOption = (typeof RETENTION_OPTIONS)[number];
 export type RetentionSettings = Partial<Record<RetentionOption, number | boolean | null>>;
 
-/**
- * Options the broker does not implement, accepted at the value that leaves
- * them off: Queen's client sends every option with its default.
- */
+/** Accepted only at the value that leaves them off: Queen's client sends every option with its default. */
 export const DEFAULT_ONLY_OPTIONS: Readonly<Record<string, unknown>> = {
   encryptionEnabled: false,
   ttl: 3600,
