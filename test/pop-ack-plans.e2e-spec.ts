@@ -71,7 +71,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
   let admin: Client;
   let db: Client;
   let queueId: string;
-  let keys: Array<{ partitionId: string; transactionId: string }>;
+  let keys: Array<{ partitionId: string; partition: string; transactionId: string }>;
 
   beforeAll(async () => {
     const url = new URL(process.env.DATABASE_URL!);
@@ -105,10 +105,15 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
        SELECT tenant_id, queue_id, id, $1 FROM partitions ORDER BY id`,
       [GROUP],
     );
-    const rows = await db.query<{ partition_id: string; transaction_id: string }>(
-      'SELECT partition_id, transaction_id FROM messages ORDER BY partition_id LIMIT 10',
+    const rows = await db.query<{ partition_id: string; name: string; transaction_id: string }>(
+      `SELECT m.partition_id, p.name, m.transaction_id FROM messages m JOIN partitions p ON p.id = m.partition_id
+        ORDER BY m.partition_id LIMIT 10`,
     );
-    keys = rows.rows.map((row) => ({ partitionId: row.partition_id, transactionId: row.transaction_id }));
+    keys = rows.rows.map((row) => ({
+      partitionId: row.partition_id,
+      partition: row.name,
+      transactionId: row.transaction_id,
+    }));
   });
 
   afterAll(async () => {
@@ -155,6 +160,13 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
         acks.saveStatement(
           tenant,
           cursors.map((cursor) => ({ ...cursor, committedOffset: 1, retryCount: 0, releaseLease: true })),
+        ),
+      ),
+      statement(
+        "the push's duplicate check by name",
+        new PushRepository({} as DatabaseEngine).findExistingByNameStatement(
+          tenant,
+          keys.map(({ partition, transactionId }) => ({ queue: 'burst', partition, transactionId })),
         ),
       ),
       {

@@ -273,6 +273,45 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     ]);
   });
 
+  it('pushes items with their own transactionIds in two round trips: the duplicate check goes with the lock', async () => {
+    const server = app.getHttpServer();
+    const queue = `round-trips-${randomUUID()}`;
+    const items = (...ids: string[]) =>
+      ids.map((transactionId) => ({ queue, partition: 'a', transactionId, payload: {} }));
+    // The first push creates the partition; the second prepares the check on the connection.
+    await request(server)
+      .post('/api/v1/push')
+      .send({ items: items('t1') })
+      .expect(201);
+    await request(server)
+      .post('/api/v1/push')
+      .send({ items: items('t2') })
+      .expect(201);
+
+    let answer: request.Response | undefined;
+    const trips = await roundTripsOf(async () => {
+      answer = await request(server)
+        .post('/api/v1/push')
+        .send({ items: items('t2', 't3') });
+    });
+
+    expect(answer?.status).toBe(201);
+    expect(answer?.body).toMatchObject([{ status: 'duplicate' }, { status: 'queued' }]);
+    expect(trips).toBe(2);
+    const { rows } = await observer.query(
+      `SELECT m.transaction_id, m.seq::int AS seq FROM messages m
+         JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE q.name = $1 ORDER BY m.seq`,
+      [queue],
+    );
+    expect(rows).toEqual([
+      { transaction_id: 't1', seq: 1 },
+      { transaction_id: 't2', seq: 2 },
+      { transaction_id: 't3', seq: 3 },
+    ]);
+  });
+
   it('acks messages of several partitions in two round trips: cursors and offsets with BEGIN, then the update with COMMIT', async () => {
     const server = app.getHttpServer();
     const queue = `round-trips-${randomUUID()}`;

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseEngine } from '../database/database-engine';
+import { DatabaseEngine, NamedStatement } from '../database/database-engine';
+import { LockNamedRow } from '../queues/queues.repository';
 import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
@@ -40,7 +41,64 @@ export class PushRepository {
             ) m`,
       [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
     );
-    return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));
+    return existingFrom(rows);
+  }
+
+  /**
+   * The partitions' lock and the duplicate check in one round trip: the check names its partitions, so the lock's
+   * rows need not come back first. It runs after the lock, as findExisting does.
+   */
+  async lockAndFindExisting(
+    tenantId: string,
+    lock: NamedStatement,
+    keys: Array<{ queue: string; partition: string; transactionId: string }>,
+    manager: EntityManager,
+  ): Promise<{ lockRows: LockNamedRow[]; existing: Map<string, string> }> {
+    const [lockRows, found] = await this.engine.preparedTogether(manager, [
+      lock,
+      this.findExistingByNameStatement(tenantId, keys),
+    ]);
+    return { lockRows: lockRows as LockNamedRow[], existing: existingFrom(found as ExistingRow[]) };
+  }
+
+  /**
+   * Each partition looked up once, not once an item: a partition's row is updated by every push, and its index entries
+   * cost a lookup more than the message's. Then key by key with LIMIT 1, as findExisting.
+   */
+  findExistingByNameStatement(
+    tenantId: string,
+    keys: Array<{ queue: string; partition: string; transactionId: string }>,
+  ): NamedStatement {
+    return {
+      name: 'leasehold_find_pushed_by_name',
+      text: `WITH t AS MATERIALIZED (
+         SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) AS t(queue_name, partition_name, transaction_id)
+       ), named AS MATERIALIZED (
+         SELECT n.queue_name, n.partition_name, p.id
+           FROM (SELECT DISTINCT queue_name, partition_name FROM t) n
+          CROSS JOIN LATERAL (
+                SELECT p.id FROM queues q
+                  JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = n.partition_name
+                 WHERE q.tenant_id = $1 AND q.name = n.queue_name
+                 LIMIT 1
+              ) p
+       )
+       SELECT n.id AS partition_id, m.transaction_id, m.id
+         FROM t
+         JOIN named n ON n.queue_name = t.queue_name AND n.partition_name = t.partition_name
+        CROSS JOIN LATERAL (
+              SELECT m.transaction_id, m.id
+                FROM messages m
+               WHERE m.tenant_id = $1 AND m.partition_id = n.id AND m.transaction_id = t.transaction_id
+               LIMIT 1
+            ) m`,
+      values: [
+        tenantId,
+        arrayLiteral(keys.map((key) => key.queue)),
+        arrayLiteral(keys.map((key) => key.partition)),
+        arrayLiteral(keys.map((key) => key.transactionId)),
+      ],
+    };
   }
 
   /** created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets. */
@@ -90,4 +148,14 @@ export class PushRepository {
 /** One JSON text PostgreSQL parses once: a text[] of JSON would be escaped going out and parsed again coming in. */
 function payloadArray(messages: NewMessage[]): string {
   return `[${messages.map((message) => message.payloadJson).join(',')}]`;
+}
+
+interface ExistingRow {
+  partition_id: string;
+  transaction_id: string;
+  id: string;
+}
+
+function existingFrom(rows: ExistingRow[]): Map<string, string> {
+  return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));
 }

@@ -70,26 +70,28 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     partitionId,
   };
 
+  const lockNamed = (named: Map<string, Map<string, unknown>>) => {
+    const wanted = [...named].flatMap(([queue, partitions]) => [...partitions.keys()].map((name) => ({ queue, name })));
+    if (wanted.some(({ queue, name }) => vanished.includes(queue) || !offsets.has(partitionId(queue, name)))) {
+      return undefined;
+    }
+    h.lockedPartitions.push(wanted.map(({ queue, name }) => ({ queueId: queueId(queue), name })));
+    return {
+      ids: new Map([...named.keys()].map((queue) => [queue, queueId(queue)])),
+      maxSizes: new Map(),
+      locked: wanted.map(({ queue, name }) => ({
+        id: partitionId(queue, name),
+        queueId: queueId(queue),
+        name,
+        lastOffset: offsets.get(partitionId(queue, name))!,
+      })),
+    };
+  };
   const queues = {
-    lockNamed: async (_tenantId: string, named: Map<string, Map<string, unknown>>) => {
-      const wanted = [...named].flatMap(([queue, partitions]) =>
-        [...partitions.keys()].map((name) => ({ queue, name })),
-      );
-      if (wanted.some(({ queue, name }) => vanished.includes(queue) || !offsets.has(partitionId(queue, name)))) {
-        return undefined;
-      }
-      h.lockedPartitions.push(wanted.map(({ queue, name }) => ({ queueId: queueId(queue), name })));
-      return {
-        ids: new Map([...named.keys()].map((queue) => [queue, queueId(queue)])),
-        maxSizes: new Map(),
-        locked: wanted.map(({ queue, name }) => ({
-          id: partitionId(queue, name),
-          queueId: queueId(queue),
-          name,
-          lastOffset: offsets.get(partitionId(queue, name))!,
-        })),
-      };
-    },
+    lockNamed: async (_tenantId: string, named: Map<string, Map<string, unknown>>) => lockNamed(named),
+    // The fake lock decides from the names alone.
+    lockNamedStatement: (_tenantId: string, named: Map<string, Map<string, unknown>>) => ({ named }),
+    lockedNamed: (_rows: unknown[], named: Map<string, Map<string, unknown>>) => lockNamed(named),
     ensureQueues: async (_tenantId: string, names: string[]) => {
       h.creating += 1;
       return {
@@ -108,14 +110,23 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       return { locked, created: 0 };
     },
   } as unknown as QueuesRepository;
+  const found = (keys: Array<{ partitionId: string; transactionId: string }>) =>
+    new Map(
+      keys
+        .map((key) => compositeKey(key.partitionId, key.transactionId))
+        .filter((key) => existing.has(key))
+        .map((key) => [key, existing.get(key)!]),
+    );
   const pushes = {
-    findExisting: async (_tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>) =>
-      new Map(
-        keys
-          .map((key) => compositeKey(key.partitionId, key.transactionId))
-          .filter((key) => existing.has(key))
-          .map((key) => [key, existing.get(key)!]),
-      ),
+    findExisting: async (_tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>) => found(keys),
+    lockAndFindExisting: async (
+      _tenantId: string,
+      _lock: unknown,
+      keys: Array<{ queue: string; partition: string; transactionId: string }>,
+    ) => ({
+      lockRows: [],
+      existing: found(keys.map((key) => ({ ...key, partitionId: partitionId(key.queue, key.partition) }))),
+    }),
     insertStatement: (
       _tenantId: string,
       producerSub: string | null,
@@ -172,16 +183,31 @@ const insertedOffsets = (h: Harness) =>
 
 describe('PushService.push', () => {
   it('looks up only the transactionIds producers chose: a minted one cannot be stored yet', async () => {
-    const h = harness();
-    const lookup = jest.spyOn(h.service['pushes'], 'findExisting');
+    const h = harness([
+      { queue: 'orders', name: 'a', lastOffset: 0 },
+      { queue: 'orders', name: 'b', lastOffset: 0 },
+    ]);
+    const withLock = jest.spyOn(h.service['pushes'], 'lockAndFindExisting');
+    const afterLock = jest.spyOn(h.service['pushes'], 'findExisting');
 
     await h.service.push('t', undefined, [item('orders', 'a'), item('orders', 'b')]);
-    expect(lookup).not.toHaveBeenCalled();
+    expect(withLock).not.toHaveBeenCalled();
 
     await h.service.push('t', undefined, [item('orders', 'a'), item('orders', 'a', 'chosen-1')]);
-    expect(lookup).toHaveBeenCalledTimes(1);
-    expect(lookup.mock.calls[0][1].map((key) => key.transactionId)).toEqual(['chosen-1']);
+    expect(withLock).toHaveBeenCalledTimes(1);
+    expect(withLock.mock.calls[0][2]).toEqual([{ queue: 'orders', partition: 'a', transactionId: 'chosen-1' }]);
+    expect(afterLock).not.toHaveBeenCalled();
     expect(h.inserts.flatMap(({ messages }) => messages)).toHaveLength(4);
+  });
+
+  it('checks chosen transactionIds after creating what was missing, the check by name having found no partition', async () => {
+    const h = harness([{ queue: 'orders', name: 'a', lastOffset: 0 }]);
+    const afterLock = jest.spyOn(h.service['pushes'], 'findExisting');
+
+    await h.service.push('t', undefined, [item('orders', 'a', 'chosen-1'), item('brand-new', 'x', 'chosen-2')]);
+
+    expect(afterLock).toHaveBeenCalledTimes(1);
+    expect(afterLock.mock.calls[0][1].map((key) => key.transactionId)).toEqual(['chosen-1', 'chosen-2']);
   });
 
   it('stores nothing and opens no transaction for an empty push', async () => {

@@ -5,7 +5,7 @@ import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
-import { LockedPartition, QueueLocks, QueuesRepository } from '../queues/queues.repository';
+import { LockedPartition, NamedLocks, QueueLocks, QueuesRepository } from '../queues/queues.repository';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
@@ -40,8 +40,13 @@ export class PushService {
   ): Promise<PushResultDto[]> {
     const { tenantId, manager } = unit;
     const named = partitionsByQueue(items);
-    const { ids, maxSizes, locked } =
-      (await this.queues.lockNamed(tenantId, named, manager)) ?? (await this.createAndLock(tenantId, named, manager));
+    const chosenByName = items.flatMap((item) =>
+      item.transactionId === undefined
+        ? []
+        : [{ queue: item.queue, partition: item.partition, transactionId: item.transactionId }],
+    );
+    const { locks, existing } = await this.lockNamed(tenantId, named, chosenByName, manager);
+    const { ids, maxSizes, locked } = locks ?? (await this.createAndLock(tenantId, named, manager));
     const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
       named.get(queueNames.get(partition.queueId)!)!.set(partition.name, {
@@ -60,7 +65,9 @@ export class PushService {
         : [{ partitionId: slots[index].partition.id, transactionId: item.transactionId }],
     );
     const known =
-      chosen.length === 0 ? new Map<string, string>() : await this.pushes.findExisting(tenantId, chosen, manager);
+      chosen.length === 0
+        ? new Map<string, string>()
+        : (existing ?? (await this.pushes.findExisting(tenantId, chosen, manager)));
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
     const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);
@@ -120,6 +127,20 @@ export class PushService {
       });
     }
     return results;
+  }
+
+  /** The duplicate check names its partitions, so it can share the lock's round trip; it holds if all exist. */
+  private async lockNamed(
+    tenantId: string,
+    named: Map<string, Map<string, Slot | undefined>>,
+    chosen: Array<{ queue: string; partition: string; transactionId: string }>,
+    manager: EntityManager,
+  ): Promise<{ locks?: NamedLocks; existing?: Map<string, string> }> {
+    if (chosen.length === 0) return { locks: await this.queues.lockNamed(tenantId, named, manager) };
+    const lock = this.queues.lockNamedStatement(tenantId, named);
+    const { lockRows, existing } = await this.pushes.lockAndFindExisting(tenantId, lock, chosen, manager);
+    const locks = this.queues.lockedNamed(lockRows, named);
+    return locks ? { locks, existing } : {};
   }
 
   private async createAndLock(

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { arrayLiteral } from '../database/array-literal';
-import { DatabaseEngine } from '../database/database-engine';
+import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
@@ -39,6 +39,17 @@ function queueLocks(rows: Array<{ id: string; name: string; max_size: number | n
     ids: new Map(rows.map((row) => [row.name, row.id])),
     maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
   };
+}
+
+export type NamedLocks = QueueLocks & { locked: LockedPartition[] };
+
+export interface LockNamedRow {
+  queue_id: string;
+  queue_name: string;
+  max_size: number | null;
+  id: string;
+  name: string;
+  last_offset: string;
 }
 
 export interface LockedPartition {
@@ -170,7 +181,12 @@ export class QueuesRepository {
     tenantId: string,
     named: Map<string, Map<string, unknown>>,
     manager: EntityManager,
-  ): Promise<(QueueLocks & { locked: LockedPartition[] }) | undefined> {
+  ): Promise<NamedLocks | undefined> {
+    const { name, text, values } = this.lockNamedStatement(tenantId, named);
+    return this.lockedNamed(await this.engine.prepared<LockNamedRow>(manager, name, text, values), named);
+  }
+
+  lockNamedStatement(tenantId: string, named: Map<string, Map<string, unknown>>): NamedStatement {
     const queueNames: string[] = [];
     const partitionNames: string[] = [];
     for (const [queue, partitions] of named) {
@@ -179,17 +195,9 @@ export class QueuesRepository {
         partitionNames.push(partition);
       }
     }
-    const rows = await this.engine.prepared<{
-      queue_id: string;
-      queue_name: string;
-      max_size: number | null;
-      id: string;
-      name: string;
-      last_offset: string;
-    }>(
-      manager,
-      'leasehold_lock_named',
-      `WITH q AS MATERIALIZED (
+    return {
+      name: 'leasehold_lock_named',
+      text: `WITH q AS MATERIALIZED (
          SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
           ORDER BY name FOR KEY SHARE
        )
@@ -199,9 +207,15 @@ export class QueuesRepository {
          JOIN partitions p ON p.tenant_id = $1 AND p.queue_id = q.id AND p.name = t.name
         ORDER BY p.id
           FOR NO KEY UPDATE OF p`,
-      [tenantId, arrayLiteral([...named.keys()]), arrayLiteral(queueNames), arrayLiteral(partitionNames)],
-    );
-    if (rows.length !== partitionNames.length) return undefined;
+      values: [tenantId, arrayLiteral([...named.keys()]), arrayLiteral(queueNames), arrayLiteral(partitionNames)],
+    };
+  }
+
+  /** Undefined unless every partition named exists (and is now locked). */
+  lockedNamed(rows: LockNamedRow[], named: Map<string, Map<string, unknown>>): NamedLocks | undefined {
+    let wanted = 0;
+    for (const partitions of named.values()) wanted += partitions.size;
+    if (rows.length !== wanted) return undefined;
     return {
       ...queueLocks(rows.map((row) => ({ id: row.queue_id, name: row.queue_name, max_size: row.max_size }))),
       locked: rows.map((row) => ({
