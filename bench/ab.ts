@@ -19,6 +19,8 @@ import { cpuSeconds, rss } from './usage';
  * over 10 partitions, and pop + ack (ACK_MESSAGES pushed untimed, then
  * drained by 4 consumers popping 100 and acking them). Prints the medians
  * as a Markdown table with the broker's CPU per request; not part of CI.
+ * BENCH_WORKLOADS picks workloads; BENCH_PUSH_TRANSACTION_IDS=1 gives each
+ * pushed item a transactionId of its own.
  */
 
 const ROOT = join(__dirname, '..', '..');
@@ -50,8 +52,28 @@ interface Side {
   rounds: Record<Workload, Round[]>;
 }
 
-const WORKLOADS = ['extend', 'push', 'pop + ack'] as const;
-type Workload = (typeof WORKLOADS)[number];
+const ALL_WORKLOADS = ['extend', 'push', 'pop + ack'] as const;
+type Workload = (typeof ALL_WORKLOADS)[number];
+/** BENCH_WORKLOADS=push,extend runs only those. */
+const WORKLOADS = ALL_WORKLOADS.filter((workload) =>
+  (process.env.BENCH_WORKLOADS ?? ALL_WORKLOADS.join(',')).split(',').includes(workload),
+);
+/** BENCH_PUSH_TRANSACTION_IDS=1: each pushed item carries a transactionId of its own, as idempotent producers send. */
+const PUSH_TRANSACTION_IDS = process.env.BENCH_PUSH_TRANSACTION_IDS === '1';
+let pushedBodies = 0;
+
+function pushBody(sequence: number): string {
+  if (!PUSH_TRANSACTION_IDS) return PUSH_BODIES[sequence % PUSH_BODIES.length];
+  const body = (pushedBodies += 1);
+  return JSON.stringify({
+    items: Array.from({ length: PUSH_ITEMS }, (_item, index) => ({
+      queue: 'ab-push',
+      partition: `p${sequence % PUSH_PARTITIONS}`,
+      transactionId: `ab-${process.pid}-${body}-${index}`,
+      payload: { index, body: 'x'.repeat(100) },
+    })),
+  });
+}
 
 const PUSH_BODIES = Array.from({ length: PUSH_PARTITIONS }, (_unused, partition) =>
   JSON.stringify({
@@ -143,7 +165,7 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
           method: 'POST',
           path: '/api/v1/push',
           headers: { 'content-type': 'application/json' },
-          setupRequest: (sent) => ({ ...sent, body: PUSH_BODIES[sequence++ % PUSH_BODIES.length] }),
+          setupRequest: (sent) => ({ ...sent, body: pushBody(sequence++) }),
         };
   const cpuBefore = cpuSeconds(side.process!);
   const result = await autocannon({
