@@ -88,7 +88,15 @@ export class AckService {
               letters,
               tally,
             );
-      return { index, transactionId: command.transactionId, ...outcome };
+      // A literal, not a spread: one result per acked message, and a spread costs microseconds on Node 20.
+      return {
+        index,
+        transactionId: command.transactionId,
+        success: outcome.success,
+        error: outcome.error,
+        leaseReleased: outcome.leaseReleased,
+        dlq: outcome.dlq,
+      };
     });
 
     if (letters.length > 0) await this.acks.deadLetter(tenantId, letters, manager);
