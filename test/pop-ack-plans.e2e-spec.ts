@@ -142,17 +142,30 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
   }
 
   async function statements(): Promise<Array<{ name: string; text: string; values: Value[] }>> {
-    const claim = (partitions: number) => ({
-      name: `the claim of ${partitions} partitions`,
-      values: [tenant, queueId, GROUP, null, partitions, 10, randomUUID(), 60, false, 1048576, null, 0, 0],
-    });
-    const claimText = await capture((engine, manager) => new PopRepository(engine).claim(tenant, {} as never, manager));
+    const statement = (name: string, { text, values }: NamedStatement) => ({ name, text, values: values as Value[] });
+    const claim = (partitions: number) =>
+      statement(
+        `the claim of ${partitions} partitions`,
+        new PopRepository({} as DatabaseEngine).claimStatement(tenant, {
+          queueId,
+          partitionId: undefined,
+          consumerGroup: GROUP,
+          leaseId: randomUUID(),
+          leaseSeconds: 60,
+          batch: 10,
+          maxPartitions: partitions,
+          autoAck: false,
+          maxBytes: 1048576,
+          maxTotalSeconds: undefined,
+          delayedProcessing: 0,
+          windowBuffer: 0,
+        }),
+      );
     const acks = new AckRepository({} as DatabaseEngine);
     const cursors = keys.map(({ partitionId }) => ({ partitionId, consumerGroup: GROUP }));
-    const statement = (name: string, { text, values }: NamedStatement) => ({ name, text, values: values as Value[] });
     return [
-      { ...claim(1), text: claimText },
-      { ...claim(10), text: claimText },
+      claim(1),
+      claim(10),
       statement("the ack's cursor lock", acks.lockStatement(tenant, cursors)),
       statement("the ack's offsets", acks.offsetsStatement(tenant, keys)),
       statement(

@@ -132,8 +132,7 @@ export class AckRepository {
    * (on stale statistics it hashes the tenant's every row otherwise).
    */
   async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
-    const { name, text, values } = this.saveStatement(tenantId, updates);
-    await this.engine.prepared(manager, name, text, values);
+    await this.engine.runPrepared(manager, this.saveStatement(tenantId, updates));
   }
 
   saveStatement(tenantId: string, updates: CursorUpdate[]): NamedStatement {

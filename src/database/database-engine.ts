@@ -57,6 +57,10 @@ export class DatabaseEngine implements OnModuleInit {
     }
   }
 
+  runPrepared<T = any>(manager: EntityManager, { name, text, values }: NamedStatement): Promise<T[]> {
+    return this.prepared<T>(manager, name, text, values);
+  }
+
   /** Prepared statements whose parameters do not depend on each other's results, in one round trip on PostgreSQL. */
   async preparedTogether(manager: EntityManager, statements: readonly NamedStatement[]): Promise<unknown[][]> {
     const runner = manager.queryRunner;

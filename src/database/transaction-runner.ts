@@ -62,10 +62,12 @@ export class TransactionRunner {
       try {
         return await withinBudget(client, this.budgetMs, async () => {
           const begin = await this.begin(runner, client);
+          let committedWith: NamedStatement | undefined;
           let committed = false;
           const commitWith = async <R>(statement: NamedStatement): Promise<R[]> => {
+            if (committedWith) throw new Error('a unit of work commits once');
+            committedWith = statement;
             if (!begin) return runner.manager.query(statement.text, statement.values);
-            if (committed) throw new Error('a unit of work commits once');
             const rows = await this.commit(runner, client, begin, withCommit?.(), statement);
             committed = true;
             return rows as R[];

@@ -302,8 +302,7 @@ export class PopRepository {
   }
 
   async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
-    const { name, text, values } = this.claimStatement(tenantId, request);
-    return this.claimed(request, await this.engine.prepared(manager, name, text, values));
+    return this.claimed(request, await this.engine.runPrepared(manager, this.claimStatement(tenantId, request)));
   }
 
   claimStatement(tenantId: string, request: ClaimRequest): NamedStatement {

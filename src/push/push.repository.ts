@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { LockNamedRow } from '../queues/queues.repository';
-import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { arrayLiteral } from '../database/array-literal';
@@ -107,7 +106,7 @@ export class PushRepository {
     producerSub: string | null,
     messages: NewMessage[],
     lastOffsets: Map<string, number>,
-  ): QueryConfig {
+  ): NamedStatement {
     return {
       name: 'leasehold_store_pushed',
       text: `WITH stored AS (
@@ -140,8 +139,8 @@ export class PushRepository {
     };
   }
 
-  async run(statement: QueryConfig, manager: EntityManager): Promise<void> {
-    await this.engine.prepared(manager, statement.name!, statement.text, statement.values!);
+  async run(statement: NamedStatement, manager: EntityManager): Promise<void> {
+    await this.engine.runPrepared(manager, statement);
   }
 }
 

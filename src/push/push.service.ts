@@ -40,12 +40,13 @@ export class PushService {
   ): Promise<PushResultDto[]> {
     const { tenantId, manager } = unit;
     const named = partitionsByQueue(items);
-    const chosenByName = items.flatMap((item) =>
+    // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
+    const chosen = items.flatMap((item) =>
       item.transactionId === undefined
         ? []
         : [{ queue: item.queue, partition: item.partition, transactionId: item.transactionId }],
     );
-    const { locks, existing } = await this.lockNamed(tenantId, named, chosenByName, manager);
+    const { locks, existing } = await this.lockNamed(tenantId, named, chosen, manager);
     const { ids, maxSizes, locked } = locks ?? (await this.createAndLock(tenantId, named, manager));
     const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
@@ -57,17 +58,18 @@ export class PushService {
     }
     const slots = items.map((item) => named.get(item.queue)!.get(item.partition) ?? throwQueueDeleted());
     const transactionIds = items.map((item) => item.transactionId ?? uuidv7());
-
-    // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
-    const chosen = items.flatMap((item, index) =>
-      item.transactionId === undefined
-        ? []
-        : [{ partitionId: slots[index].partition.id, transactionId: item.transactionId }],
-    );
     const known =
       chosen.length === 0
         ? new Map<string, string>()
-        : (existing ?? (await this.pushes.findExisting(tenantId, chosen, manager)));
+        : (existing ??
+          (await this.pushes.findExisting(
+            tenantId,
+            chosen.map(({ queue, partition, transactionId }) => ({
+              partitionId: named.get(queue)!.get(partition)!.partition.id,
+              transactionId,
+            })),
+            manager,
+          )));
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
     const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);

@@ -182,8 +182,7 @@ export class QueuesRepository {
     named: Map<string, Map<string, unknown>>,
     manager: EntityManager,
   ): Promise<NamedLocks | undefined> {
-    const { name, text, values } = this.lockNamedStatement(tenantId, named);
-    return this.lockedNamed(await this.engine.prepared<LockNamedRow>(manager, name, text, values), named);
+    return this.lockedNamed(await this.engine.runPrepared(manager, this.lockNamedStatement(tenantId, named)), named);
   }
 
   lockNamedStatement(tenantId: string, named: Map<string, Map<string, unknown>>): NamedStatement {
