@@ -93,20 +93,30 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(await statusOf(xid)).toBe('committed');
   });
 
-  it('rolls the whole unit back when its last statement fails, and skips the COMMIT sent with it', async () => {
-    const writes = app.get(Writes);
-    const pidBefore = await backendPid();
-    let xid = '';
-    await expect(
-      writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
-        unit.lastly({ text: 'SELECT 1 / $1::int', values: [0] });
-      }),
-    ).rejects.toThrow('division by zero');
+  it.each([
+    ['its last statement', async (unit: UnitOfWork) => unit.lastly({ text: 'SELECT 1 / $1::int', values: [0] })],
+    [
+      'the statement it commits with',
+      async (unit: UnitOfWork) =>
+        void (await unit.commitWith({ name: 'round_trips_commit_divide', text: 'SELECT 1 / $1::int', values: [0] })),
+    ],
+  ])(
+    'rolls the whole unit back when %s fails, skips the COMMIT sent with it and keeps the connection',
+    async (_how, fail) => {
+      const writes = app.get(Writes);
+      const pidBefore = await backendPid();
+      let xid = '';
+      await expect(
+        writes.run('round-trips', async (unit: UnitOfWork) => {
+          xid = await xidOf(unit.manager);
+          await fail(unit);
+        }),
+      ).rejects.toThrow('division by zero');
 
-    expect(await statusOf(xid)).toBe('aborted');
-    expect(await backendPid()).toBe(pidBefore);
-  });
+      expect(await statusOf(xid)).toBe('aborted');
+      expect(await backendPid()).toBe(pidBefore);
+    },
+  );
 
   it('rolls back on its connection a unit whose only statement, its last, failed with BEGIN and COMMIT around it', async () => {
     const writes = app.get(Writes);
@@ -159,21 +169,6 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(after[0].xid).not.toBe(xid);
     expect(await heard).toContain('round-trips');
     await observer.query(`UNLISTEN ${REDELIVERY_CHANNEL}`);
-  });
-
-  it('rolls back a unit whose statement to commit with fails, and keeps the connection', async () => {
-    const writes = app.get(Writes);
-    const pidBefore = await backendPid();
-    let xid = '';
-    await expect(
-      writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
-        await unit.commitWith({ name: 'round_trips_commit_divide', text: 'SELECT 1 / $1::int', values: [0] });
-      }),
-    ).rejects.toThrow('division by zero');
-
-    expect(await statusOf(xid)).toBe('aborted');
-    expect(await backendPid()).toBe(pidBefore);
   });
 
   it('refuses a second commit, and a last statement beside a statement to commit with, rolling back', async () => {
