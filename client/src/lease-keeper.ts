@@ -24,6 +24,8 @@ export interface LeaseEndingNotice {
   leaseId: string;
   // Until the local deadline, when the signal aborts with 'ceiling-reached'.
   remainingMs: number;
+  // That deadline on the performance.now() clock, for a caller that reads the notice later.
+  endsAt: number;
   reason: 'ceiling';
 }
 
@@ -200,6 +202,7 @@ export class LeaseKeeper {
     const notice: LeaseEndingNotice = {
       leaseId: this.leaseId,
       remainingMs: Math.max(0, this.deadline - monotonicNow()),
+      endsAt: this.deadline,
       reason: 'ceiling',
     };
     this.endingNotice = notice;

@@ -226,6 +226,7 @@ describe('consume', () => {
         {
           leaseId: leases[0],
           remainingMs: expect.any(Number),
+          endsAt: expect.any(Number),
           reason: 'ceiling',
         },
         [expect.objectContaining({ data: 'long', leaseEpoch: 1 })],

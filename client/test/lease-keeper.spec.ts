@@ -226,7 +226,7 @@ describe('LeaseKeeper on a fake clock', () => {
     await jest.advanceTimersByTimeAsync(24_999);
     expect(keeper?.ending).toBeNull();
     await jest.advanceTimersByTimeAsync(1);
-    expect(notices).toEqual([{ leaseId: LEASE_ID, remainingMs: 25_000, reason: 'ceiling' }]);
+    expect(notices).toEqual([{ leaseId: LEASE_ID, remainingMs: 25_000, endsAt: start + 50_000, reason: 'ceiling' }]);
     expect(keeper?.ending).toEqual(notices[0]);
     // 25 s + 30 s would be 55 s: the hard end at 50 s comes first.
     await jest.advanceTimersByTimeAsync(24_999);
@@ -480,9 +480,11 @@ describe('LeaseKeeper against a broker over HTTP', () => {
     expect(notices).toHaveLength(1);
     expect(notices[0].notice.remainingMs).toBeGreaterThan(0);
     expect(notices[0].notice.remainingMs).toBeLessThanOrEqual(1_000);
-    // Where the local deadline was, to the broker's rounding of the header to a millisecond.
-    const deadline = notices[0].at + notices[0].notice.remainingMs;
-    expect(deadline - hardEnd).toBeLessThan(1);
+    // The local deadline, to the broker's rounding of the header to a millisecond; remainingMs
+    // was counted to it no later than onEnding ran.
+    const { endsAt, remainingMs } = notices[0].notice;
+    expect(endsAt - hardEnd).toBeLessThan(1);
+    expect(endsAt - remainingMs).toBeLessThanOrEqual(notices[0].at);
     expect(performance.now() - hardEnd).toBeGreaterThan(-500);
     expect(broker.requestsTo('extend').length).toBeGreaterThanOrEqual(3);
   });
