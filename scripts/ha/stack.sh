@@ -54,6 +54,7 @@ wait_until() {
     sleep 0.25
   done
   log "timed out waiting for $what"
+  status >&2 || true
   tail -n 30 "$HA_DIR"/*.log >&2 || true
   return 1
 }
@@ -178,7 +179,9 @@ start() {
   spawn node2 postgres patroni "$HA_DIR/node2.yml"
   write_haproxy_config
   spawn haproxy root haproxy -f "$HA_DIR/haproxy.cfg" -db
-  wait_until "the primary through HAProxy" 30 primary_answers
+  # HAProxy routes only once Patroni's REST API has answered its checks twice, which on a
+  # loaded machine can lag well behind node1 taking the lead while node2 copies its base backup.
+  wait_until "the primary through HAProxy" 90 primary_answers
   wait_until "node2 to stream" 90 replica_streaming
   log "up ($mode): postgres://postgres@127.0.0.1:$HAPROXY_PORT/postgres"
 }

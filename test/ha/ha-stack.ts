@@ -27,7 +27,7 @@ export interface Member {
 /** The stack of scripts/ha/stack.sh: what a developer starts by hand, started the same way. */
 export const haStack = {
   async start(replication: Replication): Promise<void> {
-    await run('bash', [SCRIPT, 'start', replication], { env: { ...process.env, HA_DIR }, timeout: 240_000 });
+    await run('bash', [SCRIPT, 'start', replication], { env: { ...process.env, HA_DIR }, timeout: 300_000 });
   },
 
   async stop(): Promise<void> {
