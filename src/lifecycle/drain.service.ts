@@ -4,6 +4,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import { HttpAdapterHost } from '@nestjs/core';
 import type { NextFunction, Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { InFlight } from './in-flight';
 import { RETRY_AFTER_SECONDS } from './shutting-down.exception';
 
 const LIVENESS_PATH = '/health/live';
@@ -11,7 +12,7 @@ const LIVENESS_PATH = '/health/live';
 @Injectable()
 export class DrainService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Shutdown');
-  private readonly inFlight = new Set<Response>();
+  private readonly inFlight = new InFlight<Response>();
   private readonly sockets = new Set<Socket>();
   private readonly drainListeners: Array<() => void> = [];
   private readonly timeoutMs: number;
