@@ -62,11 +62,11 @@ export class TransactionRunner {
       try {
         return await withinBudget(client, this.budgetMs, async () => {
           const begin = await this.begin(runner, client);
-          let committedWith: NamedStatement | undefined;
+          let commitAsked = false;
           let committed = false;
           const commitWith = async <R>(statement: NamedStatement): Promise<R[]> => {
-            if (committedWith) throw new Error('a unit of work commits once');
-            committedWith = statement;
+            if (commitAsked) throw new Error('a unit of work commits once');
+            commitAsked = true;
             if (!begin) return runner.manager.query(statement.text, statement.values);
             const rows = await this.commit(runner, client, begin, withCommit?.(), statement);
             committed = true;
