@@ -29,6 +29,19 @@ export default tseslint.config(
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
       ],
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'class-validator',
+              allowTypeImports: true,
+              message:
+                'Import from class-validator/cjs/...: its index loads every built-in rule, validator.js and libphonenumber (300 modules, 3 MB of heap).',
+            },
+          ],
+        },
+      ],
     },
   },
   {

@@ -1,5 +1,6 @@
 import { Transform } from 'class-transformer';
-import { registerDecorator, ValidationArguments, ValidationOptions } from 'class-validator';
+import type { ValidationArguments, ValidationOptions } from 'class-validator';
+import { registerDecorator } from 'class-validator/cjs/register-decorator';
 import { JSON_MAX_DEPTH, NAME_MAX_LENGTH } from './input';
 import { measureJsonText } from './json-text';
 import { isUuid } from './uuid';

@@ -1,6 +1,9 @@
 import { BadRequestException, HttpException, PayloadTooLargeException, PipeTransform } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
-import { getMetadataStorage, ValidationArguments, ValidationTypes, validateSync } from 'class-validator';
+import type { ValidationArguments } from 'class-validator';
+import { getMetadataStorage } from 'class-validator/cjs/metadata/MetadataStorage';
+import { ValidationTypes } from 'class-validator/cjs/validation/ValidationTypes';
+import { Validator } from 'class-validator/cjs/validation/Validator';
 import {
   contractRule,
   isPlainObject,
@@ -31,8 +34,10 @@ export function declaredProperties(type: DtoClass): string[] {
   return properties;
 }
 
+const validator = new Validator();
+
 export function firstMessage(instance: object): string | undefined {
-  const [error] = validateSync(instance, {
+  const [error] = validator.validateSync(instance, {
     stopAtFirstError: true,
     validationError: { target: false, value: false },
   });

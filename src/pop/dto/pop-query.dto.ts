@@ -1,6 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { ValidateIf } from 'class-validator';
+import { ValidateIf } from 'class-validator/cjs/decorator/common/ValidateIf';
 import {
   contractRule,
   IsIntegerBetween,
