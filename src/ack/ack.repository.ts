@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { uuidv7 } from '../common/uuid';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
+import { TransactionKey } from '../messages/message-shape';
 
 export interface CursorKey {
   partitionId: string;
@@ -48,7 +49,7 @@ export class AckRepository {
   async lock(
     tenantId: string,
     keys: CursorKey[],
-    messages: Array<{ partitionId: string; transactionId: string }>,
+    messages: TransactionKey[],
     manager: EntityManager,
   ): Promise<{ cursors: Cursor[]; offsets: Map<string, number> }> {
     const [cursors, offsets] = await this.engine.preparedTogether(manager, [
@@ -111,7 +112,7 @@ export class AckRepository {
   }
 
   /** LIMIT stops the per-key lookup being flattened into a join; the pair is unique. */
-  offsetsStatement(tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>): NamedStatement {
+  offsetsStatement(tenantId: string, keys: TransactionKey[]): NamedStatement {
     return {
       name: 'leasehold_ack_offsets',
       text: `SELECT m.partition_id, m.transaction_id, m.seq

@@ -7,6 +7,7 @@ import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckRepository, Cursor, CursorKey, CursorUpdate, DeadLetter } from './ack.repository';
 import { AckService, INVALID_LEASE } from './ack.service';
+import { TransactionKey } from '../messages/message-shape';
 
 const P1 = '0198f2c1-0000-7000-8000-000000000001';
 const P2 = '0198f2c1-0000-7000-8000-000000000002';
@@ -103,11 +104,7 @@ function harness(world: World = {}): Harness {
     },
   } as unknown as Writes;
   const acks = {
-    lock: async (
-      _tenantId: string,
-      keys: CursorKey[],
-      named: Array<{ partitionId: string; transactionId: string }>,
-    ) => {
+    lock: async (_tenantId: string, keys: CursorKey[], named: TransactionKey[]) => {
       lockedKeys.push(keys.map(({ partitionId, consumerGroup }) => ({ partitionId, consumerGroup })));
       const cursors = rows
         .filter((row) =>

@@ -19,6 +19,19 @@ export interface WireMessage {
   leaseEpoch: number;
 }
 
+/** The pair a message is unique by: a repeated push of it is a duplicate, and an ack names a message by it. */
+export interface TransactionKey {
+  partitionId: string;
+  transactionId: string;
+}
+
+/** A TransactionKey as a producer names it, before its partition is looked up. */
+export interface NamedTransactionKey {
+  queue: string;
+  partition: string;
+  transactionId: string;
+}
+
 /** What a message row itself holds; the rest of a WireMessage comes from its partition and cursor. */
 export type StoredMessage = Pick<
   WireMessage,

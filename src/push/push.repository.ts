@@ -4,6 +4,7 @@ import { LockNamedRow } from '../queues/queues.repository';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { arrayLiteral } from '../database/array-literal';
+import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
 
 export interface NewMessage {
   partitionId: string;
@@ -22,11 +23,7 @@ export class PushRepository {
    * Looked up key by key: joined instead, a planner without fresh statistics scans the tenant's every message.
    * LIMIT keeps the lateral from being flattened into that join (the pair is unique).
    */
-  async findExisting(
-    tenantId: string,
-    keys: Array<{ partitionId: string; transactionId: string }>,
-    manager: EntityManager,
-  ): Promise<Map<string, string>> {
+  async findExisting(tenantId: string, keys: TransactionKey[], manager: EntityManager): Promise<Map<string, string>> {
     const rows = await this.engine.prepared<{ partition_id: string; transaction_id: string; id: string }>(
       manager,
       'leasehold_find_pushed',
@@ -50,7 +47,7 @@ export class PushRepository {
   async lockAndFindExisting(
     tenantId: string,
     lock: NamedStatement,
-    keys: Array<{ queue: string; partition: string; transactionId: string }>,
+    keys: NamedTransactionKey[],
     manager: EntityManager,
   ): Promise<{ lockRows: LockNamedRow[]; existing: Map<string, string> }> {
     const [lockRows, found] = await this.engine.preparedTogether(manager, [
@@ -64,10 +61,7 @@ export class PushRepository {
    * Each partition looked up once, not once an item: a partition's row is updated by every push, and its index entries
    * cost a lookup more than the message's. Then key by key with LIMIT 1, as findExisting.
    */
-  findExistingByNameStatement(
-    tenantId: string,
-    keys: Array<{ queue: string; partition: string; transactionId: string }>,
-  ): NamedStatement {
+  findExistingByNameStatement(tenantId: string, keys: NamedTransactionKey[]): NamedStatement {
     return {
       name: 'leasehold_find_pushed_by_name',
       text: `WITH t AS MATERIALIZED (

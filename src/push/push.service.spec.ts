@@ -12,6 +12,7 @@ import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { NewMessage, PushRepository } from './push.repository';
 import { PushService } from './push.service';
+import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
 
 interface Insert {
   producerSub: string | null;
@@ -110,7 +111,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       return { locked, created: 0 };
     },
   } as unknown as QueuesRepository;
-  const found = (keys: Array<{ partitionId: string; transactionId: string }>) =>
+  const found = (keys: TransactionKey[]) =>
     new Map(
       keys
         .map((key) => compositeKey(key.partitionId, key.transactionId))
@@ -118,12 +119,8 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
         .map((key) => [key, existing.get(key)!]),
     );
   const pushes = {
-    findExisting: async (_tenantId: string, keys: Array<{ partitionId: string; transactionId: string }>) => found(keys),
-    lockAndFindExisting: async (
-      _tenantId: string,
-      _lock: unknown,
-      keys: Array<{ queue: string; partition: string; transactionId: string }>,
-    ) => ({
+    findExisting: async (_tenantId: string, keys: TransactionKey[]) => found(keys),
+    lockAndFindExisting: async (_tenantId: string, _lock: unknown, keys: NamedTransactionKey[]) => ({
       lockRows: [],
       existing: found(keys.map((key) => ({ ...key, partitionId: partitionId(key.queue, key.partition) }))),
     }),

@@ -10,6 +10,7 @@ import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
 import { NewMessage, PushRepository } from './push.repository';
+import { NamedTransactionKey } from '../messages/message-shape';
 
 export const QUEUE_FULL = 'queue is full';
 
@@ -135,7 +136,7 @@ export class PushService {
   private async lockNamed(
     tenantId: string,
     named: Map<string, Map<string, Slot | undefined>>,
-    chosen: Array<{ queue: string; partition: string; transactionId: string }>,
+    chosen: NamedTransactionKey[],
     manager: EntityManager,
   ): Promise<{ locks?: NamedLocks; existing?: Map<string, string> }> {
     if (chosen.length === 0) return { locks: await this.queues.lockNamed(tenantId, named, manager) };
