@@ -6,7 +6,7 @@ import { vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
 import { createLeases } from './leases';
 import { startFlags } from './start-flags';
-import { cpuSeconds, rss } from './usage';
+import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
 
 /*
  * `npm run bench:ab -- <other checkout>`: two builds side by side on this
@@ -39,6 +39,8 @@ interface Round {
   errors: number;
   /** Broker CPU ms per request. */
   cpuMs: number;
+  /** CPU ms per request of every PostgreSQL process. */
+  postgresCpuMs: number;
   rssMb: number;
 }
 
@@ -125,9 +127,9 @@ async function main(): Promise<void> {
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
   console.log(
-    `| build | workload | req/s (median of ${ROUNDS}) | messages/s | p99 ms (median) | broker CPU ms per request | max RSS MB | errors | rounds (req/s at p99 ms) |`,
+    `| build | workload | req/s (median of ${ROUNDS}) | messages/s | p99 ms (median) | broker CPU ms per request | PostgreSQL CPU ms per request | max RSS MB | errors | rounds (req/s at p99 ms) |`,
   );
-  console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+  console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
   const names: Record<Workload, string> = {
     extend: 'extend, 50 connections',
     push: `push, 10 connections × ${PUSH_ITEMS} items`,
@@ -140,7 +142,8 @@ async function main(): Promise<void> {
       console.log(
         `| ${side.name === 'this' ? 'this checkout' : side.root} | ${names[workload]} | ` +
           `${requests} | ${workload === 'extend' ? '' : requests * (workload === 'push' ? PUSH_ITEMS : 100)} | ${median(rounds.map((r) => r.p99))} | ` +
-          `${median(rounds.map((r) => r.cpuMs)).toFixed(3)} | ${Math.max(...rounds.map((r) => r.rssMb))} | ` +
+          `${median(rounds.map((r) => r.cpuMs)).toFixed(3)} | ${median(rounds.map((r) => r.postgresCpuMs)).toFixed(3)} | ` +
+          `${Math.max(...rounds.map((r) => r.rssMb))} | ` +
           `${rounds.reduce((sum, r) => sum + r.errors, 0)} | ${rounds.map((r) => `${r.requestsPerSecond} at ${r.p99}`).join(', ')} |`,
       );
     }
@@ -168,6 +171,7 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
           setupRequest: (sent) => ({ ...sent, body: pushBody(sequence++) }),
         };
   const cpuBefore = cpuSeconds(side.process!);
+  const postgresBefore = postgresCpu();
   const result = await autocannon({
     url: `http://127.0.0.1:${side.port}`,
     connections: workload === 'extend' ? 50 : 10,
@@ -179,6 +183,7 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
     cpuMs: ((cpuSeconds(side.process!) - cpuBefore) * 1000) / Math.max(1, result.requests.total),
+    postgresCpuMs: (postgresCpuSince(postgresBefore) * 1000) / Math.max(1, result.requests.total),
     rssMb: rss(side.process!),
   };
 }
@@ -193,6 +198,7 @@ async function popAckRound(side: Side): Promise<Round> {
   let errors = 0;
   let acked = 0;
   const cpuBefore = cpuSeconds(side.process!);
+  const postgresBefore = postgresCpu();
   const started = performance.now();
   // A consumer that finds every partition leased by the others polls again, as a real one would: stopping at the
   // first 204 would make the figure depend on when each consumer happened to drop out.
@@ -214,6 +220,7 @@ async function popAckRound(side: Side): Promise<Round> {
     p99: Math.round(percentile(latencies, 0.99)),
     errors: errors + acked - ACK_MESSAGES,
     cpuMs: ((cpuSeconds(side.process!) - cpuBefore) * 1000) / Math.max(1, latencies.length),
+    postgresCpuMs: (postgresCpuSince(postgresBefore) * 1000) / Math.max(1, latencies.length),
     rssMb: rss(side.process!),
   };
 }
