@@ -71,19 +71,17 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
         await manager.query('SELECT pg_sleep(1.5)');
         const queue = (await queues.find(tenant, 'clock', manager))!;
         await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
+        const request = {
+          queueId: queue.id,
+          partitionId: undefined,
+          consumerGroup: '__QUEUE_MODE__',
+          batch: 1,
+          delayedProcessing: 0,
+          windowBuffer: 0,
+        };
         await pops.claim(
           tenant,
-          {
-            queue: 'clock',
-            partition: undefined,
-            consumerGroup: '__QUEUE_MODE__',
-            batch: 1,
-            leaseId: uuidv7(),
-            leaseSeconds: 10,
-            maxPartitions: 1,
-            autoAck: false,
-            maxBytes: 1024 ** 2,
-          },
+          { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false, maxBytes: 1024 ** 2 },
           manager,
         );
         return manager.query(

@@ -147,8 +147,8 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
       statement(
         `the claim of ${partitions} partitions`,
         new PopRepository({} as DatabaseEngine).claimStatement(tenant, {
-          queue: 'burst',
-          partition: undefined,
+          queueId,
+          partitionId: undefined,
           consumerGroup: GROUP,
           leaseId: randomUUID(),
           leaseSeconds: 60,
@@ -157,6 +157,8 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
           autoAck: false,
           maxBytes: 1048576,
           maxTotalSeconds: undefined,
+          delayedProcessing: 0,
+          windowBuffer: 0,
         }),
       );
     const acks = new AckRepository({} as DatabaseEngine);

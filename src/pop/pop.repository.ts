@@ -9,12 +9,11 @@ import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } 
 export const MESSAGE_ENVELOPE_BYTES = 560;
 
 export interface ClaimRequest {
-  queue: string;
-  partition: string | undefined;
+  queueId: string;
+  partitionId: string | undefined;
   consumerGroup: string;
   leaseId: string;
-  /** The pop's own lease length; undefined for the queue's leaseTime. */
-  leaseSeconds: number | undefined;
+  leaseSeconds: number;
   /** Messages in total across the claimed partitions. */
   batch: number;
   maxPartitions: number;
@@ -26,22 +25,8 @@ export interface ClaimRequest {
    * ceiling.
    */
   maxTotalSeconds?: number | undefined;
-}
-
-/** The queue, partition and group a claim named, as it found them. */
-export interface ClaimTarget {
-  queueId: string;
-  partitionId: string | null;
-  groupExists: boolean;
   delayedProcessing: number;
   windowBuffer: number;
-}
-
-export interface ClaimOutcome {
-  claimed: ClaimedMessage[];
-  leaseSeconds: number;
-  /** Read when nothing was claimed, to tell why; undefined when the queue does not exist. */
-  target?: ClaimTarget;
 }
 
 export interface ClaimedMessage extends WireMessage {
@@ -61,31 +46,19 @@ const NEXT_CREATED_AT = `(SELECT m.created_at FROM messages m
 const CLAIM_SQL = `
   WITH clock AS (
     SELECT clock_timestamp() AS now
-  ), target AS (
-    SELECT q.id AS queue_id, q.delayed_processing, q.window_buffer,
-           LEAST(COALESCE($8::int, q.lease_time), $11::int) AS lease_seconds,
-           (SELECT p.id FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = $4)
-             AS partition_id,
-           EXISTS (SELECT 1 FROM consumer_groups g
-                    WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $3) AS group_exists
-      FROM queues q
-     WHERE q.tenant_id = $1 AND q.name = $2
   ), candidates AS (
     SELECT c.partition_id, c.consumer_group, c.committed_offset, c.delivered_offset, c.updated_at, p.name AS partition,
            p.last_offset,
            c.lease_id AS ended_lease_id
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-     WHERE c.tenant_id = $1 AND c.queue_id = (SELECT queue_id FROM target) AND c.consumer_group = $3
-       AND ($4::text IS NULL OR c.partition_id = (SELECT partition_id FROM target))
+     WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
+       AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT now FROM clock))
-       AND ((SELECT window_buffer FROM target) = 0
-            OR COALESCE(${NEWEST_CREATED_AT}, '-infinity')
-               <= (SELECT now FROM clock) - make_interval(secs => (SELECT window_buffer FROM target)))
-       AND ((SELECT delayed_processing FROM target) = 0 OR c.committed_offset < c.delivered_offset
-            OR COALESCE(${NEXT_CREATED_AT}, '-infinity')
-               <= (SELECT now FROM clock) - make_interval(secs => (SELECT delayed_processing FROM target)))
+       AND ($13::int = 0 OR COALESCE(${NEWEST_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $13))
+       AND ($12::int = 0 OR c.committed_offset < c.delivered_offset
+            OR COALESCE(${NEXT_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $12))
      ORDER BY c.updated_at, c.partition_id
      LIMIT $5
        FOR UPDATE OF c SKIP LOCKED
@@ -101,13 +74,12 @@ const CLAIM_SQL = `
                                  AND m.seq > k.committed_offset AND m.seq <= k.delivered_offset) AS redelivery) r
      CROSS JOIN LATERAL (
            SELECT CASE WHEN r.redelivery THEN k.delivered_offset
-                       WHEN (SELECT delayed_processing FROM target) = 0 THEN k.last_offset
+                       WHEN $12::int = 0 THEN k.last_offset
                        -- Delayed: up to the last message due (none when none is; past the cursor when none is kept).
                        ELSE COALESCE((SELECT max(m.seq) FROM messages m
                                        WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
                                          AND m.seq > k.committed_offset AND m.seq <= k.last_offset
-                                         AND m.created_at <= (SELECT now FROM clock)
-                                                             - make_interval(secs => (SELECT delayed_processing FROM target))),
+                                         AND m.created_at <= (SELECT now FROM clock) - make_interval(secs => $12)),
                                      CASE WHEN EXISTS (SELECT 1 FROM messages m
                                                         WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
                                                           AND m.seq > k.committed_offset)
@@ -149,8 +121,7 @@ const CLAIM_SQL = `
   ), claimed AS (
     UPDATE consumers c
        SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
-           lease_expires_at = CASE WHEN $9 THEN NULL
-                                   ELSE (SELECT now FROM clock) + make_interval(secs => (SELECT lease_seconds FROM target)) END,
+           lease_expires_at = CASE WHEN $9 THEN NULL ELSE (SELECT now FROM clock) + make_interval(secs => $8) END,
            lease_end_offset = CASE WHEN $9 THEN NULL ELSE f.through_offset END,
            committed_offset = CASE WHEN $9 THEN f.through_offset ELSE c.committed_offset END,
            retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
@@ -167,25 +138,12 @@ const CLAIM_SQL = `
     RETURNING c.partition_id, c.delivery_attempt, c.lease_epoch, z.partition, z.claim_order,
               z.committed_offset AS after_offset, f.through_offset,
               z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost
-  ), delivered AS (
-    SELECT ${STORED_MESSAGE_COLUMNS}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch,
-           k.claim_order, m.seq
-      FROM claimed k
-      JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
-                     AND m.seq > k.after_offset AND m.seq <= k.through_offset
   )
-  -- One row with what the claim found when it claimed nothing, so an empty pop needs no second look.
-  SELECT d.id, d.transaction_id, d.trace_id, d.payload, d.producer_sub, d.created_at, d.partition_id, d.partition,
-         d.delivery_attempt, d.lease_lost, d.lease_epoch, t.lease_seconds,
-         CASE WHEN d.id IS NULL THEN t.queue_id END AS target_queue_id,
-         CASE WHEN d.id IS NULL THEN t.partition_id END AS target_partition_id,
-         CASE WHEN d.id IS NULL THEN t.group_exists END AS group_exists,
-         CASE WHEN d.id IS NULL THEN t.delayed_processing END AS delayed_processing,
-         CASE WHEN d.id IS NULL THEN t.window_buffer END AS window_buffer
-    FROM (SELECT) one
-    LEFT JOIN target t ON true
-    LEFT JOIN delivered d ON true
-   ORDER BY d.claim_order, d.seq`;
+  SELECT ${STORED_MESSAGE_COLUMNS}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch
+    FROM claimed k
+    JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
+                   AND m.seq > k.after_offset AND m.seq <= k.through_offset
+   ORDER BY k.claim_order, m.seq`;
 
 export interface PopTarget {
   queueId: string;
@@ -294,12 +252,7 @@ export class PopRepository {
   }
 
   /** Until something held back by delayedProcessing or windowBuffer comes due (0 or less: it already has). */
-  async nextDueInMs(
-    tenantId: string,
-    consumerGroup: string,
-    target: ClaimTarget,
-    manager: EntityManager,
-  ): Promise<number | undefined> {
+  async nextDueInMs(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<number | undefined> {
     const [row]: Array<{ due_in_ms: string | null }> = await manager.query(
       `SELECT ceil(EXTRACT(EPOCH FROM min(s.due) - clock_timestamp()) * 1000) AS due_in_ms
          FROM (SELECT GREATEST(
@@ -312,7 +265,14 @@ export class PopRepository {
                   AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
                   AND p.last_offset > c.committed_offset
                   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= clock_timestamp())) s`,
-      [tenantId, target.queueId, consumerGroup, target.partitionId, target.windowBuffer, target.delayedProcessing],
+      [
+        tenantId,
+        request.queueId,
+        request.consumerGroup,
+        request.partitionId ?? null,
+        request.windowBuffer,
+        request.delayedProcessing,
+      ],
     );
     return row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms);
   }
@@ -341,8 +301,8 @@ export class PopRepository {
     return new Map(rows.map((row) => [row.partition, Number(row.claimable)]));
   }
 
-  async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimOutcome> {
-    return this.outcome(request, await this.engine.runPrepared(manager, this.claimStatement(tenantId, request)));
+  async claim(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<ClaimedMessage[]> {
+    return this.claimed(request, await this.engine.runPrepared(manager, this.claimStatement(tenantId, request)));
   }
 
   claimStatement(tenantId: string, request: ClaimRequest): NamedStatement {
@@ -351,38 +311,26 @@ export class PopRepository {
       text: CLAIM_SQL,
       values: [
         tenantId,
-        request.queue,
+        request.queueId,
         request.consumerGroup,
-        request.partition ?? null,
+        request.partitionId ?? null,
         request.maxPartitions,
         request.batch,
         request.leaseId,
-        request.leaseSeconds ?? null,
+        request.leaseSeconds,
         request.autoAck,
         request.maxBytes,
         request.maxTotalSeconds ?? null,
+        request.delayedProcessing,
+        request.windowBuffer,
       ],
     };
   }
 
-  outcome(request: ClaimRequest, rows: ClaimedRow[]): ClaimOutcome {
-    const [first] = rows;
-    if (first === undefined || (first.id as string | null) === null) {
-      const target =
-        first?.target_queue_id == null
-          ? undefined
-          : {
-              queueId: first.target_queue_id,
-              partitionId: first.target_partition_id,
-              groupExists: first.group_exists === true,
-              delayedProcessing: first.delayed_processing ?? 0,
-              windowBuffer: first.window_buffer ?? 0,
-            };
-      return { claimed: [], leaseSeconds: 0, target };
-    }
+  claimed(request: ClaimRequest, rows: ClaimedRow[]): ClaimedMessage[] {
     const leaseId = request.autoAck ? null : request.leaseId;
     // Object.assign, not a spread: on Node 20 a spread costs microseconds per message.
-    const claimed = rows.map((row) =>
+    return rows.map((row) =>
       Object.assign(storedMessage(row), {
         partitionId: row.partition_id,
         partition: row.partition,
@@ -393,7 +341,6 @@ export class PopRepository {
         leaseLost: row.lease_lost,
       }),
     );
-    return { claimed, leaseSeconds: first.lease_seconds };
   }
 }
 
@@ -403,10 +350,4 @@ export type ClaimedRow = StoredMessageRow & {
   delivery_attempt: number;
   lease_lost: boolean;
   lease_epoch: string;
-  lease_seconds: number;
-  target_queue_id: string | null;
-  target_partition_id: string | null;
-  group_exists: boolean | null;
-  delayed_processing: number | null;
-  window_buffer: number | null;
 };

@@ -15,7 +15,7 @@ import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { ParkedPolls, WaitOutcome, WakeupSubscription } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/unit-of-work';
 import { PopOptions } from './pop-query.pipe';
-import { ClaimedMessage, ClaimedRow, ClaimOutcome, ClaimRequest, PopRepository } from './pop.repository';
+import { ClaimedMessage, ClaimedRow, PopRepository } from './pop.repository';
 import { errorMessage } from '../common/error-message';
 
 const ANSWER_ENVELOPE_BYTES = 2_048;
@@ -26,8 +26,6 @@ export const DISCOVERY_MAX_QUEUES = 100;
 /** Past the instant a delayed message or a window comes due, so the next look finds it due by the database clock. */
 const DUE_SLACK_MS = 20;
 export const TOO_MANY_WAITING = 'too many waiting pops';
-/** The claim found the queue but not the group: the group's first pop creates it. */
-const GROUP_MISSING = Symbol('group missing');
 
 interface Attempt {
   delivery?: JsonText;
@@ -188,44 +186,30 @@ export class PopService {
     }
   }
 
-  /** Claims in one round trip once the group exists; a group's first pop creates it and claims again. */
   private async claim(
     tenantId: string,
     queueName: string,
     partitionName: string | undefined,
     options: PopOptions,
   ): Promise<Attempt> {
-    const attempt = await this.claimOnce(tenantId, queueName, partitionName, options, false);
-    if (attempt !== GROUP_MISSING) return attempt;
-    const created = await this.claimOnce(tenantId, queueName, partitionName, options, true);
-    return created === GROUP_MISSING ? {} : created;
-  }
-
-  private async claimOnce(
-    tenantId: string,
-    queueName: string,
-    partitionName: string | undefined,
-    options: PopOptions,
-    createGroup: boolean,
-  ): Promise<Attempt | typeof GROUP_MISSING> {
     const leaseId = uuidv7();
     let dueInMs: number | undefined;
     let claimSentAt = 0;
     let late = false;
     let leased = false;
-    const work = this.writes.run(tenantId, async (unit): Promise<ClaimOutcome | typeof GROUP_MISSING> => {
+    const work = this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
       // Nothing is created here: a long poll parks, and the push that creates the queue or partition wakes it.
-      const nothing = async (): Promise<ClaimOutcome> => {
+      const nothing = async () => {
         // "new" means messages from this first pop on, also when the queue comes later.
         if (options.subscriptionMode === 'new' && options.subscriptionFrom === undefined) {
           options.subscriptionFrom = await this.pops.databaseNow(manager);
         }
-        return { claimed: [], leaseSeconds: 0 };
+        return { claimed: [] as ClaimedMessage[], leaseSeconds: 0 };
       };
-      if (createGroup) {
-        const target = await this.pops.target(tenantId, queueName, partitionName, options.consumerGroup, manager);
-        if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
+      const target = await this.pops.target(tenantId, queueName, partitionName, options.consumerGroup, manager);
+      if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
+      if (!target.groupExists) {
         const created = await this.pops.ensureGroup(
           tenantId,
           target.queueId,
@@ -235,50 +219,48 @@ export class PopService {
         );
         await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
       }
-      const request: ClaimRequest = {
-        queue: queueName,
-        partition: partitionName,
+      // A lease may not outlast the ceiling from its first second.
+      const leaseSeconds = Math.min(options.leaseSeconds ?? target.leaseTime, this.maxTotalSeconds ?? Infinity);
+      claimSentAt = monotonicNow();
+      const request = {
+        queueId: target.queueId,
+        partitionId: target.partitionId ?? undefined,
         consumerGroup: options.consumerGroup,
         leaseId,
-        leaseSeconds: options.leaseSeconds,
+        leaseSeconds,
         batch: options.batch,
         maxPartitions: options.partitions,
         autoAck: options.autoAck,
         maxBytes: this.answerBudget,
         maxTotalSeconds: this.maxTotalSeconds,
+        delayedProcessing: target.delayedProcessing,
+        windowBuffer: target.windowBuffer,
       };
-      claimSentAt = monotonicNow();
-      // Nothing follows the claim but reads, so it goes out with BEGIN and COMMIT in one round trip.
+      // Nothing follows the claim but reads, so it commits in its own round trip.
       leased = !options.autoAck;
-      const outcome = this.pops.outcome(
+      const claimed = this.pops.claimed(
         request,
         await unit.commitWith<ClaimedRow>(this.pops.claimStatement(tenantId, request)),
       );
-      const { claimed, leaseSeconds, target } = outcome;
       leased &&= claimed.length > 0;
-      if (claimed.length === 0) {
-        if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
-        if (!target.groupExists) return GROUP_MISSING;
-        if (target.delayedProcessing > 0 || target.windowBuffer > 0) {
-          dueInMs = await this.pops.nextDueInMs(tenantId, options.consumerGroup, target, manager);
-        }
-        return outcome;
+      if (claimed.length === 0 && (target.delayedProcessing > 0 || target.windowBuffer > 0)) {
+        dueInMs = await this.pops.nextDueInMs(tenantId, request, manager);
       }
-      unit.afterCommit(() => {
-        // The lease runs from the claim, which the server ran after claimSentAt. A lease that may already be over
-        // is not handed out: it is released below, and the next pop gets the batch with a live lease.
-        late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
-        if (!late) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
-      });
-      return outcome;
+      if (claimed.length > 0) {
+        unit.afterCommit(() => {
+          // The lease runs from the claim, which the server ran after claimSentAt. A lease that may already be over
+          // is not handed out: it is released below, and the next pop gets the batch with a live lease.
+          late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
+          if (!late) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
+        });
+      }
+      return { claimed, leaseSeconds };
     });
     // Once the claim went out, its COMMIT may have reached the server although the pop gave up.
-    const outcome = await work.catch((error: unknown) => {
+    const { claimed, leaseSeconds } = await work.catch((error: unknown) => {
       if (leased) this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw error;
     });
-    if (outcome === GROUP_MISSING) return outcome;
-    const { claimed, leaseSeconds } = outcome;
     if (claimed.length === 0) return { dueInMs };
     if (late) {
       this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);

@@ -48,18 +48,11 @@ const PROMPTLY_MS = 4_000;
     return { body: next.body as PopBody, afterMs: Date.now() - after };
   }
 
-  /** The group's first pop creates it and claims a second time: done here, the stall catches the claim under test. */
-  async function pushWithGroup(client: BrokerClient): Promise<void> {
-    await client.configure({ queue: 'gave-up' }).expect(200);
-    expect((await client.pop('gave-up')).status).toBe(204);
-    await client.pushMany('gave-up', 2);
-  }
-
   it('releases a lease that took as long as the lease to claim (500 database timeout): another pop gets the batch at once', async () => {
     const leaseSeconds = 8;
     // The whole transaction may take longer than the stall below, so the claim commits.
     const client = await start(12_000);
-    await pushWithGroup(client);
+    await client.pushMany('gave-up', 2);
     const caught = proxy.stallWhen('leasehold_claim');
     // supertest sends on then().
     const pop = client.pop('gave-up', { batch: 10, leaseSeconds }).then((response) => response);
@@ -86,7 +79,7 @@ const PROMPTLY_MS = 4_000;
     // answer is 8 s on the way: the pop gives up at 12 s on a claim that did commit, under a 60 s lease no one was
     // told of. The release it sends then is 8 s on the way too. Seconds of slack either side for a loaded machine.
     const client = await start(11_000);
-    await pushWithGroup(client);
+    await client.pushMany('gave-up', 2);
     const caught = proxy.stallWhen('leasehold_claim');
     const pop = client.pop('gave-up', { batch: 10, leaseSeconds: 60 }).then((response) => response);
     await within(caught, 'the claim is caught');
@@ -111,7 +104,7 @@ const PROMPTLY_MS = 4_000;
   it('answers at once when the release cannot reach the database either: the lease then expires at its time', async () => {
     const leaseSeconds = 3;
     const client = await start(5_000);
-    await pushWithGroup(client);
+    await client.pushMany('gave-up', 2);
     const caught = proxy.stallWhen('leasehold_claim');
     const pop = client.pop('gave-up', { batch: 10, leaseSeconds }).then((response) => response);
     await within(caught, 'the claim is caught');
