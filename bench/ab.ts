@@ -6,7 +6,7 @@ import { vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
 import { createLeases } from './leases';
 import { startFlags } from './start-flags';
-import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
+import { cpuFrom, rss } from './usage';
 
 /*
  * `npm run bench:ab -- <other checkout>`: two builds side by side on this
@@ -170,8 +170,7 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
           headers: { 'content-type': 'application/json' },
           setupRequest: (sent) => ({ ...sent, body: pushBody(sequence++) }),
         };
-  const cpuBefore = cpuSeconds(side.process!);
-  const postgresBefore = postgresCpu();
+  const used = cpuFrom(side.process!);
   const result = await autocannon({
     url: `http://127.0.0.1:${side.port}`,
     connections: workload === 'extend' ? 50 : 10,
@@ -182,9 +181,18 @@ async function round(side: Side, workload: Workload, seconds: number): Promise<R
     requestsPerSecond: Math.round(result.requests.average),
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
-    cpuMs: ((cpuSeconds(side.process!) - cpuBefore) * 1000) / Math.max(1, result.requests.total),
-    postgresCpuMs: (postgresCpuSince(postgresBefore) * 1000) / Math.max(1, result.requests.total),
+    ...perRequest(used(), result.requests.total),
     rssMb: rss(side.process!),
+  };
+}
+
+function perRequest(
+  used: { broker: number; postgres: number },
+  requests: number,
+): Pick<Round, 'cpuMs' | 'postgresCpuMs'> {
+  return {
+    cpuMs: (used.broker * 1000) / Math.max(1, requests),
+    postgresCpuMs: (used.postgres * 1000) / Math.max(1, requests),
   };
 }
 
@@ -197,8 +205,7 @@ async function popAckRound(side: Side): Promise<Round> {
   const latencies: number[] = [];
   let errors = 0;
   let acked = 0;
-  const cpuBefore = cpuSeconds(side.process!);
-  const postgresBefore = postgresCpu();
+  const used = cpuFrom(side.process!);
   const started = performance.now();
   // A consumer that finds every partition leased by the others polls again, as a real one would: stopping at the
   // first 204 would make the figure depend on when each consumer happened to drop out.
@@ -219,8 +226,7 @@ async function popAckRound(side: Side): Promise<Round> {
     requestsPerSecond: Math.round(latencies.length / elapsed),
     p99: Math.round(percentile(latencies, 0.99)),
     errors: errors + acked - ACK_MESSAGES,
-    cpuMs: ((cpuSeconds(side.process!) - cpuBefore) * 1000) / Math.max(1, latencies.length),
-    postgresCpuMs: (postgresCpuSince(postgresBefore) * 1000) / Math.max(1, latencies.length),
+    ...perRequest(used(), latencies.length),
     rssMb: rss(side.process!),
   };
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { DrainRow, measureDrain } from './drain';
 import { startFlags } from './start-flags';
-import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
+import { cpuFrom, rss } from './usage';
 
 /*
  * `node dist-bench/bench/drain-plans.js [rounds]`: the drain of bench/drain.ts
@@ -66,19 +66,17 @@ export async function drainOnFreshDatabase(query: string, refresh: boolean): Pro
   try {
     const base = `http://127.0.0.1:${PORT}`;
     await untilUp(base);
-    let before = { broker: 0, postgres: new Map<string, number>() };
+    let used = cpuFrom(broker);
     const row = await measureDrain(base, url.toString(), PARTITIONS, query, 'plans', refresh, () => {
-      before = { broker: cpuSeconds(broker), postgres: postgresCpu() };
+      used = cpuFrom(broker);
     });
-    const perThousand = (used: number) => Math.round((used / Math.max(1, row.messages)) * 1000 * 100) / 100;
+    const cpu = used();
+    const perThousand = (seconds: number) => Math.round((seconds / Math.max(1, row.messages)) * 1000 * 100) / 100;
     return {
       statistics: refresh ? 'analysed' : 'stale',
       ...row,
       rssMb: rss(broker),
-      cpu: {
-        broker: perThousand(cpuSeconds(broker) - before.broker),
-        postgres: perThousand(postgresCpuSince(before.postgres)),
-      },
+      cpu: { broker: perThousand(cpu.broker), postgres: perThousand(cpu.postgres) },
     };
   } finally {
     await stop(broker);

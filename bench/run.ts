@@ -7,7 +7,7 @@ import { Client } from 'pg';
 import { drainOnFreshDatabase, PlannedDrainRow } from './drain-plans';
 import { measurePushCeiling } from './push-ceiling';
 import { startFlags } from './start-flags';
-import { cpuSeconds, postgresCpu, postgresCpuSince, rss } from './usage';
+import { cpuFrom, cpuSeconds, rss } from './usage';
 import { measurePipeline, PipelineMode, PipelineRow } from './pipeline';
 import { vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
@@ -486,17 +486,15 @@ async function withUsage(
   measurement: () => Promise<Row>,
   units: number | (() => number) = 1,
 ): Promise<Row> {
-  const before = { broker: cpuSeconds(broker), postgres: postgresCpu() };
+  const used = cpuFrom(broker);
   const row = await measurement();
+  const cpu = used();
   const counted = typeof units === 'function' ? units() : (row.total ?? 0) * units;
   const perThousand = (used: number) => Math.round((used / Math.max(1, counted)) * 1000 * 1000) / 1000;
   return {
     ...row,
     rssMb: rss(broker),
-    cpu: {
-      broker: perThousand(cpuSeconds(broker) - before.broker),
-      postgres: perThousand(postgresCpuSince(before.postgres)),
-    },
+    cpu: { broker: perThousand(cpu.broker), postgres: perThousand(cpu.postgres) },
   };
 }
 

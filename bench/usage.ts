@@ -9,6 +9,13 @@ export function cpuSeconds(child: ChildProcess): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** The CPU seconds the broker and every PostgreSQL process use from this call on, read when the result is called. */
+export function cpuFrom(broker: ChildProcess): () => { broker: number; postgres: number } {
+  const brokerBefore = cpuSeconds(broker);
+  const postgresBefore = postgresCpu();
+  return () => ({ broker: cpuSeconds(broker) - brokerBefore, postgres: postgresCpuSince(postgresBefore) });
+}
+
 /** CPU seconds used so far by each PostgreSQL process on this machine, by pid. */
 export function postgresCpu(): Map<string, number> {
   const used = new Map<string, number>();
