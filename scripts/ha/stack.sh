@@ -147,11 +147,13 @@ primary_answers() {
     "SELECT NOT pg_is_in_recovery()" 2>/dev/null | grep -q t
 }
 
+# $1: the roles that count, comma-separated.
 replica_streaming() {
   curl -sf "http://127.0.0.1:${REST_PORTS[0]}/cluster" | python3 -c '
 import json, sys
+roles = sys.argv[1].split(",")
 members = json.load(sys.stdin)["members"]
-sys.exit(0 if any(m["role"] in ("replica", "sync_standby") and m["state"] in ("running", "streaming") for m in members) else 1)'
+sys.exit(0 if any(m["role"] in roles and m["state"] in ("running", "streaming") for m in members) else 1)' "$1"
 }
 
 start() {
@@ -182,7 +184,13 @@ start() {
   # HAProxy routes only once Patroni's REST API has answered its checks twice, which on a
   # loaded machine can lag well behind node1 taking the lead while node2 copies its base backup.
   wait_until "the primary through HAProxy" 90 primary_answers
-  wait_until "node2 to stream" 90 replica_streaming
+  # With synchronous_mode Patroni promotes only the standby it has marked synchronous: until then, a
+  # primary that dies is not failed over.
+  if [ "$mode" = sync ]; then
+    wait_until "node2 to stream as the synchronous standby" 90 replica_streaming sync_standby
+  else
+    wait_until "node2 to stream" 90 replica_streaming replica,sync_standby
+  fi
   log "up ($mode): postgres://postgres@127.0.0.1:$HAPROXY_PORT/postgres"
 }
 
