@@ -6,7 +6,7 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionSettings } from './dto/configure-request.dto';
-import { StoredRetention } from '../retention/retention-policy';
+import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from '../retention/retention-policy';
 import { LEASE_HINT_CHARS, LeaseListDto } from './dto/lease-list.dto';
 
 export interface QueueRecord {
@@ -117,7 +117,7 @@ export interface ConsumerStats {
   deliveryAttempt: number;
 }
 
-interface QueueRow {
+interface QueueRow extends RetentionRow {
   id: string;
   name: string;
   lease_time: number;
@@ -128,12 +128,6 @@ interface QueueRow {
   priority: number;
   namespace: string | null;
   task: string | null;
-  retention_enabled: boolean | null;
-  retention_seconds: number | null;
-  completed_retention_seconds: number | null;
-  max_wait_time_seconds: number | null;
-  max_size: number | null;
-  dlq_retention_seconds: number | null;
   options: Record<string, unknown>;
   created_at: string;
   updated_at: string;
@@ -160,8 +154,7 @@ const PENDING = 'p.last_offset - GREATEST(k.first_kept - 1, COALESCE(c.slowest, 
 const QUEUE_ENTRY_BYTES = 300;
 
 const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.delayed_processing,
-  q.window_buffer, q.priority, q.namespace, q.task, q.options, q.retention_enabled,
-  q.retention_seconds, q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds,
+  q.window_buffer, q.priority, q.namespace, q.task, q.options, ${retentionColumns('q')},
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
 @Injectable()
@@ -658,14 +651,7 @@ function toQueue(row: QueueRow): QueueRecord {
     priority: row.priority,
     namespace: row.namespace,
     task: row.task,
-    retention: {
-      retentionEnabled: row.retention_enabled,
-      retentionSeconds: row.retention_seconds,
-      completedRetentionSeconds: row.completed_retention_seconds,
-      maxWaitTimeSeconds: row.max_wait_time_seconds,
-      maxSize: row.max_size,
-      dlqRetentionSeconds: row.dlq_retention_seconds,
-    },
+    retention: storedRetentionOf(row),
     extraOptions: row.options,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

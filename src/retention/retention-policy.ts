@@ -10,6 +10,39 @@ export interface StoredRetention {
   dlqRetentionSeconds: number | null;
 }
 
+/** The columns of `queues` that hold its StoredRetention. */
+export interface RetentionRow {
+  retention_enabled: boolean | null;
+  retention_seconds: number | null;
+  completed_retention_seconds: number | null;
+  max_wait_time_seconds: number | null;
+  max_size: number | null;
+  dlq_retention_seconds: number | null;
+}
+
+export const retentionColumns = (alias: string): string =>
+  [
+    'retention_enabled',
+    'retention_seconds',
+    'completed_retention_seconds',
+    'max_wait_time_seconds',
+    'max_size',
+    'dlq_retention_seconds',
+  ]
+    .map((column) => `${alias}.${column}`)
+    .join(', ');
+
+export function storedRetentionOf(row: RetentionRow): StoredRetention {
+  return {
+    retentionEnabled: row.retention_enabled,
+    retentionSeconds: row.retention_seconds,
+    completedRetentionSeconds: row.completed_retention_seconds,
+    maxWaitTimeSeconds: row.max_wait_time_seconds,
+    maxSize: row.max_size,
+    dlqRetentionSeconds: row.dlq_retention_seconds,
+  };
+}
+
 export interface RetentionDefaults {
   completedSeconds: number;
   pendingSeconds: number;

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { StoredRetention } from './retention-policy';
+import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
 
 export interface DuePartition {
   tenantId: string;
@@ -218,18 +218,9 @@ export class RetentionRepository {
 
   /** Advisory locks only: pushes hold their partitions' rows, and a claim skipping those would starve busy ones. */
   async claimDue(limit: number, tenants: string[], manager: EntityManager): Promise<DuePartition[]> {
-    const rows: Array<{
-      tenant_id: string;
-      partition_id: string;
-      dead_letter_queue: boolean;
-      retention_enabled: boolean | null;
-      retention_seconds: number | null;
-      completed_retention_seconds: number | null;
-      max_wait_time_seconds: number | null;
-      max_size: number | null;
-      dlq_retention_seconds: number | null;
-    }> = await manager.query(
-      `WITH due AS (
+    const rows: Array<RetentionRow & { tenant_id: string; partition_id: string; dead_letter_queue: boolean }> =
+      await manager.query(
+        `WITH due AS (
          SELECT d.* FROM unnest($2::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT p.tenant_id, p.id, p.queue_id, p.retention_check_at FROM partitions p
@@ -243,25 +234,17 @@ export class RetentionRepository {
           ORDER BY d.retention_check_at
           LIMIT $1
        )
-       SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue, q.retention_enabled, q.retention_seconds,
-              q.completed_retention_seconds, q.max_wait_time_seconds, q.max_size, q.dlq_retention_seconds
+       SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue, ${retentionColumns('q')}
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
         ORDER BY c.retention_check_at`,
-      [limit, tenants],
-    );
+        [limit, tenants],
+      );
     return rows.map((row) => ({
       tenantId: row.tenant_id,
       partitionId: row.partition_id,
       deadLetterQueue: row.dead_letter_queue,
-      retention: {
-        retentionEnabled: row.retention_enabled,
-        retentionSeconds: row.retention_seconds,
-        completedRetentionSeconds: row.completed_retention_seconds,
-        maxWaitTimeSeconds: row.max_wait_time_seconds,
-        maxSize: row.max_size,
-        dlqRetentionSeconds: row.dlq_retention_seconds,
-      },
+      retention: storedRetentionOf(row),
     }));
   }
 
