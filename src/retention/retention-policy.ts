@@ -20,15 +20,18 @@ export interface RetentionRow {
   dlq_retention_seconds: number | null;
 }
 
+/** Typed against RetentionRow, so a column added there and not here does not compile. */
+const RETENTION_COLUMNS: Record<keyof RetentionRow, true> = {
+  retention_enabled: true,
+  retention_seconds: true,
+  completed_retention_seconds: true,
+  max_wait_time_seconds: true,
+  max_size: true,
+  dlq_retention_seconds: true,
+};
+
 export const retentionColumns = (alias: string): string =>
-  [
-    'retention_enabled',
-    'retention_seconds',
-    'completed_retention_seconds',
-    'max_wait_time_seconds',
-    'max_size',
-    'dlq_retention_seconds',
-  ]
+  Object.keys(RETENTION_COLUMNS)
     .map((column) => `${alias}.${column}`)
     .join(', ');
 
