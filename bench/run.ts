@@ -37,7 +37,7 @@ const PUSH_FLOOR_PORT = 6705;
 const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 240);
 const SOAK_RATE = Number(process.env.BENCH_SOAK_RATE ?? 800);
 const REST_SECONDS = 5;
-/** V8's memory reducer gave start-up's memory back 25 to 30 s after start here; 20 s read it before. */
+/** V8's memory reducer gave start-up's memory back 25 to 30 s after start on this machine. */
 const SETTLED_SECONDS = 45;
 const PUSH_ROUNDS = 3;
 const DRAIN_PARTITIONS = Number(process.env.BENCH_DRAIN_PARTITIONS ?? 5000);
