@@ -10,7 +10,9 @@ import { serveConsole } from './console/serve-console';
 import { requestIdMiddleware } from './common/request-id.middleware';
 import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
+import { crossSiteCheck } from './http/cross-site';
 import { FastPathMiddleware } from './http/fast-path.middleware';
+import { DOCS_HEADERS, DOCS_JSON_PATH, DOCS_PATH, DOCS_YAML_PATH, withHeaders } from './http/pages';
 import { decodesCleanly, matchLeaseExtend } from './lease/lease-route';
 import { ProbeService } from './health/probe.service';
 import { DrainService } from './lifecycle/drain.service';
@@ -44,6 +46,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
       config.log.requests ? requestLogger(app.get<RootLogger>(ROOT_LOGGER)) : undefined,
     ),
     app.get(DrainService).middleware,
+    crossSiteCheck(config.http.allowedOrigins),
     app.get(ProbeService).middleware,
     ...(fastPath ? [fastPath.use.bind(fastPath) as RequestHandler] : []),
     beforeRouting,
@@ -101,10 +104,14 @@ function setupSwagger(app: NestExpressApplication): void {
       .build(),
   );
   dropDuplicateSecurity(document);
-  SwaggerModule.setup('docs', app, document, {
-    jsonDocumentUrl: 'docs-json',
+  // Before Swagger's own routes and files, so every answer under them carries the page's headers.
+  app.use([DOCS_PATH, DOCS_JSON_PATH, DOCS_YAML_PATH], withHeaders(DOCS_HEADERS));
+  SwaggerModule.setup(DOCS_PATH, app, document, {
+    jsonDocumentUrl: DOCS_JSON_PATH,
+    yamlDocumentUrl: DOCS_YAML_PATH,
     customSiteTitle: 'Leasehold',
-    swaggerOptions: { persistAuthorization: true },
+    // Kept in memory only: a persisted token would sit in this origin's localStorage, the console's too.
+    swaggerOptions: { persistAuthorization: false },
   });
 }
 

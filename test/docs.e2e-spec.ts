@@ -61,11 +61,34 @@ describe('OpenAPI documentation', () => {
     expect(response.text).toContain('swagger-ui');
   });
 
-  it('keeps a pasted bearer token across page reloads (persistAuthorization)', async () => {
+  it('keeps a pasted bearer token in the page only, never in local storage (persistAuthorization off)', async () => {
     const response = await request(app.getHttpServer()).get('/docs/swagger-ui-init.js');
 
     expect(response.status).toBe(200);
-    expect(response.text).toMatch(/"persistAuthorization":\s*true/);
+    expect(response.text).toMatch(/"persistAuthorization":\s*false/);
+  });
+
+  it("answers the page, its files and the documents with the console's security headers: no framing, no sniffing", async () => {
+    for (const path of [
+      '/docs',
+      '/docs/',
+      '/docs/swagger-ui-init.js',
+      '/docs/swagger-ui.css',
+      '/docs-json',
+      '/docs-yaml',
+    ]) {
+      const response = await request(app.getHttpServer()).get(path);
+      expect([path, response.status]).toEqual([path, 200]);
+      expect([path, response.headers['content-security-policy']]).toEqual([
+        path,
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+          "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      ]);
+      expect(response.headers['x-frame-options']).toBe('DENY');
+      expect(response.headers['x-content-type-options']).toBe('nosniff');
+      expect(response.headers['referrer-policy']).toBe('no-referrer');
+      expect(response.headers['cross-origin-opener-policy']).toBe('same-origin');
+    }
   });
 
   it('describes the lease route with its body, six response keys, every status and bearer auth', async () => {

@@ -31,6 +31,8 @@ export interface HttpConfig {
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnections: number;
+  /** Origins (as browsers send them) whose pages may call the API; every other site's requests are refused. */
+  allowedOrigins: string[];
 }
 
 /** Per route class: requests per second per tenant, for the whole deployment; 0 means no limit. */

@@ -90,6 +90,7 @@ describe('loadConfig', () => {
       requestTimeoutMs: 60_000,
       keepAliveTimeoutMs: 5_000,
       maxConnections: 4_096,
+      allowedOrigins: [],
     });
     expect(config.limits).toEqual({
       messageMaxBytes: 4 * 1024 ** 2,
@@ -136,6 +137,27 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ DB_POOL_SIZE: '4', DB_TENANT_MAX_CONNECTIONS: '5' })).toThrow(
       /DB_TENANT_MAX_CONNECTIONS must be an integer between 1 and 4/,
     );
+  });
+
+  it('reads allowed origins as browsers write them, and refuses wildcards, paths and non-web schemes', () => {
+    expect(
+      loadConfig({
+        HTTP_ALLOWED_ORIGINS: ' https://App.Example.com , http://localhost:3000/,https://app.example.com:443',
+      }).http.allowedOrigins,
+    ).toEqual(['https://app.example.com', 'http://localhost:3000']);
+    for (const entry of [
+      '*',
+      'null',
+      'app.example.com',
+      'https://app.example.com/path',
+      'ftp://files.example.com',
+      'https://a.example?x',
+      'https://user@a.example',
+    ]) {
+      expect(() => loadConfig({ HTTP_ALLOWED_ORIGINS: `https://ok.example,${entry}` })).toThrow(
+        `HTTP_ALLOWED_ORIGINS must list origins such as https://app.example.com or http://localhost:3000 (scheme, host and port only), got "${entry}"`,
+      );
+    }
   });
 
   it('refuses a header timeout longer than the request timeout', () => {

@@ -99,6 +99,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       requestTimeoutMs: reader.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 1, 3_600_000),
       keepAliveTimeoutMs: reader.int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
       maxConnections: reader.int('HTTP_MAX_CONNECTIONS', 4_096, 1, 1_000_000),
+      allowedOrigins: allowedOrigins(reader.string('HTTP_ALLOWED_ORIGINS'), problems),
     },
     limits: {
       messageMaxBytes,
@@ -195,6 +196,46 @@ function databaseUrl(reader: EnvReader, problems: string[]): string | undefined 
     return undefined;
   }
   return value;
+}
+
+/**
+ * Exact origins, each written as a browser writes Origin (scheme, host, port unless the scheme's default). A wildcard
+ * is refused: it would let every site's pages act with the reach of the browser's user.
+ */
+function allowedOrigins(value: string | undefined, problems: string[]): string[] {
+  const origins = new Set<string>();
+  for (const entry of (value ?? '').split(',').map((part) => part.trim())) {
+    if (entry === '') continue;
+    const origin = bareOrigin(entry);
+    if (origin === undefined) {
+      problems.push(
+        'HTTP_ALLOWED_ORIGINS must list origins such as https://app.example.com or http://localhost:3000 ' +
+          `(scheme, host and port only), got "${entry}"`,
+      );
+    } else {
+      origins.add(origin);
+    }
+  }
+  return [...origins];
+}
+
+function bareOrigin(entry: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return undefined;
+  }
+  const bare =
+    (url.protocol === 'http:' || url.protocol === 'https:') &&
+    url.username === '' &&
+    url.password === '' &&
+    url.pathname === '/' &&
+    url.search === '' &&
+    url.hash === '' &&
+    !entry.includes('?') &&
+    !entry.includes('#');
+  return bare ? url.origin : undefined;
 }
 
 const MIN_RSA_BITS = 2048;

@@ -3,20 +3,8 @@ import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import type { Response } from 'express';
+import { CONSOLE_HEADERS, CONSOLE_PATH } from '../http/pages';
 import { CONSOLE_DIR } from './console-paths';
-
-export const CONSOLE_PATH = '/console';
-
-/** The console calls the API like any client, so it needs no route of its own and reaches nothing a token could not. */
-const SECURITY_HEADERS: Record<string, string> = {
-  'Content-Security-Policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
-  'X-Frame-Options': 'DENY',
-  'Cross-Origin-Opener-Policy': 'same-origin',
-};
 
 /** Mounted on /console only: Express never runs it for the API's paths, the lease route's included. */
 export function serveConsole(app: NestExpressApplication): void {
@@ -31,7 +19,7 @@ export function serveConsole(app: NestExpressApplication): void {
     dotfiles: 'ignore',
     etag: true,
     setHeaders: (response: Response, path: string) => {
-      for (const [name, value] of Object.entries(SECURITY_HEADERS)) response.setHeader(name, value);
+      for (const [name, value] of Object.entries(CONSOLE_HEADERS)) response.setHeader(name, value);
       // Hashed file names change with their content; index.html must be asked for again to find the new ones.
       response.setHeader(
         'Cache-Control',

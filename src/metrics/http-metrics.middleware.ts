@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { PROBE_PATHS } from '../health/probe.service';
-import { CONSOLE_PATH } from '../console/serve-console';
+import { CONSOLE_PATH } from '../http/pages';
 import { arrivalOf } from '../http/fair-dispatch';
 import { LEASE_EXTEND_ROUTE, matchLeaseExtend } from '../lease/lease-route';
 import { PUSH_ROUTE } from '../push/push-route';
