@@ -176,7 +176,7 @@ describe('GET /metrics', () => {
   });
 
   it('gives at most METRICS_MAX_QUEUE_SERIES queues series of their own; the rest add up in __other__', async () => {
-    const app = await createTestApp({ METRICS_MAX_QUEUE_SERIES: '3' });
+    const app = await createTestApp({ METRICS_MAX_QUEUE_SERIES: '3', METRICS_MAX_QUEUE_SERIES_PER_TENANT: '3' });
     try {
       const client = new BrokerClient(app, newTenant());
       for (let index = 0; index < 10; index += 1) await client.pushMany(`many-${index}`, 2);
@@ -189,6 +189,88 @@ describe('GET /metrics', () => {
     } finally {
       await app.close();
     }
+  });
+
+  describe('queue series shared between tenants', () => {
+    let app: NestExpressApplication;
+    let metrics: MetricsService;
+
+    beforeAll(async () => {
+      app = await createTestApp({ METRICS_MAX_QUEUE_SERIES: '6', METRICS_MAX_QUEUE_SERIES_PER_TENANT: '2' });
+      metrics = app.get(MetricsService);
+    });
+
+    afterAll(async () => {
+      await app.close();
+    });
+
+    const pushedSeries = async (): Promise<Map<string, number>> =>
+      new Map((await metrics.pushedMessages.get()).values.map((value) => [String(value.labels.queue), value.value]));
+    const scraped = async (): Promise<string> => (await request(app.getHttpServer()).get('/metrics').expect(200)).text;
+    const deleteQueue = async (client: BrokerClient, queue: string): Promise<void> => {
+      const answer = await client.delete(`/api/v1/resources/queues/${queue}`).expect(200);
+      expect(answer.body).toMatchObject({ deleted: true });
+    };
+
+    it("gives each tenant at most its share: one tenant's many queues cannot take another's series", async () => {
+      const greedy = new BrokerClient(app, newTenant());
+      const prefix = `greedy-${greedy.tenant.slice(0, 6)}`;
+      for (let index = 0; index < 8; index += 1) await greedy.pushMany(`${prefix}-${index}`, 1);
+      const other = new BrokerClient(app, newTenant());
+      const own = [`own-${other.tenant.slice(0, 6)}-a`, `own-${other.tenant.slice(0, 6)}-b`];
+      for (const queue of own) await other.pushMany(queue, 3);
+
+      const series = await pushedSeries();
+      expect([...series.keys()].filter((queue) => queue.startsWith(prefix)).sort()).toEqual([
+        `${prefix}-0`,
+        `${prefix}-1`,
+      ]);
+      expect(series.get('__other__')).toBe(6);
+      expect(own.map((queue) => series.get(queue))).toEqual([3, 3]);
+
+      for (let index = 0; index < 8; index += 1) await deleteQueue(greedy, `${prefix}-${index}`);
+      for (const queue of own) await deleteQueue(other, queue);
+    });
+
+    it("frees a deleted queue's series: gone from /metrics, its place taken by another, and its own again when recreated", async () => {
+      const client = new BrokerClient(app, newTenant());
+      const [first, second, third] = ['first', 'second', 'third'].map((name) => `${name}-${client.tenant.slice(0, 6)}`);
+      await client.pushMany(first, 2);
+      await client.pushMany(second, 1);
+      await client.popLeased(first);
+      const before = await scraped();
+      expect(before).toContain(`leasehold_pushed_messages_total{queue="${first}"} 2`);
+      expect(before).toContain(`leasehold_popped_messages_total{queue="${first}"} 2`);
+
+      await deleteQueue(client, first);
+      // Depth and lag are read from the database (the deleted queue leaves them at the next read): counters only here.
+      const text = await scraped();
+      expect(text).not.toMatch(new RegExp(`_total\\{queue="${first}"`));
+      expect(text).toContain(`leasehold_pushed_messages_total{queue="${second}"} 1`);
+
+      await client.pushMany(third, 4);
+      expect((await pushedSeries()).get(third)).toBe(4);
+      await deleteQueue(client, third);
+      await client.pushMany(first, 5, undefined, 'again');
+      expect((await pushedSeries()).get(first)).toBe(5);
+
+      for (const queue of [first, second]) await deleteQueue(client, queue);
+      expect([...(await pushedSeries()).keys()].filter((queue) => queue.includes(client.tenant.slice(0, 6)))).toEqual(
+        [],
+      );
+    });
+
+    it('keeps a series that same-named queues of two tenants share until both are deleted', async () => {
+      const [a, b] = [new BrokerClient(app, newTenant()), new BrokerClient(app, newTenant())];
+      const shared = `shared-${a.tenant.slice(0, 6)}`;
+      await a.pushMany(shared, 1);
+      await b.pushMany(shared, 2);
+      expect((await pushedSeries()).get(shared)).toBe(3);
+      await deleteQueue(a, shared);
+      expect((await pushedSeries()).get(shared)).toBe(3);
+      await deleteQueue(b, shared);
+      expect((await pushedSeries()).has(shared)).toBe(false);
+    });
   });
 
   describe('who may read it', () => {

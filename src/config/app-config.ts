@@ -115,6 +115,8 @@ export interface MetricsConfig {
   token: string | undefined;
   tenantLabels: boolean;
   maxQueueSeries: number;
+  /** Queue series one tenant may hold, so that no tenant takes the others' share of maxQueueSeries. */
+  maxQueueSeriesPerTenant: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';

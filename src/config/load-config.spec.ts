@@ -111,6 +111,7 @@ describe('loadConfig', () => {
       token: undefined,
       tenantLabels: false,
       maxQueueSeries: 1_000,
+      maxQueueSeriesPerTenant: 100,
     });
     expect(config.log).toEqual({ level: 'info', format: 'json', requests: true });
   });
@@ -128,6 +129,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ NODE_ENV: 'development' }).log.format).toBe('pretty');
     expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow('METRICS_TOKEN must be at least 16 characters');
     expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow('LOG_LEVEL');
+  });
+
+  it('gives each tenant a tenth of the queue series by default, and never more than all of them', () => {
+    expect(loadConfig({ METRICS_MAX_QUEUE_SERIES: '50' }).metrics.maxQueueSeriesPerTenant).toBe(5);
+    expect(loadConfig({ METRICS_MAX_QUEUE_SERIES: '5' }).metrics.maxQueueSeriesPerTenant).toBe(1);
+    expect(loadConfig({ METRICS_MAX_QUEUE_SERIES_PER_TENANT: '1000' }).metrics.maxQueueSeriesPerTenant).toBe(1_000);
+    expect(() => loadConfig({ METRICS_MAX_QUEUE_SERIES: '50', METRICS_MAX_QUEUE_SERIES_PER_TENANT: '51' })).toThrow(
+      /METRICS_MAX_QUEUE_SERIES_PER_TENANT must be an integer between 1 and 50/,
+    );
   });
 
   it('keeps a fifth of the pool (at least one connection) out of any one tenant reach', () => {

@@ -56,6 +56,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
   // A fifth of the pool (at least one connection) stays free of any one tenant.
   const tenantDefault = Math.max(1, poolSize - Math.max(1, Math.floor(poolSize / 5)));
 
+  const maxQueueSeries = reader.int('METRICS_MAX_QUEUE_SERIES', 1_000, 1, 1_000_000);
+
   const bodyLimitBytes = reader.size('BODY_LIMIT', 16 * 1024 ** 2);
   const responseMaxBytes = reader.size('RESPONSE_MAX_BYTES', 8 * 1024 ** 2);
   // Unset, it follows a smaller body or answer bound; set, a contradiction is a mistake to report.
@@ -136,7 +138,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
       port: reader.optionalInt('METRICS_PORT', 0, 65535),
       token: reader.string('METRICS_TOKEN'),
       tenantLabels: reader.bool('METRICS_TENANT_LABELS', false),
-      maxQueueSeries: reader.int('METRICS_MAX_QUEUE_SERIES', 1_000, 1, 1_000_000),
+      maxQueueSeries,
+      maxQueueSeriesPerTenant: reader.int(
+        'METRICS_MAX_QUEUE_SERIES_PER_TENANT',
+        Math.max(1, Math.floor(maxQueueSeries / 10)),
+        1,
+        maxQueueSeries,
+      ),
     },
     log: {
       level: reader.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),

@@ -5,19 +5,25 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 
 export const OTHER_QUEUES = '__other__';
 
-export type RedeliveryCause = 'expiry' | 'nack' | 'retry';
+export const REDELIVERY_CAUSES = ['expiry', 'nack', 'retry'] as const;
+export type RedeliveryCause = (typeof REDELIVERY_CAUSES)[number];
 
 /**
  * One registry per application: several brokers may share a process in tests. A `tenant` label only with
- * METRICS_TENANT_LABELS: a series per tenant and queue can outgrow Prometheus. Queues past METRICS_MAX_QUEUE_SERIES
- * add up in `__other__`, so a tenant creating queues by the thousand cannot make every scrape longer.
+ * METRICS_TENANT_LABELS: a series per tenant and queue can outgrow Prometheus. Queues past METRICS_MAX_QUEUE_SERIES,
+ * or past their tenant's METRICS_MAX_QUEUE_SERIES_PER_TENANT, add up in `__other__`, so a tenant creating queues by
+ * the thousand can neither make every scrape longer nor leave other tenants' queues without series.
  */
 @Injectable()
 export class MetricsService {
   readonly registry = new Registry();
   private readonly tenantLabels: boolean;
   private readonly maxQueueSeries: number;
-  private readonly queuesWithSeries = new Set<string>();
+  private readonly maxQueueSeriesPerTenant: number;
+  /** Each queue series, with the tenants whose queue it counts (several share one without tenant labels). */
+  private readonly seriesTenants = new Map<string, Set<string>>();
+  /** Each tenant's queue series: its share of them. */
+  private readonly tenantSeries = new Map<string, Set<string>>();
   private readonly otherQueues: Record<string, string>;
   /** prom-client's process_* and nodejs_* metrics, which belong to one process even in a group of workers. */
   readonly processMetrics: ReadonlySet<string>;
@@ -42,6 +48,7 @@ export class MetricsService {
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.tenantLabels = config.metrics.tenantLabels;
     this.maxQueueSeries = config.metrics.maxQueueSeries;
+    this.maxQueueSeriesPerTenant = config.metrics.maxQueueSeriesPerTenant;
     this.otherQueues = this.tenantLabels ? { tenant: OTHER_QUEUES, queue: OTHER_QUEUES } : { queue: OTHER_QUEUES };
     const registers = [this.registry];
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
@@ -176,12 +183,45 @@ export class MetricsService {
     });
   }
 
+  /** The labels of a queue's series: its own while it holds one or there is one free for it, else `__other__`. */
   queue(tenantId: string, queue: string): Record<string, string> {
-    const key = this.tenantLabels ? `${tenantId}\n${queue}` : queue;
-    if (!this.queuesWithSeries.has(key)) {
-      if (this.queuesWithSeries.size >= this.maxQueueSeries) return this.otherQueues;
-      this.queuesWithSeries.add(key);
+    const key = this.seriesKey(tenantId, queue);
+    const tenants = this.seriesTenants.get(key);
+    if (!tenants?.has(tenantId)) {
+      const held = this.tenantSeries.get(tenantId);
+      if ((held?.size ?? 0) >= this.maxQueueSeriesPerTenant) return this.otherQueues;
+      if (!tenants && this.seriesTenants.size >= this.maxQueueSeries) return this.otherQueues;
+      this.seriesTenants.set(key, (tenants ?? new Set()).add(tenantId));
+      this.tenantSeries.set(tenantId, (held ?? new Set()).add(key));
     }
+    return this.labelsOf(tenantId, queue);
+  }
+
+  /**
+   * A deleted queue gives its series back: the tenant's share and the total, and its series leave the registry
+   * (a same-named queue of another tenant keeps a shared one). Created again, it takes a series like a new queue.
+   */
+  queueDeleted(tenantId: string, queue: string): void {
+    const key = this.seriesKey(tenantId, queue);
+    const tenants = this.seriesTenants.get(key);
+    if (!tenants?.delete(tenantId)) return;
+    const held = this.tenantSeries.get(tenantId)!;
+    held.delete(key);
+    if (held.size === 0) this.tenantSeries.delete(tenantId);
+    if (tenants.size > 0) return;
+    this.seriesTenants.delete(key);
+    const labels = this.labelsOf(tenantId, queue);
+    for (const counter of [this.leasesLost, this.deadLettered, this.pushedMessages, this.poppedMessages]) {
+      counter.remove(labels);
+    }
+    for (const cause of REDELIVERY_CAUSES) this.redeliveredMessages.remove({ ...labels, cause });
+  }
+
+  private seriesKey(tenantId: string, queue: string): string {
+    return this.tenantLabels ? `${tenantId}\n${queue}` : queue;
+  }
+
+  private labelsOf(tenantId: string, queue: string): Record<string, string> {
     return this.tenantLabels ? { tenant: tenantId, queue } : { queue };
   }
 }

@@ -2,6 +2,7 @@ import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
+import { MetricsService } from '../metrics/metrics.service';
 import { Writes } from '../wakeup/unit-of-work';
 import {
   RetentionDefaults,
@@ -41,6 +42,7 @@ export class QueuesService {
     private readonly writes: Writes,
     private readonly queues: QueuesRepository,
     private readonly quotas: TenantQuotas,
+    private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - LIST_ENVELOPE_BYTES;
@@ -149,7 +151,12 @@ export class QueuesService {
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
     const existed = await this.writes.run(tenantId, async (unit) => {
       const deleted = await this.queues.delete(tenantId, name, unit.manager);
-      if (deleted) unit.afterCommit(() => this.quotas.forget(tenantId));
+      if (deleted) {
+        unit.afterCommit(() => {
+          this.quotas.forget(tenantId);
+          this.metrics.queueDeleted(tenantId, name);
+        });
+      }
       return deleted;
     });
     return { deleted: existed, queue: name, existed };
