@@ -6,7 +6,8 @@ import { MetricsServer } from '../src/metrics/metrics.server';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { expireLeases } from './support/db-state';
-import { createTestApp, newTenant } from './support/test-app';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { waitFor } from './support/wait';
 
 type Samples = Map<string, number>;
 
@@ -272,6 +273,28 @@ describe('GET /metrics', () => {
       expect((await pushedSeries()).has(shared)).toBe(false);
     });
   });
+
+  (onEmbeddedDatabase ? it.skip : it)(
+    'frees the series of a queue deleted through another broker process, which tells it with NOTIFY',
+    async () => {
+      const [deleting, counting] = await Promise.all([createTestApp(), createTestApp()]);
+      try {
+        const tenant = newTenant();
+        const queue = `elsewhere-${tenant.slice(0, 6)}`;
+        await new BrokerClient(counting, tenant).pushMany(queue, 2);
+        const series = async () =>
+          (await counting.get(MetricsService).pushedMessages.get()).values.filter(
+            (value) => value.labels.queue === queue,
+          );
+        expect((await series()).map((value) => value.value)).toEqual([2]);
+
+        await new BrokerClient(deleting, tenant).delete(`/api/v1/resources/queues/${queue}`).expect(200);
+        await waitFor(async () => (await series()).length === 0, 'the series dropped by the other process');
+      } finally {
+        await Promise.all([deleting.close(), counting.close()]);
+      }
+    },
+  );
 
   describe('who may read it', () => {
     const secret = 'metrics-test-secret-that-is-long-enough-for-hs256';

@@ -56,6 +56,8 @@ export class ScrapeCollector {
     this.tenantLabels = config.metrics.tenantLabels;
     this.retentionIntervalMs = config.retention.intervalMs;
     const registers = [metrics.registry];
+    // The process that deleted a queue frees its series itself (QueuesService); the others hear of it here.
+    channel.onQueueDeleted((tenantId, queue) => metrics.queueDeleted(tenantId, queue));
     const pool = (): Pool | undefined => driverPool(this.dataSource);
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
     this.failures = new Counter({

@@ -152,6 +152,7 @@ export class QueuesService {
     const existed = await this.writes.run(tenantId, async (unit) => {
       const deleted = await this.queues.delete(tenantId, name, unit.manager);
       if (deleted) {
+        unit.queueDeleted(name);
         unit.afterCommit(() => {
           this.quotas.forget(tenantId);
           this.metrics.queueDeleted(tenantId, name);

@@ -12,6 +12,8 @@ import { errorMessage } from '../common/error-message';
 export class UnitOfWork {
   readonly pushed = new Map<string, QueueWork>();
   readonly redelivered: Redelivery[] = [];
+  /** Queues this write deleted, which other processes hear of to drop what they keep of them. */
+  readonly deletedQueues: string[] = [];
   private readonly effects: Array<() => void> = [];
   private last?: QueryConfig;
 
@@ -35,6 +37,10 @@ export class UnitOfWork {
 
   redeliver(redelivery: Redelivery): void {
     this.redelivered.push(redelivery);
+  }
+
+  queueDeleted(queue: string): void {
+    this.deletedQueues.push(queue);
   }
 
   /** Sent with its COMMIT in one round trip; its result is not read. */
@@ -80,7 +86,7 @@ export class Writes {
       (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
       () => ({
         statement: unit!.lastStatement,
-        before: notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered)),
+        before: notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues)),
       }),
     );
     this.polls.pushed(tenantId, unit!.pushed);

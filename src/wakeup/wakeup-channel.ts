@@ -9,6 +9,9 @@ import { errorMessage } from '../common/error-message';
 
 export const PUSH_CHANNEL = 'leasehold_push';
 export const REDELIVERY_CHANNEL = 'leasehold_redelivery';
+export const QUEUE_DELETED_CHANNEL = 'leasehold_queue_deleted';
+
+export type QueueDeletedListener = (tenantId: string, queue: string) => void;
 
 export interface Notice {
   channel: string;
@@ -37,6 +40,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private closing = false;
   private everConnected = false;
+  private readonly deletionListeners: QueueDeletedListener[] = [];
 
   constructor(
     private readonly server: DatabaseServer,
@@ -63,8 +67,22 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     await client?.end().catch(() => undefined);
   }
 
-  notices(tenantId: string, pushed: Map<string, QueueWork>, redelivered: Redelivery[]): Notice[] {
+  /** Queues deleted by another process: what this one keeps of them (metric series) can go. */
+  onQueueDeleted(listener: QueueDeletedListener): void {
+    this.deletionListeners.push(listener);
+  }
+
+  notices(
+    tenantId: string,
+    pushed: Map<string, QueueWork>,
+    redelivered: Redelivery[],
+    deletedQueues: readonly string[] = [],
+  ): Notice[] {
     return [
+      ...deletedQueues.map((queue) => ({
+        channel: QUEUE_DELETED_CHANNEL,
+        payload: compositeKey(this.origin, tenantId, queue),
+      })),
       ...[...pushed].map(([queue, partitions]) => ({
         channel: PUSH_CHANNEL,
         payload: this.payload([tenantId, queue], partitions),
@@ -85,6 +103,12 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
 
   private onNotification(message: Notification): void {
     const fields = (message.payload ?? '').split('\n');
+    if (message.channel === QUEUE_DELETED_CHANNEL) {
+      const [origin, tenantId, queue] = fields;
+      if (queue === undefined || origin === this.origin) return;
+      for (const listener of this.deletionListeners) listener(tenantId, queue);
+      return;
+    }
     const redelivery = message.channel === REDELIVERY_CHANNEL;
     if (!redelivery && message.channel !== PUSH_CHANNEL) return;
     const [origin, tenantId, queue] = fields;
@@ -118,7 +142,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     client.on('end', () => this.dropped(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${PUSH_CHANNEL}; LISTEN ${REDELIVERY_CHANNEL}`);
+      await client.query(`LISTEN ${PUSH_CHANNEL}; LISTEN ${REDELIVERY_CHANNEL}; LISTEN ${QUEUE_DELETED_CHANNEL}`);
     } catch (error) {
       await client.end().catch(() => undefined);
       this.logger.warn(`LISTEN connection failed (${errorMessage(error)}); retrying in ${this.reconnectDelayMs} ms`);
