@@ -15,8 +15,18 @@ export class TransactionAcks {
   /** Per cursor, its committed offset when the transaction first locked it. */
   readonly committedAtStart = new Map<string, number>();
 
-  constructor(readonly requiredLeases: ReadonlySet<string>) {}
+  /**
+   * @param pushedBefore Positions of the acks that name a message an earlier push of the transaction stores: the
+   *   transaction writes its messages after its acks, so the database cannot show them to the ack.
+   */
+  constructor(
+    readonly requiredLeases: ReadonlySet<string>,
+    readonly pushedBefore: ReadonlySet<number> = new Set(),
+  ) {}
 }
+
+/** The offset of a message stored by the transaction acking it: past every offset delivered, so never deliverable. */
+const PUSHED_BY_THIS_TRANSACTION = Number.POSITIVE_INFINITY;
 
 interface WorkingCursor extends Cursor {
   changed: boolean;
@@ -76,7 +86,9 @@ export class AckService {
     const results = commands.map((command, index) => {
       const key = compositeKey(command.partitionId, command.consumerGroup);
       const cursor = cursors.get(key);
-      const seq = offsets.get(compositeKey(command.partitionId, command.transactionId));
+      const seq = transaction?.pushedBefore.has(index)
+        ? PUSHED_BY_THIS_TRANSACTION
+        : offsets.get(compositeKey(command.partitionId, command.transactionId));
       const outcome =
         transaction && cursor && seq !== undefined && seq <= transaction.committedAtStart.get(key)!
           ? { success: false, error: ALREADY_ACKNOWLEDGED, leaseReleased: false, dlq: false }

@@ -32,13 +32,21 @@ export class PushService {
     return this.writes.run(tenantId, (unit) => this.store(unit, producerSub ?? null, items, 'with-commit'));
   }
 
-  /** 'with-commit' when the unit does nothing after it: its rows then go out with the COMMIT, in one round trip. */
+  /** 'with-commit': its rows go out with the COMMIT, in one round trip; nothing the unit does after it may need them. */
   async store(
     unit: UnitOfWork,
     producerSub: string | null,
     items: PushItem[],
     write: 'now' | 'with-commit' = 'now',
   ): Promise<PushResultDto[]> {
+    return this.write(unit, producerSub, await this.prepare(unit, items), write);
+  }
+
+  /**
+   * The reads of a push: its partitions locked (created if missing) and the transactionIds already stored found.
+   * Nothing is written yet, so a transaction can apply its acks before its pushes take room in a queue.
+   */
+  async prepare(unit: UnitOfWork, items: PushItem[]): Promise<PreparedPush> {
     const { tenantId, manager } = unit;
     const named = partitionsByQueue(items);
     // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
@@ -58,8 +66,7 @@ export class PushService {
       });
     }
     const slots = items.map((item) => named.get(item.queue)!.get(item.partition) ?? throwQueueDeleted());
-    const transactionIds = items.map((item) => item.transactionId ?? uuidv7());
-    const known =
+    const stored =
       chosen.length === 0
         ? new Map<string, string>()
         : (existing ??
@@ -71,6 +78,27 @@ export class PushService {
             })),
             manager,
           )));
+    return {
+      items,
+      partitionIds: slots.map((slot) => slot.partition.id),
+      transactionIds: items.map((item) => item.transactionId ?? uuidv7()),
+      stored,
+      named,
+      slots,
+      maxSizes,
+    };
+  }
+
+  /** The rest of the push, under the locks prepare() took; 'with-commit' as for store(). */
+  async write(
+    unit: UnitOfWork,
+    producerSub: string | null,
+    prepared: PreparedPush,
+    write: 'now' | 'with-commit' = 'now',
+  ): Promise<PushResultDto[]> {
+    const { tenantId, manager } = unit;
+    const { items, named, slots, transactionIds, maxSizes } = prepared;
+    const known = prepared.stored;
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
     const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);
@@ -178,6 +206,20 @@ interface Slot {
   partition: LockedPartition;
   lastOffset: number;
   stored: number;
+}
+
+/** A push whose partitions are locked and whose duplicates are known; see PushService.prepare. */
+export interface PreparedPush {
+  readonly items: PushItem[];
+  /** Per item, the partition it goes to. */
+  readonly partitionIds: string[];
+  /** Per item, its own or a minted one. */
+  readonly transactionIds: string[];
+  /** compositeKey(partitionId, transactionId) of the messages already stored, to their ids; write() adds its own. */
+  readonly stored: Map<string, string>;
+  readonly named: Map<string, Map<string, Slot | undefined>>;
+  readonly slots: Slot[];
+  readonly maxSizes: Map<string, number>;
 }
 
 function partitionsByQueue(items: PushItem[]): Map<string, Map<string, Slot | undefined>> {

@@ -3,12 +3,13 @@ import { Injectable, Logger } from '@nestjs/common';
 import { QueryFailedError } from 'typeorm';
 import { ALREADY_ACKNOWLEDGED, AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
 import { AckCommand } from '../ack/dto/ack-request.dto';
+import { compositeKey } from '../common/composite-key';
 import { databaseFailureOf } from '../common/database-errors';
 import { uuidv7 } from '../common/uuid';
 import { MetricsService } from '../metrics/metrics.service';
 import { PushItem } from '../push/dto/push-request.dto';
 import { PushResultDto } from '../push/dto/push-result.dto';
-import { PushService, QUEUE_FULL } from '../push/push.service';
+import { PreparedPush, PushService, QUEUE_FULL } from '../push/push.service';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { TransactionOperationResult, TransactionResultDto } from './dto/transaction-result.dto';
 import { TransactionOperation, TransactionRefusal, TransactionRequest } from './transaction-request.pipe';
@@ -72,6 +73,13 @@ export class TransactionService {
     return { transactionId, success: false, reason: refusal.reason, error: refusal.error, results: [] };
   }
 
+  /**
+   * A fixed number of statements however many operations: every push item in one push, every ack in one ack batch,
+   * each in request order. The pushes' partitions are locked and their duplicates found first; then the acks apply;
+   * then the pushes take their room and are written with the COMMIT. What request order shows is kept: an ack sees
+   * the messages an earlier push stores, and each result and the first failure name their operation. A queue's
+   * maxSize is held against the queue as the transaction leaves it, its acks having freed room wherever they stand.
+   */
   private async apply(
     unit: UnitOfWork,
     producerSub: string | null,
@@ -79,47 +87,45 @@ export class TransactionService {
   ): Promise<TransactionOperationResult[]> {
     const { tenantId, manager } = unit;
     const { operations, requiredLeases } = request;
-    const acked = operations.flatMap((operation) => (operation.type === 'ack' ? [operation.command] : []));
-    const liveAtStart = await this.transactions.lock(tenantId, requiredLeases, acked, manager);
-    const ackRules = new TransactionAcks(new Set(requiredLeases));
+    const { items, acks } = split(operations);
+    const commands = acks.map(({ command }) => command);
+    const liveAtStart = await this.transactions.lock(tenantId, requiredLeases, commands, manager);
+
+    const prepared = items.length > 0 ? await this.pushes.prepare(unit, items) : undefined;
+    const ackRules = new TransactionAcks(
+      new Set(requiredLeases),
+      prepared ? pushedBefore(prepared, operations, acks) : undefined,
+    );
+    const acked = commands.length > 0 ? await this.acks.apply(unit, commands, ackRules) : [];
+    const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
 
     const results: TransactionOperationResult[] = [];
     const misses: Miss[] = [];
-    for (const run of runsOf(operations)) {
-      if (run.type === 'push') {
-        const answers = await this.pushes.store(
-          unit,
-          producerSub,
-          run.operations.flatMap(({ items }) => items),
-        );
-        let next = 0;
-        for (const { index, items } of run.operations) {
-          const mine = answers.slice(next, next + items.length).map((answer, item) => ({ ...answer, index: item }));
-          next += items.length;
-          results.push({ index, type: 'push', success: true, items: mine });
-          const full = mine.find((answer) => answer.status === 'failed');
-          if (full) {
-            misses.push({
-              index,
-              reason: 'bad_request',
-              error: `operations[${index}].items[${full.index}]: ${QUEUE_FULL}`,
-              alreadyDone: false,
-            });
-          }
+    let nextItem = 0;
+    let nextAck = 0;
+    operations.forEach((operation, index) => {
+      if (operation.type === 'push') {
+        const answers = pushed
+          .slice(nextItem, nextItem + operation.items.length)
+          .map((answer, item) => ({ ...answer, index: item }));
+        nextItem += operation.items.length;
+        results.push({ index, type: 'push', success: true, items: answers });
+        const full = answers.find((answer) => answer.status === 'failed');
+        if (full) {
+          misses.push({
+            index,
+            reason: 'bad_request',
+            error: `operations[${index}].items[${full.index}]: ${QUEUE_FULL}`,
+            alreadyDone: false,
+          });
         }
       } else {
-        const answers = await this.acks.apply(
-          unit,
-          run.operations.map(({ command }) => command),
-          ackRules,
-        );
-        answers.forEach((answer, at) => {
-          const { index } = run.operations[at];
-          results.push({ ...answer, index, type: 'ack' });
-          if (!answer.success) misses.push(ackMiss(index, answer.error!));
-        });
+        const answer = acked[nextAck];
+        nextAck += 1;
+        results.push({ ...answer, index, type: 'ack' });
+        if (!answer.success) misses.push(ackMiss(index, answer.error!));
       }
-    }
+    });
 
     const lost = await this.transactions.lost(tenantId, requiredLeases, liveAtStart, manager);
     const refusal = verdict(results, misses, lost);
@@ -129,25 +135,48 @@ export class TransactionService {
   }
 }
 
-type Run =
-  | { type: 'push'; operations: Array<{ index: number; items: PushItem[] }> }
-  | { type: 'ack'; operations: Array<{ index: number; command: AckCommand }> };
+interface IndexedAck {
+  index: number;
+  command: AckCommand;
+}
 
-/** Consecutive operations of one type, each run one push or one ack statement set, in request order. */
-function runsOf(operations: TransactionOperation[]): Run[] {
-  const runs: Run[] = [];
+/** Every push item, in request order, and every ack with the index of its operation. */
+function split(operations: TransactionOperation[]): { items: PushItem[]; acks: IndexedAck[] } {
+  const items: PushItem[] = [];
+  const acks: IndexedAck[] = [];
   operations.forEach((operation, index) => {
-    const last = runs[runs.length - 1];
     if (operation.type === 'push') {
-      if (last?.type === 'push') last.operations.push({ index, items: operation.items });
-      else runs.push({ type: 'push', operations: [{ index, items: operation.items }] });
-    } else if (last?.type === 'ack') {
-      last.operations.push({ index, command: operation.command });
+      for (const item of operation.items) items.push(item);
     } else {
-      runs.push({ type: 'ack', operations: [{ index, command: operation.command }] });
+      acks.push({ index, command: operation.command });
     }
   });
-  return runs;
+  return { items, acks };
+}
+
+/**
+ * Positions (among the acks) of the acks naming a message that a push earlier in the request stores: one not stored
+ * yet, the first of the request to carry its transactionId in its partition.
+ */
+function pushedBefore(prepared: PreparedPush, operations: TransactionOperation[], acks: IndexedAck[]): Set<number> {
+  const firstStoredBy = new Map<string, number>();
+  let item = 0;
+  operations.forEach((operation, index) => {
+    if (operation.type !== 'push') return;
+    for (const { transactionId } of operation.items) {
+      const key = compositeKey(prepared.partitionIds[item], prepared.transactionIds[item]);
+      item += 1;
+      if (transactionId !== undefined && !prepared.stored.has(key) && !firstStoredBy.has(key)) {
+        firstStoredBy.set(key, index);
+      }
+    }
+  });
+  const positions = new Set<number>();
+  acks.forEach(({ index, command }, position) => {
+    const storedBy = firstStoredBy.get(compositeKey(command.partitionId, command.transactionId));
+    if (storedBy !== undefined && storedBy < index) positions.add(position);
+  });
+  return positions;
 }
 
 function ackMiss(index: number, error: string): Miss {
