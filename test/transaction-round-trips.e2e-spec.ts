@@ -9,8 +9,10 @@ import { TransactionRunner } from '../src/database/transaction-runner';
 import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { UnitOfWork, Writes } from '../src/wakeup/unit-of-work';
 import { REDELIVERY_CHANNEL } from '../src/wakeup/wakeup-channel';
+import { BrokerClient } from './support/broker-client';
+import { cursors, storedCounts } from './support/db-state';
 import { backendPidOf, openSession } from './support/pg-session';
-import { createTestApp, onEmbeddedDatabase } from './support/test-app';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 
 /** Round trips a connection makes: PostgreSQL ends each with one ReadyForQuery. */
 function countRoundTrips(client: PoolClient): { readonly count: number; stop(): void } {
@@ -24,6 +26,19 @@ function countRoundTrips(client: PoolClient): { readonly count: number; stop(): 
     },
     stop: () => void connection.removeListener('readyForQuery', onReady),
   };
+}
+
+/** What `fn` did on the pool's one connection, in round trips. */
+async function roundTripsOn(pool: Pool, fn: () => Promise<unknown>): Promise<number> {
+  const client = await pool.connect();
+  const trips = countRoundTrips(client);
+  client.release();
+  try {
+    await fn().catch(() => undefined);
+    return trips.count;
+  } finally {
+    trips.stop();
+  }
 }
 
 const xidOf = async (manager: EntityManager): Promise<string> =>
@@ -51,18 +66,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     await app.close();
   });
 
-  /** What `fn` did on the pool's one connection, in round trips. */
-  async function roundTripsOf(fn: () => Promise<unknown>): Promise<number> {
-    const client = await pool.connect();
-    const trips = countRoundTrips(client);
-    client.release();
-    try {
-      await fn().catch(() => undefined);
-      return trips.count;
-    } finally {
-      trips.stop();
-    }
-  }
+  const roundTripsOf = (fn: () => Promise<unknown>): Promise<number> => roundTripsOn(pool, fn);
 
   async function backendPid(): Promise<number> {
     const client = await pool.connect();
@@ -365,5 +369,60 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       [queue],
     );
     expect(rows).toEqual([{ lease_id: answer?.body.leaseId }]);
+  });
+});
+
+// Counted on either database: the embedded one sends BEGIN on its own and each statement apart, a fixed number more.
+describe('a transaction’s round trips do not grow with its operations', () => {
+  let app: NestExpressApplication;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    app = await createTestApp({ DB_POOL_SIZE: '1', JWT_ENABLED: 'false' });
+    pool = driverPool(app.get(DataSource))!;
+    await app.get(MaintenanceService).onApplicationShutdown();
+  });
+
+  afterAll(() => app.close());
+
+  it('commits 1,000 alternating pushes and acks of other partitions in as many round trips as 10', async () => {
+    const client = new BrokerClient(app, newTenant());
+    await client.pushMany('in', 600);
+    const pop = await client.popLeased('in', { batch: 600 });
+    expect(pop.messages).toHaveLength(600);
+    // Every output partition already exists, as a pipeline's do once it runs.
+    const seeds = Array.from({ length: 500 }, (_, n) => ({ queue: 'out', partition: `p${n}`, payload: 'seed' }));
+    expect((await client.push(seeds)).status).toBe(201);
+    /** `pairs` of a push to partition p<n> and an ack of the next popped message, from message `from` on. */
+    const alternation = (from: number, pairs: number) =>
+      pop.messages.slice(from, from + pairs).flatMap((message, n) => [
+        { type: 'push', items: [{ queue: 'out', partition: `p${n}`, transactionId: `o-${from + n}`, payload: n }] },
+        {
+          type: 'ack',
+          transactionId: message.transactionId,
+          partitionId: message.partitionId,
+          leaseId: pop.leaseId,
+          leaseEpoch: message.leaseEpoch,
+        },
+      ]);
+    const commit = (operations: unknown[]) =>
+      client.post('/api/v1/transaction', { operations, requiredLeases: [pop.leaseId] }).then((response) => response);
+    // The first prepares the statements on the connection.
+    expect((await commit(alternation(0, 5))).body.success).toBe(true);
+
+    let small: request.Response | undefined;
+    let large: request.Response | undefined;
+    const smallTrips = await roundTripsOn(pool, async () => (small = await commit(alternation(5, 5))));
+    const largeTrips = await roundTripsOn(pool, async () => (large = await commit(alternation(10, 500))));
+
+    expect(small?.body.success).toBe(true);
+    expect(large?.body.success).toBe(true);
+    expect(large?.body.results).toHaveLength(1_000);
+    expect(largeTrips).toBe(smallTrips);
+    expect(smallTrips).toBeLessThanOrEqual(12);
+    expect(await storedCounts(app.get(DataSource), client.tenant)).toMatchObject({ messages: 600 + 500 + 510 });
+    expect(await cursors(app.get(DataSource), client.tenant, 'in')).toMatchObject([
+      { committedOffset: 510, leaseId: pop.leaseId, leaseLive: true },
+    ]);
   });
 });

@@ -4,7 +4,7 @@ import { uuidv7 } from '../src/common/uuid';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient, PopBody, PopMessage } from './support/broker-client';
-import { cursors, expireLeases, sql, tenantSnapshot } from './support/db-state';
+import { cursors, expireLeases, sql, storedCounts, tenantSnapshot } from './support/db-state';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { waitFor, waitForLockWaiter, within } from './support/wait';
@@ -389,6 +389,218 @@ describe('POST /api/v1/transaction', () => {
         requiredLeases: [pop.leaseId],
       });
       expect(retried.body.success).toBe(true);
+    });
+  });
+
+  describe('request order, kept though pushes and acks each run as one batch', () => {
+    const leaseless = { leaseId: undefined, leaseEpoch: undefined };
+
+    it('runs a long alternation of pushes to many partitions and acks, answering each operation in its place', async () => {
+      const pop = await input(40, { batch: 40 });
+      const operations = pop.messages.flatMap((message, n) => [
+        { type: 'push', items: [{ queue: 'out', partition: `p${n}`, transactionId: `o-${n}`, payload: n }] },
+        ackOp(pop, message),
+      ]);
+
+      const { body } = await transact(broker.client, { operations, requiredLeases: [pop.leaseId] });
+
+      expect(body.success).toBe(true);
+      expect(body.results).toHaveLength(80);
+      body.results.forEach((result: { index: number; type: string }, index: number) =>
+        expect([result.index, result.type]).toEqual([index, index % 2 === 0 ? 'push' : 'ack']),
+      );
+      expect(body.results[2].items).toEqual([
+        { index: 0, message_id: expect.any(String), transaction_id: 'o-1', queueName: 'out', status: 'queued' },
+      ]);
+      expect(body.results.filter((result: { leaseReleased?: boolean }) => result.leaseReleased)).toEqual([
+        expect.objectContaining({ index: 79, transactionId: pop.messages[39].transactionId }),
+      ]);
+      expect((await storedCounts(broker.dataSource, broker.client.tenant)).messages).toBe(80);
+      expect(await cursors(broker.dataSource, broker.client.tenant, 'in')).toMatchObject([
+        { committedOffset: 40, leaseId: null },
+      ]);
+    });
+
+    it('names the first operation that fails in a long alternation, and stores nothing of it', async () => {
+      const pop = await input(20, { batch: 20 });
+      const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);
+      const operations = pop.messages.flatMap((message, n) => [
+        { type: 'push', items: [{ queue: 'out', partition: `p${n}`, payload: n }] },
+        n === 6 ? ackOp(pop, message, { transactionId: 'no-such-message' }) : ackOp(pop, message),
+      ]);
+      // A lost lease is reported before any other failure, wherever it stands.
+      operations[31] = ackOp(pop, pop.messages[15], { leaseEpoch: pop.messages[15].leaseEpoch + 1 });
+
+      const { body } = await transact(broker.client, { operations, requiredLeases: [pop.leaseId] });
+
+      expect(body).toMatchObject({
+        success: false,
+        reason: 'lease_lost',
+        error: 'operations[31]: invalid or expired lease',
+      });
+      operations[31] = ackOp(pop, pop.messages[15]);
+      const second = await transact(broker.client, { operations, requiredLeases: [pop.leaseId] });
+      expect(second.body).toEqual({
+        transactionId: expect.any(String),
+        success: false,
+        reason: 'ack_rejected',
+        error: 'operations[13]: message not found in this partition',
+        results: [],
+      });
+      expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
+      expect((await broker.client.extend(pop.leaseId!)).body).toMatchObject({ renewed: 1 });
+    });
+
+    it('refuses an ack of a message the same transaction pushes, as it would be refused one operation at a time', async () => {
+      const pop = await input();
+      const { partitionId } = pop.messages[0];
+      const pushFresh = { type: 'push', items: [{ queue: 'in', transactionId: 'fresh', payload: 'fresh' }] };
+      const ackFresh = (extra: Record<string, unknown>) => ({
+        type: 'ack',
+        transactionId: 'fresh',
+        partitionId,
+        consumerGroup: 'stage',
+        ...extra,
+      });
+      const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);
+
+      const required = [pop.leaseId];
+      const cases = [
+        [
+          [pushFresh, ackFresh({ leaseId: pop.leaseId })],
+          required,
+          'operations[1]: message is not in the batch of this lease',
+        ],
+        [[pushFresh, ackFresh({})], [], 'operations[1]: message has not been delivered to this consumer group'],
+        [
+          [ackFresh({ leaseId: pop.leaseId }), pushFresh],
+          required,
+          'operations[0]: message not found in this partition',
+        ],
+        [
+          [ackOp(pop, pop.messages[0]), pushFresh, pushFresh, ackFresh({})],
+          required,
+          'operations[3]: message has not been delivered to this consumer group',
+        ],
+      ] as const;
+      for (const [operations, requiredLeases, error] of cases) {
+        const { body } = await transact(broker.client, { operations, requiredLeases });
+        expect(body).toMatchObject({ success: false, reason: 'ack_rejected', error });
+      }
+
+      expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
+    });
+
+    it('stores a transactionId pushed twice once, answering the later one duplicate with the first one’s id', async () => {
+      const pop = await input(2);
+
+      const { body } = await transact(broker.client, {
+        operations: [
+          pushOp('out', 'x'),
+          ackOp(pop, pop.messages[0]),
+          {
+            type: 'push',
+            items: [
+              { queue: 'out', transactionId: 'x', payload: 'again' },
+              { queue: 'out', transactionId: 'y', payload: 'y' },
+            ],
+          },
+          ackOp(pop, pop.messages[1]),
+          pushOp('out', 'y'),
+        ],
+        requiredLeases: [pop.leaseId],
+      });
+
+      expect(body.success).toBe(true);
+      const [x] = body.results[0].items;
+      const [again, y] = body.results[2].items;
+      expect(x).toMatchObject({ index: 0, status: 'queued' });
+      expect(again).toEqual({ ...x, status: 'duplicate' });
+      expect(y).toMatchObject({ index: 1, status: 'queued' });
+      expect(body.results[4].items).toEqual([{ ...y, index: 0, status: 'duplicate' }]);
+      expect((await popped('out')).map((message) => [message.transactionId, message.data])).toEqual([
+        ['x', { from: 'x' }],
+        ['y', 'y'],
+      ]);
+    });
+
+    it('refuses an ack whose lease an earlier ack of the same transaction released, naming it', async () => {
+      const pop = await input(2);
+      const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);
+
+      const { body } = await transact(broker.client, {
+        operations: [
+          ackOp(pop, pop.messages[0], { status: 'failed' }),
+          pushOp('out', 'z'),
+          ackOp(pop, pop.messages[1]),
+        ],
+        requiredLeases: [pop.leaseId],
+      });
+
+      expect(body).toMatchObject({
+        success: false,
+        reason: 'lease_lost',
+        error: 'operations[2]: invalid or expired lease',
+      });
+      expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
+      expect((await broker.client.extend(pop.leaseId!)).body).toMatchObject({ renewed: 1 });
+    });
+
+    it('counts a transaction’s failures in one partition as one retry, wherever pushes stand between them, then dead-letters', async () => {
+      await broker.client.configure({ queue: 'in', options: { retryLimit: 2, deadLetterQueue: true } });
+      let pop = await input(2);
+
+      const first = await transact(broker.client, {
+        operations: [
+          ackOp(pop, pop.messages[0], { status: 'failed', ...leaseless }),
+          pushOp('out', 'a'),
+          ackOp(pop, pop.messages[1], { status: 'failed', ...leaseless }),
+        ],
+      });
+      expect(first.body.results.map((result: { dlq?: boolean }) => result.dlq)).toEqual([false, undefined, false]);
+      expect(await cursors(broker.dataSource, broker.client.tenant, 'in')).toMatchObject([
+        { committedOffset: 0, retryCount: 1, leaseId: null },
+      ]);
+
+      pop = await broker.client.popLeased('in', { consumerGroup: 'stage' });
+      const second = await transact(broker.client, {
+        operations: [pushOp('out', 'b'), ackOp(pop, pop.messages[0], { status: 'failed' })],
+      });
+      expect(second.body.results[1]).toMatchObject({ success: true, dlq: false });
+
+      pop = await broker.client.popLeased('in', { consumerGroup: 'stage' });
+      const third = await transact(broker.client, {
+        operations: [ackOp(pop, pop.messages[0], { status: 'failed', error: 'gave up' }), pushOp('out', 'c')],
+      });
+      expect(third.body.results[0]).toMatchObject({ success: true, dlq: true });
+      expect(await cursors(broker.dataSource, broker.client.tenant, 'in')).toMatchObject([
+        { committedOffset: 1, retryCount: 0 },
+      ]);
+      expect((await popped('out')).map((message) => message.transactionId)).toEqual(['a', 'b', 'c']);
+    });
+
+    it('holds a queue’s maxSize against what the transaction leaves in it: its acks free room wherever they stand', async () => {
+      await broker.client.configure({ queue: 'loop', options: { maxSize: 1 } });
+      await broker.client.pushMany('loop', 1);
+      const pop = await broker.client.popLeased('loop');
+
+      const { body } = await transact(broker.client, {
+        operations: [pushOp('loop', 'next'), ackOp(pop, pop.messages[0])],
+        requiredLeases: [pop.leaseId],
+      });
+      expect(body).toMatchObject({ success: true, results: [{ items: [{ status: 'queued' }] }, { success: true }] });
+
+      const next = await broker.client.popLeased('loop');
+      expect(next.messages.map((message) => message.transactionId)).toEqual(['next']);
+      const full = await transact(broker.client, {
+        operations: [pushOp('loop', 'a', 'b'), ackOp(next, next.messages[0])],
+        requiredLeases: [next.leaseId],
+      });
+      expect(full.body).toMatchObject({
+        success: false,
+        reason: 'bad_request',
+        error: 'operations[0].items[1]: queue is full',
+      });
     });
   });
 
