@@ -620,6 +620,10 @@ describe('POST /api/v1/transaction', () => {
         { operations: new Array(3).fill({ type: 'push', items: new Array(4_000).fill({ queue: 'q', payload: 1 }) }) },
         'operations may hold at most 10000 push items in all',
       ],
+      [
+        { operations: new Array(20_001).fill({ type: 'ack' }) },
+        'operations may hold at most 20000 operations (TRANSACTION_MAX_OPERATIONS), each ack and each push item counting one',
+      ],
     ])('answers 400 to %#, and stores nothing', async (body, error) => {
       const response = await broker.client.post('/api/v1/transaction', body);
 
@@ -743,6 +747,70 @@ describe('POST /api/v1/transaction, rate-limited in the write class', () => {
     expect(answers.filter((answer) => answer.status === 200 || answer.status === 201)).toHaveLength(3);
     expect(refused).toHaveLength(3);
     for (const answer of refused) expect(answer.body).toEqual({ error: 'too many requests' });
+  });
+});
+
+describe('POST /api/v1/transaction, capped by TRANSACTION_MAX_OPERATIONS', () => {
+  const broker = useTestBroker({ TRANSACTION_MAX_OPERATIONS: '10' });
+  const CAP_ERROR =
+    'operations may hold at most 10 operations (TRANSACTION_MAX_OPERATIONS), each ack and each push item counting one';
+
+  const items = (count: number, prefix: string) =>
+    Array.from({ length: count }, (_, n) => ({ queue: 'out', transactionId: `${prefix}-${n}`, payload: n }));
+
+  async function leased(): Promise<PopBody> {
+    await broker.client.pushMany('in', 4);
+    return broker.client.popLeased('in', { consumerGroup: 'stage' });
+  }
+
+  it('commits a transaction of exactly the cap: four acks and six push items', async () => {
+    const pop = await leased();
+
+    const { status, body } = await transact(broker.client, {
+      operations: [
+        ...pop.messages.slice(0, 2).map((message) => ackOp(pop, message)),
+        { type: 'push', items: items(6, 'at-cap') },
+        ...pop.messages.slice(2).map((message) => ackOp(pop, message)),
+      ],
+      requiredLeases: [pop.leaseId],
+    });
+
+    expect(status).toBe(200);
+    expect(body.success).toBe(true);
+    expect((await storedCounts(broker.dataSource, broker.client.tenant)).messages).toBe(10);
+  });
+
+  it.each([
+    [
+      'four acks and seven push items',
+      (pop: PopBody) => [...pop.messages.map((m) => ackOp(pop, m)), { type: 'push', items: items(7, 'past') }],
+    ],
+    ['eleven acks', (pop: PopBody) => Array.from({ length: 11 }, (_, n) => ackOp(pop, pop.messages[n % 4]))],
+    ['eleven pushes without items', () => Array.from({ length: 11 }, () => ({ type: 'push', items: [] }))],
+    [
+      'two pushes of six and five items',
+      () => [
+        { type: 'push', items: items(6, 'a') },
+        { type: 'push', items: items(5, 'b') },
+      ],
+    ],
+    [
+      'ten acks and an operation of no known type',
+      (pop: PopBody) => [...Array.from({ length: 10 }, (_, n) => ackOp(pop, pop.messages[n % 4])), { type: 'nack' }],
+    ],
+  ])('refuses one past the cap (%s) with 400 before any database work, and stores nothing', async (_shape, build) => {
+    const pop = await leased();
+    const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);
+
+    const response = await broker.client.post('/api/v1/transaction', {
+      operations: build(pop),
+      requiredLeases: [pop.leaseId],
+    });
+
+    expect(response.status).toBe(400);
+    expect(response.body).toEqual({ error: CAP_ERROR });
+    expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
+    expect((await broker.client.extend(pop.leaseId!)).body).toMatchObject({ renewed: 1 });
   });
 });
 

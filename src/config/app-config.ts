@@ -59,6 +59,8 @@ export interface LimitsConfig {
   popMaxWaitingPerTenant: number;
   /** So other tenants always get a pooled connection. */
   tenantMaxConnections: number;
+  /** A transaction's operations, each ack and each push item counting one. */
+  transactionMaxOperations: number;
   rateLimits: RateLimits;
   quotas: TenantQuotas;
 }

@@ -99,6 +99,7 @@ describe('loadConfig', () => {
       responseMaxBytes: 8 * 1024 ** 2,
       popMaxWaitingPerTenant: 1_000,
       tenantMaxConnections: 8,
+      transactionMaxOperations: 20_000,
       rateLimits: { renew: 1_000, consume: 2_000, produce: 2_000, manage: 500 },
       quotas: { queues: 1_000, partitions: 100_000, consumerGroups: 1_000 },
     });
@@ -114,6 +115,13 @@ describe('loadConfig', () => {
       maxQueueSeriesPerTenant: 100,
     });
     expect(config.log).toEqual({ level: 'info', format: 'json', requests: true });
+  });
+
+  it("reads the cap on a transaction's operations, and refuses 0", () => {
+    expect(loadConfig({ TRANSACTION_MAX_OPERATIONS: '500' }).limits.transactionMaxOperations).toBe(500);
+    expect(() => loadConfig({ TRANSACTION_MAX_OPERATIONS: '0' })).toThrow(
+      /TRANSACTION_MAX_OPERATIONS must be an integer between 1 and 100000/,
+    );
   });
 
   it('reads the observability settings and refuses a short metrics token', () => {

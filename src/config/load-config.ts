@@ -110,6 +110,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
       responseMaxBytes,
       popMaxWaitingPerTenant: reader.int('POP_MAX_WAITING_PER_TENANT', 1_000, 0, 1_000_000),
       tenantMaxConnections: reader.int('DB_TENANT_MAX_CONNECTIONS', tenantDefault, 1, poolSize),
+      // A pop's largest batch acked, and as many outputs pushed: what a pipeline stage does in one transaction.
+      transactionMaxOperations: reader.int('TRANSACTION_MAX_OPERATIONS', 20_000, 1, 100_000),
       rateLimits: {
         renew: reader.int('RATE_LIMIT_RENEW', 1_000, 0, 10_000_000),
         consume: reader.int('RATE_LIMIT_CONSUME', 2_000, 0, 10_000_000),

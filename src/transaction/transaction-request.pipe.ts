@@ -12,11 +12,7 @@ import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { MAX_PUSH_ITEMS, PushItem } from '../push/dto/push-request.dto';
 import { toPushItem } from '../push/push-request.pipe';
-import {
-  MAX_REQUIRED_LEASES,
-  MAX_TRANSACTION_OPERATIONS,
-  TransactionPushOperationDto,
-} from './dto/transaction-request.dto';
+import { MAX_REQUIRED_LEASES, TransactionPushOperationDto } from './dto/transaction-request.dto';
 import { TransactionFailureReason } from './dto/transaction-result.dto';
 
 export type TransactionOperation = { type: 'push'; items: PushItem[] } | { type: 'ack'; command: AckCommand };
@@ -41,9 +37,11 @@ export interface TransactionRequest {
 @Injectable()
 export class TransactionRequestPipe implements PipeTransform<unknown, TransactionRequest> {
   private readonly limits: ValidationLimits;
+  private readonly maxOperations: number;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.limits = { messageMaxBytes: config.limits.messageMaxBytes };
+    this.maxOperations = config.limits.transactionMaxOperations;
   }
 
   transform(body: unknown): TransactionRequest {
@@ -51,8 +49,11 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
     const { operations } = body;
     if (!Array.isArray(operations)) throw invalid('operations must be an array');
     if (operations.length === 0) throw invalid('operations must not be empty');
-    if (operations.length > MAX_TRANSACTION_OPERATIONS) {
-      throw invalid(`operations may hold at most ${MAX_TRANSACTION_OPERATIONS} operations`);
+    if (operations.length > this.maxOperations || sizeOf(operations) > this.maxOperations) {
+      throw invalid(
+        `operations may hold at most ${this.maxOperations} operations (TRANSACTION_MAX_OPERATIONS), ` +
+          'each ack and each push item counting one',
+      );
     }
     const pushItems = operations.reduce<number>(
       (sum, op) => sum + (isPlainObject(op) && Array.isArray(op.items) ? op.items.length : 0),
@@ -89,6 +90,16 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
     }
     return { reason: 'bad_request', error: `${at}.type must be push or ack` };
   }
+}
+
+/** What the cap counts: each push item (a push without items counts one), each ack, each operation of no kind. */
+function sizeOf(operations: unknown[]): number {
+  let size = 0;
+  for (const operation of operations) {
+    const items = isPlainObject(operation) && operation.type === 'push' ? operation.items : undefined;
+    size += Array.isArray(items) ? Math.max(1, items.length) : 1;
+  }
+  return size;
 }
 
 function requiredLeasesOf(value: unknown): string[] {

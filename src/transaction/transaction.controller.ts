@@ -88,6 +88,7 @@ export class TransactionController {
     'The request is not a transaction (nothing is applied); a malformed operation is a rolled-back answer instead',
     'operations must be an array',
     'operations must not be empty',
+    'operations may hold at most 20000 operations (TRANSACTION_MAX_OPERATIONS), each ack and each push item counting one',
     'operations may hold at most 10000 push items in all',
     'requiredLeases must be an array',
   )

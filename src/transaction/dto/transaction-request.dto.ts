@@ -3,7 +3,6 @@ import { AckRequestDto } from '../../ack/dto/ack-request.dto';
 import { MAX_PUSH_ITEMS, PushItemDto } from '../../push/dto/push-request.dto';
 import { IsArrayOf } from '../../common/dto-validation';
 
-export const MAX_TRANSACTION_OPERATIONS = 10_000;
 export const MAX_REQUIRED_LEASES = 1_000;
 
 export class TransactionPushOperationDto {
@@ -28,7 +27,6 @@ export class TransactionRequestDto {
   @ApiProperty({
     type: 'array',
     minItems: 1,
-    maxItems: MAX_TRANSACTION_OPERATIONS,
     items: {
       oneOf: [
         { $ref: getSchemaPath(TransactionPushOperationDto) },
@@ -36,7 +34,9 @@ export class TransactionRequestDto {
       ],
       discriminator: { propertyName: 'type' },
     },
-    description: 'Run in request order in one database transaction: all of them apply, or none',
+    description:
+      'Run in request order in one database transaction: all of them apply, or none. At most ' +
+      'TRANSACTION_MAX_OPERATIONS (20000 by default), each ack and each push item counting one',
     example: [
       {
         type: 'ack',
