@@ -814,6 +814,78 @@ describe('POST /api/v1/transaction, capped by TRANSACTION_MAX_OPERATIONS', () =>
   });
 });
 
+describe("POST /api/v1/transaction, its acks counted against the tenant's RATE_LIMIT_CONSUME", () => {
+  const broker = useTestBroker({ RATE_LIMIT_CONSUME: '3', RATE_LIMIT_PRODUCE: '0' });
+  let clock: jest.SpyInstance | undefined;
+
+  /** Everything that follows counts in one window of the limiter: its clock stands still. */
+  function freezeLimiterClock(): void {
+    const at = Date.now() + 60_000;
+    clock = jest.spyOn(Date, 'now').mockReturnValue(at);
+  }
+
+  afterEach(() => clock?.mockRestore());
+
+  const bogusAck = (partitionId: string) => ({ transactionId: 'no-such-message', partitionId });
+
+  it('refuses a transaction whose acks need more than is left of the second (one per 10000 acks), storing nothing and counting nothing', async () => {
+    await broker.client.pushMany('in', 1);
+    const pop = await broker.client.popLeased('in', { consumerGroup: 'stage' });
+    const { partitionId } = pop.messages[0];
+    const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);
+    freezeLimiterClock();
+
+    // Two of the three: acks of nothing, answered success false.
+    for (let n = 0; n < 2; n += 1) expect((await broker.client.ack(bogusAck(partitionId))).status).toBe(200);
+    const large = await broker.client.post('/api/v1/transaction', {
+      operations: [
+        pushOp('out', 'never'),
+        ...Array.from({ length: 10_001 }, () => ({ type: 'ack', ...bogusAck(partitionId) })),
+      ],
+    });
+
+    expect(large.status).toBe(429);
+    expect(large.body).toEqual({ error: 'too many requests' });
+    expect(Number(large.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
+
+    // The refusal took nothing: the third fits, and then nothing more.
+    const small = await transact(broker.client, {
+      operations: [ackOp(pop, pop.messages[0]), pushOp('out', 'once')],
+      requiredLeases: [pop.leaseId],
+    });
+    expect(small).toMatchObject({ status: 200, body: { success: true } });
+    expect((await broker.client.ack(bogusAck(partitionId))).status).toBe(429);
+    const again = await transact(broker.client, { operations: [{ type: 'ack', ...bogusAck(partitionId) }] });
+    expect(again).toMatchObject({ status: 429, body: { error: 'too many requests' } });
+
+    // Pushes alone take nothing of the consumers' budget.
+    const pushesOnly = await transact(broker.client, { operations: [pushOp('out', 'pushed-only')] });
+    expect(pushesOnly).toMatchObject({ status: 200, body: { success: true } });
+  });
+
+  it('lets a transaction of 10001 acks through once the second is fresh, counting two', async () => {
+    await broker.client.pushMany('in', 1);
+    const pop = await broker.client.popLeased('in', { consumerGroup: 'stage' });
+    const { partitionId } = pop.messages[0];
+    freezeLimiterClock();
+
+    const large = await transact(broker.client, {
+      operations: [
+        ackOp(pop, pop.messages[0]),
+        ...Array.from({ length: 10_000 }, () => ({ type: 'ack', ...bogusAck(partitionId) })),
+      ],
+      requiredLeases: [pop.leaseId],
+    });
+
+    // Past its first ack every one names no message: the whole transaction rolls back, once counted.
+    expect(large).toMatchObject({ status: 200, body: { success: false, reason: 'ack_rejected' } });
+    expect(large.body.error).toBe('operations[1]: message not found in this partition');
+    expect((await broker.client.ack(bogusAck(partitionId))).status).toBe(200);
+    expect((await broker.client.ack(bogusAck(partitionId))).status).toBe(429);
+  });
+});
+
 // PGlite is one process and runs one transaction at a time: a transaction held open by a lock,
 // and NOTIFY between two brokers, exist only on real PostgreSQL.
 (onEmbeddedDatabase ? describe.skip : describe)('a transaction and a poll parked on another broker', () => {

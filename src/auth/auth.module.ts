@@ -5,6 +5,7 @@ import { ThrottlerModule } from '@nestjs/throttler';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { FixedWindowThrottlerStorage } from '../limits/fixed-window.storage';
+import { RATE_WINDOW_MS } from '../limits/route-class.decorator';
 import { TenantThrottlerGuard } from '../limits/tenant-throttler.guard';
 import { AccessGuard } from './access.guard';
 import { JwtStrategy } from './jwt.strategy';
@@ -16,12 +17,12 @@ const reflector = new Reflector();
   imports: [
     PassportModule.register({ session: false }),
     ThrottlerModule.forRootAsync({
-      inject: [APP_CONFIG, BrokerRegistry],
-      useFactory: (config: AppConfig, brokers: BrokerRegistry) => ({
+      inject: [APP_CONFIG, BrokerRegistry, FixedWindowThrottlerStorage],
+      useFactory: (config: AppConfig, brokers: BrokerRegistry, storage: FixedWindowThrottlerStorage) => ({
         throttlers: [
           {
             name: 'default',
-            ttl: 1_000,
+            ttl: RATE_WINDOW_MS,
             // The limits are the deployment's: this process counts its share of them.
             limit: (context) => {
               const limit = TenantThrottlerGuard.limitOf(reflector, config.limits.rateLimits, context);
@@ -29,7 +30,8 @@ const reflector = new Reflector();
             },
           },
         ],
-        storage: new FixedWindowThrottlerStorage(),
+        // Shared with TenantRates, which counts what a request carries beyond itself.
+        storage,
         setHeaders: false,
       }),
     }),

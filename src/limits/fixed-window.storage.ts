@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { ThrottlerStorage } from '@nestjs/throttler';
 
 /** What ThrottlerStorage.increment answers (the package exports the interface, not its record type). */
@@ -8,23 +9,25 @@ interface Window {
   hits: number;
 }
 
+export interface Charge {
+  taken: boolean;
+  /** Seconds until the window ends, at least 1: the Retry-After of a refusal. */
+  secondsLeft: number;
+}
+
 const IDLE_MS = 60_000;
 
 /** The default storage filters a per-hit expiry list on every request: too slow at thousands of renewals a second. */
+@Injectable()
 export class FixedWindowThrottlerStorage implements ThrottlerStorage {
   private readonly windows = new Map<string, Window>();
   private sweptAt = Date.now();
 
   increment(key: string, ttl: number, limit: number): Promise<ThrottlerStorageRecord> {
     const now = Date.now();
-    this.sweep(now);
-    let window = this.windows.get(key);
-    if (!window || now - window.startsAt >= ttl) {
-      window = { startsAt: now, hits: 0 };
-      this.windows.set(key, window);
-    }
+    const window = this.windowOf(key, ttl, now);
     window.hits += 1;
-    const secondsLeft = Math.max(1, Math.ceil((window.startsAt + ttl - now) / 1000));
+    const secondsLeft = secondsLeftOf(window, ttl, now);
     const isBlocked = window.hits > limit;
     return Promise.resolve({
       totalHits: window.hits,
@@ -34,6 +37,29 @@ export class FixedWindowThrottlerStorage implements ThrottlerStorage {
     });
   }
 
+  /**
+   * Several hits at once, taken only if they all fit: a refused charge takes nothing. One larger than the whole limit
+   * counts as the limit, so it passes in a window of its own instead of never.
+   */
+  take(key: string, ttl: number, limit: number, hits: number): Charge {
+    const now = Date.now();
+    const window = this.windowOf(key, ttl, now);
+    const charge = Math.min(hits, limit);
+    const taken = window.hits + charge <= limit;
+    if (taken) window.hits += charge;
+    return { taken, secondsLeft: secondsLeftOf(window, ttl, now) };
+  }
+
+  private windowOf(key: string, ttl: number, now: number): Window {
+    this.sweep(now);
+    let window = this.windows.get(key);
+    if (!window || now - window.startsAt >= ttl) {
+      window = { startsAt: now, hits: 0 };
+      this.windows.set(key, window);
+    }
+    return window;
+  }
+
   private sweep(now: number): void {
     if (now - this.sweptAt < IDLE_MS) return;
     this.sweptAt = now;
@@ -41,4 +67,8 @@ export class FixedWindowThrottlerStorage implements ThrottlerStorage {
       if (now - window.startsAt >= IDLE_MS) this.windows.delete(key);
     }
   }
+}
+
+function secondsLeftOf(window: Window, ttl: number, now: number): number {
+  return Math.max(1, Math.ceil((window.startsAt + ttl - now) / 1000));
 }

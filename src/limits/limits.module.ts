@@ -1,11 +1,13 @@
 import { Global, Module } from '@nestjs/common';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { BrokersRepository } from '../cluster/brokers.repository';
+import { FixedWindowThrottlerStorage } from './fixed-window.storage';
 import { TenantQuotas } from './tenant-quotas';
+import { TenantRates } from './tenant-rates';
 
 @Global()
 @Module({
-  providers: [TenantQuotas, BrokerRegistry, BrokersRepository],
-  exports: [TenantQuotas, BrokerRegistry],
+  providers: [TenantQuotas, BrokerRegistry, BrokersRepository, FixedWindowThrottlerStorage, TenantRates],
+  exports: [TenantQuotas, BrokerRegistry, FixedWindowThrottlerStorage, TenantRates],
 })
 export class LimitsModule {}

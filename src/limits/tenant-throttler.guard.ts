@@ -12,7 +12,7 @@ import {
 import { principalOf, tenantIdOf } from '../auth/principal.decorator';
 import { RetryLaterException } from '../common/retry-later.exception';
 import { APP_CONFIG, AppConfig, RateLimits } from '../config/app-config';
-import { ROUTE_CLASS, RouteClass, TOO_MANY_REQUESTS } from './route-class.decorator';
+import { rateKey, ROUTE_CLASS, RouteClass, TOO_MANY_REQUESTS } from './route-class.decorator';
 
 /** Counts this process's share of deployment-wide limits (BrokerRegistry), after AccessGuard resolved the tenant. */
 @Injectable()
@@ -77,7 +77,7 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
   }
 
   protected override generateKey(context: ExecutionContext, tenantId: string): string {
-    return `${tenantId}\n${this.routeClassOf(context)}`;
+    return rateKey(tenantId, this.routeClassOf(context));
   }
 
   protected override throwThrottlingException(_context: ExecutionContext, detail: ThrottlerLimitDetail): Promise<void> {

@@ -14,7 +14,11 @@ import { TransactionService } from './transaction.service';
 
 @ApiTags('messages')
 @ApiBearerAuth()
-@RateLimited('produce')
+@RateLimited('produce', {
+  when:
+    'its acks need more than is left of RATE_LIMIT_CONSUME this second: they count one per 10000 or fewer, as the ' +
+    'ack batches carrying them would (nothing is applied, and nothing is counted for them)',
+})
 @Controller('api/v1/transaction')
 export class TransactionController {
   constructor(private readonly transactionService: TransactionService) {}

@@ -2,10 +2,11 @@ import { MaintenanceService } from '../maintenance/maintenance.service';
 import { Injectable, Logger } from '@nestjs/common';
 import { QueryFailedError } from 'typeorm';
 import { ALREADY_ACKNOWLEDGED, AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
-import { AckCommand } from '../ack/dto/ack-request.dto';
+import { AckCommand, MAX_ACKS } from '../ack/dto/ack-request.dto';
 import { compositeKey } from '../common/composite-key';
 import { databaseFailureOf } from '../common/database-errors';
 import { uuidv7 } from '../common/uuid';
+import { TenantRates } from '../limits/tenant-rates';
 import { MetricsService } from '../metrics/metrics.service';
 import { PushItem } from '../push/dto/push-request.dto';
 import { PushResultDto } from '../push/dto/push-result.dto';
@@ -38,6 +39,7 @@ export class TransactionService {
     private readonly acks: AckService,
     private readonly transactions: TransactionRepository,
     private readonly metrics: MetricsService,
+    private readonly rates: TenantRates,
   ) {}
 
   /** Commits only if every operation applied and every required lease is held at the end; else nothing is visible. */
@@ -51,6 +53,10 @@ export class TransactionService {
     }
     const transactionId = uuidv7();
     if (request.invalid) return this.refused(transactionId, request.invalid);
+    // The request counted once against RATE_LIMIT_PRODUCE as it arrived, as a push of its items would; its acks count
+    // as the ack batches that would carry them.
+    const acks = request.operations.reduce((count, operation) => count + (operation.type === 'ack' ? 1 : 0), 0);
+    this.rates.charge(tenantId, 'consume', Math.ceil(acks / MAX_ACKS));
     try {
       const results = await this.writes.run(tenantId, (unit) => this.apply(unit, producerSub ?? null, request));
       return { transactionId, success: true, results };
