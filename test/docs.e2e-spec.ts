@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { INSUFFICIENT_PERMISSIONS } from '../src/auth/access.guard';
@@ -128,6 +130,28 @@ describe('OpenAPI documentation', () => {
     }
     expect(push.responses['500'].description).toMatch(/retry it with the same transactionIds/);
     expect(pop.responses['503'].description).toMatch(/shutting down.*Retry-After/);
+  });
+
+  it('bounds each route of the message plane in docs/failures.md, with the 500s its OpenAPI documents', async () => {
+    const { paths } = (await request(app.getHttpServer()).get('/docs-json')).body;
+    const failures = readFileSync(join(__dirname, '..', 'docs', 'failures.md'), 'utf8').split('\n');
+    const routes: Array<[string, string, string]> = [
+      ['post', '/api/v1/push', 'POST /api/v1/push'],
+      ['get', '/api/v1/pop/queue/{queue}', 'GET /api/v1/pop/...'],
+      ['post', '/api/v1/ack/batch', 'POST /api/v1/ack'],
+      ['post', '/api/v1/transaction', 'POST /api/v1/transaction'],
+    ];
+
+    for (const [method, path, row] of routes) {
+      expect(paths[path][method].responses['500'].description).toMatch(/`pool`.*`database timeout`/);
+      const bound = failures.find((line) => line.startsWith(`| \`${row}\``));
+      expect([path, bound]).toEqual([path, expect.stringMatching(/\| `500 pool` or `500 database timeout` \|$/)]);
+    }
+    const api = readFileSync(join(__dirname, '..', 'docs', 'api.md'), 'utf8');
+    const transactions = api.slice(api.indexOf('## Atomic transactions'), api.indexOf('## Queue options'));
+    expect(transactions).toContain('`500 {"error":"pool"}`');
+    expect(transactions).toContain('`500 {"error":"database timeout"}`');
+    expect(transactions).not.toMatch(/database[^.\n]*503/);
   });
 
   it('leaves /health public and undocumented for auth', async () => {
