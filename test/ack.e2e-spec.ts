@@ -101,7 +101,11 @@ describe('POST /api/v1/ack and /api/v1/ack/batch', () => {
       const inFirst = pop.messages.filter((message) => message.partitionId === pop.partitionId);
 
       const firstDone = await broker.client.ackBatch({
-        acknowledgments: inFirst.map((message) => ({ ...message, leaseId: pop.leaseId })),
+        acknowledgments: inFirst.map(({ transactionId, partitionId }) => ({
+          transactionId,
+          partitionId,
+          leaseId: pop.leaseId,
+        })),
       });
 
       expect(firstDone.body.map((result: { leaseReleased: boolean }) => result.leaseReleased)).toEqual([false, true]);

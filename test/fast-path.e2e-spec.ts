@@ -723,10 +723,21 @@ const POP_CASES: PopCase[] = [
     body: '{"x":',
   },
   {
-    name: 'a small JSON body, ignored',
-    status: 200,
+    name: 'a small JSON body with a key, refused by name',
+    status: 400,
     head: (t) => get('/api/v1/pop/queue/fast-pop/partition/p0', `Authorization: Bearer ${t}`, ...json('{"x":1}')),
     body: '{"x":1}',
+  },
+  {
+    name: 'an empty JSON object for a body, ignored',
+    status: 200,
+    head: (t) => get('/api/v1/pop/queue/fast-pop/partition/p0', `Authorization: Bearer ${t}`, ...json('{}')),
+    body: '{}',
+  },
+  {
+    name: 'a misspelt query parameter, refused by name',
+    status: 400,
+    head: (t) => get('/api/v1/pop/queue/fast-pop/partition/p0?bacth=1', `Authorization: Bearer ${t}`),
   },
   { name: 'no token', status: 401, head: () => get('/api/v1/pop/queue/fast-pop') },
   {

@@ -39,7 +39,7 @@ export function tooLarge(bytes: number, max: number, verb: 'is' | 'are' = 'is'):
 }
 
 export function messageOf(property: string, problem: string): string {
-  return problem.startsWith('[') || problem.startsWith('.') ? `${property}${problem}` : `${property} ${problem}`;
+  return /^[[.:]/.test(problem) ? `${property}${problem}` : `${property} ${problem}`;
 }
 
 let limits: ValidationLimits | undefined;

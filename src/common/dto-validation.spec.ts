@@ -4,7 +4,18 @@ import { PopQueryDto } from '../pop/dto/pop-query.dto';
 import { PushItemDto, PushRequestDto } from '../push/dto/push-request.dto';
 import { ConfigureRequestDto } from '../queues/dto/configure-request.dto';
 import { withValidationLimits } from './contract-validators';
-import { compileDtoCheck, firstMessage, instantiate, validateBody, validateQuery } from './dto-validation';
+import {
+  AcceptsKey,
+  compileDtoCheck,
+  firstMessage,
+  IgnoresKeys,
+  instantiate,
+  IsObjectOf,
+  unknownKeysProblem,
+  validateBody,
+  validateQuery,
+} from './dto-validation';
+import { IsName } from './contract-validators';
 
 const LIMITS = { messageMaxBytes: 64 };
 const UUID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
@@ -186,6 +197,76 @@ describe('DTO validation', () => {
 
       expect(error).toBeInstanceOf(BadRequestException);
       expect(error.getResponse()).toEqual({ error: message });
+    });
+  });
+
+  describe('unknown keys', () => {
+    class Inner {
+      @IsName()
+      name: string;
+    }
+
+    @IgnoresKeys('legacy')
+    class Outer {
+      @AcceptsKey()
+      kind: string;
+
+      @IsObjectOf(() => Inner)
+      inner?: Inner;
+    }
+
+    @IgnoresKeys('older')
+    class Later extends Outer {}
+
+    it('accepts declared keys, keys taken without a rule and ignored ones, along the class chain', () => {
+      expect(unknownKeysProblem(Later, { kind: 'x', inner: { name: 'n' }, legacy: 1, older: 2 })).toBeUndefined();
+      expect(validateBody(Later, { kind: 'x', legacy: 1 })).toEqual(Object.assign(new Later(), { kind: 'x' }));
+    });
+
+    it('names an unknown key with the declared one it is likely meant to be, never an ignored one', () => {
+      expect(unknownKeysProblem(Outer, { knid: 'x' })).toBe('unknown key "knid"; did you mean "kind"?');
+      expect(unknownKeysProblem(Outer, { legac: 1 })).toBe('unknown key "legac"');
+      expect(thrown(() => validateBody(Outer, { kind: 'x', inner: { nmae: 'n' } })).getResponse()).toEqual({
+        error: 'inner: unknown key "nmae"; did you mean "name"?',
+      });
+    });
+
+    it('names three keys at most, each cut to 40 characters, however many and however long', () => {
+      const long = 'y'.repeat(100_000);
+      expect(unknownKeysProblem(Outer, { a: 1, [long]: 2, knd: 3, d: 4, e: 5 })).toBe(
+        `unknown keys "a", "${'y'.repeat(40)}...", "knd" (did you mean "kind"?) and 2 more`,
+      );
+    });
+
+    it('refuses unknown keys before judging the known ones, at every depth of a push and an ack batch', () => {
+      expect(thrown(() => validateBody(PushRequestDto, { item: [] }, LIMITS)).getResponse()).toEqual({
+        error: 'unknown key "item"; did you mean "items"?',
+      });
+      expect(
+        thrown(() =>
+          validateBody(
+            PushRequestDto,
+            {
+              items: [
+                { queue: 'q', payload: 1 },
+                { queue: '', Payload: 1 },
+              ],
+            },
+            LIMITS,
+          ),
+        ).getResponse(),
+      ).toEqual({ error: 'items[1]: unknown key "Payload"; did you mean "payload"?' });
+      expect(
+        thrown(() =>
+          validateBody(AckBatchRequestDto, { acknowledgments: [{ transactionId: 't', partitionId: UUID, lease: 1 }] }),
+        ).getResponse(),
+      ).toEqual({ error: 'acknowledgments[0]: unknown key "lease"; did you mean "leaseId"?' });
+    });
+
+    it('calls what a query string holds a query parameter', () => {
+      expect(thrown(() => validateQuery(PopQueryDto, { bacth: '1' })).getResponse()).toEqual({
+        error: 'unknown query parameter "bacth"; did you mean "batch"?',
+      });
     });
   });
 });

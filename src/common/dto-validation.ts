@@ -1,6 +1,7 @@
 import { BadRequestException, HttpException, PayloadTooLargeException, PipeTransform } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import type { ValidationArguments } from 'class-validator';
+import { Allow } from 'class-validator/cjs/decorator/common/Allow';
 import { getMetadataStorage } from 'class-validator/cjs/metadata/MetadataStorage';
 import { ValidationTypes } from 'class-validator/cjs/validation/ValidationTypes';
 import { Validator } from 'class-validator/cjs/validation/Validator';
@@ -13,6 +14,7 @@ import {
   withValidationLimits,
 } from './contract-validators';
 import { isStorableBody } from '../http/request-body';
+import { unknownKeysOf, unknownKeysText } from './unknown-keys';
 
 type DtoClass<T = object> = new () => T;
 
@@ -34,10 +36,60 @@ export function declaredProperties(type: DtoClass): string[] {
   return properties;
 }
 
+/** A key the DTO takes without a rule of its own (a discriminator, a list the pipe reads itself). */
+export const AcceptsKey = (): PropertyDecorator => Allow();
+
+const ignoredKeys = new WeakMap<object, readonly string[]>();
+
+/** Keys a request may carry that the broker does not read (what Queen's clients send and Leasehold has no use for). */
+export function IgnoresKeys(...keys: string[]): ClassDecorator {
+  return (target) => {
+    ignoredKeys.set(target, keys);
+  };
+}
+
+/** Inherited along the class chain, as the properties are. */
+export function ignoredKeysOf(type: DtoClass): string[] {
+  const keys: string[] = [];
+  let klass: object | null = type;
+  while (klass !== null && klass !== Function.prototype) {
+    keys.push(...(ignoredKeys.get(klass) ?? []));
+    klass = Object.getPrototypeOf(klass) as object | null;
+  }
+  return keys;
+}
+
+interface KeyRules {
+  accepted: ReadonlySet<string>;
+  /** What a misspelt key is matched against: the keys the broker reads. */
+  read: readonly string[];
+}
+
+const keyRules = new WeakMap<DtoClass, KeyRules>();
+
+function keyRulesOf(type: DtoClass): KeyRules {
+  let rules = keyRules.get(type);
+  if (!rules) {
+    const read = declaredProperties(type);
+    rules = { accepted: new Set([...read, ...ignoredKeysOf(type)]), read };
+    keyRules.set(type, rules);
+  }
+  return rules;
+}
+
+/** A key the DTO neither declares nor ignores is refused by name: a typo must not leave a setting silently unset. */
+export function unknownKeysProblem(type: DtoClass, plain: object, noun = 'key'): string | undefined {
+  const { accepted, read } = keyRulesOf(type);
+  const unknown = unknownKeysOf(plain, accepted);
+  return unknown && unknownKeysText(unknown, read, noun);
+}
+
 const validator = new Validator();
 
 export function firstMessage(instance: object): string | undefined {
   const [error] = validator.validateSync(instance, {
+    // A DTO may declare no rule at all (NoQueryParameters): its keys were checked already.
+    forbidUnknownValues: false,
     stopAtFirstError: true,
     validationError: { target: false, value: false },
   });
@@ -56,6 +108,8 @@ export function instantiate<T extends object>(type: DtoClass<T>, plain: Record<s
 
 export function validateBody<T extends object>(type: DtoClass<T>, body: unknown, limits?: ValidationLimits): T {
   if (!isPlainObject(body)) throw contractException('request body must be a JSON object');
+  const unknown = unknownKeysProblem(type, body);
+  if (unknown !== undefined) throw contractException(unknown);
   const instance = instantiate(type, body);
   const given = limits && isStorableBody(body) ? { ...limits, storableBody: true } : limits;
   const message = withValidationLimits(given, () => firstMessage(instance));
@@ -64,11 +118,17 @@ export function validateBody<T extends object>(type: DtoClass<T>, body: unknown,
 }
 
 export function validateQuery<T extends object>(type: DtoClass<T>, query: unknown): T {
-  const instance = plainToInstance(type, isPlainObject(query) ? query : {});
+  const given = isPlainObject(query) ? query : {};
+  const unknown = unknownKeysProblem(type, given, 'query parameter');
+  if (unknown !== undefined) throw contractException(unknown);
+  const instance = plainToInstance(type, given);
   const message = firstMessage(instance);
   if (message !== undefined) throw contractException(message);
   return instance;
 }
+
+/** For a route that deletes and takes no query parameter: one mistaken for a filter would widen what goes. */
+export class NoQueryParameters {}
 
 export class QueryDtoPipe<T extends object> implements PipeTransform<unknown, T> {
   constructor(private readonly type: DtoClass<T>) {}
@@ -120,10 +180,13 @@ export function IsArrayOf(item: () => DtoClass, options: { max: number; noun: st
   return contractRule('isArrayOf', (value) => {
     if (!Array.isArray(value)) return 'must be an array';
     if (value.length > options.max) return `may hold at most ${options.max} ${options.noun}`;
-    const check = compileDtoCheck(item());
+    const type = item();
+    const check = compileDtoCheck(type);
     for (let index = 0; index < value.length; index += 1) {
       const element: unknown = value[index];
       if (!isPlainObject(element)) return `[${index}] must be a JSON object`;
+      const unknown = unknownKeysProblem(type, element);
+      if (unknown !== undefined) return `[${index}]: ${unknown}`;
       const message = check(element);
       if (message !== undefined) return `[${index}].${message}`;
     }
@@ -138,8 +201,13 @@ export function IsObjectOf(
   return contractRule('isObjectOf', (value) => {
     if (value === undefined || value === null) return undefined;
     if (!isPlainObject(value)) return 'must be a JSON object';
-    const problem = options.rest?.(undeclaredEntries(type(), value));
-    if (problem !== undefined) return problem;
+    if (options.rest) {
+      const problem = options.rest(undeclaredEntries(type(), value));
+      if (problem !== undefined) return problem;
+    } else {
+      const unknown = unknownKeysProblem(type(), value);
+      if (unknown !== undefined) return `: ${unknown}`;
+    }
     const message = firstMessage(instantiate(type(), value));
     return message === undefined ? undefined : `.${message}`;
   });

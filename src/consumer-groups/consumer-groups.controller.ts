@@ -13,6 +13,7 @@ import { ConsumerGroupsService, SeekTarget } from './consumer-groups.service';
 import {
   ConsumerGroupDetailQueryDto,
   ConsumerGroupListQueryDto,
+  DeleteConsumerGroupQueryDto,
   LaggingQueryDto,
 } from './dto/consumer-group-query.dto';
 import {
@@ -112,12 +113,14 @@ export class ConsumerGroupsController {
       '0). The next pop by that name starts afresh by its subscriptionMode. Idempotent: an unknown group answers ' +
       'deletedPartitions 0.',
   })
+  @ApiQuery({ type: DeleteConsumerGroupQueryDto })
   @ApiOkResponse({ type: DeleteConsumerGroupResponseDto })
   @ApiErrorResponse(400, 'Invalid group name', 'consumerGroup must not contain control characters')
   @ApiDatabaseErrors('The group may or may not have been forgotten; delete is idempotent: send it again.')
   deleteEverywhere(
     @TenantId() tenantId: string,
     @Param('group', GROUP) group: string,
+    @Query(new QueryDtoPipe(DeleteConsumerGroupQueryDto)) _query: DeleteConsumerGroupQueryDto,
   ): Promise<DeleteConsumerGroupResponseDto> {
     return this.service.delete(tenantId, group, undefined);
   }
@@ -129,6 +132,7 @@ export class ConsumerGroupsController {
     summary: "Forget a group's position on one queue",
     description: 'As the delete on every queue, limited to this one; an unknown queue or group answers 0.',
   })
+  @ApiQuery({ type: DeleteConsumerGroupQueryDto })
   @ApiOkResponse({ type: DeleteConsumerGroupResponseDto })
   @ApiErrorResponse(400, 'Invalid group or queue name', 'queue must be 1 to 255 characters long')
   @ApiDatabaseErrors('The group may or may not have been forgotten; delete is idempotent: send it again.')
@@ -136,6 +140,7 @@ export class ConsumerGroupsController {
     @TenantId() tenantId: string,
     @Param('group', GROUP) group: string,
     @Param('queue', QUEUE) queue: string,
+    @Query(new QueryDtoPipe(DeleteConsumerGroupQueryDto)) _query: DeleteConsumerGroupQueryDto,
   ): Promise<DeleteConsumerGroupResponseDto> {
     return this.service.delete(tenantId, group, queue);
   }

@@ -16,7 +16,7 @@ import { from, Observable, switchMap } from 'rxjs';
 import { JSON_MAX_DEPTH } from '../common/input';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { BODY_LIMIT_KEY, BodyLimit, bodyLimitBytes } from './body-limit.decorator';
-import { BodyAbortedError, BodyLimits, parseJsonBody, readBody } from './request-body';
+import { assertNoBody, BodyAbortedError, BodyLimits, parseJsonBody, readBody } from './request-body';
 
 const OWN_BODY = 'leasehold:own-body';
 
@@ -46,8 +46,10 @@ export class RequestBodyInterceptor implements NestInterceptor {
     if (request.body !== undefined || !hasBody(request)) return next.handle();
     const handler = context.getHandler();
     if (readsOwnBody(handler)) return next.handle();
-    const limit = bodyLimitBytes(this.reflector.get<BodyLimit | undefined>(BODY_LIMIT_KEY, handler), this.limits.limit);
+    const declared = this.reflector.get<BodyLimit | undefined>(BODY_LIMIT_KEY, handler);
+    const limit = bodyLimitBytes(declared, this.limits.limit);
     const read = readJsonBody(request, { ...this.limits, limit }).then((body) => {
+      if (declared === undefined) assertNoBody(body);
       request.body = body;
     });
     return from(read).pipe(switchMap(() => next.handle()));
@@ -78,8 +80,15 @@ export const RawRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransfo
 export const JsonRequestBody = (...pipes: Array<Type<PipeTransform> | PipeTransform>): ParameterDecorator =>
   RequestBodySource(JsonBodyPipe, ...pipes);
 
-/** Goes with @ReadsOwnBody(): a body is still bounded and parsed, so a large or malformed one is refused alike. */
-export const IgnoredRequestBody = (): ParameterDecorator => RequestBodySource(JsonBodyPipe);
+class NoBodyPipe implements PipeTransform<unknown, undefined> {
+  transform(body: unknown): undefined {
+    assertNoBody(body);
+    return undefined;
+  }
+}
+
+/** Goes with @ReadsOwnBody() on a route without a body: one is still bounded and parsed, and refused as elsewhere. */
+export const NoRequestBody = (): ParameterDecorator => RequestBodySource(JsonBodyPipe, new NoBodyPipe());
 
 @Injectable()
 export class JsonBodyPipe implements PipeTransform<BodySource, Promise<unknown>> {

@@ -3,8 +3,10 @@ import { Transform, TransformCallback } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { BadRequestException, HttpException, HttpStatus, PayloadTooLargeException } from '@nestjs/common';
 import getRawBody from 'raw-body';
+import { isPlainObject } from '../common/contract-validators';
 import { JSON_MAX_DEPTH } from '../common/input';
 import { JsonTextShape, measureJsonText } from '../common/json-text';
+import { unknownKeysOf, unknownKeysText } from '../common/unknown-keys';
 
 export interface BodyLimits {
   /** Counted after inflation. */
@@ -61,6 +63,17 @@ export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
   }
   if (isStorable(shape) && typeof parsed === 'object' && parsed !== null) storableBodies.add(parsed);
   return parsed;
+}
+
+const NO_KEYS: ReadonlySet<string> = new Set();
+
+/** A route without a body says everything in its path and query: what a body would say is refused, not ignored. */
+export function assertNoBody(body: unknown): void {
+  if (body === undefined || body === null) return;
+  const unknown = isPlainObject(body) ? unknownKeysOf(body, NO_KEYS) : undefined;
+  if (isPlainObject(body) && unknown === undefined) return;
+  const named = unknown === undefined ? '' : `: ${unknownKeysText(unknown, [])}`;
+  throw new BadRequestException({ error: `this route takes no request body${named}` });
 }
 
 /** Parsed bodies whose text was measured storable by jsonb throughout, so every value in them is. */

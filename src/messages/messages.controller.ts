@@ -16,14 +16,16 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
-import { contractException, QueryDtoPipe } from '../common/dto-validation';
+import { contractException, NoQueryParameters, QueryDtoPipe } from '../common/dto-validation';
 import { JsonText } from '../common/json-text';
-import { NamePipe, OptionalNamePipe } from '../common/name.pipe';
+import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { isUuid } from '../common/uuid';
 import { RateLimited } from '../limits/route-class.decorator';
 import {
+  ClearQueryDto,
   ClearQueueResponseDto,
+  ConsumerGroupQueryDto,
   DeleteMessageResponseDto,
   MessageDetailDto,
   MessageListQueryDto,
@@ -116,6 +118,7 @@ export class MessagesController {
     @TenantId() tenantId: string,
     @Param('partitionId', PartitionIdPipe) partitionId: string,
     @Param('transactionId', TRANSACTION_ID) transactionId: string,
+    @Query(new QueryDtoPipe(NoQueryParameters)) _query: NoQueryParameters,
   ): Promise<DeleteMessageResponseDto> {
     return this.service.delete(tenantId, partitionId, transactionId);
   }
@@ -130,7 +133,7 @@ export class MessagesController {
       'of the queue gets it, and a parked poll wakes for it) and removes the dead letters, of consumerGroup ' +
       'only when given, in the same transaction. Once: a second retry finds no dead letter (404).',
   })
-  @ApiQuery({ name: 'consumerGroup', required: false, description: "Only this group's dead letter" })
+  @ApiQuery({ type: ConsumerGroupQueryDto })
   @ApiOkResponse({ type: RetryMessageResponseDto })
   @ApiErrorResponse(400, 'Invalid partition id', 'partitionId must be a UUID')
   @ApiErrorResponse(404, 'No dead letter of this message in this tenant', 'dead letter not found')
@@ -140,7 +143,7 @@ export class MessagesController {
     @TenantId() tenantId: string,
     @Param('partitionId', PartitionIdPipe) partitionId: string,
     @Param('transactionId', TRANSACTION_ID) transactionId: string,
-    @Query('consumerGroup', new OptionalNamePipe('consumerGroup')) consumerGroup: string | undefined,
+    @Query(new QueryDtoPipe(ConsumerGroupQueryDto)) { consumerGroup }: ConsumerGroupQueryDto,
   ): Promise<RetryMessageResponseDto> {
     return this.service.retry(tenantId, partitionId, transactionId, consumerGroup);
   }
@@ -155,7 +158,7 @@ export class MessagesController {
       'consumerGroup (queue mode by default), with errorMessage "moved to the dead-letter queue by an operator", ' +
       'in one transaction. Refused with 409 while a live lease covers it. Retry brings it back.',
   })
-  @ApiQuery({ name: 'consumerGroup', required: false, description: 'The group whose dead letter it becomes' })
+  @ApiQuery({ type: ConsumerGroupQueryDto })
   @ApiOkResponse({ type: MoveToDeadLettersResponseDto })
   @ApiErrorResponse(400, 'Invalid partition id', 'partitionId must be a UUID')
   @ApiErrorResponse(404, 'No such message in this partition of this tenant', 'message not found')
@@ -165,7 +168,7 @@ export class MessagesController {
     @TenantId() tenantId: string,
     @Param('partitionId', PartitionIdPipe) partitionId: string,
     @Param('transactionId', TRANSACTION_ID) transactionId: string,
-    @Query('consumerGroup', new OptionalNamePipe('consumerGroup')) consumerGroup: string | undefined,
+    @Query(new QueryDtoPipe(ConsumerGroupQueryDto)) { consumerGroup }: ConsumerGroupQueryDto,
   ): Promise<MoveToDeadLettersResponseDto> {
     return this.service.moveToDeadLetters(tenantId, partitionId, transactionId, consumerGroup);
   }
@@ -181,7 +184,7 @@ export class MessagesController {
       'statement: a queue too large to clear within DB_STATEMENT_TIMEOUT_MS is left as it was (seek its groups ' +
       'to the end instead, and let retention delete).',
   })
-  @ApiQuery({ name: 'partition', required: false, description: 'Only this partition' })
+  @ApiQuery({ type: ClearQueryDto })
   @ApiOkResponse({ type: ClearQueueResponseDto })
   @ApiErrorResponse(400, 'Invalid queue or partition name', 'queue must be 1 to 255 characters long')
   @ApiErrorResponse(404, 'No such queue or partition in this tenant', 'queue not found', 'partition not found')
@@ -189,7 +192,7 @@ export class MessagesController {
   clear(
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
-    @Query('partition', new OptionalNamePipe('partition')) partition: string | undefined,
+    @Query(new QueryDtoPipe(ClearQueryDto)) { partition }: ClearQueryDto,
   ): Promise<ClearQueueResponseDto> {
     return this.service.clear(tenantId, queue, partition);
   }

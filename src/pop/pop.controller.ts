@@ -17,7 +17,7 @@ import { JsonText } from '../common/json-text';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
-import { IgnoredRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
+import { NoRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { PopQueryDto } from './dto/pop-query.dto';
 import { PopResponseDto } from './dto/pop-response.dto';
@@ -87,7 +87,7 @@ export class PopController {
     @Param('queue', new NamePipe('queue')) queue: string,
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: AbortSignal,
-    @IgnoredRequestBody() _body: unknown,
+    @NoRequestBody() _body: unknown,
   ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, undefined, options, signal);
   }
@@ -104,7 +104,7 @@ export class PopController {
     @Param('partition', new NamePipe('partition')) partition: string,
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: AbortSignal,
-    @IgnoredRequestBody() _body: unknown,
+    @NoRequestBody() _body: unknown,
   ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, partition, options, signal);
   }

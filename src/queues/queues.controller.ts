@@ -5,7 +5,7 @@ import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
-import { QueryDtoPipe } from '../common/dto-validation';
+import { NoQueryParameters, QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
 import { LeaseListDto, LeaseListQueryDto } from './dto/lease-list.dto';
 import { RateLimited } from '../limits/route-class.decorator';
@@ -145,6 +145,7 @@ export class QueuesController {
   delete(
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
+    @Query(new QueryDtoPipe(NoQueryParameters)) _query: NoQueryParameters,
   ): Promise<DeleteQueueResponseDto> {
     return this.queuesService.delete(tenantId, queue);
   }

@@ -1,18 +1,23 @@
 import { BadRequestException, Inject, Injectable, PipeTransform } from '@nestjs/common';
 import { toCommand } from '../ack/ack-request.pipe';
-import { AckCommand, AckRequestDto } from '../ack/dto/ack-request.dto';
+import { AckCommand } from '../ack/dto/ack-request.dto';
 import {
   isPlainObject,
   isTooLargeMessage,
   ValidationLimits,
   withValidationLimits,
 } from '../common/contract-validators';
-import { contractException, firstMessage, instantiate } from '../common/dto-validation';
+import { contractException, firstMessage, instantiate, unknownKeysProblem } from '../common/dto-validation';
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { MAX_PUSH_ITEMS, PushItem } from '../push/dto/push-request.dto';
 import { toPushItem } from '../push/push-request.pipe';
-import { MAX_REQUIRED_LEASES, TransactionPushOperationDto } from './dto/transaction-request.dto';
+import {
+  MAX_REQUIRED_LEASES,
+  TransactionAckOperationDto,
+  TransactionPushOperationDto,
+  TransactionRequestDto,
+} from './dto/transaction-request.dto';
 import { TransactionFailureReason } from './dto/transaction-result.dto';
 
 export type TransactionOperation = { type: 'push'; items: PushItem[] } | { type: 'ack'; command: AckCommand };
@@ -24,7 +29,7 @@ export interface TransactionRefusal {
 
 export interface TransactionRequest {
   operations: TransactionOperation[];
-  /** Lower-cased; a text that is no UUID is kept, as a lease that does not exist. */
+  /** As sent, in order (an error names one by its index), lower-cased; a text that is no UUID is kept, as a lease that does not exist. */
   requiredLeases: string[];
   /** The first operation that cannot apply, found before anything is written. */
   invalid?: TransactionRefusal;
@@ -46,6 +51,8 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
 
   transform(body: unknown): TransactionRequest {
     if (!isPlainObject(body)) throw contractException('request body must be a JSON object');
+    const unknown = unknownKeysProblem(TransactionRequestDto, body);
+    if (unknown !== undefined) throw contractException(unknown);
     const { operations } = body;
     if (!Array.isArray(operations)) throw invalid('operations must be an array');
     if (operations.length === 0) throw invalid('operations must not be empty');
@@ -74,6 +81,8 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
   private operation(operation: unknown, at: string): TransactionOperation | TransactionRefusal {
     if (!isPlainObject(operation)) return { reason: 'bad_request', error: `${at} must be a JSON object` };
     if (operation.type === 'push') {
+      const unknown = unknownKeysProblem(TransactionPushOperationDto, operation);
+      if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
       const push = instantiate(TransactionPushOperationDto, operation);
       const storedJson = new Map<object, string>();
       const message = withValidationLimits({ ...this.limits, storedJson }, () => firstMessage(push));
@@ -83,7 +92,9 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
       return { type: 'push', items: push.items.map((item) => toPushItem(item, storedJson)) };
     }
     if (operation.type === 'ack') {
-      const ack = instantiate(AckRequestDto, operation);
+      const unknown = unknownKeysProblem(TransactionAckOperationDto, operation);
+      if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
+      const ack = instantiate(TransactionAckOperationDto, operation);
       const message = firstMessage(ack);
       if (message !== undefined) return { reason: 'bad_request', error: `${at}.${message}` };
       return { type: 'ack', command: toCommand(ack, undefined) };
@@ -107,14 +118,10 @@ function requiredLeasesOf(value: unknown): string[] {
   if (!Array.isArray(value)) throw invalid('requiredLeases must be an array');
   if (value.length > MAX_REQUIRED_LEASES)
     throw invalid(`requiredLeases may hold at most ${MAX_REQUIRED_LEASES} leases`);
-  return [
-    ...new Set(
-      value.map((lease: unknown, index) => {
-        if (typeof lease !== 'string') throw invalid(`requiredLeases[${index}] must be a string`);
-        return isUuid(lease) ? lease.toLowerCase() : lease;
-      }),
-    ),
-  ];
+  return value.map((lease: unknown, index) => {
+    if (typeof lease !== 'string') throw invalid(`requiredLeases[${index}] must be a string`);
+    return isUuid(lease) ? lease.toLowerCase() : lease;
+  });
 }
 
 function invalid(error: string): BadRequestException {

@@ -1,5 +1,11 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIntegerBetween, IsName, ToQueryInteger } from '../../common/contract-validators';
+import {
+  contractRule,
+  IsIntegerBetween,
+  IsName,
+  ToQueryBoolean,
+  ToQueryInteger,
+} from '../../common/contract-validators';
 import { INT32_MAX } from '../../common/input';
 
 export const GROUP_LIST_MAX = 1_000;
@@ -44,4 +50,17 @@ export class ConsumerGroupDetailQueryDto {
   @ApiPropertyOptional({ type: String, description: 'Only this queue' })
   @IsName({ optional: true, inQuery: true })
   queue?: string;
+}
+
+export class DeleteConsumerGroupQueryDto {
+  @ApiPropertyOptional({
+    type: 'boolean',
+    default: true,
+    description: "Sent by Queen's clients. Only true: a deleted group's starting point always goes with its cursors",
+  })
+  @ToQueryBoolean()
+  @contractRule('isDeleteMetadata', (value) =>
+    value === undefined || value === true ? undefined : "must be true: a group's starting point is deleted with it",
+  )
+  deleteMetadata?: true;
 }

@@ -1,7 +1,10 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIntegerBetween, IsName, ToQueryInteger } from '../../common/contract-validators';
+import { IgnoresKeys } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
 
+/** Queen's client sends these filters of its own broker's listing; this one does not filter by them (docs/api.md). */
+@IgnoresKeys('partition', 'from', 'to')
 export class DlqQueryDto {
   @ApiPropertyOptional({ type: String, description: 'Only this queue (404 when unknown)' })
   @IsName({ optional: true, inQuery: true })

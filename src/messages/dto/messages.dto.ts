@@ -61,6 +61,18 @@ export class MessageListQueryDto {
   after?: string;
 }
 
+export class ConsumerGroupQueryDto {
+  @ApiPropertyOptional({ type: String, description: 'Only this consumer group' })
+  @IsName({ optional: true, inQuery: true })
+  consumerGroup?: string;
+}
+
+export class ClearQueryDto {
+  @ApiPropertyOptional({ type: String, description: 'Only this partition' })
+  @IsName({ optional: true, inQuery: true })
+  partition?: string;
+}
+
 export class ListedMessageDto extends MessageDto {
   @ApiProperty({ enum: MESSAGE_STATUSES, description: 'For consumerGroup: dead_letter, completed, leased or pending' })
   status: string;

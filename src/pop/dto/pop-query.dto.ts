@@ -10,6 +10,7 @@ import {
   ToQueryInteger,
   zonedTimestamp,
 } from '../../common/contract-validators';
+import { IgnoresKeys } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
 import { QUEUE_MODE_GROUP } from '../../common/queue-mode';
 
@@ -29,6 +30,11 @@ export function isNow(value: unknown): boolean {
   return typeof value === 'string' && value.toLowerCase() === 'now';
 }
 
+/**
+ * Queen's clients send namespace and task on a queue pop too (a discovery pop reads them), and autopilot=true to let
+ * the broker size a batch they leave out, which is what leaving it out does here.
+ */
+@IgnoresKeys('namespace', 'task', 'autopilot')
 export class PopQueryDto {
   @ApiPropertyOptional({
     type: 'integer',

@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsName, IsStoredJson } from '../../common/contract-validators';
-import { IsArrayOf } from '../../common/dto-validation';
+import { IgnoresKeys, IsArrayOf } from '../../common/dto-validation';
 
 export const DEFAULT_PARTITION = 'Default';
 export const MAX_PUSH_ITEMS = 10_000;
@@ -14,6 +14,8 @@ export interface PushItem {
   traceId: string | undefined;
 }
 
+/** Queen's server takes a payload as `data` too; here it is `payload`, required, and `data` is not read. */
+@IgnoresKeys('data')
 export class PushItemDto {
   @ApiProperty({ description: 'Queue name (1-255 characters, no control characters); created on first push' })
   @IsName()

@@ -7,8 +7,9 @@ import {
   nameProblem,
   Problem,
 } from '../../common/contract-validators';
-import { IsObjectOf } from '../../common/dto-validation';
+import { declaredProperties, IsObjectOf } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
+import { KEY_TOLERANCE, nearMiss } from '../../common/near-miss';
 import { QueueSettings } from '../queues.repository';
 
 export const CONFIGURE_BODY_MAX_BYTES = 256 * 1024;
@@ -163,9 +164,9 @@ const PRINTABLE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 function unsupportedOptionProblem(undeclared: Record<string, unknown>): Problem {
   for (const [name, value] of Object.entries(undeclared)) {
     if (!Object.hasOwn(DEFAULT_ONLY_OPTIONS, name)) {
-      return PRINTABLE_NAME.test(name)
-        ? `.${name} is not a supported option`
-        : 'contain an option name that is not supported';
+      if (!PRINTABLE_NAME.test(name)) return 'contain an option name that is not supported';
+      const guess = nearMiss(name, declaredProperties(QueueOptionsDto), KEY_TOLERANCE);
+      return `.${name} is not a supported option${guess === undefined ? '' : `; did you mean "${guess}"?`}`;
     }
     const accepted = DEFAULT_ONLY_OPTIONS[name];
     if (value !== null && value !== accepted) {

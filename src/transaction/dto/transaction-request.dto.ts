@@ -1,12 +1,13 @@
 import { ApiExtraModels, ApiProperty, ApiPropertyOptional, getSchemaPath } from '@nestjs/swagger';
 import { AckRequestDto } from '../../ack/dto/ack-request.dto';
 import { MAX_PUSH_ITEMS, PushItemDto } from '../../push/dto/push-request.dto';
-import { IsArrayOf } from '../../common/dto-validation';
+import { AcceptsKey, IsArrayOf } from '../../common/dto-validation';
 
 export const MAX_REQUIRED_LEASES = 1_000;
 
 export class TransactionPushOperationDto {
   @ApiProperty({ enum: ['push'] })
+  @AcceptsKey()
   type: 'push';
 
   @ApiProperty({
@@ -19,6 +20,7 @@ export class TransactionPushOperationDto {
 
 export class TransactionAckOperationDto extends AckRequestDto {
   @ApiProperty({ enum: ['ack'] })
+  @AcceptsKey()
   type: 'ack';
 }
 
@@ -47,6 +49,7 @@ export class TransactionRequestDto {
       { type: 'push', items: [{ queue: 'invoices', transactionId: 'invoice-for-order-42', payload: { orderId: 42 } }] },
     ],
   })
+  @AcceptsKey()
   operations: unknown[];
 
   @ApiPropertyOptional({
@@ -58,5 +61,6 @@ export class TransactionRequestDto {
       'partition, if any',
     example: ['0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a91'],
   })
+  @AcceptsKey()
   requiredLeases?: string[];
 }
