@@ -57,7 +57,8 @@ export class DatabaseProbe implements OnApplicationShutdown {
     try {
       await Promise.race([this.roundTrip(), timeout]);
     } catch (failure) {
-      error = failure instanceof Error ? failure : new Error(String(failure));
+      // Kept as thrown (its code tells a refused connection from a timeout), even from another realm's Error.
+      error = typeof failure === 'object' && failure !== null ? (failure as Error) : new Error(String(failure));
     } finally {
       clearTimeout(timer);
     }

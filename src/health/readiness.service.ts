@@ -1,4 +1,4 @@
-import { Injectable, OnApplicationBootstrap, ServiceUnavailableException } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationBootstrap, ServiceUnavailableException } from '@nestjs/common';
 import { HealthCheckResult, HealthCheckService, HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
@@ -6,6 +6,7 @@ import { DrainService } from '../lifecycle/drain.service';
 import { DatabaseProbe } from './database-probe';
 import { migrationsUpToDate } from '../database/run-migrations';
 import { errorMessage } from '../common/error-message';
+import { databaseFailureOf, databaseFailureText } from '../common/database-errors';
 
 export interface ReadinessReport {
   status: 200 | 503;
@@ -14,7 +15,9 @@ export interface ReadinessReport {
 
 @Injectable()
 export class ReadinessService implements OnApplicationBootstrap {
+  private readonly logger = new Logger('Health');
   private migrated = false;
+  private lastLogged: unknown;
 
   constructor(
     private readonly health: HealthCheckService,
@@ -50,7 +53,7 @@ export class ReadinessService implements OnApplicationBootstrap {
       await this.probe.check();
       return check.up();
     } catch (error) {
-      return check.down({ message: errorMessage(error) });
+      return check.down({ message: this.failure(error) });
     }
   }
 
@@ -61,10 +64,23 @@ export class ReadinessService implements OnApplicationBootstrap {
       try {
         this.migrated = await migrationsUpToDate(this.dataSource);
       } catch (error) {
-        return check.down({ message: errorMessage(error) });
+        return check.down({ message: this.failure(error) });
       }
     }
     return this.migrated ? check.up() : check.down({ message: 'migrations pending' });
+  }
+
+  /**
+   * The probes are public: the answer names the kind of failure, never the database's text (hosts, roles); that goes
+   * to the log, once per probe outcome however many ask.
+   */
+  private failure(error: unknown): string {
+    if (error !== this.lastLogged) {
+      this.lastLogged = error;
+      this.logger.warn(`readiness check failed: ${errorMessage(error)}`);
+    }
+    const failure = databaseFailureOf(error);
+    return failure === undefined ? 'database error' : databaseFailureText(failure);
   }
 
   shutdown(): HealthIndicatorResult {

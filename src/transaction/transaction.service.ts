@@ -16,6 +16,8 @@ import { TransactionOperationResult, TransactionResultDto } from './dto/transact
 import { TransactionOperation, TransactionRefusal, TransactionRequest } from './transaction-request.pipe';
 import { TransactionRepository } from './transaction.repository';
 
+export const DB_ERROR_TEXT = 'the database rolled the transaction back; nothing applied';
+
 /** Thrown inside the unit of work to roll it back with the answer's reason. */
 class TransactionRefused extends Error {
   constructor(readonly refusal: TransactionRefusal) {
@@ -64,11 +66,9 @@ export class TransactionService {
       if (error instanceof TransactionRefused) return this.refused(transactionId, error.refusal);
       if (error instanceof QueryFailedError && databaseFailureOf(error) === undefined) {
         const { code } = error.driverError as { code?: string };
+        // The database's text can quote what the caller sent: it goes to the log, the caller gets a fixed one.
         this.logger.warn(`Transaction ${transactionId} rolled back by the database: ${code ?? ''} ${error.message}`);
-        return this.refused(transactionId, {
-          reason: 'db_error',
-          error: `the database rolled the transaction back (${code ?? 'error'}: ${error.message}); nothing applied`,
-        });
+        return this.refused(transactionId, { reason: 'db_error', error: DB_ERROR_TEXT });
       }
       throw error;
     }
@@ -134,7 +134,7 @@ export class TransactionService {
     });
 
     const lost = await this.transactions.lost(tenantId, requiredLeases, liveAtStart, manager);
-    const refusal = verdict(results, misses, lost);
+    const refusal = verdict(results, misses, lost, requiredLeases);
     if (refusal) throw new TransactionRefused(refusal);
     unit.afterCommit(() => this.metrics.transactions.inc({ outcome: 'committed' }));
     return results;
@@ -202,6 +202,7 @@ function verdict(
   results: TransactionOperationResult[],
   misses: Miss[],
   lost: string[],
+  requiredLeases: string[],
 ): TransactionRefusal | undefined {
   if (misses.length === 0 && lost.length === 0) return undefined;
   const pushed: PushResultDto[] = results.flatMap((result) => ('items' in result ? result.items : []));
@@ -218,6 +219,9 @@ function verdict(
   }
   const { reason, error } = misses.find((miss) => miss.reason === 'lease_lost') ?? {};
   if (reason && error) return { reason, error };
-  if (lost.length > 0) return { reason: 'lease_lost', error: `requiredLeases: ${lost[0]}: ${INVALID_LEASE}` };
+  // Named by its position: the value is the caller's, of any length.
+  if (lost.length > 0) {
+    return { reason: 'lease_lost', error: `requiredLeases[${requiredLeases.indexOf(lost[0])}]: ${INVALID_LEASE}` };
+  }
   return { reason: misses[0].reason, error: misses[0].error };
 }
