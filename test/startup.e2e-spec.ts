@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,9 +18,10 @@ type Line = Record<string, unknown>;
 describe('a start that cannot succeed', () => {
   async function failedStart(
     env: Record<string, string | undefined>,
+    options: { cwd?: string } = {},
   ): Promise<{ exit: Exit; lines: Line[]; ms: number }> {
     const started = performance.now();
-    const broker = BrokerProcess.launch({ LOG_FORMAT: 'json', ...env });
+    const broker = BrokerProcess.launch({ LOG_FORMAT: 'json', ...env }, options);
     try {
       const exit = await within(broker.exited, 'the broker exits', 60_000);
       const lines = broker.lines.filter((line) => line.trim() !== '').map((line) => JSON.parse(line) as Line);
@@ -39,6 +40,23 @@ describe('a start that cannot succeed', () => {
     expect(String(errors(lines)[0].msg)).toContain('DATABASE_URL must start with postgres:// or postgresql://');
     expect(JSON.stringify(lines)).not.toContain('s3cret-pass');
     expect(lines.some((line) => String(line.msg).includes('Starting Nest application'))).toBe(false);
+  });
+
+  it('stops at once on a misspelt DATABSE_URL in .env, suggesting DATABASE_URL, instead of running on the embedded database', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-dotenv-'));
+    try {
+      const dataDir = join(dir, 'pglite');
+      writeFileSync(join(dir, '.env'), 'DATABSE_URL=postgres://leasehold:s3cret-pass@127.0.0.1:5432/db\n');
+      const { exit, lines } = await failedStart({ DATABASE_URL: undefined, DATA_DIR: dataDir }, { cwd: dir });
+      expect(exit.code).toBe(1);
+      expect(errors(lines)).toHaveLength(1);
+      expect(String(errors(lines)[0].msg)).toContain('.env: DATABSE_URL is not a setting; did you mean DATABASE_URL?');
+      expect(JSON.stringify(lines)).not.toContain('s3cret-pass');
+      expect(lines.some((line) => /started|Listening|embedded/i.test(String(line.msg)))).toBe(false);
+      expect(existsSync(dataDir)).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('gives up on a database nobody listens for within DB_CONNECT_TIMEOUT_MS, with one line naming the cause', async () => {

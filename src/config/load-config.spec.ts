@@ -1,5 +1,9 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { ConfigError, DEFAULT_TENANT_ID, loadConfig } from './load-config';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadEnvFile } from './env-file';
+import { ConfigError, DEFAULT_TENANT_ID, loadConfig, SETTING_PREFIXES, settingNames } from './load-config';
 
 const rsaPem = (modulusLength: number) =>
   generateKeyPairSync('rsa', {
@@ -266,3 +270,230 @@ describe('loadConfig', () => {
     expect(loadConfig({}).jwt.privateKey).toBeUndefined();
   });
 });
+
+describe('variables that look like settings but are not', () => {
+  function problemsOf(env: Record<string, string | undefined>): string[] {
+    try {
+      loadConfig(env);
+      return [];
+    } catch (error) {
+      if (error instanceof ConfigError) return error.problems;
+      throw error;
+    }
+  }
+
+  it.each([
+    ['DATABSE_URL', 'DATABSE_URL is not a setting; did you mean DATABASE_URL?'],
+    ['DB_POOLSIZE', 'DB_POOLSIZE is not a setting; did you mean DB_POOL_SIZE?'],
+    ['JWT_SECERT', 'JWT_SECERT is not a setting; did you mean JWT_SECRET?'],
+    ['database_url', 'database_url is not a setting; did you mean DATABASE_URL?'],
+    ['LOGLEVEL', 'LOGLEVEL is not a setting; did you mean LOG_LEVEL?'],
+  ])('stops the start on %s in the environment, naming the setting it is close to', (name, problem) => {
+    expect(problemsOf({ [name]: 'postgres://user:s3cret@db/leasehold' })).toEqual([problem]);
+  });
+
+  it('stops the start on a variable with a prefix only settings use, listing those settings', () => {
+    expect(problemsOf({ RATE_LIMIT_PUSH: '10' })).toEqual([
+      'RATE_LIMIT_PUSH is not a setting (RATE_LIMIT_ begins only settings: ' +
+        'RATE_LIMIT_RENEW, RATE_LIMIT_CONSUME, RATE_LIMIT_PRODUCE, RATE_LIMIT_MANAGE)',
+    ]);
+    expect(problemsOf({ LEASE_SECONDS: '30' })[0]).toMatch(/^LEASE_SECONDS is not a setting \(LEASE_ begins only/);
+  });
+
+  it('lists every stray variable with the other problems, and never a value', () => {
+    const problems = problemsOf({ PORT: 'eighty', DATABSE_URL: 'postgres://user:s3cret@db/x', TENANT_MAX_TOPICS: '5' });
+    expect(problems).toEqual([
+      'PORT must be an integer between 0 and 65535, got "eighty"',
+      'DATABSE_URL is not a setting; did you mean DATABASE_URL?',
+      expect.stringMatching(/^TENANT_MAX_TOPICS is not a setting \(TENANT_MAX_ begins only settings: TENANT_MAX_/),
+    ]);
+    expect(problems.join('\n')).not.toContain('s3cret');
+  });
+
+  it('leaves alone the variables of other software a broker runs among', () => {
+    const env = Object.fromEntries(OTHER_SOFTWARE.map((name) => [name, 'x']));
+    expect(problemsOf({ ...env, NODE_ENV: 'production' })).toEqual([]);
+  });
+
+  it("leaves alone the variables the project's own tests, benchmarks and scripts set", () => {
+    const names = new Set<string>();
+    for (const file of sourcesUnder(['test', 'bench', 'scripts', '.ci'])) {
+      const text = readFileSync(file, 'utf8');
+      for (const [, name] of text.matchAll(/process\.env\.([A-Za-z_][A-Za-z0-9_]*)/g)) names.add(name);
+      for (const [, name] of text.matchAll(/^\s*(?:export\s+)?([A-Z][A-Z0-9_]+)=/gm)) names.add(name);
+    }
+    expect(names.size).toBeGreaterThan(20);
+    expect(problemsOf(Object.fromEntries([...names].map((name) => [name, '1']))).filter(notAValue)).toEqual([]);
+  });
+
+  it('leaves alone the variables Kubernetes writes for the services of a namespace', () => {
+    expect(
+      problemsOf({
+        LEASE_MANAGER_SERVICE_HOST: '10.0.0.7',
+        LEASE_MANAGER_SERVICE_PORT: '80',
+        LEASE_MANAGER_SERVICE_PORT_HTTP: '80',
+        LEASE_MANAGER_PORT: 'tcp://10.0.0.7:80',
+        LEASE_MANAGER_PORT_80_TCP: 'tcp://10.0.0.7:80',
+        LEASE_MANAGER_PORT_80_TCP_PROTO: 'tcp',
+        LEASE_MANAGER_PORT_80_TCP_PORT: '80',
+        LEASE_MANAGER_PORT_80_TCP_ADDR: '10.0.0.7',
+      }),
+    ).toEqual([]);
+  });
+
+  it('holds each prefix to the settings: every one begins at least one setting', () => {
+    for (const prefix of SETTING_PREFIXES) {
+      expect([prefix, [...settingNames()].some((name) => name.startsWith(prefix))]).toEqual([prefix, true]);
+    }
+  });
+
+  describe('in a .env file, which is written for the broker', () => {
+    let dir: string;
+
+    beforeEach(() => {
+      dir = mkdtempSync(join(tmpdir(), 'leasehold-env-'));
+    });
+
+    afterEach(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    function fromFile(content: string, env: Record<string, string | undefined> = {}): string[] {
+      writeFileSync(join(dir, '.env'), content);
+      loadEnvFile(join(dir, '.env'), env);
+      return problemsOf(env);
+    }
+
+    it('stops the start on a near miss, with the suggestion', () => {
+      expect(fromFile('DATABSE_URL=postgres://db/leasehold\n')).toEqual([
+        '.env: DATABSE_URL is not a setting; did you mean DATABASE_URL?',
+      ]);
+    });
+
+    it('stops the start on any name that is not a setting, even one the environment also sets', () => {
+      expect(fromFile('HTTP_PROXY=http://proxy:3128\nPORT=7000\nFOO=1\n', { FOO: '2' }).sort()).toEqual([
+        '.env: FOO is not a setting',
+        '.env: HTTP_PROXY is not a setting',
+      ]);
+    });
+
+    it("accepts the settings and the PostgreSQL driver's own variables", () => {
+      expect(fromFile('PORT=7000\nNODE_ENV=production\nPGPASSWORD=secret\nPGSSLMODE=require\n')).toEqual([]);
+    });
+  });
+});
+
+/** Common in the environment of a Node service on Linux, in containers, CI and Kubernetes. */
+const OTHER_SOFTWARE = [
+  'PATH',
+  'HOME',
+  'HOSTNAME',
+  'USER',
+  'LOGNAME',
+  'SHELL',
+  'PWD',
+  'OLDPWD',
+  'SHLVL',
+  '_',
+  'LANG',
+  'LC_ALL',
+  'TERM',
+  'TZ',
+  'TMPDIR',
+  'EDITOR',
+  'DISPLAY',
+  'MAIL',
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'NO_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'no_proxy',
+  'ALL_PROXY',
+  'NODE_OPTIONS',
+  'NODE_PATH',
+  'NODE_EXTRA_CA_CERTS',
+  'NODE_NO_WARNINGS',
+  'NODE_TLS_REJECT_UNAUTHORIZED',
+  'NODE_VERSION',
+  'YARN_VERSION',
+  'NO_COLOR',
+  'FORCE_COLOR',
+  'DEBUG',
+  'UV_THREADPOOL_SIZE',
+  'PGHOST',
+  'PGPORT',
+  'PGUSER',
+  'PGPASSWORD',
+  'PGDATABASE',
+  'PGSSLMODE',
+  'PGAPPNAME',
+  'POSTGRES_PASSWORD',
+  'POSTGRES_USER',
+  'POSTGRES_DB',
+  'REDIS_URL',
+  'npm_config_cache',
+  'npm_lifecycle_event',
+  'npm_package_name',
+  'npm_execpath',
+  'npm_node_execpath',
+  'INIT_CWD',
+  'JEST_WORKER_ID',
+  'CI',
+  'GITHUB_ACTIONS',
+  'GITHUB_WORKSPACE',
+  'GITHUB_SHA',
+  'GITHUB_REF',
+  'RUNNER_OS',
+  'RUNNER_TEMP',
+  'GITLAB_CI',
+  'CI_JOB_ID',
+  'BUILDKITE',
+  'KUBERNETES_SERVICE_HOST',
+  'KUBERNETES_SERVICE_PORT',
+  'KUBERNETES_SERVICE_PORT_HTTPS',
+  'KUBERNETES_PORT',
+  'KUBERNETES_PORT_443_TCP',
+  'SSL_CERT_FILE',
+  'SSL_CERT_DIR',
+  'REQUESTS_CA_BUNDLE',
+  'CURL_CA_BUNDLE',
+  'AWS_REGION',
+  'AWS_DEFAULT_REGION',
+  'AWS_ACCESS_KEY_ID',
+  'DOCKER_HOST',
+  'CONTAINER_NAME',
+  'JAVA_HOME',
+  'GOPATH',
+  'PYTHONPATH',
+  'PYTHONUNBUFFERED',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_SERVICE_NAME',
+  'DD_ENV',
+  'DD_SERVICE',
+  'SENTRY_DSN',
+  'APP_ENV',
+  'PORT0',
+  'HOST_IP',
+  'POD_NAME',
+  'POD_NAMESPACE',
+];
+
+/** A test's own variable can look like a setting only by its value (a number where a size is read, say). */
+function notAValue(problem: string): boolean {
+  return / is not a setting/.test(problem);
+}
+
+function sourcesUnder(folders: string[]): string[] {
+  const ROOT = join(__dirname, '..', '..');
+  const files: string[] = [];
+  const visit = (path: string): void => {
+    for (const entry of readdirSync(path, { withFileTypes: true })) {
+      const child = join(path, entry.name);
+      if (entry.isDirectory()) visit(child);
+      else if (/\.(ts|js|sh)$|^run$/.test(entry.name)) files.push(child);
+    }
+  };
+  for (const folder of folders) visit(join(ROOT, folder));
+  return files;
+}

@@ -1,5 +1,7 @@
 import { createPublicKey } from 'node:crypto';
+import { nearMiss, SETTING_TOLERANCE } from '../common/near-miss';
 import { AppConfig, JwtAlgorithm, LogLevel } from './app-config';
+import { envFileVariables } from './env-file';
 
 export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
 
@@ -178,10 +180,93 @@ export function loadConfig(env: Env = process.env): AppConfig {
   if (config.metrics.token !== undefined && config.metrics.token.length < 16) {
     problems.push('METRICS_TOKEN must be at least 16 characters');
   }
+  problems.push(...strayVariableProblems(env, envFileVariables(env)));
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
   return config;
+}
+
+/** Begin only the broker's settings: a variable starting so is meant for the broker, whatever else it is. */
+export const SETTING_PREFIXES = [
+  'RATE_LIMIT_',
+  'LEASE_',
+  'TENANT_MAX_',
+  'DB_TENANT_',
+  'POP_MAX_',
+  'BODY_MAX_',
+  'RETENTION_',
+  'COMPLETED_RETENTION_',
+  'DLQ_',
+  'EMPTY_PARTITION_',
+  'METRICS_',
+];
+
+let settings: ReadonlySet<string> | undefined;
+
+/** Every variable loadConfig reads, learnt once by letting it read an environment that records each name. */
+export function settingNames(): ReadonlySet<string> {
+  if (settings === undefined) {
+    const names = new Set<string>();
+    const recording = new Proxy<Env>(
+      {},
+      {
+        get: (_target, name) => {
+          if (typeof name === 'string') names.add(name);
+          return undefined;
+        },
+      },
+    );
+    try {
+      // It has no variables of its own, so this reading asks for no settingNames() in turn.
+      loadConfig(recording);
+    } catch (error) {
+      // A setting without a default is still a setting: its name was recorded when it was asked for.
+      if (!(error instanceof ConfigError)) throw error;
+    }
+    settings = names;
+  }
+  return settings;
+}
+
+/** Variables the PostgreSQL driver reads itself when DATABASE_URL leaves them out (PGPASSWORD, PGSSLMODE...). */
+const DRIVER_VARIABLE = /^PG[A-Z]+$/;
+
+/** What Kubernetes writes for every service of the namespace: a service named "lease-x" gives LEASE_X_SERVICE_HOST. */
+function isServiceLink(name: string, value: string | undefined): boolean {
+  if (/_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$|_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name)) return true;
+  return name.endsWith('_PORT') && /^(tcp|udp|sctp):\/\//.test(value ?? '');
+}
+
+/**
+ * A misspelt setting would otherwise be ignored in silence (DATABSE_URL: the broker runs on the embedded database).
+ * In the environment, a name close to a setting, or with a prefix only settings use, stops the start; a .env file
+ * is written for the broker, so every name in it must be a setting (or the driver's).
+ */
+function strayVariableProblems(env: Env, fromFile: readonly string[]): string[] {
+  const inFile = new Set(fromFile);
+  const names = [...new Set([...fromFile, ...Object.keys(env)])];
+  if (names.length === 0) return [];
+  const known = settingNames();
+  const problems: string[] = [];
+  for (const name of names) {
+    if (known.has(name)) continue;
+    const guess = nearMiss(name, known, SETTING_TOLERANCE);
+    const suggestion = guess === undefined ? '' : `; did you mean ${guess}?`;
+    if (inFile.has(name)) {
+      if (!DRIVER_VARIABLE.test(name)) problems.push(`.env: ${name} is not a setting${suggestion}`);
+      continue;
+    }
+    if (isServiceLink(name, env[name])) continue;
+    const prefix = SETTING_PREFIXES.find((owned) => name.toUpperCase().startsWith(owned));
+    if (guess !== undefined) {
+      problems.push(`${name} is not a setting${suggestion}`);
+    } else if (prefix !== undefined) {
+      const siblings = [...known].filter((setting) => setting.startsWith(prefix));
+      problems.push(`${name} is not a setting (${prefix} begins only settings: ${siblings.join(', ')})`);
+    }
+  }
+  return problems;
 }
 
 const URL_SCHEMES = ['postgres:', 'postgresql:'];

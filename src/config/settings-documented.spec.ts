@@ -1,23 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from './load-config';
+import { settingNames } from './load-config';
 
 const ROOT = join(__dirname, '..', '..');
 
-/** Every variable loadConfig reads, learnt by letting it read an environment that records each name. */
+/** Every variable loadConfig reads: the same list a start holds the environment and .env to. */
 function variablesRead(): string[] {
-  const names = new Set<string>();
-  const recording = new Proxy(
-    {},
-    {
-      get: (_target, name) => {
-        if (typeof name === 'string') names.add(name);
-        return undefined;
-      },
-    },
-  );
-  loadConfig(recording);
-  return [...names].sort();
+  return [...settingNames()].sort();
 }
 
 /** Settings that are not the broker's own: Node's, read only to pick a default. */

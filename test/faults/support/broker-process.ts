@@ -60,13 +60,13 @@ export class BrokerProcess {
     return broker;
   }
 
-  /** The process, not waiting for anything: for starts that are meant to fail. */
-  static launch(env: Record<string, string | undefined>): BrokerProcess {
+  /** The process, not waiting for anything: for starts that are meant to fail. `cwd` is where it looks for `.env`. */
+  static launch(env: Record<string, string | undefined>, options: { cwd?: string } = {}): BrokerProcess {
     const child = spawn(
       process.execPath,
       ['-r', join(ROOT, 'test/support/ts-register.js'), join(ROOT, 'src/main.ts')],
       {
-        cwd: ROOT,
+        cwd: options.cwd ?? ROOT,
         // Unregistered like createTestApp's brokers: tests sharing the database must not divide each other's limits.
         env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NO_COLOR: '1', BROKER_HEARTBEAT_MS: '0', ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
