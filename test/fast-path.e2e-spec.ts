@@ -21,6 +21,7 @@ import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
 import { createLease, expiries, FixtureLease } from './support/lease-fixture';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
+import { SENT_PAYLOADS, sentItems } from './support/sent-payloads';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';
 
 const BODY_LIMIT = 1024;
@@ -532,6 +533,25 @@ describe('push route served ahead of the router', () => {
     expect(guard).toHaveBeenCalledTimes(2);
     expect(filter).toHaveBeenCalledTimes(1);
     expect((await requestsTimed(apps.fast, PUSH_ROUTE.path)) - timedBefore).toBe(2);
+  });
+
+  it('stores each payload as it was written, minified, on either path', async () => {
+    const body = `{"items": ${sentItems('texts', 'p')}}`;
+
+    for (const app of [apps.fast, apps.routed]) {
+      const tenant = newTenant();
+      const pushed = await onTheWire(
+        app,
+        pushAs(hsToken({ role: 'read-write', tenant }), undefined, ...json(body)),
+        body,
+      );
+      const stored: Array<{ payload: string }> = await app
+        .get(DataSource)
+        .query('SELECT payload::text AS payload FROM messages WHERE tenant_id = $1 ORDER BY seq', [tenant]);
+
+      expect(pushed.status).toBe(201);
+      expect(stored.map((row) => row.payload)).toEqual(SENT_PAYLOADS.map((payload) => payload.stored));
+    }
   });
 
   it.each(PUSH_CASES.map((testCase) => [testCase.name, testCase] as const))(

@@ -7,6 +7,7 @@ import { useTestBroker } from './support/test-broker';
 import { waitFor } from './support/wait';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { MESSAGE_KEYS } from './support/contract-keys';
+import { expectPayloadsAsSent, sentItems } from './support/sent-payloads';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
@@ -88,6 +89,23 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
       expect(body.claimedPartitions).toEqual([
         { partitionId: body.partitionId, partition: 'Default', leaseEpoch: 1, messages: 1 },
       ]);
+    });
+
+    it('answers each payload as it was pushed, minified, on the queue, the partition and the discovery route', async () => {
+      const { client } = broker;
+      await client.configure({ queue: 'texts', namespace: 'shop' }).expect(200);
+      await client.postText('/api/v1/push', `{"items": ${sentItems('texts', 'p')}}`).expect(201);
+
+      const answers = [
+        await client.pop('texts', { consumerGroup: 'by-queue', batch: 100 }),
+        await client.pop('texts', { consumerGroup: 'by-partition', batch: 100 }, 'Default'),
+        await client.get('/api/v1/pop', { namespace: 'shop', consumerGroup: 'by-namespace', batch: 100 }),
+      ];
+
+      for (const answer of answers) {
+        expect(answer.status).toBe(200);
+        expectPayloadsAsSent(answer.text, 'p');
+      }
     });
 
     it('delivers a partition in offset order, batch by batch', async () => {

@@ -1,4 +1,5 @@
 import { sql, storedCounts } from './support/db-state';
+import { expectPayloadsAsSent, SENT_PAYLOADS, sentItems } from './support/sent-payloads';
 import { useTestBroker } from './support/test-broker';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -140,6 +141,25 @@ describe('POST /api/v1/push', () => {
     );
   });
 
+  it('stores each payload as the text it was sent in, minified, and pop answers that text byte for byte', async () => {
+    const pushed = await broker.client.postText('/api/v1/push', `{"items": ${sentItems('texts', 'p')}}`);
+    expect(pushed.status).toBe(201);
+    expect(pushed.body.map((result: { status: string }) => result.status)).toEqual(SENT_PAYLOADS.map(() => 'queued'));
+
+    const stored = await sql<{ payload: string; payload_bytes: number }>(
+      broker.dataSource,
+      'SELECT payload::text AS payload, payload_bytes FROM messages WHERE tenant_id = $1 ORDER BY seq',
+      [broker.client.tenant],
+    );
+    expect(stored).toEqual(
+      SENT_PAYLOADS.map(({ stored: text }) => ({ payload: text, payload_bytes: Buffer.byteLength(text) })),
+    );
+    const pop = await broker.client.pop('texts', { batch: 100 });
+    expect(pop.status).toBe(200);
+    // The answer's own text: parsing it would hide reordered keys and rewritten numbers.
+    expectPayloadsAsSent(pop.text, 'p');
+  });
+
   it('assigns offsets in push order within a partition, across requests', async () => {
     await broker.client.pushMany('orders', 3, undefined, 'first');
     await broker.client.pushMany('orders', 2, undefined, 'second');
@@ -272,6 +292,21 @@ describe('POST /api/v1/push', () => {
       });
     });
 
+    it('refuses \\u0000 and half surrogate pairs as written in the payload text, escapes and spaces included', async () => {
+      for (const [payload, error] of [
+        ['{ "text" : "a\\u0000b" }', 'items[0].payload must not contain the character \\u0000'],
+        ['[ "\\uD800" ]', 'items[0].payload must not contain an unpaired UTF-16 surrogate'],
+      ]) {
+        const response = await broker.client.postText(
+          '/api/v1/push',
+          `{"items":[{"queue":"q","payload": ${payload}}]}`,
+        );
+
+        expect([response.status, response.body]).toEqual([400, { error }]);
+      }
+      expect(await storedCounts(broker.dataSource, broker.client.tenant)).toMatchObject({ queues: 0, messages: 0 });
+    });
+
     it('answers 400 naming the item for a payload nested 101 levels deep', async () => {
       const deep = '['.repeat(101) + ']'.repeat(101);
 
@@ -312,6 +347,27 @@ describe('POST /api/v1/push', () => {
 
       expect(response.status).toBe(400);
       expect(response.body).toEqual({ error: 'invalid JSON body' });
+    });
+  });
+
+  describe('MESSAGE_MAX_BYTES, counted on the stored text', () => {
+    const small = useTestBroker({ MESSAGE_MAX_BYTES: '64' });
+
+    it('counts a payload without the whitespace the push leaves out, and names the stored size past the limit', async () => {
+      const spaced = `{ "text" :   "${'x'.repeat(40)}" ,\n   "n" : [ 1 , 2 ]   }`;
+      const stored = `{"text":"${'x'.repeat(40)}","n":[1,2]}`;
+      const over = `{"text": "${'x'.repeat(60)}"}`;
+
+      const fits = await small.client.postText('/api/v1/push', `{"items":[{"queue":"q","payload":${spaced}}]}`);
+      const refused = await small.client.postText('/api/v1/push', `{"items":[{"queue":"q","payload":${over}}]}`);
+
+      expect(Buffer.byteLength(spaced)).toBeGreaterThan(64);
+      expect(fits.status).toBe(201);
+      expect((await small.client.pop('q')).text).toContain(`"data":${stored},`);
+      expect([refused.status, refused.body]).toEqual([
+        413,
+        { error: `items[0].payload is larger than 64 bytes (${Buffer.byteLength(`{"text":"${'x'.repeat(60)}"}`)})` },
+      ]);
     });
   });
 });

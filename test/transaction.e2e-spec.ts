@@ -6,6 +6,7 @@ import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient, PopBody, PopMessage } from './support/broker-client';
 import { cursors, expireLeases, sql, storedCounts, tenantSnapshot } from './support/db-state';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { expectPayloadsAsSent, sentItems } from './support/sent-payloads';
 import { useTestBroker } from './support/test-broker';
 import { waitFor, waitForLockWaiter, within } from './support/wait';
 
@@ -91,6 +92,22 @@ describe('POST /api/v1/transaction', () => {
       expect(await cursors(broker.dataSource, broker.client.tenant, 'in')).toMatchObject([
         { consumerGroup: 'stage', committedOffset: 1, leaseId: null },
       ]);
+    });
+
+    it('stores pushed payloads as they were written, minified, and a pop answers them byte for byte', async () => {
+      const pop = await input();
+      const ack = JSON.stringify(ackOp(pop, pop.messages[0]));
+
+      const response = await broker.client.postText(
+        '/api/v1/transaction',
+        `{"operations": [${ack}, {"type": "push", "items": ${sentItems('out', 'p')}}], "requiredLeases": ["${pop.leaseId}"]}`,
+      );
+
+      expect(response.status).toBe(200);
+      expect(response.body.success).toBe(true);
+      const out = await broker.client.pop('out', { batch: 100 });
+      expect(out.status).toBe(200);
+      expectPayloadsAsSent(out.text, 'p');
     });
 
     it('checks an ack without a leaseId against the required lease holding its partition', async () => {

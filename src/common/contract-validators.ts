@@ -11,13 +11,16 @@ export interface ValidationLimits {
   messageMaxBytes?: number;
   /** The body was measured whole and every value in it is storable: IsStoredJson need not measure each again. */
   storableBody?: boolean;
-  /** Where IsStoredJson leaves the JSON text it accepted, by object, so that a payload is serialised once. */
+  /**
+   * Each payload's JSON text, by the object holding it: given as the caller wrote it (sentPayloads), or serialised and
+   * left here by IsStoredJson, so that a payload is measured and checked as the text that is stored.
+   */
   storedJson?: Map<object, string>;
 }
 
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
-// Half a surrogate pair: the driver would store U+FFFD (a name would not match itself) and jsonb refuses the escape.
+// Half a surrogate pair: the driver would store U+FFFD (a name would not match itself); escaped, PostgreSQL cannot decode it.
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 const INTEGER = /^-?\d+$/;
 // Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.
@@ -161,7 +164,7 @@ export function storedJsonOf(object: object, property: string, storedJson: Map<o
 export function IsStoredJson(options: { maxBytes: ByteLimit }): PropertyDecorator {
   return contractRule('isStoredJson', (value, object) => {
     if (value === undefined) return 'is required (null is allowed)';
-    const json = JSON.stringify(value);
+    const json = limits?.storedJson?.get(object) ?? JSON.stringify(value);
     const problem =
       (limits?.storableBody ? undefined : storableJsonProblem(json)) ??
       tooLarge(Buffer.byteLength(json), limit(options.maxBytes));

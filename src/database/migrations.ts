@@ -11,6 +11,7 @@ import { DeadLettersByMessage1796600000000 } from '../../migrations/179660000000
 import { QueueNamespaces1796700000000 } from '../../migrations/1796700000000-QueueNamespaces';
 import { LeaseRenewals1796800000000 } from '../../migrations/1796800000000-LeaseRenewals';
 import { Brokers1796900000000 } from '../../migrations/1796900000000-Brokers';
+import { PayloadText1797050000000 } from '../../migrations/1797050000000-PayloadText';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -27,4 +28,5 @@ export const MIGRATIONS = [
   QueueNamespaces1796700000000,
   LeaseRenewals1796800000000,
   Brokers1796900000000,
+  PayloadText1797050000000,
 ];

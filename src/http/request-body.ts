@@ -5,7 +5,7 @@ import { BadRequestException, HttpException, HttpStatus, PayloadTooLargeExceptio
 import getRawBody from 'raw-body';
 import { isPlainObject } from '../common/contract-validators';
 import { JSON_MAX_DEPTH } from '../common/input';
-import { JsonTextShape, measureJsonText } from '../common/json-text';
+import { JsonSpan, JsonTextShape, jsonPath, measureJsonText, minifiedJson } from '../common/json-text';
 import { unknownKeysOf, unknownKeysText } from '../common/unknown-keys';
 
 export interface BodyLimits {
@@ -48,7 +48,7 @@ export async function readBody(request: IncomingMessage, limits: BodyLimits): Pr
 export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
   // A UTF-8 byte-order mark is not JSON; some clients send one.
   const text = body.toString('utf8').replace(/^\uFEFF/, '');
-  const shape = measureJsonText(text, limits.maxJsonElements, limits.maxJsonDepth);
+  const shape = measureJsonText(text, limits.maxJsonElements, limits.maxJsonDepth, PAYLOAD_MEMBER);
   if (shape.elements > limits.maxJsonElements) {
     throw new PayloadTooLargeException({ error: `JSON body has more than ${limits.maxJsonElements} elements` });
   }
@@ -61,7 +61,10 @@ export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
   } catch {
     throw new BadRequestException({ error: 'invalid JSON body' });
   }
-  if (isStorable(shape) && typeof parsed === 'object' && parsed !== null) storableBodies.add(parsed);
+  if (typeof parsed === 'object' && parsed !== null) {
+    if (isStorable(shape)) storableBodies.add(parsed);
+    if (shape.members) sources.set(parsed, { text, payloads: shape.members });
+  }
   return parsed;
 }
 
@@ -76,7 +79,38 @@ export function assertNoBody(body: unknown): void {
   throw new BadRequestException({ error: `this route takes no request body${named}` });
 }
 
-/** Parsed bodies whose text was measured storable by jsonb throughout, so every value in them is. */
+/** Payloads are stored as the caller wrote them: JSON.parse would lose digits, numbers' forms and repeated keys. */
+const PAYLOAD_MEMBER = 'payload';
+
+const sources = new WeakMap<object, { text: string; payloads: Map<string, JsonSpan> }>();
+
+/**
+ * The payload of each item of the array at `path` in a parsed body, as the caller wrote it, minified, by item.
+ * Nothing for a body that was not read from text (nor for items without a payload): those are serialised.
+ */
+export function sentPayloads(
+  body: unknown,
+  path: Array<string | number>,
+  into = new Map<object, string>(),
+): Map<object, string> {
+  const source = typeof body === 'object' && body !== null ? sources.get(body) : undefined;
+  if (!source) return into;
+  let items: unknown = body;
+  for (const segment of path) items = (items as Record<string | number, unknown> | null)?.[segment];
+  if (!Array.isArray(items)) return into;
+  const at = jsonPath(...path);
+  for (let index = 0; index < items.length; index += 1) {
+    const item: unknown = items[index];
+    if (typeof item !== 'object' || item === null || (item as { payload?: unknown }).payload === undefined) continue;
+    const span = source.payloads.get(`${at}[${index}]`);
+    // The walk and JSON.parse read the same text: a payload it did not find is a fault here, not the caller's.
+    if (!span) throw new Error(`the text of ${at}[${index}].payload was not located`);
+    into.set(item, minifiedJson(source.text, span));
+  }
+  return into;
+}
+
+/** Parsed bodies whose text was measured storable throughout, so every value in them is. */
 const storableBodies = new WeakSet<object>();
 
 export function isStorableBody(body: object): boolean {

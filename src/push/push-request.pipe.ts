@@ -2,6 +2,7 @@ import { Inject, Injectable, PipeTransform } from '@nestjs/common';
 import { storedJsonOf, ValidationLimits } from '../common/contract-validators';
 import { validateBody } from '../common/dto-validation';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { sentPayloads } from '../http/request-body';
 import { DEFAULT_PARTITION, PushItem, PushItemDto, PushRequestDto } from './dto/push-request.dto';
 
 @Injectable()
@@ -13,7 +14,7 @@ export class PushRequestPipe implements PipeTransform<unknown, PushItem[]> {
   }
 
   transform(body: unknown): PushItem[] {
-    const storedJson = new Map<object, string>();
+    const storedJson = sentPayloads(body, ['items']);
     const request = validateBody(PushRequestDto, body, { ...this.limits, storedJson });
     return request.items.map((item) => toPushItem(item, storedJson));
   }

@@ -48,7 +48,7 @@ export class PushController {
     'maintenance: pushes are paused',
   )
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS, {
-    when: "an item's payload is above MESSAGE_MAX_BYTES as JSON",
+    when: "an item's payload is above MESSAGE_MAX_BYTES as minified JSON text",
     error: 'items[1].payload is larger than 4194304 bytes (4194306)',
   })
   @ApiDatabaseErrors(

@@ -109,7 +109,7 @@ export class PushRepository {
          SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
                 $8, clock_timestamp()
            FROM ROWS FROM (unnest($2::uuid[]), unnest($3::bigint[]), unnest($4::uuid[]), unnest($5::text[]),
-                           unnest($6::text[]), jsonb_array_elements($7::jsonb), unnest($11::int[]))
+                           unnest($6::text[]), json_array_elements($7::json), unnest($11::int[]))
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes)
           ORDER BY t.partition_id, t.seq
        )
@@ -138,7 +138,10 @@ export class PushRepository {
   }
 }
 
-/** One JSON text PostgreSQL parses once: a text[] of JSON would be escaped going out and parsed again coming in. */
+/**
+ * One JSON text: a text[] of JSON would be escaped going out. json_array_elements hands on each element as the text
+ * it is in the array, so each payload is stored as the producer wrote it (minified).
+ */
 function payloadArray(messages: NewMessage[]): string {
   return `[${messages.map((message) => message.payloadJson).join(',')}]`;
 }

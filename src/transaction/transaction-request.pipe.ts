@@ -10,6 +10,7 @@ import {
 import { contractException, firstMessage, instantiate, unknownKeysProblem } from '../common/dto-validation';
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { sentPayloads } from '../http/request-body';
 import { MAX_PUSH_ITEMS, PushItem } from '../push/dto/push-request.dto';
 import { toPushItem } from '../push/push-request.pipe';
 import {
@@ -71,20 +72,25 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
 
     const parsed: TransactionOperation[] = [];
     for (let index = 0; index < operations.length; index += 1) {
-      const operation = this.operation(operations[index], `operations[${index}]`);
+      const sent = sentPayloads(body, ['operations', index, 'items']);
+      const operation = this.operation(operations[index], `operations[${index}]`, sent);
       if ('reason' in operation) return { operations: [], requiredLeases, invalid: operation };
       parsed.push(operation);
     }
     return { operations: parsed, requiredLeases };
   }
 
-  private operation(operation: unknown, at: string): TransactionOperation | TransactionRefusal {
+  /** `storedJson`: the payloads of its items as the caller wrote them (sentPayloads). */
+  private operation(
+    operation: unknown,
+    at: string,
+    storedJson: Map<object, string>,
+  ): TransactionOperation | TransactionRefusal {
     if (!isPlainObject(operation)) return { reason: 'bad_request', error: `${at} must be a JSON object` };
     if (operation.type === 'push') {
       const unknown = unknownKeysProblem(TransactionPushOperationDto, operation);
       if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
       const push = instantiate(TransactionPushOperationDto, operation);
-      const storedJson = new Map<object, string>();
       const message = withValidationLimits({ ...this.limits, storedJson }, () => firstMessage(push));
       if (message !== undefined) {
         return { reason: isTooLargeMessage(message) ? 'payload_too_large' : 'bad_request', error: `${at}.${message}` };

@@ -25,6 +25,11 @@ export class BrokerClient {
     return body === undefined ? call : call.send(body as object);
   }
 
+  /** A POST of this JSON text, exactly as written. */
+  postText(path: string, json: string): request.Test {
+    return this.http.post(path).set(TENANT_HEADER, this.tenant).set('content-type', 'application/json').send(json);
+  }
+
   /** Pushes count messages with payload {n} and transaction ids `${prefix}-${n}`; fails the test unless all are queued. */
   async pushMany(
     queue: string,

@@ -37,7 +37,8 @@ export class DeadLetterEntity {
   @Column({ name: 'trace_id', type: 'text', nullable: true })
   traceId: string | null;
 
-  @Column({ name: 'payload', type: 'jsonb', nullable: true })
+  /** json, not jsonb: the text as the producer sent it, keys, numbers and all. */
+  @Column({ name: 'payload', type: 'json', nullable: true })
   payload: unknown;
 
   @Column({ name: 'producer_sub', type: 'text', nullable: true })

@@ -26,10 +26,11 @@ export class MessageEntity {
   @Column({ name: 'trace_id', type: 'text', nullable: true })
   traceId: string | null;
 
-  @Column({ name: 'payload', type: 'jsonb', nullable: true })
+  /** json, not jsonb: the text as the producer sent it, keys, numbers and all. */
+  @Column({ name: 'payload', type: 'json', nullable: true })
   payload: unknown;
 
-  /** Written by the push; null on rows written before the column existed. */
+  /** The stored text's size, written by the push; a row without it is measured when read. */
   @Column({ name: 'payload_bytes', type: 'integer', nullable: true })
   payloadBytes: number | null;
 

@@ -27,8 +27,9 @@ export class PushItemDto {
 
   @ApiProperty({
     description:
-      'Any JSON value, null included (delivered as data: null). Required. Up to MESSAGE_MAX_BYTES as JSON (4 MiB by ' +
-      'default) and 100 levels deep; no \\u0000',
+      'Any JSON value, null included (delivered as data: null). Required. Stored and delivered as sent, without the ' +
+      'whitespace outside its strings: keys, numbers and escapes as written. Up to MESSAGE_MAX_BYTES so minified ' +
+      '(4 MiB by default) and 100 levels deep; no \\u0000',
     example: { orderId: 42 },
   })
   @IsStoredJson({ maxBytes: 'messageMaxBytes' })

@@ -1,0 +1,100 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { DataSource, QueryRunner } from 'typeorm';
+import { PayloadText1797050000000 } from '../migrations/1797050000000-PayloadText';
+import { loadConfig } from '../src/config/load-config';
+import { buildDataSourceOptions } from '../src/database/data-source-options';
+import { migrateDatabase } from '../src/database/run-migrations';
+import { onEmbeddedDatabase } from './support/test-app';
+
+/**
+ * The migration that keeps payloads as JSON text, down and up again over rows, in a scratch database of its own:
+ * the shared one's other test files must never see its columns change type.
+ */
+(onEmbeddedDatabase ? describe.skip : describe)('migration PayloadText', () => {
+  const database = `leasehold_payload_text_${randomBytes(4).toString('hex')}`;
+  const migration = new PayloadText1797050000000();
+  const tenant = randomUUID();
+  const queueId = randomUUID();
+  const partitionId = randomUUID();
+  let admin: DataSource;
+  let scratch: DataSource;
+  let runner: QueryRunner;
+
+  beforeAll(async () => {
+    const url = new URL(process.env.DATABASE_URL!);
+    const config = loadConfig({ ...process.env, DATABASE_URL: url.toString() });
+    admin = await new DataSource(buildDataSourceOptions(config.database, url.toString())).initialize();
+    await admin.query(`CREATE DATABASE ${database}`);
+    url.pathname = `/${database}`;
+    await migrateDatabase(config.database, url.toString());
+    scratch = await new DataSource(buildDataSourceOptions(config.database, url.toString())).initialize();
+    runner = scratch.createQueryRunner();
+    await runner.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'q')", [tenant, queueId]);
+    await runner.query("INSERT INTO partitions (tenant_id, id, queue_id, name) VALUES ($1, $2, $3, 'Default')", [
+      tenant,
+      partitionId,
+      queueId,
+    ]);
+  });
+
+  afterAll(async () => {
+    await runner?.release();
+    await scratch?.destroy();
+    await admin?.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await admin?.destroy();
+  });
+
+  const types = async () =>
+    (
+      await runner.query(
+        `SELECT table_name, data_type FROM information_schema.columns
+          WHERE table_schema = 'public' AND column_name = 'payload' ORDER BY table_name`,
+      )
+    ).map((row: { table_name: string; data_type: string }) => `${row.table_name}: ${row.data_type}`);
+
+  async function store(seq: number, payload: string): Promise<void> {
+    await runner.query(
+      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, payload) VALUES ($1, $2, $3, $4, $5, $6)`,
+      [tenant, partitionId, seq, randomUUID(), `t${seq}`, payload],
+    );
+    await runner.query(
+      `INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
+                                 payload, message_created_at, retry_count)
+       VALUES ($1, $2, $3, $4, 'g', $2, $5, $6, $7, now(), 0)`,
+      [tenant, randomUUID(), queueId, partitionId, seq, `t${seq}`, payload],
+    );
+  }
+
+  const stored = async () =>
+    runner.query(
+      `SELECT m.payload::text AS message, m.payload_bytes AS bytes, d.payload::text AS letter
+         FROM messages m JOIN dead_letters d ON d.tenant_id = m.tenant_id AND d.transaction_id = m.transaction_id
+        WHERE m.tenant_id = $1 ORDER BY m.seq`,
+      [tenant],
+    );
+
+  it('turns jsonb rows into json holding their jsonb text, measured, and back; a number jsonb cannot hold becomes text', async () => {
+    expect(await types()).toEqual(['dead_letters: json', 'messages: json']);
+    await migration.down(runner);
+    expect(await types()).toEqual(['dead_letters: jsonb', 'messages: jsonb']);
+    await store(1, '{"b":1, "a":2, "a":3}');
+
+    await migration.up(runner);
+
+    expect(await types()).toEqual(['dead_letters: json', 'messages: json']);
+    expect(await stored()).toEqual([{ message: '{"a": 3, "b": 1}', bytes: 16, letter: '{"a": 3, "b": 1}' }]);
+    await store(2, '{"b":1,"a":[1.50,-0]}');
+    await store(3, '[1e200000]');
+
+    await migration.down(runner);
+
+    expect(await types()).toEqual(['dead_letters: jsonb', 'messages: jsonb']);
+    expect((await stored()).map((row: { message: string; letter: string }) => [row.message, row.letter])).toEqual([
+      ['{"a": 3, "b": 1}', '{"a": 3, "b": 1}'],
+      ['{"a": [1.50, 0], "b": 1}', '{"a": [1.50, 0], "b": 1}'],
+      ['"[1e200000]"', '"[1e200000]"'],
+    ]);
+    await migration.up(runner);
+    expect(await types()).toEqual(['dead_letters: json', 'messages: json']);
+  });
+});
