@@ -6,6 +6,7 @@ import { createTestApp, newTenant } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { waitFor, within } from './support/wait';
 import { MESSAGE_KEYS } from './support/contract-keys';
+import { expectPayloadsAsSent, SENT_PAYLOADS, sentItems, storedAs } from './support/sent-payloads';
 
 const ids = (messages: Array<{ transactionId: string }>) => messages.map((message) => message.transactionId);
 const list = (client: BrokerClient, query: Record<string, string | number>) => client.get('/api/v1/messages', query);
@@ -224,6 +225,24 @@ describe('messages', () => {
       await client.post(`/api/v1/messages/${partitionId}/o1-0/retry`).expect(200);
       expect(ids(await everyPage(client, { queue: 'orders', partition: 'p1' }))).toEqual(['dlq:o1-0', 'o1-2', 'o1-1']);
     });
+  });
+
+  it('answers payloads as they were pushed, minified: listed, shown, dead-lettered and retried', async () => {
+    const { client } = broker;
+    await client.postText('/api/v1/push', `{"items": ${sentItems('texts', 'p')}}`).expect(201);
+
+    const listed = await list(client, { queue: 'texts', limit: 100 }).expect(200);
+    expectPayloadsAsSent(listed.text, 'p');
+    const { partitionId } = listed.body.messages[0];
+    for (const n of SENT_PAYLOADS.keys()) {
+      const shown = await client.get(`/api/v1/messages/${partitionId}/p-${n}`).expect(200);
+      expect(shown.text).toContain(storedAs(`p-${n}`, n));
+      await client.post(`/api/v1/messages/${partitionId}/p-${n}/dlq`).expect(200);
+    }
+    expectPayloadsAsSent((await client.get('/api/v1/dlq', { queue: 'texts' }).expect(200)).text, 'p');
+    for (const n of SENT_PAYLOADS.keys()) await client.post(`/api/v1/messages/${partitionId}/p-${n}/retry`).expect(200);
+    const popped = await client.pop('texts', { batch: 100 }).expect(200);
+    expectPayloadsAsSent(popped.text, 'dlq:p');
   });
 
   describe('DELETE /api/v1/queues/:queue/clear', () => {

@@ -3,6 +3,7 @@ import { cursors, sql, storedCounts } from './support/db-state';
 import { newTenant } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { QUEEN_QUEUE_DEFAULTS } from './queen/queen-client';
+import { expectPayloadsAsSent, SENT_PAYLOADS, sentItems } from './support/sent-payloads';
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
@@ -336,6 +337,37 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
         failedAt: expect.stringMatching(TIMESTAMP),
       });
       expect(response.body.messages[1]).toMatchObject({ transactionId: 'orders-q-1', errorMessage: 'error 1' });
+    });
+
+    it('answers each payload as it was pushed, minified, after a failed ack dead-lettered it', async () => {
+      await broker.client.configure({ queue: 'texts', options: { retryLimit: 0 } }).expect(200);
+      await broker.client.postText('/api/v1/push', `{"items": ${sentItems('texts', 'p')}}`).expect(201);
+      for (let n = 0; n < SENT_PAYLOADS.length; n += 1) {
+        expect(await fail('texts', 'unreadable')).toMatchObject({ dlq: true });
+      }
+
+      const response = await broker.client.get('/api/v1/dlq', { queue: 'texts', limit: 100 });
+
+      expect(response.status).toBe(200);
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+      expectPayloadsAsSent(response.text, 'p');
+      expect(response.body.total).toBe(SENT_PAYLOADS.length);
+      expect(Object.keys(response.body.messages[0])).toEqual([
+        'id',
+        'messageId',
+        'transactionId',
+        'traceId',
+        'data',
+        'producerSub',
+        'errorMessage',
+        'retryCount',
+        'queue',
+        'partition',
+        'partitionId',
+        'consumerGroup',
+        'createdAt',
+        'failedAt',
+      ]);
     });
 
     it('filters by queue and consumer group and pages with limit and offset, total counting every match', async () => {

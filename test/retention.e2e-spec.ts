@@ -4,6 +4,7 @@ import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, cursors, expireLeases, sql } from './support/db-state';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { expectPayloadsAsSent, sentItems } from './support/sent-payloads';
 import { useTestBroker } from './support/test-broker';
 import { waitForLockWaiter, within } from './support/wait';
 
@@ -196,6 +197,20 @@ describe('retention', () => {
       expect(b.body.total).toBe(3);
       await client.pop('waits', { consumerGroup: 'a' }).expect(204);
       await client.pop('waits', { consumerGroup: 'b' }).expect(204);
+    });
+
+    it('keeps each payload as it was pushed, minified, in the dead letters it makes', async () => {
+      const { client, dataSource } = broker;
+      await client.configure({ queue: 'texts', options: { maxWaitTimeSeconds: 30 } }).expect(200);
+      await client.pop('texts', { consumerGroup: 'a' }).expect(204);
+      await client.postText('/api/v1/push', `{"items": ${sentItems('texts', 'p')}}`).expect(201);
+      await ageMessages(dataSource, client.tenant, 31);
+
+      await round();
+
+      expect(await kept(dataSource, client.tenant, 'texts')).toEqual([]);
+      const letters = await client.get('/api/v1/dlq', { queue: 'texts', consumerGroup: 'a', limit: 100 }).expect(200);
+      expectPayloadsAsSent(letters.text, 'p');
     });
 
     it('only removes the message when the queue keeps no dead letters', async () => {

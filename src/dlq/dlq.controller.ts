@@ -1,9 +1,11 @@
-import { Controller, Get, Query } from '@nestjs/common';
+import { Controller, Get, Query, UseInterceptors } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
+import { JsonText } from '../common/json-text';
+import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { DlqQuery, DlqQueryPipe } from './dlq-query.pipe';
 import { DlqService } from './dlq.service';
@@ -13,6 +15,7 @@ import { DlqQueryDto } from './dto/dlq-query.dto';
 @ApiTags('queues')
 @ApiBearerAuth()
 @RateLimited('manage')
+@UseInterceptors(NoContentWhenEmptyInterceptor)
 @Controller('api/v1/dlq')
 export class DlqController {
   constructor(private readonly dlqService: DlqService) {}
@@ -26,7 +29,7 @@ export class DlqController {
   @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
   @ApiAuthErrors('the token has no read-only, read-write or admin role')
   @ApiDatabaseErrors('Nothing was changed.')
-  list(@TenantId() tenantId: string, @Query(DlqQueryPipe) query: DlqQuery): Promise<DeadLetterPageDto> {
+  list(@TenantId() tenantId: string, @Query(DlqQueryPipe) query: DlqQuery): Promise<JsonText> {
     return this.dlqService.list(tenantId, query);
   }
 }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
-import { DeadLetterDto } from './dto/dead-letter.dto';
+import { StoredDeadLetter } from './dead-letter-shape';
 
 export interface DeadLetterFilter {
   queueId: string | undefined;
@@ -25,7 +25,7 @@ export class DlqRepository {
     offset: number,
     maxBytes: number,
     manager: EntityManager,
-  ): Promise<DeadLetterDto[]> {
+  ): Promise<StoredDeadLetter[]> {
     const rows: Array<Record<string, unknown>> = await manager.query(
       `SELECT measured.* FROM (
          SELECT page.*,
@@ -35,7 +35,8 @@ export class DlqRepository {
                     + octet_length(page.partition) + octet_length(page.consumer_group) + ${DEAD_LETTER_ENVELOPE_BYTES})
                   OVER (ORDER BY page.failed_order, page.partition_id, page.seq, page.id) AS answer_bytes,
                 row_number() OVER (ORDER BY page.failed_order, page.partition_id, page.seq, page.id) AS position
-           FROM (SELECT d.id, d.message_id, d.transaction_id, d.trace_id, d.payload, d.producer_sub, d.error_message,
+           FROM (SELECT d.id, d.message_id, d.transaction_id, d.trace_id, d.payload::text AS payload, d.producer_sub,
+                        d.error_message,
                         d.retry_count, q.name AS queue, p.name AS partition, d.partition_id, d.consumer_group, d.seq,
                         d.created_at AS failed_order,
                         ${isoTimestamp('d.message_created_at')} AS created_at, ${isoTimestamp('d.created_at')} AS failed_at
@@ -55,7 +56,7 @@ export class DlqRepository {
       messageId: row.message_id as string,
       transactionId: row.transaction_id as string,
       traceId: row.trace_id as string | null,
-      data: row.payload,
+      dataJson: row.payload as string,
       producerSub: row.producer_sub as string | null,
       errorMessage: row.error_message as string | null,
       retryCount: row.retry_count as number,

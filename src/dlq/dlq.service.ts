@@ -1,10 +1,11 @@
 import { Inject, Injectable, NotFoundException } from '@nestjs/common';
+import { JsonText } from '../common/json-text';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { QueuesRepository } from '../queues/queues.repository';
 import { DlqQuery } from './dlq-query.pipe';
 import { DlqRepository } from './dlq.repository';
-import { DeadLetterPageDto } from './dto/dead-letter.dto';
+import { deadLetterJson } from './dead-letter-shape';
 
 /** The page's own keys, outside its dead letters. */
 const PAGE_ENVELOPE_BYTES = 1_024;
@@ -22,8 +23,11 @@ export class DlqService {
     this.pageBudget = config.limits.responseMaxBytes - PAGE_ENVELOPE_BYTES;
   }
 
-  /** Page and total from one snapshot; shorter than `limit` when the page would pass RESPONSE_MAX_BYTES. */
-  async list(tenantId: string, query: DlqQuery): Promise<DeadLetterPageDto> {
+  /**
+   * Page and total from one snapshot; shorter than `limit` when the page would pass RESPONSE_MAX_BYTES. A
+   * DeadLetterPageDto as JSON text: payloads go out as stored.
+   */
+  async list(tenantId: string, query: DlqQuery): Promise<JsonText> {
     return this.transactions.run(tenantId, async (manager) => {
       let queueId: string | undefined;
       if (query.queue !== undefined) {
@@ -40,7 +44,7 @@ export class DlqService {
         manager,
       );
       const total = await this.deadLetters.count(tenantId, filter, manager);
-      return { messages, total };
+      return new JsonText(`{"messages":[${messages.map(deadLetterJson).join(',')}],"total":${total}}`);
     });
   }
 }

@@ -92,7 +92,11 @@ const MESSAGE_FIELDS: Field[] = [
   {
     key: 'data',
     write: (m) => m.dataJson,
-    property: { type: Object, description: 'The pushed payload, null included', example: { orderId: 42 } },
+    property: {
+      type: Object,
+      description: 'The payload as it was pushed (its JSON text, minified), null included',
+      example: { orderId: 42 },
+    },
   },
   {
     key: 'producerSub',

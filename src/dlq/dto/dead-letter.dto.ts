@@ -16,7 +16,7 @@ export class DeadLetterDto {
   @ApiProperty({ type: String, nullable: true })
   traceId: string | null;
 
-  @ApiProperty({ description: 'The original payload', example: { orderId: 42 } })
+  @ApiProperty({ description: 'The original payload, as it was pushed', example: { orderId: 42 } })
   data: unknown;
 
   @ApiProperty({ type: String, nullable: true })
