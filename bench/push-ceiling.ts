@@ -23,7 +23,7 @@ export interface CeilingResult {
 const INSERT_SQL = `
   WITH stored AS (
     INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes, created_at)
-    SELECT $1, $2, t.seq, t.id, t.transaction_id, NULL, t.payload::jsonb, octet_length(t.payload), clock_timestamp()
+    SELECT $1, $2, t.seq, t.id, t.transaction_id, NULL, t.payload::json, octet_length(t.payload), clock_timestamp()
       FROM unnest($3::bigint[], $4::uuid[], $5::text[], $6::text[]) AS t(seq, id, transaction_id, payload)
   )
   UPDATE partitions SET last_offset = $7, last_pushed_at = now() WHERE tenant_id = $1 AND id = $2`;
