@@ -241,7 +241,7 @@ describe('POST /api/v1/push', () => {
         { items: [{ queue: 'q', payload: { 'a\u0000': 1 } }] },
         'items[0].payload must not contain the character \\u0000',
       ],
-      // PostgreSQL stores text as UTF-8 and refuses \ud800 in jsonb: unchecked, these were 500s, and a
+      // PostgreSQL stores text as UTF-8 and cannot decode an escaped \ud800: unchecked, these were 500s, and a
       // name would be stored as U+FFFD while the answer reported the name sent.
       [
         'a queue name with an unpaired surrogate',
