@@ -144,19 +144,24 @@ const TRIM_SQL = `
 /**
  * Holds the partitions in id order as a push does: an UPDATE alone takes them in whatever order its join yields, and
  * deadlocked with pushes. No look sooner than $8 ms: a partition may be of age and wait for a consumer, lease or lock.
+ * The statement reads messages as of its start, but the lock may come after a push that waited for it committed: a
+ * partition whose offset under the lock is not the one the snapshot read (`stale`) is neither removed nor scheduled
+ * from that view; it is looked at again at once.
  */
 const SCHEDULE_SQL = `
   WITH ${RULES}, hurried AS (
     SELECT unnest($9::uuid[]) AS partition_id
   ), held AS MATERIALIZED (
-    SELECT p.tenant_id, p.id FROM partitions p
+    SELECT p.tenant_id, p.id, p.last_offset FROM partitions p
       JOIN rules r ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
      ORDER BY p.id
        FOR NO KEY UPDATE OF p
   ), first AS (
     SELECT r.*, f.seq, f.created_at, a.slowest,
            EXISTS (SELECT 1 FROM consumers c WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
-                      AND c.lease_expires_at > clock_timestamp()) AS leased
+                      AND c.lease_expires_at > clock_timestamp()) AS leased,
+           h.last_offset IS DISTINCT FROM (SELECT s.last_offset FROM partitions s
+                                            WHERE s.tenant_id = r.tenant_id AND s.id = r.partition_id) AS stale
       FROM rules r
       JOIN held h ON h.tenant_id = r.tenant_id AND h.id = r.partition_id
       LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM messages m
@@ -166,7 +171,7 @@ const SCHEDULE_SQL = `
                           WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id) a
   ), removed AS (
     DELETE FROM partitions p USING first f
-     WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased
+     WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased AND NOT f.stale
        AND p.last_pushed_at < ${ago('f.grace_s')}
     RETURNING p.tenant_id, p.id
   ), next AS (
@@ -174,12 +179,13 @@ const SCHEDULE_SQL = `
            LEAST(f.created_at + make_interval(secs => f.pending_s),
                  f.created_at + make_interval(secs => f.evict_s),
                  f.created_at + make_interval(secs => f.completed_s)) AS of_age,
-           f.grace_s, EXISTS (SELECT 1 FROM hurried h WHERE h.partition_id = f.partition_id) AS hurry
+           f.grace_s, f.stale, EXISTS (SELECT 1 FROM hurried h WHERE h.partition_id = f.partition_id) AS hurry
       FROM first f
   ), scheduled AS (
     UPDATE partitions p
        SET retention_check_at =
-             CASE WHEN n.seq IS NULL THEN p.last_pushed_at + make_interval(secs => n.grace_s)
+             CASE WHEN n.stale THEN clock_timestamp()
+                  WHEN n.seq IS NULL THEN p.last_pushed_at + make_interval(secs => n.grace_s)
                   WHEN n.hurry THEN clock_timestamp()
                   WHEN n.of_age IS NULL THEN NULL
                   ELSE GREATEST(n.of_age, clock_timestamp() + make_interval(secs => $8::double precision / 1000))
