@@ -93,35 +93,39 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       expect(Number(row.after_start)).toBeGreaterThanOrEqual(11.4);
     });
 
-    it('counts a renewal that waited 1.5 s for a row lock from when it ran', async () => {
+    it('answers a renewal of rows another transaction holds at once, busy and untouched, and renews from its own clock once they are free', async () => {
       const tenant = newTenant();
       const client = new BrokerClient(app, tenant);
       const lease = await createLease(app, tenant, [60]);
+      const before = await expiries(app.get(DataSource), tenant, lease.partitionIds);
       const lock = await lockConsumers(tenant);
-      const pending = client.extend(lease.leaseId, 120).then((response) => response);
-      await waitForLockWaiter(observer, 'locked AS (');
-      // The renewal's statement is now old: keep it waiting a while longer.
-      await sleep(1_500);
+      const busy = await client.extend(lease.leaseId, 120);
+      await sleep(100);
       const releasedAt = await lock.release();
 
-      const response = await pending;
+      expect(busy.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
+      expect(busy.headers['leasehold-lease-status']).toBe('busy');
+      expect(await expiries(app.get(DataSource), tenant, lease.partitionIds)).toEqual(before);
+      const response = await client.extend(lease.leaseId, 120);
       expect(response.body).toMatchObject({ success: true, renewed: 1 });
       expect(await secondsBetween(observer, response.body.newExpiresAt, releasedAt)).toBeGreaterThanOrEqual(119.9);
     });
 
-    it('does not revive a lease that expired while its renewal waited for the row lock: renewed 0, expiry untouched', async () => {
+    it('does not revive a lease that expired while its rows were held: renewed 0, expired, expiry untouched', async () => {
       const tenant = newTenant();
       const client = new BrokerClient(app, tenant);
       const lease = await createLease(app, tenant, [1]);
       const before = await expiries(app.get(DataSource), tenant, lease.partitionIds);
       const lock = await lockConsumers(tenant);
-      const pending = client.extend(lease.leaseId, 60).then((response) => response);
-      await waitForLockWaiter(observer, 'locked AS (');
       await leaseExpired(tenant);
+      const whileHeld = await client.extend(lease.leaseId, 60);
       await lock.release();
 
-      const response = await pending;
-      expect(response.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
+      const response = await client.extend(lease.leaseId, 60);
+      for (const answer of [whileHeld, response]) {
+        expect(answer.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
+        expect(answer.headers['leasehold-lease-status']).toBe('expired');
+      }
       expect(await expiries(app.get(DataSource), tenant, lease.partitionIds)).toEqual(before);
     });
 

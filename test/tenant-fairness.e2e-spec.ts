@@ -12,7 +12,7 @@ import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';
 import { CapturedLogs } from './faults/support/captured-logs';
-import { waitFor } from './support/wait';
+import { waitFor, within } from './support/wait';
 
 type Answer = request.Response;
 
@@ -242,6 +242,91 @@ describe('one tenant cannot starve another', () => {
         await held?.release();
         await small.close();
         await pusher.close();
+      }
+    });
+  });
+
+  // Row locks held by a tenant's own transaction: real PostgreSQL only.
+  (onEmbeddedDatabase ? describe.skip : describe)('renewals beside a tenant whose rows are locked', () => {
+    let app: NestExpressApplication;
+    let blocker: Client;
+
+    beforeAll(async () => {
+      // Long enough that a renewal waiting for the lock could not finish before the lock is released.
+      app = await createTestApp({ DB_STATEMENT_TIMEOUT_MS: '60000' });
+      blocker = await openSession();
+    });
+
+    afterAll(async () => {
+      await blocker.end();
+      await app.close();
+    });
+
+    it("renews another tenant's leases while one tenant's cursor rows are locked, and answers that tenant busy at once", async () => {
+      const locked = new BrokerClient(app, newTenant());
+      const other = new BrokerClient(app, newTenant());
+      const held = [await createLease(app, locked.tenant, [30, 30]), await createLease(app, locked.tenant, [30])];
+      const lease = await createLease(app, other.tenant, [30]);
+      await lockTenantRows(blocker, 'consumers', locked.tenant);
+      const lockedAnswers: Answer[] = [];
+      let running = true;
+      try {
+        // Two loops per lease: more renewals than there are renewal slots, each of a locked lease.
+        const loops = [...held, ...held].map(async ({ leaseId }) => {
+          while (running) lockedAnswers.push(await locked.extend(leaseId, 30));
+        });
+        const answers = await within(
+          (async () => {
+            const all: Answer[] = [];
+            while (all.length < 10 || lockedAnswers.length < 4) all.push(await other.extend(lease.leaseId, 30));
+            return all;
+          })(),
+          "the other tenant's renewals while the rows are locked",
+          20_000,
+        );
+        running = false;
+        await within(Promise.all(loops), "the locked tenant's renewals while its rows are still locked", 20_000);
+
+        expect(answers.filter((answer) => answer.status !== 200 || answer.body.renewed !== 1)).toEqual([]);
+        expect(answers.filter((answer) => answer.headers['leasehold-lease-status'] !== undefined)).toEqual([]);
+        expect(lockedAnswers.length).toBeGreaterThanOrEqual(4);
+        for (const answer of lockedAnswers) {
+          expect(answer.status).toBe(200);
+          expect(answer.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
+          expect(answer.headers['leasehold-lease-status']).toBe('busy');
+          expect(Number(answer.headers['leasehold-renew-after'])).toBeGreaterThan(0);
+          expect(Number(answer.headers['leasehold-renew-after'])).toBeLessThanOrEqual(0.25);
+        }
+      } finally {
+        running = false;
+        await blocker.query('ROLLBACK');
+      }
+      const renewedAfter = await locked.extend(held[0].leaseId, 30);
+      expect(renewedAfter.body.renewed).toBe(2);
+      expect(renewedAfter.headers['leasehold-lease-status']).toBeUndefined();
+    });
+
+    it('renews the rows of a lease that are free and answers busy for the one a transaction holds', async () => {
+      const client = new BrokerClient(app, newTenant());
+      const lease = await createLease(app, client.tenant, [30, 30]);
+      // The broker learns the lease's size from a renewal.
+      expect((await client.extend(lease.leaseId, 30)).body.renewed).toBe(2);
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM consumers WHERE tenant_id = $1 AND partition_id = $2 FOR UPDATE', [
+        client.tenant,
+        lease.partitionIds[0],
+      ]);
+      try {
+        const answer = await within(
+          client.extend(lease.leaseId, 30).then((response) => response),
+          'the renewal',
+          20_000,
+        );
+        expect(answer.body).toMatchObject({ success: true, renewed: 1 });
+        expect(answer.headers['leasehold-lease-status']).toBe('busy');
+        expect(Number(answer.headers['leasehold-renew-after'])).toBeLessThanOrEqual(0.25);
+      } finally {
+        await blocker.query('ROLLBACK');
       }
     });
   });

@@ -33,6 +33,7 @@ const DEFAULT_RENEW_FRACTION = 1 / 3;
 const DEFAULT_JITTER = 0.2;
 const RETRY_INITIAL_MS = 250;
 const MIN_HINTED_DELAY_MS = 50;
+const BUSY_RETRY_SECONDS = 0.25;
 const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 
 // Shared with consume, so a bad option fails before the first pop rather than in a worker.
@@ -180,6 +181,11 @@ export class LeaseKeeper {
     this.failures = 0;
     this.lastFailure = undefined;
     const renewAfter = hintSeconds(result.renewAfterSeconds);
+    if (result.busy) {
+      // Some rows kept their old expiry: the local deadline stays, and the next attempt comes soon.
+      this.scheduleRenewal(this.hintedDelay(renewAfter ?? BUSY_RETRY_SECONDS));
+      return;
+    }
     const hardEnd = hintSeconds(result.deadlineSeconds);
     // The broker set the expiry to at least its now() + leaseSeconds, and its now() was no
     // earlier than our send: counting from the send keeps the local deadline on the safe side.

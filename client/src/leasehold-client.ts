@@ -100,14 +100,17 @@ export class LeaseholdClient {
       { seconds },
       options,
     );
-    const lost = answer.renewed === 0;
+    // Rows another transaction held were left, not waited for: the lease is live, renew again soon.
+    const busy = headers.get(LEASE_STATUS_HEADER)?.trim().toLowerCase() === 'busy';
+    const lost = answer.renewed === 0 && !busy;
     // Each hint belongs to one outcome: one that contradicts `renewed` is not trusted.
     return {
       ...answer,
       lost,
-      expiry: !lost && answer.expiresAt !== null ? new Date(answer.expiresAt) : null,
+      busy,
+      expiry: answer.renewed > 0 && answer.expiresAt !== null ? new Date(answer.expiresAt) : null,
       renewAfterSeconds: lost ? null : hintSeconds(headers.get(RENEW_AFTER_HEADER)),
-      deadlineSeconds: lost ? null : hintSeconds(headers.get(DEADLINE_AFTER_HEADER)),
+      deadlineSeconds: answer.renewed > 0 ? hintSeconds(headers.get(DEADLINE_AFTER_HEADER)) : null,
       leaseStatus: lost ? leaseStatus(headers.get(LEASE_STATUS_HEADER)) : null,
     };
   }

@@ -104,8 +104,12 @@ export interface ExtendResponse {
 export type LeaseStatus = 'expired' | 'unknown';
 
 export interface ExtendResult extends ExtendResponse {
-  // renewed === 0: an HTTP 200 that renewed nothing is a lost lease, not a success.
+  // renewed === 0: an HTTP 200 that renewed nothing is a lost lease, not a success, unless busy.
   lost: boolean;
+  // Leasehold-Lease-Status: busy. Rows of the lease were held by another transaction and left as
+  // they were (renewed counts the others, possibly 0): the lease is live, renew again after
+  // renewAfterSeconds.
+  busy: boolean;
   // By the broker's database clock: compare it with nothing on this machine.
   expiry: Date | null;
   // The hints below are seconds counted from the broker's answer, null when it sent none.

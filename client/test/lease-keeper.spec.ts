@@ -309,6 +309,37 @@ describe('LeaseKeeper on a fake clock', () => {
     expect(reason.message).toBe(`lease ${LEASE_ID} is lost${ending}`);
   });
 
+  it('keeps a lease whose rows were busy, keeps its deadline, and renews again after the hint', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    const start = performance.now();
+    const answers = [
+      extendAnswer(LEASE_ID, 0, { busy: true, renewAfterSeconds: 0.2 }),
+      extendAnswer(LEASE_ID, 1, { busy: true, renewAfterSeconds: 0.2 }),
+    ];
+    answer = () => Promise.resolve(answers.shift() ?? extendAnswer(LEASE_ID, 1));
+    const signal = keep(30).signal;
+
+    await jest.advanceTimersByTimeAsync(10_400);
+    expect(signal.aborted).toBe(false);
+    expect(calls.map((call) => Math.round(call.at - start))).toEqual([10_000, 10_200, 10_400]);
+    // Only the last answer renewed every row: the lease now runs 30 s from that renewal.
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(calls.map((call) => Math.round(call.at - start))).toEqual([10_000, 10_200, 10_400, 20_400]);
+    expect(signal.aborted).toBe(false);
+  });
+
+  it('loses a lease that stays busy until its deadline, as one whose renewals fail', async () => {
+    jest.spyOn(Math, 'random').mockReturnValue(0);
+    answer = () => Promise.resolve(extendAnswer(LEASE_ID, 0, { busy: true, renewAfterSeconds: 0.25 }));
+    const signal = keep(30).signal;
+
+    await jest.advanceTimersByTimeAsync(29_999);
+    expect(signal.aborted).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+
+    expect(signal.reason).toMatchObject({ kind: 'deadline-passed' });
+  });
+
   it('gives each attempt a signal that stop() aborts', async () => {
     jest.spyOn(Math, 'random').mockReturnValue(0);
     answer = () => new Promise(() => undefined);

@@ -139,6 +139,7 @@ describe('LeaseholdClient', () => {
         expiresAt: null,
         lease_expires_at: null,
         lost: true,
+        busy: false,
         expiry: null,
         renewAfterSeconds: null,
         deadlineSeconds: null,
@@ -259,6 +260,22 @@ describe('LeaseholdClient', () => {
       const result = await client.extend(pop.leaseId, 10);
 
       expect(result).toMatchObject({ lost: true, leaseStatus: 'unknown' });
+    });
+
+    it('reports busy rows as not lost, with the hint to renew again, whether or not any row was renewed', async () => {
+      const pop = await pushAndPop('jobs');
+      broker.extendHeaders = { 'Leasehold-Lease-Status': 'busy', 'Leasehold-Renew-After': '0.213' };
+      const nothing = await client.extend('0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90');
+      const some = await client.extend(pop.leaseId, 10);
+
+      expect(nothing).toMatchObject({
+        renewed: 0,
+        lost: false,
+        busy: true,
+        renewAfterSeconds: 0.213,
+        leaseStatus: null,
+      });
+      expect(some).toMatchObject({ renewed: 1, lost: false, busy: true, renewAfterSeconds: 0.213, leaseStatus: null });
     });
 
     it('ignores a Lease-Status it does not know, and every hint that contradicts renewed', async () => {

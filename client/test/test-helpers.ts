@@ -30,7 +30,7 @@ export function aborted(signal: AbortSignal): Promise<unknown> {
 export function extendAnswer(
   leaseId: string,
   renewed: number,
-  hints: Partial<Pick<ExtendResult, 'renewAfterSeconds' | 'deadlineSeconds' | 'leaseStatus'>> = {},
+  hints: Partial<Pick<ExtendResult, 'renewAfterSeconds' | 'deadlineSeconds' | 'leaseStatus' | 'busy'>> = {},
 ): ExtendResult {
   const expiresAt = renewed > 0 ? new Date(Date.now() + 30_000).toISOString() : null;
   return {
@@ -40,7 +40,8 @@ export function extendAnswer(
     newExpiresAt: expiresAt,
     expiresAt,
     lease_expires_at: expiresAt,
-    lost: renewed === 0,
+    lost: renewed === 0 && hints.busy !== true,
+    busy: false,
     expiry: expiresAt === null ? null : new Date(expiresAt),
     renewAfterSeconds: null,
     deadlineSeconds: null,

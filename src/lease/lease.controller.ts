@@ -54,7 +54,7 @@ export class LeaseController {
     headers: {
       [RENEW_AFTER_HEADER]: {
         description:
-          `When renewed > 0: renew again after this many seconds (decimal, from this answer), ` +
+          `When renewed > 0, or with Leasehold-Lease-Status busy: renew again after this many seconds (decimal, from this answer), ` +
           `${Math.round(RENEW_FRACTION * 100)}% of what the lease has left less up to ${RENEW_JITTER * 100}% of ` +
           'that at random, so that workers that popped together do not renew together. Absent when the lease ' +
           'stands at its ceiling and renewing again would extend nothing.',
@@ -69,8 +69,11 @@ export class LeaseController {
       [LEASE_STATUS_HEADER]: {
         description:
           "When renewed = 0: `expired` when the caller's own lease ran out unrenewed and has not been claimed " +
-          "again; `unknown` otherwise (released by an ack or nack, re-claimed, never existed, or another tenant's).",
-        schema: { type: 'string', enum: ['expired', 'unknown'] },
+          "again; `unknown` otherwise (released by an ack or nack, re-claimed, never existed, or another tenant's). " +
+          '`busy`, with renewed 0 or more: live rows of the lease were held by another transaction in progress (an ' +
+          'ack or a transaction of this lease) and were left as they were instead of waited for; the lease is not ' +
+          'lost. Renew again after Leasehold-Renew-After (at most 0.25 s).',
+        schema: { type: 'string', enum: ['expired', 'unknown', 'busy'] },
       },
     },
   })

@@ -14,6 +14,8 @@ export interface RenewalRequest {
   tenantId: string;
   leaseId: string;
   seconds: number;
+  /** Rows the lease renewed last time (1 when unknown): fewer renewed now is when skipped rows are looked for. */
+  expectedRows?: number;
 }
 
 export interface LeaseRenewal {
@@ -25,6 +27,8 @@ export interface LeaseRenewal {
   deadlineSeconds?: number;
   /** When nothing was renewed: whether a row still holds this lease id (so it expired). */
   held?: boolean;
+  /** Live rows of the lease another transaction held locked, left as they were rather than waited for. */
+  busy?: boolean;
 }
 
 export class RenewalFailedError extends Error {
@@ -40,10 +44,14 @@ export class RenewalFailedError extends Error {
 const RENEWAL_RECORD = `lease_renewals = c.lease_renewals + 1, lease_renewed_at = l.now,
            lease_renewal_slack_ms = LEAST(extract(epoch FROM l.old_expires_at - l.now) * 1000, 2147483647)::int`;
 
-/* Row locks in primary-key order (no deadlocks), liveness re-checked after each lock. See docs/internals.md. */
+/*
+ * Row locks in primary-key order, liveness re-checked after each lock. See docs/internals.md. A row another transaction
+ * holds (an ack, a transaction of the lease) is skipped, never waited for: one statement renews many tenants' leases.
+ */
 const RENEW_SQL = `
   WITH requested AS (
-    SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::int[]) AS r(idx, tenant_id, lease_id, seconds)
+    SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::int[], $5::int[])
+      AS r(idx, tenant_id, lease_id, seconds, expected_rows)
   ), wanted AS (
     SELECT tenant_id, lease_id, max(seconds) AS seconds FROM requested GROUP BY tenant_id, lease_id
   ), locked AS (
@@ -52,7 +60,7 @@ const RENEW_SQL = `
       JOIN wanted AS w ON c.tenant_id = w.tenant_id AND c.lease_id = w.lease_id
      WHERE c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp()
      ORDER BY c.tenant_id, c.partition_id, c.consumer_group
-       FOR UPDATE OF c
+       FOR UPDATE OF c SKIP LOCKED
   ), clocked AS (
     SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
@@ -65,8 +73,9 @@ const RENEW_SQL = `
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = l.lease_id
        AND c.lease_expires_at > l.now
-    RETURNING c.tenant_id, c.lease_id, c.lease_expires_at, l.old_expires_at - l.now AS slack,
-              c.lease_expires_at - l.now AS remaining, c.lease_deadline - l.now AS deadline
+    RETURNING c.tenant_id, c.lease_id, c.partition_id, c.consumer_group, c.lease_expires_at,
+              l.old_expires_at - l.now AS slack, c.lease_expires_at - l.now AS remaining,
+              c.lease_deadline - l.now AS deadline
   ), per_lease AS (
     SELECT tenant_id, lease_id, count(*)::int AS renewed, min(lease_expires_at) AS earliest, min(slack) AS slack,
            min(remaining) AS remaining, min(deadline) AS deadline
@@ -77,7 +86,15 @@ const RENEW_SQL = `
          extract(epoch FROM p.deadline)::float8 AS deadline_seconds,
          CASE WHEN p.renewed IS NULL
               THEN EXISTS (SELECT 1 FROM consumers AS c WHERE c.tenant_id = r.tenant_id AND c.lease_id = r.lease_id)
-         END AS held
+         END AS held,
+         CASE WHEN coalesce(p.renewed, 0) < r.expected_rows
+              THEN EXISTS (SELECT 1 FROM consumers AS c
+                            WHERE c.tenant_id = r.tenant_id AND c.lease_id = r.lease_id
+                              AND c.lease_expires_at > clock_timestamp()
+                              AND NOT EXISTS (SELECT 1 FROM renewed AS n
+                                               WHERE n.tenant_id = c.tenant_id AND n.partition_id = c.partition_id
+                                                 AND n.consumer_group = c.consumer_group))
+         END AS busy
     FROM requested AS r
     LEFT JOIN per_lease AS p ON p.tenant_id = r.tenant_id AND p.lease_id = r.lease_id`;
 
@@ -88,7 +105,7 @@ const RENEW_ONE_SQL = `
       FROM consumers
      WHERE tenant_id = $1 AND lease_id = $2 AND lease_id IS NOT NULL AND lease_expires_at > clock_timestamp()
      ORDER BY partition_id, consumer_group
-       FOR UPDATE
+       FOR UPDATE SKIP LOCKED
   ), clocked AS (
     SELECT l.*, clock_timestamp() AS now FROM locked AS l
   ), renewed AS (
@@ -101,15 +118,22 @@ const RENEW_ONE_SQL = `
        AND c.consumer_group = l.consumer_group
        AND c.lease_id = $2
        AND c.lease_expires_at > l.now
-    RETURNING c.lease_expires_at, l.old_expires_at - l.now AS slack, c.lease_expires_at - l.now AS remaining,
-              c.lease_deadline - l.now AS deadline
+    RETURNING c.partition_id, c.consumer_group, c.lease_expires_at, l.old_expires_at - l.now AS slack,
+              c.lease_expires_at - l.now AS remaining, c.lease_deadline - l.now AS deadline
   )
   SELECT 0 AS idx, count(*)::int AS renewed, ${isoTimestamp('min(lease_expires_at)')} AS earliest_expires_at,
          extract(epoch FROM min(slack))::float8 AS slack_seconds, extract(epoch FROM min(remaining))::float8 AS remaining_seconds,
          extract(epoch FROM min(deadline))::float8 AS deadline_seconds,
          CASE WHEN count(*) = 0
               THEN EXISTS (SELECT 1 FROM consumers WHERE tenant_id = $1 AND lease_id = $2)
-         END AS held
+         END AS held,
+         CASE WHEN count(*) < $4
+              THEN EXISTS (SELECT 1 FROM consumers AS c
+                            WHERE c.tenant_id = $1 AND c.lease_id = $2 AND c.lease_expires_at > clock_timestamp()
+                              AND NOT EXISTS (SELECT 1 FROM renewed AS n
+                                               WHERE n.partition_id = c.partition_id
+                                                 AND n.consumer_group = c.consumer_group))
+         END AS busy
     FROM renewed`;
 
 interface RenewalRow {
@@ -120,6 +144,7 @@ interface RenewalRow {
   remaining_seconds: number | null;
   deadline_seconds: number | null;
   held: boolean | null;
+  busy: boolean | null;
 }
 
 /** On the pg pool, not a TypeORM query runner: pg's named prepared statements cut its cost by a third. */
@@ -150,6 +175,7 @@ export class LeaseRepository {
         if (row.remaining_seconds !== null) answer.remainingSeconds = row.remaining_seconds;
         if (row.deadline_seconds !== null) answer.deadlineSeconds = row.deadline_seconds;
         if (row.held !== null) answer.held = row.held;
+        if (row.busy) answer.busy = true;
         answers[row.idx] = answer;
       }
       return answers;
@@ -168,7 +194,7 @@ export class LeaseRepository {
       return {
         name: 'leasehold_renew_one',
         text: RENEW_ONE_SQL,
-        values: [only.tenantId, only.leaseId, only.seconds],
+        values: [only.tenantId, only.leaseId, only.seconds, only.expectedRows ?? 1],
       };
     }
     return {
@@ -179,6 +205,7 @@ export class LeaseRepository {
         arrayLiteral(requests.map((request) => request.tenantId)),
         arrayLiteral(requests.map((request) => request.leaseId)),
         arrayLiteral(requests.map((request) => request.seconds)),
+        arrayLiteral(requests.map((request) => request.expectedRows ?? 1)),
       ],
     };
   }

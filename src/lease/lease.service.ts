@@ -32,7 +32,13 @@ export class LeaseService {
       ? await this.renew(tenantId, leaseId.toLowerCase(), this.capped(seconds))
       : NOTHING_RENEWED;
     const expiry = renewal.earliestExpiresAt;
-    const outcome = renewal.renewed === 0 ? 'not_renewed' : atCeiling(renewal) ? 'at_ceiling' : 'renewed';
+    const outcome = renewal.busy
+      ? 'busy'
+      : renewal.renewed === 0
+        ? 'not_renewed'
+        : atCeiling(renewal)
+          ? 'at_ceiling'
+          : 'renewed';
     this.metrics.renewals.inc({ outcome });
     if (renewal.slackSeconds !== undefined) this.metrics.renewalSlack.observe(Math.max(0, renewal.slackSeconds));
     return {

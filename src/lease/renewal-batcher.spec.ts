@@ -43,9 +43,30 @@ describe('RenewalBatcher', () => {
     await flush();
 
     expect(repository.calls).toHaveLength(1);
-    expect(repository.calls[0].requests).toEqual([request('a', 30)]);
+    expect(repository.calls[0].requests).toEqual([{ ...request('a', 30), expectedRows: 1 }]);
     repository.calls[0].finish();
     await expect(answer).resolves.toEqual({ renewed: 30, earliestExpiresAt: 'a' });
+  });
+
+  it('tells each statement how many rows a lease renewed last time, unless that answer left busy rows behind', async () => {
+    const answers: LeaseRenewal[] = [
+      { renewed: 3, earliestExpiresAt: 'x' },
+      { renewed: 1, earliestExpiresAt: 'x', busy: true },
+      { renewed: 3, earliestExpiresAt: 'x' },
+    ];
+    const sent: RenewalRequest[] = [];
+    const repository = {
+      renew: (requests: readonly RenewalRequest[]) => {
+        sent.push(...requests);
+        return Promise.resolve([answers[sent.length - 1]]);
+      },
+    };
+    const subject = new RenewalBatcher(repository as unknown as LeaseRepository, loadConfig({}));
+
+    for (const expected of [1, 3, 3]) {
+      await subject.renew(request('a'));
+      expect(sent.at(-1)?.expectedRows).toBe(expected);
+    }
   });
 
   it('groups renewals that arrive while every slot is busy into one statement, each with its own answer', async () => {

@@ -148,7 +148,7 @@ export class RenewalBatcher {
       const timer = this.metrics?.renewalStatementSeconds.startTimer();
       try {
         renewals = await this.leases.renew(
-          batch.map((pending) => pending.request),
+          batch.map((pending) => ({ ...pending.request, expectedRows: this.rowsOf(pending.request) })),
           deadline,
         );
       } finally {
@@ -164,7 +164,8 @@ export class RenewalBatcher {
       return;
     }
     batch.forEach((pending, index) => {
-      this.remember(pending.request, renewals[index].renewed);
+      // A renewal that skipped busy rows undercounts the lease.
+      if (!renewals[index].busy) this.remember(pending.request, renewals[index].renewed);
       pending.resolve(renewals[index]);
     });
   }

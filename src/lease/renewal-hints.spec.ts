@@ -31,6 +31,14 @@ describe('renewalHints', () => {
     expect(renewalHints({ ...nothing, held: false })).toEqual({ status: 'unknown' });
     expect(renewalHints(nothing)).toEqual({ status: 'unknown' });
   });
+
+  it('asks for another renewal within a quarter second when rows were busy, renewed or not', () => {
+    const nothing = { renewed: 0, earliestExpiresAt: null, held: true, busy: true };
+    expect(renewalHints(nothing, () => 0)).toEqual({ status: 'busy', renewAfterSeconds: 0.25 });
+    expect(renewalHints(nothing, () => 0.999).renewAfterSeconds).toBeCloseTo(0.20005, 6);
+    expect(renewalHints({ ...renewed(60), busy: true }, () => 0)).toEqual({ status: 'busy', renewAfterSeconds: 0.25 });
+    expect(renewalHints({ ...renewed(0.3), busy: true }, () => 0).renewAfterSeconds).toBeCloseTo(0.1, 9);
+  });
 });
 
 describe('hintHeaders', () => {

@@ -9,7 +9,10 @@ export const RENEW_JITTER = 0.2;
 
 const AT_CEILING_SLACK_SECONDS = 0.001;
 
-export type LeaseStatus = 'expired' | 'unknown';
+/** How soon to renew again when rows were busy: another transaction holds them for about one statement, not longer. */
+export const BUSY_RENEW_AFTER_SECONDS = 0.25;
+
+export type LeaseStatus = 'expired' | 'unknown' | 'busy';
 
 export interface RenewalHints {
   renewAfterSeconds?: number;
@@ -28,12 +31,20 @@ export function atCeiling(renewal: LeaseRenewal): boolean {
 
 /** Jittered so that workers that popped together drift apart instead of renewing in lockstep. */
 export function renewalHints(renewal: LeaseRenewal, random: () => number = Math.random): RenewalHints {
-  if (renewal.renewed === 0) return { status: renewal.held ? 'expired' : 'unknown' };
+  const busyRetry = (): number => BUSY_RENEW_AFTER_SECONDS * (1 - RENEW_JITTER * random());
+  if (renewal.renewed === 0) {
+    return renewal.busy
+      ? { status: 'busy', renewAfterSeconds: busyRetry() }
+      : { status: renewal.held ? 'expired' : 'unknown' };
+  }
   const hints: RenewalHints = {};
+  if (renewal.busy) hints.status = 'busy';
   if (renewal.deadlineSeconds !== undefined) hints.deadlineSeconds = Math.max(0, renewal.deadlineSeconds);
   if (renewal.remainingSeconds !== undefined && !atCeiling(renewal)) {
     hints.renewAfterSeconds = Math.max(0, renewal.remainingSeconds * RENEW_FRACTION * (1 - RENEW_JITTER * random()));
   }
+  // The rows left busy keep their old expiry: renew again soon, for them.
+  if (renewal.busy) hints.renewAfterSeconds = Math.min(hints.renewAfterSeconds ?? Infinity, busyRetry());
   return hints;
 }
 

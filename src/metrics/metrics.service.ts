@@ -61,7 +61,8 @@ export class MetricsService {
       name: 'leasehold_lease_renewals_total',
       help:
         'Lease extend requests, by outcome: renewed (at least one row extended), at_ceiling (live, but held at ' +
-        'LEASE_MAX_TOTAL_SECONDS) or not_renewed (renewed 0).',
+        'LEASE_MAX_TOTAL_SECONDS), busy (rows held by another transaction were left, not waited for) or ' +
+        'not_renewed (renewed 0).',
       labelNames: ['outcome'],
       registers,
     });
