@@ -1,8 +1,14 @@
+import { ClientRequest, IncomingMessage, request as httpRequest, ServerResponse } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DataSource } from 'typeorm';
+import { PopRepository } from '../src/pop/pop.repository';
+import { PopService } from '../src/pop/pop.service';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient } from './support/broker-client';
 import request from 'supertest';
 import { cursors } from './support/db-state';
-import { newTenant, TENANT_HEADER } from './support/test-app';
+import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 import { waitFor, within } from './support/wait';
 
@@ -112,6 +118,29 @@ describe('discovery pop and namespaces', () => {
     ]);
   });
 
+  it("shares one lookup of a tenant's matching queues between the polls that wait on one filter", async () => {
+    const { app, client } = broker;
+    const polls = app.get(ParkedPolls);
+    const before = polls.total;
+    const lookups = jest.spyOn(app.get(PopRepository), 'discover');
+    const waiting = Array.from({ length: 5 }, () =>
+      discover(client, { namespace: 'nobody-yet', wait: true, timeout: 60_000 }).then((response) => response),
+    );
+    try {
+      await waitFor(() => polls.total === before + 5, 'every poll is parked');
+      const calls = lookups.mock.calls.filter((call) => call[0] === client.tenant).length;
+      expect(calls).toBeGreaterThanOrEqual(1);
+      expect(calls).toBeLessThan(5);
+    } finally {
+      lookups.mockRestore();
+    }
+    await client.configure({ queue: 'late', namespace: 'nobody-yet' }).expect(200);
+    // One partition each: a partition serves one lease at a time.
+    await client.push([0, 1, 2, 3, 4].map((n) => ({ queue: 'late', partition: `p${n}`, payload: n }))).expect(201);
+    const answers = await within(Promise.all(waiting), 'every poll is served once its queue exists', 20_000);
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 200, 200]);
+  });
+
   it("never serves another tenant's queues", async () => {
     const { client, app } = broker;
     await billing(client);
@@ -119,5 +148,115 @@ describe('discovery pop and namespaces', () => {
 
     await discover(stranger, { namespace: 'billing' }).expect(204);
     expect((await stranger.get('/api/v1/resources/namespaces')).body).toEqual({ namespaces: [] });
+  });
+});
+
+/** A poll on a connection of its own, which the test can close as a client that goes away does. */
+function openPoll(
+  app: NestExpressApplication,
+  tenant: string,
+  path: string,
+): { close: () => void; answer: Promise<number> } {
+  const server = app.getHttpServer();
+  const { port } = server.address() as AddressInfo;
+  let call: ClientRequest | undefined;
+  const answer = new Promise<number>((resolve) => {
+    call = httpRequest({ host: '127.0.0.1', port, path, headers: { [TENANT_HEADER]: tenant } }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode ?? 0));
+    });
+    call.on('error', () => resolve(0));
+    call.end();
+  });
+  return { close: () => call?.destroy(), answer };
+}
+
+describe('long polls whose clients go', () => {
+  let app: NestExpressApplication;
+  /** Closed server-side responses, by path: the moment the broker learns that a client has gone. */
+  const closed = new Map<string, Array<() => void>>();
+
+  beforeAll(async () => {
+    app = await createTestApp({ POP_MAX_WAITING_PER_TENANT: '1' });
+    await app.listen(0, '127.0.0.1');
+    app.getHttpServer().on('request', (req: IncomingMessage, res: ServerResponse) => {
+      res.once('close', () => {
+        for (const notify of closed.get(req.url ?? '') ?? []) notify();
+      });
+    });
+  });
+
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const serverSawClose = (path: string) =>
+    new Promise<void>((resolve) => closed.set(path, [...(closed.get(path) ?? []), resolve]));
+
+  it('counts a discovery poll that matches no queue yet as one parked poll, and ends it when its client goes', async () => {
+    const client = new BrokerClient(app, newTenant());
+    const polls = app.get(ParkedPolls);
+    const service = app.get(PopService);
+    const discovering = jest.spyOn(service, 'discover');
+    const path = `/api/v1/pop?namespace=nobody-yet&wait=true&timeout=60000`;
+    const poll = openPoll(app, client.tenant, path);
+    await waitFor(() => polls.total === 1, 'the poll counts as parked');
+    const ended = discovering.mock.results[0].value as Promise<unknown>;
+
+    const second = await discover(client, { namespace: 'nobody-yet', wait: true, timeout: 1000 });
+    expect(second.status).toBe(429);
+    expect(second.body).toEqual({ error: 'too many waiting pops' });
+
+    poll.close();
+    await within(ended, 'the poll ends once its client has gone', 10_000);
+    expect(polls.total).toBe(0);
+    discovering.mockRestore();
+  });
+
+  it.each([
+    [
+      'a discovery poll',
+      (queue: string) => `/api/v1/pop?namespace=${queue}-ns&wait=true&timeout=60000&leaseSeconds=300`,
+    ],
+    ['a queue poll', (queue: string) => `/api/v1/pop/queue/${queue}?wait=true&timeout=60000&leaseSeconds=300`],
+  ])('gives back what %s claimed after its client went, at once', async (_kind, pathOf) => {
+    const client = new BrokerClient(app, newTenant());
+    const queue = `gone-${newTenant().slice(0, 8)}`;
+    await client.configure({ queue, namespace: `${queue}-ns` }).expect(200);
+    await client.pushMany(queue, 3);
+    const path = pathOf(queue);
+    const pops = app.get(PopRepository);
+    const original = pops.target.bind(pops);
+    let poll: ReturnType<typeof openPoll> | undefined;
+    // The client goes while the claim is under way, once the broker has seen it go.
+    const target = jest.spyOn(pops, 'target').mockImplementation(async (...args) => {
+      if (args[0] === client.tenant && poll) {
+        const seen = serverSawClose(path);
+        poll.close();
+        await seen;
+      }
+      return original(...args);
+    });
+    const service = app.get(PopService);
+    const served = [jest.spyOn(service, 'discover'), jest.spyOn(service, 'pop')];
+    try {
+      poll = openPoll(app, client.tenant, path);
+      await poll.answer;
+      await waitFor(() => served.some((spy) => spy.mock.results.length > 0), 'the poll is served');
+      const ended = served.flatMap((spy) => spy.mock.results.map((result) => result.value as Promise<unknown>));
+      await within(Promise.all(ended), 'the poll ends once its client has gone', 10_000);
+      await waitFor(
+        async () => (await cursors(app.get(DataSource), client.tenant, queue)).every((row) => row.leaseId === null),
+        'the lease is released',
+      );
+    } finally {
+      target.mockRestore();
+      for (const spy of served) spy.mockRestore();
+    }
+    const next = await client.popLeased(queue, { batch: 10 });
+    expect(next.messages.map((message) => message.transactionId)).toEqual(
+      [0, 1, 2].map((n) => `${queue}-Default-${n}`),
+    );
+    expect(next.messages.map((message) => message.deliveryAttempt)).toEqual([2, 2, 2]);
   });
 });

@@ -8,7 +8,7 @@ import { waitForLockWaiter } from './support/wait';
 // Holding a request in flight needs a row lock from another session, which
 // only real PostgreSQL has.
 (onEmbeddedDatabase ? describe.skip : describe)('graceful shutdown', () => {
-  it('lets an in-flight extend finish with 200 before closing the pool, then refuses new connections', async () => {
+  it('lets an in-flight ack finish with 200 before closing the pool, then refuses new connections', async () => {
     const app = await createTestApp();
     await app.listen(0, '127.0.0.1');
     const server = app.getHttpServer();
@@ -21,12 +21,13 @@ import { waitForLockWaiter } from './support/wait';
     let closing: Promise<void> | undefined;
     try {
       await lockTenantRows(blocker, 'consumers', tenant);
+      // An ack waits for the row lock (a renewal would skip it).
       const inFlight = request(server)
-        .post(`/api/v1/lease/${lease.leaseId}/extend`)
+        .post('/api/v1/ack')
         .set(TENANT_HEADER, tenant)
-        .send({ seconds: 120 })
+        .send({ ...lease.messages[0], leaseId: lease.leaseId })
         .then((response) => response);
-      await waitForLockWaiter(observer, 'locked AS (');
+      await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
 
       closing = app.close();
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -36,7 +37,7 @@ import { waitForLockWaiter } from './support/wait';
       const response = await inFlight;
       await closing;
       expect(response.status).toBe(200);
-      expect(response.body).toMatchObject({ success: true, renewed: 1 });
+      expect(response.body).toEqual([expect.objectContaining({ success: true, leaseReleased: true })]);
       expect(dataSource.isInitialized).toBe(false);
       expect(server.listening).toBe(false);
     } finally {

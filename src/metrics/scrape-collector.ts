@@ -95,7 +95,7 @@ export class ScrapeCollector {
     });
     new Gauge({
       name: 'leasehold_parked_polls',
-      help: 'Long polls waiting in this process.',
+      help: 'Long polls in progress in this process, parked or looking; a discovery poll counts once.',
       registers,
       collect() {
         this.set(polls.total);

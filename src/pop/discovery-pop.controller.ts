@@ -51,8 +51,8 @@ export class DiscoveryPopController {
     description:
       'Serves the queues configured with this namespace and/or task (at most ' +
       `${DISCOVERY_MAX_QUEUES}, by priority then name): the first with something claimable answers, as a queue ` +
-      'pop would, and the answer names the queue. With wait=true the poll parks on every one of them (each ' +
-      'counts towards POP_MAX_WAITING_PER_TENANT) until any has something. The other query parameters are ' +
+      'pop would, and the answer names the queue. With wait=true the poll parks on every one of them (counting ' +
+      'once towards POP_MAX_WAITING_PER_TENANT) until any has something. The other query parameters are ' +
       "the queue pop's.",
   })
   @ApiQuery({ name: 'namespace', required: false, description: 'Queues configured with this namespace' })

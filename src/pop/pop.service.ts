@@ -6,6 +6,7 @@ import { JsonText } from '../common/json-text';
 import { RetryLaterException } from '../common/retry-later.exception';
 import { KeyedSemaphore, TurnTimeoutError } from '../common/semaphore';
 import { uuidv7 } from '../common/uuid';
+import { compositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
 import { TenantQuotas } from '../limits/tenant-quotas';
@@ -23,6 +24,8 @@ const ANSWER_ENVELOPE_BYTES = 2_048;
 const POLL_CLAIMS_PER_POOL = 0.25;
 const RETRY_AFTER_FAILURE_MS = 250;
 export const DISCOVERY_MAX_QUEUES = 100;
+/** Filters whose matching queues are remembered for a second, for the polls that wait on them. */
+const DISCOVERY_CACHE_ENTRIES = 10_000;
 /** Past the instant a delayed message or a window comes due, so the next look finds it due by the database clock. */
 const DUE_SLACK_MS = 20;
 export const TOO_MANY_WAITING = 'too many waiting pops';
@@ -39,6 +42,7 @@ export class PopService {
   private readonly answerBudget: number;
   private readonly pollClaims: KeyedSemaphore;
   private readonly maxTotalSeconds: number | undefined;
+  private readonly discovered = new Map<string, { at: number; queues: Promise<string[]> }>();
 
   constructor(
     private readonly maintenance: MaintenanceService,
@@ -79,6 +83,7 @@ export class PopService {
     return delivery;
   }
 
+  /** A long poll counts as one from its first look to its answer; each look ends it if its client has gone. */
   private async pollMany(
     tenantId: string,
     filter: { namespace: string | undefined; task: string | undefined },
@@ -87,36 +92,71 @@ export class PopService {
   ): Promise<JsonText | undefined> {
     options = { ...options };
     const deadline = Date.now() + options.timeoutMs;
+    const poll = options.wait ? this.polls.begin(tenantId) : undefined;
+    if (poll?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
     let woken = false;
-    for (;;) {
-      const queues = await this.writes.run(tenantId, ({ manager }) =>
-        this.pops.discover(tenantId, filter, DISCOVERY_MAX_QUEUES, manager),
-      );
-      const subscriptions = options.wait
-        ? queues.map((queue) => this.polls.subscribe(tenantId, queue, options.consumerGroup, undefined))
-        : [];
-      try {
-        if (subscriptions.some((subscription) => subscription.refused)) {
-          throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
+    try {
+      for (;;) {
+        if (signal.aborted) return undefined;
+        const queues = await this.matchingQueues(tenantId, filter, options, deadline).catch((error: unknown) => {
+          // No turn before the deadline, or a failed lookup once parked (which never answers 5xx): none this time.
+          if (error instanceof TurnTimeoutError || (woken && databaseFailureOf(error))) return [];
+          throw error;
+        });
+        const subscriptions = poll
+          ? queues.map((queue) => this.polls.subscribe(poll, queue, options.consumerGroup, undefined))
+          : [];
+        try {
+          // No queue matches yet: look again soon, one may be configured.
+          let again = queues.length === 0 ? MAINTENANCE_REFRESH_MS : undefined;
+          for (const queue of queues) {
+            if (signal.aborted) return undefined;
+            const attempt = await this.look(tenantId, queue, undefined, options, deadline, woken, signal);
+            if (attempt.delivery) return attempt.delivery;
+            const inMs = lookAgainIn(attempt);
+            if (inMs !== undefined) again = Math.min(again ?? Infinity, inMs);
+          }
+          const remaining = Math.max(0, deadline - Date.now());
+          if (!poll || remaining === 0) return undefined;
+          const outcome = await firstOf(subscriptions, Math.min(remaining, again ?? remaining), signal);
+          if (outcome === 'closing') throw new ShuttingDownException();
+          if (outcome === 'aborted' || (outcome === 'timeout' && Date.now() >= deadline)) return undefined;
+          woken = true;
+        } finally {
+          for (const subscription of subscriptions) subscription.close();
         }
-        // No queue matches yet: look again soon, one may be configured.
-        let again = queues.length === 0 ? MAINTENANCE_REFRESH_MS : undefined;
-        for (const queue of queues) {
-          const attempt = await this.look(tenantId, queue, undefined, options, deadline, woken);
-          if (attempt.delivery) return attempt.delivery;
-          const inMs = lookAgainIn(attempt);
-          if (inMs !== undefined) again = Math.min(again ?? Infinity, inMs);
-        }
-        const remaining = Math.max(0, deadline - Date.now());
-        if (!options.wait || remaining === 0) return undefined;
-        const outcome = await firstOf(subscriptions, Math.min(remaining, again ?? remaining), signal);
-        if (outcome === 'closing') throw new ShuttingDownException();
-        if (outcome === 'aborted' || (outcome === 'timeout' && Date.now() >= deadline)) return undefined;
-        woken = true;
-      } finally {
-        for (const subscription of subscriptions) subscription.close();
       }
+    } finally {
+      poll?.end();
     }
+  }
+
+  /**
+   * Waiting polls of one filter share one lookup a second, through their tenant's share of the pool: a thousand polls
+   * for a namespace nobody has configured yet cost one statement a second, not a thousand.
+   */
+  private matchingQueues(
+    tenantId: string,
+    filter: { namespace: string | undefined; task: string | undefined },
+    options: PopOptions,
+    deadline: number,
+  ): Promise<string[]> {
+    const lookup = () =>
+      this.writes.run(tenantId, ({ manager }) => this.pops.discover(tenantId, filter, DISCOVERY_MAX_QUEUES, manager));
+    if (!options.wait) return lookup();
+    const key = compositeKey(tenantId, filter.namespace ?? '', filter.task ?? '');
+    const now = monotonicNow();
+    const known = this.discovered.get(key);
+    if (known && now - known.at < MAINTENANCE_REFRESH_MS) return known.queues;
+    const queues = this.pollClaims.run(tenantId, lookup, Math.max(1, deadline - Date.now()));
+    this.discovered.delete(key);
+    this.discovered.set(key, { at: now, queues });
+    // A failed lookup is not kept: the next poll asks again.
+    queues.catch(() => {
+      if (this.discovered.get(key)?.queues === queues) this.discovered.delete(key);
+    });
+    if (this.discovered.size > DISCOVERY_CACHE_ENTRIES) this.discovered.delete(this.discovered.keys().next().value!);
+    return queues;
   }
 
   private async poll(
@@ -129,27 +169,31 @@ export class PopService {
     // This request's own copy: a first pop may fix its starting point for the attempts after it.
     options = { ...options };
     const deadline = Date.now() + options.timeoutMs;
+    const poll = options.wait ? this.polls.begin(tenantId) : undefined;
+    if (poll?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
     let woken = false;
-    for (;;) {
-      const subscription = options.wait
-        ? this.polls.subscribe(tenantId, queue, options.consumerGroup, partition)
-        : undefined;
-      try {
-        if (subscription?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
-        const attempt = await this.look(tenantId, queue, partition, options, deadline, woken);
-        if (attempt.delivery || !subscription) return attempt.delivery;
-        const remaining = Math.max(0, deadline - Date.now());
-        const again = lookAgainIn(attempt);
-        const outcome = await subscription.wait(again === undefined ? remaining : Math.min(remaining, again), signal);
-        if (outcome === 'closing') throw new ShuttingDownException();
-        // A timeout ends the poll, unless it was the wait before looking again (a failed claim, something coming due).
-        if (outcome === 'aborted' || (outcome === 'timeout' && (again === undefined || Date.now() >= deadline))) {
-          return undefined;
+    try {
+      for (;;) {
+        if (signal.aborted) return undefined;
+        const subscription = poll ? this.polls.subscribe(poll, queue, options.consumerGroup, partition) : undefined;
+        try {
+          const attempt = await this.look(tenantId, queue, partition, options, deadline, woken, signal);
+          if (attempt.delivery || !subscription) return attempt.delivery;
+          const remaining = Math.max(0, deadline - Date.now());
+          const again = lookAgainIn(attempt);
+          const outcome = await subscription.wait(again === undefined ? remaining : Math.min(remaining, again), signal);
+          if (outcome === 'closing') throw new ShuttingDownException();
+          // A timeout ends the poll, unless it was the wait before looking again (a failed claim, something coming due).
+          if (outcome === 'aborted' || (outcome === 'timeout' && (again === undefined || Date.now() >= deadline))) {
+            return undefined;
+          }
+          woken = true;
+        } finally {
+          subscription?.close();
         }
-        woken = true;
-      } finally {
-        subscription?.close();
       }
+    } finally {
+      poll?.end();
     }
   }
 
@@ -160,11 +204,12 @@ export class PopService {
     options: PopOptions,
     deadline: number,
     woken: boolean,
+    signal: AbortSignal,
   ): Promise<Attempt> {
     if (this.maintenance.popsArePaused(tenantId)) return Promise.resolve({ dueInMs: MAINTENANCE_REFRESH_MS });
     return options.wait
-      ? this.pollClaim(tenantId, queue, partition, options, deadline, woken)
-      : this.claim(tenantId, queue, partition, options);
+      ? this.pollClaim(tenantId, queue, partition, options, deadline, woken, signal)
+      : this.claim(tenantId, queue, partition, options, signal);
   }
 
   private async pollClaim(
@@ -174,8 +219,11 @@ export class PopService {
     options: PopOptions,
     deadline: number,
     woken: boolean,
+    signal: AbortSignal,
   ): Promise<Attempt> {
-    const claim = () => this.claim(tenantId, queue, partition, options);
+    // Its turn may come after the client has gone.
+    const claim = () =>
+      signal.aborted ? Promise.resolve({}) : this.claim(tenantId, queue, partition, options, signal);
     try {
       return await this.pollClaims.run(tenantId, claim, deadline - Date.now());
     } catch (error) {
@@ -191,6 +239,7 @@ export class PopService {
     queueName: string,
     partitionName: string | undefined,
     options: PopOptions,
+    signal: AbortSignal,
   ): Promise<Attempt> {
     const leaseId = uuidv7();
     let dueInMs: number | undefined;
@@ -251,7 +300,7 @@ export class PopService {
           // The lease runs from the claim, which the server ran after claimSentAt. A lease that may already be over
           // is not handed out: it is released below, and the next pop gets the batch with a live lease.
           late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
-          if (!late) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
+          if (!late && !(leased && signal.aborted)) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
         });
       }
       return { claimed, leaseSeconds };
@@ -265,6 +314,11 @@ export class PopService {
     if (late) {
       this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
+    }
+    // Its client went while it claimed: give the batch back rather than lease it to nobody.
+    if (leased && signal.aborted) {
+      this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
+      return {};
     }
     return { delivery: this.answer(queueName, claimed) };
   }
@@ -350,6 +404,8 @@ async function firstOf(
   timeoutMs: number,
   signal: AbortSignal,
 ): Promise<WaitOutcome> {
+  // An abort before this call fired no event anyone could hear.
+  if (signal.aborted) return 'aborted';
   const done = new AbortController();
   const stop = (): void => done.abort();
   signal.addEventListener('abort', stop, { once: true });

@@ -15,6 +15,27 @@ export interface Redelivery {
   partitions: QueueWork;
 }
 
+/**
+ * One long poll, from its first look to its answer: it counts once towards its tenant's POP_MAX_WAITING_PER_TENANT
+ * and the parked-polls gauge, however many queues it listens on (a discovery poll listens on several, or none yet).
+ */
+export class LongPoll {
+  private ended = false;
+
+  constructor(
+    readonly tenantId: string,
+    /** Its tenant already had POP_MAX_WAITING_PER_TENANT polls: it is not counted and must not wait. */
+    readonly refused: boolean,
+    private readonly release: () => void,
+  ) {}
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (!this.refused) this.release();
+  }
+}
+
 /** Interest in one queue, registered before looking for messages so a push committed meanwhile is not missed. */
 export class WakeupSubscription {
   private outcome: WaitOutcome | undefined;
@@ -25,8 +46,6 @@ export class WakeupSubscription {
     readonly consumerGroup: string,
     /** Only this partition's messages are claimable for it; undefined: any partition's. */
     readonly partition: string | undefined,
-    /** Its tenant already had POP_MAX_WAITING_PER_TENANT polls parked: it is not registered and must not park. */
-    readonly refused: boolean,
     private readonly detach: (subscription: WakeupSubscription) => void,
   ) {}
 
@@ -69,7 +88,8 @@ export class WakeupSubscription {
 export class ParkedPolls {
   /** Per (tenant, queue), in the order they parked. */
   private readonly waiters = new Map<string, Set<WakeupSubscription>>();
-  private readonly parkedPerTenant = new Map<string, number>();
+  /** Long polls in progress, parked or looking. */
+  private readonly pollsPerTenant = new Map<string, number>();
   private readonly parkedPerGroup = new Map<string, number>();
   private readonly maxParkedPerTenant: number;
   private closing = false;
@@ -83,26 +103,29 @@ export class ParkedPolls {
     drain.onDrain(() => this.closeAll());
   }
 
-  subscribe(tenantId: string, queue: string, consumerGroup: string, partition: string | undefined): WakeupSubscription {
-    const key = compositeKey(tenantId, queue);
-    const parked = this.parkedPerTenant.get(tenantId) ?? 0;
+  /** Counted until end(); a refused one is not counted. */
+  begin(tenantId: string): LongPoll {
+    const polls = this.pollsPerTenant.get(tenantId) ?? 0;
     // Polls parked before a broker joined stay parked; only new ones meet the smaller share.
-    const refused = !this.closing && parked >= this.brokers.share(this.maxParkedPerTenant);
-    const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, refused, (done) =>
-      this.detach(key, done),
-    );
+    const refused = !this.closing && polls >= this.brokers.share(this.maxParkedPerTenant);
+    if (!refused) this.pollsPerTenant.set(tenantId, polls + 1);
+    return new LongPoll(tenantId, refused, () => decrement(this.pollsPerTenant, tenantId));
+  }
+
+  subscribe(poll: LongPoll, queue: string, consumerGroup: string, partition: string | undefined): WakeupSubscription {
+    const { tenantId } = poll;
+    const key = compositeKey(tenantId, queue);
+    const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, (done) => this.detach(key, done));
     if (this.closing) {
       subscription.settle('closing');
       return subscription;
     }
-    if (refused) return subscription;
     let set = this.waiters.get(key);
     if (!set) {
       set = new Set();
       this.waiters.set(key, set);
     }
     set.add(subscription);
-    this.parkedPerTenant.set(tenantId, parked + 1);
     const groupKey = compositeKey(tenantId, queue, consumerGroup);
     this.parkedPerGroup.set(groupKey, (this.parkedPerGroup.get(groupKey) ?? 0) + 1);
     return subscription;
@@ -115,13 +138,13 @@ export class ParkedPolls {
       for (const subscription of subscriptions) subscription.settle('closing');
     }
     this.waiters.clear();
-    this.parkedPerTenant.clear();
+    this.pollsPerTenant.clear();
     this.parkedPerGroup.clear();
   }
 
   get total(): number {
     let total = 0;
-    for (const count of this.parkedPerTenant.values()) total += count;
+    for (const count of this.pollsPerTenant.values()) total += count;
     return total;
   }
 
@@ -196,7 +219,6 @@ export class ParkedPolls {
     const set = this.waiters.get(key);
     if (!set?.delete(subscription)) return;
     if (set.size === 0) this.waiters.delete(key);
-    decrement(this.parkedPerTenant, subscription.tenantId);
     decrement(this.parkedPerGroup, compositeKey(key, subscription.consumerGroup));
   }
 }

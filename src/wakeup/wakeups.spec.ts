@@ -32,7 +32,7 @@ function park(
   queue = 'jobs',
   tenant = 't1',
 ): WakeupSubscription {
-  const subscription = polls.subscribe(tenant, queue, group, partition);
+  const subscription = polls.subscribe(polls.begin(tenant), queue, group, partition);
   void subscription.wait(60_000, new AbortController().signal);
   parked.push(subscription);
   return subscription;
@@ -102,11 +102,20 @@ describe('ParkedPolls', () => {
     expect(polls.waitingGroups()).toEqual([]);
   });
 
-  it("refuses to park a tenant's poll past POP_MAX_WAITING_PER_TENANT", () => {
-    const { polls } = process({ POP_MAX_WAITING_PER_TENANT: '1' });
-    expect(park(polls, 'a').refused).toBe(false);
-    expect(polls.subscribe('t1', 'jobs', 'a', undefined).refused).toBe(true);
-    expect(polls.subscribe('t2', 'jobs', 'a', undefined).refused).toBe(false);
+  it("refuses a tenant's poll past POP_MAX_WAITING_PER_TENANT, counting a poll once however many queues it waits on", () => {
+    const { polls } = process({ POP_MAX_WAITING_PER_TENANT: '2' });
+    const first = polls.begin('t1');
+    for (const queue of ['a', 'b', 'c']) polls.subscribe(first, queue, 'g', undefined);
+    const second = polls.begin('t1');
+    expect([first.refused, second.refused]).toEqual([false, false]);
+    expect(polls.begin('t1').refused).toBe(true);
+    expect(polls.begin('t2').refused).toBe(false);
+    expect(polls.total).toBe(3);
+
+    first.end();
+    first.end();
+    expect(polls.total).toBe(2);
+    expect(polls.begin('t1').refused).toBe(false);
   });
 });
 
