@@ -5,6 +5,7 @@ import { MetricsService } from '../src/metrics/metrics.service';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient, PopBody, PopMessage } from './support/broker-client';
 import { cursors, expireLeases, sql, storedCounts, tenantSnapshot } from './support/db-state';
+import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { expectPayloadsAsSent, sentItems } from './support/sent-payloads';
 import { useTestBroker } from './support/test-broker';
@@ -922,6 +923,42 @@ describe("POST /api/v1/transaction, its acks counted against the tenant's RATE_L
     expect((await broker.client.ack(bogusAck(partitionId))).status).toBe(200);
     expect((await broker.client.ack(bogusAck(partitionId))).status).toBe(429);
   });
+});
+
+// Row locks held across sessions exist only on real PostgreSQL.
+(onEmbeddedDatabase ? describe.skip : describe)('a transaction that cannot finish in time', () => {
+  const broker = useTestBroker({ DB_STATEMENT_TIMEOUT_MS: '1000', DB_ACQUIRE_TIMEOUT_MS: '1000' });
+  let blocker: Client;
+
+  beforeAll(async () => {
+    blocker = await openSession();
+  });
+
+  afterAll(() => blocker.end());
+
+  it('answers 500 database timeout on its own while the lock it waits for is still held, and applies nothing', async () => {
+    const pop = await input();
+    await broker.client.pushMany('out', 1);
+    const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);
+    const body = { operations: [ackOp(pop, pop.messages[0]), pushOp('out', 'late')], requiredLeases: [pop.leaseId] };
+
+    await lockTenantRows(blocker, 'consumers', broker.client.tenant);
+    let answer: Answer;
+    try {
+      answer = await transact(broker.client, body);
+    } finally {
+      await blocker.query('ROLLBACK');
+    }
+
+    expect(answer).toEqual({ status: 500, body: { error: 'database timeout' } });
+    expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
+    expect((await transact(broker.client, body)).body.success).toBe(true);
+  });
+
+  async function input(): Promise<PopBody> {
+    await broker.client.pushMany('in', 1);
+    return broker.client.popLeased('in', { consumerGroup: 'stage' });
+  }
 });
 
 // PGlite is one process and runs one transaction at a time: a transaction held open by a lock,
