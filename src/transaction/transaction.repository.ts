@@ -17,6 +17,7 @@ export class TransactionRepository {
     manager: EntityManager,
   ): Promise<Set<string>> {
     const leases = requiredLeases.filter(isUuid);
+    if (leases.length === 0 && acked.length === 0) return new Set();
     const rows: Array<{ lease_id: string | null; live: boolean }> = await manager.query(
       `WITH wanted AS (
          SELECT partition_id, consumer_group FROM consumers WHERE tenant_id = $1 AND lease_id = ANY($2::uuid[])
