@@ -146,15 +146,19 @@ export function compileDtoCheck(type: DtoClass): Check {
   const cached = compiledChecks.get(type);
   if (cached) return cached;
   const storage = getMetadataStorage();
-  const rules = storage.getTargetValidationMetadatas(type, '', true, false).map((metadata) => {
-    if (metadata.type !== ValidationTypes.CUSTOM_VALIDATION || metadata.each || metadata.message !== undefined) {
-      throw new Error(`${type.name}.${metadata.propertyName}: only contract rules can be compiled`);
-    }
-    const constraints = storage
-      .getTargetValidatorConstraints(metadata.constraintCls)
-      .map((constraint) => constraint.instance);
-    return { property: metadata.propertyName, constraints, arguments: metadata.constraints };
-  });
+  const rules = storage
+    .getTargetValidationMetadatas(type, '', true, false)
+    // AcceptsKey only lets a key be sent: it checks nothing.
+    .filter((metadata) => metadata.type !== ValidationTypes.WHITELIST)
+    .map((metadata) => {
+      if (metadata.type !== ValidationTypes.CUSTOM_VALIDATION || metadata.each || metadata.message !== undefined) {
+        throw new Error(`${type.name}.${metadata.propertyName}: only contract rules can be compiled`);
+      }
+      const constraints = storage
+        .getTargetValidatorConstraints(metadata.constraintCls)
+        .map((constraint) => constraint.instance);
+      return { property: metadata.propertyName, constraints, arguments: metadata.constraints };
+    });
   const check: Check = (plain) => {
     for (const rule of rules) {
       const value = plain[rule.property];

@@ -7,7 +7,7 @@ import {
   ValidationLimits,
   withValidationLimits,
 } from '../common/contract-validators';
-import { contractException, firstMessage, instantiate, unknownKeysProblem } from '../common/dto-validation';
+import { compileDtoCheck, contractException, unknownKeysProblem } from '../common/dto-validation';
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { sentPayloads } from '../http/request-body';
@@ -70,43 +70,46 @@ export class TransactionRequestPipe implements PipeTransform<unknown, Transactio
     if (pushItems > MAX_PUSH_ITEMS) throw invalid(`operations may hold at most ${MAX_PUSH_ITEMS} push items in all`);
     const requiredLeases = requiredLeasesOf(body.requiredLeases);
 
-    const parsed: TransactionOperation[] = [];
-    for (let index = 0; index < operations.length; index += 1) {
-      const sent = sentPayloads(body, ['operations', index, 'items']);
-      const operation = this.operation(operations[index], `operations[${index}]`, sent);
-      if ('reason' in operation) return { operations: [], requiredLeases, invalid: operation };
-      parsed.push(operation);
-    }
-    return { operations: parsed, requiredLeases };
-  }
-
-  /** `storedJson`: the payloads of its items as the caller wrote them (sentPayloads). */
-  private operation(
-    operation: unknown,
-    at: string,
-    storedJson: Map<object, string>,
-  ): TransactionOperation | TransactionRefusal {
-    if (!isPlainObject(operation)) return { reason: 'bad_request', error: `${at} must be a JSON object` };
-    if (operation.type === 'push') {
-      const unknown = unknownKeysProblem(TransactionPushOperationDto, operation);
-      if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
-      const push = instantiate(TransactionPushOperationDto, operation);
-      const message = withValidationLimits({ ...this.limits, storedJson }, () => firstMessage(push));
-      if (message !== undefined) {
-        return { reason: isTooLargeMessage(message) ? 'payload_too_large' : 'bad_request', error: `${at}.${message}` };
+    // The payloads of all its items as the caller wrote them (sentPayloads), in one map.
+    const storedJson = new Map<object, string>();
+    return withValidationLimits({ ...this.limits, storedJson }, () => {
+      const parsed: TransactionOperation[] = [];
+      for (let index = 0; index < operations.length; index += 1) {
+        sentPayloads(body, ['operations', index, 'items'], storedJson);
+        const operation = operationOf(operations[index], `operations[${index}]`, storedJson);
+        if ('reason' in operation) return { operations: [], requiredLeases, invalid: operation };
+        parsed.push(operation);
       }
-      return { type: 'push', items: push.items.map((item) => toPushItem(item, storedJson)) };
-    }
-    if (operation.type === 'ack') {
-      const unknown = unknownKeysProblem(TransactionAckOperationDto, operation);
-      if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
-      const ack = instantiate(TransactionAckOperationDto, operation);
-      const message = firstMessage(ack);
-      if (message !== undefined) return { reason: 'bad_request', error: `${at}.${message}` };
-      return { type: 'ack', command: toCommand(ack, undefined) };
-    }
-    return { reason: 'bad_request', error: `${at}.type must be push or ack` };
+      return { operations: parsed, requiredLeases };
+    });
   }
+}
+
+/** Compiled checks on the plain operation: validateSync per operation cost a 10,000-operation transaction 4 pushes' time. */
+function operationOf(
+  operation: unknown,
+  at: string,
+  storedJson: Map<object, string>,
+): TransactionOperation | TransactionRefusal {
+  if (!isPlainObject(operation)) return { reason: 'bad_request', error: `${at} must be a JSON object` };
+  if (operation.type === 'push') {
+    const unknown = unknownKeysProblem(TransactionPushOperationDto, operation);
+    if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
+    const message = compileDtoCheck(TransactionPushOperationDto)(operation);
+    if (message !== undefined) {
+      return { reason: isTooLargeMessage(message) ? 'payload_too_large' : 'bad_request', error: `${at}.${message}` };
+    }
+    const { items } = operation as unknown as TransactionPushOperationDto;
+    return { type: 'push', items: items.map((item) => toPushItem(item, storedJson)) };
+  }
+  if (operation.type === 'ack') {
+    const unknown = unknownKeysProblem(TransactionAckOperationDto, operation);
+    if (unknown !== undefined) return { reason: 'bad_request', error: `${at}: ${unknown}` };
+    const message = compileDtoCheck(TransactionAckOperationDto)(operation);
+    if (message !== undefined) return { reason: 'bad_request', error: `${at}.${message}` };
+    return { type: 'ack', command: toCommand(operation as unknown as TransactionAckOperationDto, undefined) };
+  }
+  return { reason: 'bad_request', error: `${at}.type must be push or ack` };
 }
 
 /** What the cap counts: each push item (a push without items counts one), each ack, each operation of no kind. */
