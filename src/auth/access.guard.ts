@@ -2,6 +2,7 @@ import {
   ExecutionContext,
   ForbiddenException,
   HttpException,
+  HttpStatus,
   Inject,
   Injectable,
   UnauthorizedException,
@@ -10,7 +11,8 @@ import { Reflector } from '@nestjs/core';
 import { AuthGuard } from '@nestjs/passport';
 import type { Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { trustConnection } from '../http/connection-roster';
+import { admitTenantRequest } from '../http/connection-roster';
+import { RetryLaterException } from '../common/retry-later.exception';
 import { credentialProved } from '../http/fair-dispatch';
 import { AccessLevel, levelAllows } from './access-level';
 import { ACCESS_LEVEL_KEY } from './access.decorator';
@@ -22,6 +24,8 @@ import { AUTHENTICATION_REQUIRED, describeTokenProblem } from './token-problem';
 
 export const INSUFFICIENT_PERMISSIONS = 'Insufficient permissions';
 export const TOKEN_WITHOUT_TENANT = 'Token has no tenant claim';
+export const TOO_MANY_CONNECTIONS = 'too many connections';
+export const TOO_MANY_IN_FLIGHT = 'too many requests in flight';
 
 /**
  * Routes without an @Access level are admin-only, so a forgotten decorator fails closed. Refusals go 401, then 403
@@ -50,7 +54,14 @@ export class AccessGuard extends AuthGuard('jwt') {
       ? await this.authenticate(context, request, level)
       : this.anonymous(request);
     (request as unknown as Record<string, Principal>)[PRINCIPAL_KEY] = principal;
-    trustConnection(request);
+    const response = context.switchToHttp().getResponse<Response>();
+    const limit = admitTenantRequest(request, response, principal.tenantId);
+    if (limit === 'connections') {
+      // The connection is the thing in excess: the client opens it again when it has one to spare.
+      response.setHeader('Connection', 'close');
+      throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_CONNECTIONS, 1);
+    }
+    if (limit === 'requests') throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_IN_FLIGHT, 1);
     credentialProved(request, principal.tenantId);
     return true;
   }

@@ -5,6 +5,7 @@ describe('LenientSecondsPipe', () => {
   const pipe = new LenientSecondsPipe({
     bodyLimitBytes: 1024,
     limits: { bodyMaxInflateRatio: 10, bodyMaxJsonValues: 20 },
+    http: { bodyMinBytesPerSecond: 0, bodyMinRateGraceMs: 5_000 },
   } as AppConfig);
   const raw = (text: string) => Buffer.from(text, 'utf8');
 

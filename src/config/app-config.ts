@@ -31,6 +31,13 @@ export interface HttpConfig {
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnections: number;
+  /** Connections carrying one tenant's requests at once, in this process. */
+  tenantMaxConnections: number;
+  /** One tenant's requests in flight at once (past authentication, not yet answered), in this process. */
+  tenantMaxRequests: number;
+  /** A body arriving slower than this on average, once the grace has passed, is cut: 408. */
+  bodyMinBytesPerSecond: number;
+  bodyMinRateGraceMs: number;
   /** Origins (as browsers send them) whose pages may call the API; every other site's requests are refused. */
   allowedOrigins: string[];
 }

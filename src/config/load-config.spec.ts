@@ -94,6 +94,10 @@ describe('loadConfig', () => {
       requestTimeoutMs: 60_000,
       keepAliveTimeoutMs: 5_000,
       maxConnections: 4_096,
+      tenantMaxConnections: 1_024,
+      tenantMaxRequests: 1_024,
+      bodyMinBytesPerSecond: 240,
+      bodyMinRateGraceMs: 5_000,
       allowedOrigins: [],
     });
     expect(config.limits).toEqual({

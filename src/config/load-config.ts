@@ -55,6 +55,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
   }
 
   const poolSize = reader.int('DB_POOL_SIZE', 10, 1, 1000);
+  const maxConnections = reader.int('HTTP_MAX_CONNECTIONS', 4_096, 1, 1_000_000);
   // A fifth of the pool (at least one connection) stays free of any one tenant.
   const tenantDefault = Math.max(1, poolSize - Math.max(1, Math.floor(poolSize / 5)));
 
@@ -102,7 +103,23 @@ export function loadConfig(env: Env = process.env): AppConfig {
       headersTimeoutMs: reader.int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
       requestTimeoutMs: reader.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 1, 3_600_000),
       keepAliveTimeoutMs: reader.int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
-      maxConnections: reader.int('HTTP_MAX_CONNECTIONS', 4_096, 1, 1_000_000),
+      maxConnections,
+      // A quarter each by default: no tenant's requests can hold the connections every other tenant needs.
+      tenantMaxConnections: reader.int(
+        'HTTP_TENANT_MAX_CONNECTIONS',
+        Math.max(1, Math.floor(maxConnections / 4)),
+        1,
+        maxConnections,
+      ),
+      tenantMaxRequests: reader.int(
+        'HTTP_TENANT_MAX_REQUESTS',
+        Math.max(1, Math.floor(maxConnections / 4)),
+        1,
+        10_000_000,
+      ),
+      // Kestrel's defaults: 240 bytes a second on average, after 5 seconds.
+      bodyMinBytesPerSecond: reader.int('HTTP_BODY_MIN_BYTES_PER_SECOND', 240, 0, 1_000_000_000),
+      bodyMinRateGraceMs: reader.int('HTTP_BODY_MIN_RATE_GRACE_MS', 5_000, 100, 600_000),
       allowedOrigins: allowedOrigins(reader.string('HTTP_ALLOWED_ORIGINS'), problems),
     },
     limits: {

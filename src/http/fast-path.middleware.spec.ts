@@ -54,7 +54,11 @@ class Identity implements PipeTransform {
   }
 }
 
-const CONFIG = { bodyLimitBytes: 1024, limits: { bodyMaxInflateRatio: 10, bodyMaxJsonValues: 10 } } as AppConfig;
+const CONFIG = {
+  bodyLimitBytes: 1024,
+  limits: { bodyMaxInflateRatio: 10, bodyMaxJsonValues: 10 },
+  http: { bodyMinBytesPerSecond: 0, bodyMinRateGraceMs: 5_000 },
+} as AppConfig;
 
 function middlewareFor(
   configure: (config: ApplicationConfig) => void = () => undefined,

@@ -34,7 +34,10 @@ export class LeaseholdHttpAdapter extends ExpressAdapter {
       throw new Error('HTTPS is terminated in front of the broker; httpsOptions are not supported');
     }
     const express = this.getInstance<ExpressApp>();
-    const roster = new ConnectionRoster(this.limits.maxConnections);
+    const roster = new ConnectionRoster(this.limits.maxConnections, {
+      connections: this.limits.tenantMaxConnections,
+      requests: this.limits.tenantMaxRequests,
+    });
     const server = createServer(
       {
         // Express's own prototypes: its per-request Object.setPrototypeOf is then a no-op, which keeps access fast.

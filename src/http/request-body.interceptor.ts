@@ -16,7 +16,7 @@ import { from, Observable, switchMap } from 'rxjs';
 import { JSON_MAX_DEPTH } from '../common/input';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { BODY_LIMIT_KEY, BodyLimit, bodyLimitBytes } from './body-limit.decorator';
-import { assertNoBody, BodyAbortedError, BodyLimits, parseJsonBody, readBody } from './request-body';
+import { assertNoBody, BodyAbortedError, BodyLimits, parseJsonBody, readBody, SlowBodyException } from './request-body';
 
 const OWN_BODY = 'leasehold:own-body';
 
@@ -116,7 +116,13 @@ export class RawBodyPipe implements PipeTransform<BodySource, Promise<Buffer | u
     try {
       return await readBody(request, { ...this.limits, limit: bodyLimitBytes(limit, this.limits.limit) });
     } catch (error) {
-      if (error instanceof PayloadTooLargeException || error instanceof BodyAbortedError) throw error;
+      if (
+        error instanceof PayloadTooLargeException ||
+        error instanceof BodyAbortedError ||
+        error instanceof SlowBodyException
+      ) {
+        throw error;
+      }
       return undefined;
     }
   }
@@ -128,6 +134,8 @@ export function bodyLimitsOf(config: AppConfig): BodyLimits {
     maxInflateRatio: config.limits.bodyMaxInflateRatio,
     maxJsonElements: config.limits.bodyMaxJsonValues,
     maxJsonDepth: JSON_MAX_DEPTH + ENVELOPE_DEPTH,
+    minBytesPerSecond: config.http.bodyMinBytesPerSecond,
+    minRateGraceMs: config.http.bodyMinRateGraceMs,
   };
 }
 

@@ -14,12 +14,24 @@ export interface BodyLimits {
   maxInflateRatio: number;
   maxJsonElements: number;
   maxJsonDepth: number;
+  /** Bytes a second, on average from the start of the read, once `minRateGraceMs` has passed; 0: none. */
+  minBytesPerSecond?: number;
+  minRateGraceMs?: number;
 }
 
 /** A tiny compressed body may inflate a lot without harm; the ratio is judged past this size. */
 const RATIO_FLOOR_BYTES = 64 * 1024;
 
 export const PAYLOAD_TOO_LARGE = 'payload too large';
+
+export const BODY_TOO_SLOW = 'request body arrived too slowly';
+
+/** A body trickling in holds a connection and a request slot for as long as the client likes: it is cut. */
+export class SlowBodyException extends HttpException {
+  constructor() {
+    super({ error: BODY_TOO_SLOW }, HttpStatus.REQUEST_TIMEOUT);
+  }
+}
 
 /** The client went away before its body arrived: nothing is done for it, and nobody hears the answer. */
 export class BodyAbortedError extends BadRequestException {
@@ -38,11 +50,52 @@ export async function readBody(request: IncomingMessage, limits: BodyLimits): Pr
     throw new PayloadTooLargeException({ error: PAYLOAD_TOO_LARGE });
   }
   const source = inflated(request, limits);
+  const read = getRawBody(source, { limit: limits.limit, length: source === request ? length : undefined });
+  // Watched once raw-body listens: a 'data' listener of our own before it would start the flow without it.
+  const rate = watchRate(request, limits);
   try {
-    return await getRawBody(source, { limit: limits.limit, length: source === request ? length : undefined });
+    return await (rate ? Promise.race([read, rate.tooSlow]) : read);
   } catch (error) {
     throw bodyError(error);
+  } finally {
+    rate?.stop();
   }
+}
+
+const RATE_CHECK_MS = 500;
+
+/** Counted on the bytes as they arrive, before inflation: what the client really sends. */
+function watchRate(
+  request: IncomingMessage,
+  limits: BodyLimits,
+): { tooSlow: Promise<never>; stop: () => void } | undefined {
+  const minimum = limits.minBytesPerSecond ?? 0;
+  if (minimum === 0 || request.complete) return undefined;
+  const grace = limits.minRateGraceMs ?? 0;
+  const started = performance.now();
+  let received = 0;
+  const count = (chunk: Buffer): void => {
+    received += chunk.length;
+  };
+  request.on('data', count);
+  let timer: NodeJS.Timeout | undefined;
+  const tooSlow = new Promise<never>((_resolve, reject) => {
+    timer = setInterval(
+      () => {
+        const elapsedMs = performance.now() - started;
+        if (elapsedMs >= grace && (received * 1000) / elapsedMs < minimum) reject(new SlowBodyException());
+      },
+      Math.min(RATE_CHECK_MS, grace),
+    );
+    timer.unref();
+  });
+  return {
+    tooSlow,
+    stop: () => {
+      clearInterval(timer);
+      request.off('data', count);
+    },
+  };
 }
 
 export function parseJsonBody(body: Buffer, limits: BodyLimits): unknown {
