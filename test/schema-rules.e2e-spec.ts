@@ -17,6 +17,7 @@ const DISTRIBUTED_TABLES = [
   'messages',
   'partitions',
   'queues',
+  'tenant_usage',
 ];
 
 /** Tables of the deployment, not of a tenant: they stay on the coordinator, like the migrations ledger. */

@@ -147,6 +147,7 @@ const ROUTE_TABLE: RouteRow[] = [
     request: (queue) => ({ path: '/api/v1/configure', body: { queue, options: { leaseTime: 30 } } }),
   },
   { route: 'GET /api/v1/resources/queues', level: 'read-only', request: () => ({ path: '/api/v1/resources/queues' }) },
+  { route: 'GET /api/v1/resources/quotas', level: 'read-only', request: () => ({ path: '/api/v1/resources/quotas' }) },
   {
     route: 'GET /api/v1/resources/queues/:queue',
     level: 'read-only',

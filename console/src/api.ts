@@ -138,6 +138,19 @@ export interface DeadLetterPage {
   total: number;
 }
 
+export interface QuotaUse {
+  quota: 'queues' | 'partitions' | 'consumerGroups' | 'storedBytes' | 'storedMessages';
+  variable: string;
+  /** null: not counted (a counted quota that is off). */
+  used: number | null;
+  /** null: no quota. */
+  limit: number | null;
+}
+
+export interface QuotaUsage {
+  quotas: QuotaUse[];
+}
+
 export interface MaintenanceState {
   maintenanceMode: boolean;
   popMaintenanceMode: boolean;

@@ -2,6 +2,17 @@ const COUNT = new Intl.NumberFormat('en');
 
 export const count = (value: number): string => COUNT.format(value);
 
+const BYTE_UNITS = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+
+export function bytes(value: number): string {
+  let unit = 0;
+  while (value >= 1024 && unit < BYTE_UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${COUNT.format(value)} bytes` : `${value.toFixed(value < 10 ? 1 : 0)} ${BYTE_UNITS[unit]}`;
+}
+
 export function duration(ms: number): string {
   if (ms < 0) ms = 0;
   const seconds = ms / 1000;

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { TransactionKey } from '../messages/message-shape';
@@ -162,16 +163,22 @@ export class AckRepository {
   }
 
   /** Copies messages into the dead-letter queue; the cursor moving past them is the caller's update. */
-  async deadLetter(tenantId: string, letters: DeadLetter[], manager: EntityManager): Promise<void> {
-    await manager.query(
-      `INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
-                                 trace_id, payload, producer_sub, message_created_at, error_message, retry_count)
-       SELECT $1, t.id, p.queue_id, m.partition_id, t.consumer_group, m.id, m.seq, m.transaction_id,
-              m.trace_id, m.payload, m.producer_sub, m.created_at, t.error_message, t.retry_count
-         FROM unnest($2::uuid[], $3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::int[])
-           AS t(id, partition_id, seq, consumer_group, error_message, retry_count)
-         JOIN messages m ON m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.seq = t.seq
-         JOIN partitions p ON p.tenant_id = $1 AND p.id = m.partition_id`,
+  async deadLetter(tenantId: string, letters: DeadLetter[], manager: EntityManager): Promise<UsageChange> {
+    const [row]: Array<{ messages: number; bytes: string }> = await manager.query(
+      `WITH lettered AS (
+         INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq,
+                                   transaction_id, trace_id, payload, payload_bytes, producer_sub, message_created_at,
+                                   error_message, retry_count)
+         SELECT $1, t.id, p.queue_id, m.partition_id, t.consumer_group, m.id, m.seq, m.transaction_id,
+                m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, t.error_message,
+                t.retry_count
+           FROM unnest($2::uuid[], $3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::int[])
+             AS t(id, partition_id, seq, consumer_group, error_message, retry_count)
+           JOIN messages m ON m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.seq = t.seq
+           JOIN partitions p ON p.tenant_id = $1 AND p.id = m.partition_id
+         RETURNING payload_bytes
+       )
+       SELECT count(*)::int AS messages, COALESCE(sum(payload_bytes), 0) AS bytes FROM lettered`,
       [
         tenantId,
         letters.map(() => uuidv7()),
@@ -182,6 +189,7 @@ export class AckRepository {
         letters.map((letter) => letter.retryCount),
       ],
     );
+    return { bytes: Number(row.bytes), messages: row.messages };
   }
 }
 

@@ -126,7 +126,10 @@ function harness(world: World = {}): Harness {
       save(updates);
       return { name: 'leasehold_ack_save', text: '', values: [] };
     },
-    deadLetter: async (_tenantId: string, batch: DeadLetter[]) => void letters.push(batch),
+    deadLetter: async (_tenantId: string, batch: DeadLetter[]) => {
+      letters.push(batch);
+      return { bytes: 2 * batch.length, messages: batch.length };
+    },
   } as unknown as AckRepository;
   const counter = (metric: string) => ({
     inc: (labels: Record<string, string>, value = 1) => void counted.push({ metric, labels, value }),

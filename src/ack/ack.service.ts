@@ -111,7 +111,8 @@ export class AckService {
       };
     });
 
-    if (letters.length > 0) await this.acks.deadLetter(tenantId, letters, manager);
+    // Never refused by a storage quota: a consumer's failure has to go somewhere.
+    if (letters.length > 0) unit.stores(await this.acks.deadLetter(tenantId, letters, manager));
     const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
     if (updates.length > 0) {
       // A transaction may write more after its acks; an ack's own unit ends here, so its update goes with the COMMIT.

@@ -17,7 +17,8 @@ export const ApiErrorResponse = (status: number, description: string, ...errors:
       : { examples: Object.fromEntries(errors.map((error) => [error, { summary: error, value: { error } }])) }),
   });
 
-export const ApiAuthErrors = (forbidden: string) =>
+/** `refusals`: the route's own 403s past the token's, such as a quota. */
+export const ApiAuthErrors = (forbidden: string, ...refusals: BodyRefusal[]) =>
   applyDecorators(
     ApiErrorResponse(
       401,
@@ -29,10 +30,12 @@ export const ApiAuthErrors = (forbidden: string) =>
     ApiErrorResponse(
       403,
       `Auth is on and ${forbidden} (\`${INSUFFICIENT_PERMISSIONS}\`); or the token has no tenant claim while ` +
-        'JWT_REQUIRE_TENANT is on, or the tenant header names another tenant than the token',
+        'JWT_REQUIRE_TENANT is on, or the tenant header names another tenant than the token' +
+        refusals.map((refusal) => `; or ${refusal.when}`).join(''),
       INSUFFICIENT_PERMISSIONS,
       TOKEN_WITHOUT_TENANT,
       TENANT_MISMATCH,
+      ...refusals.map((refusal) => refusal.error),
     ),
   );
 

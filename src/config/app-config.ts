@@ -50,11 +50,15 @@ export interface RateLimits {
   manage: number;
 }
 
-/** Most rows of each kind one tenant may have; 0 means no limit. */
+/** Most rows of each kind one tenant may have, and most it may store; 0 means no limit. */
 export interface TenantQuotas {
   queues: number;
   partitions: number;
   consumerGroups: number;
+  /** Payload bytes of its messages and dead letters. */
+  storedBytes: number;
+  /** Its messages and dead letters. */
+  storedMessages: number;
 }
 
 export interface LimitsConfig {

@@ -109,7 +109,13 @@ describe('loadConfig', () => {
       tenantMaxConnections: 8,
       transactionMaxOperations: 20_000,
       rateLimits: { renew: 1_000, consume: 2_000, produce: 2_000, manage: 500 },
-      quotas: { queues: 1_000, partitions: 100_000, consumerGroups: 1_000 },
+      quotas: {
+        queues: 1_000,
+        partitions: 100_000,
+        consumerGroups: 1_000,
+        storedBytes: 10 * 1024 ** 3,
+        storedMessages: 10_000_000,
+      },
     });
     expect(config.database.connectTimeoutMs).toBe(10_000);
     expect(config.leaseRenewalBatchRows).toBe(2_000);
@@ -130,6 +136,19 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TRANSACTION_MAX_OPERATIONS: '0' })).toThrow(
       /TRANSACTION_MAX_OPERATIONS must be an integer between 1 and 100000/,
     );
+  });
+
+  it('reads the storage quotas as a size and a count, 0 turning either off, and refuses what is not one', () => {
+    const config = loadConfig({ TENANT_MAX_STORED_BYTES: '512mb', TENANT_MAX_STORED_MESSAGES: '0' });
+
+    expect(config.limits.quotas).toMatchObject({ storedBytes: 512 * 1024 ** 2, storedMessages: 0 });
+    expect(loadConfig({ TENANT_MAX_STORED_BYTES: '0' }).limits.quotas.storedBytes).toBe(0);
+    expect(() => loadConfig({ TENANT_MAX_STORED_BYTES: 'lots' })).toThrow(
+      'TENANT_MAX_STORED_BYTES must be a size such as 16mb, 512kb or a byte count, got "lots"',
+    );
+    expect(() => loadConfig({ TENANT_MAX_STORED_BYTES: '99999999999gb' })).toThrow('TENANT_MAX_STORED_BYTES');
+    expect(() => loadConfig({ BODY_LIMIT: '0' })).toThrow('BODY_LIMIT must be a size');
+    expect(() => loadConfig({ TENANT_MAX_STORED_MESSAGES: '-1' })).toThrow('TENANT_MAX_STORED_MESSAGES');
   });
 
   it('reads the observability settings and refuses a short metrics token', () => {

@@ -141,6 +141,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
         queues: reader.int('TENANT_MAX_QUEUES', 1_000, 0, 100_000_000),
         partitions: reader.int('TENANT_MAX_PARTITIONS', 100_000, 0, 100_000_000),
         consumerGroups: reader.int('TENANT_MAX_CONSUMER_GROUPS', 1_000, 0, 100_000_000),
+        storedBytes: reader.size('TENANT_MAX_STORED_BYTES', 10 * 1024 ** 3, 0),
+        storedMessages: reader.int('TENANT_MAX_STORED_MESSAGES', 10_000_000, 0, Number.MAX_SAFE_INTEGER),
       },
     },
     retention: {
@@ -408,15 +410,17 @@ class EnvReader {
     return parsed;
   }
 
-  size(name: string, fallback: number): number {
+  /** `min` 0 lets 0 turn the limit off. */
+  size(name: string, fallback: number, min = 1): number {
     const value = this.string(name);
     if (value === undefined) return fallback;
     const match = /^(\d+)\s*(b|kb|mb|gb)?$/i.exec(value);
-    if (!match || Number(match[1]) < 1) {
+    const bytes = match ? Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()] : NaN;
+    if (!Number.isSafeInteger(bytes) || bytes < min) {
       this.problems.push(`${name} must be a size such as 16mb, 512kb or a byte count, got "${value}"`);
       return fallback;
     }
-    return Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()];
+    return bytes;
   }
 
   oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {

@@ -12,6 +12,7 @@ import { QueueNamespaces1796700000000 } from '../../migrations/1796700000000-Que
 import { LeaseRenewals1796800000000 } from '../../migrations/1796800000000-LeaseRenewals';
 import { Brokers1796900000000 } from '../../migrations/1796900000000-Brokers';
 import { PayloadText1797050000000 } from '../../migrations/1797050000000-PayloadText';
+import { StoredUsage1797500000000 } from '../../migrations/1797500000000-StoredUsage';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -29,4 +30,5 @@ export const MIGRATIONS = [
   LeaseRenewals1796800000000,
   Brokers1796900000000,
   PayloadText1797050000000,
+  StoredUsage1797500000000,
 ];

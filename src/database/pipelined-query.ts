@@ -22,7 +22,7 @@ class PipelinedQuery extends Query {
   constructor(
     config: QueryConfig,
     private readonly before: readonly string[],
-    private readonly after: readonly string[],
+    private readonly after: readonly Statement[],
     private readonly together: readonly QueryConfig[] = [],
   ) {
     super(config);
@@ -46,14 +46,18 @@ class PipelinedQuery extends Query {
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '' });
     }
-    for (const text of this.after) writeUnnamed(connection, text);
+    for (const statement of this.after) writeUnnamed(connection, statement);
     connection.sync();
   }
 }
 
-function writeUnnamed(connection: Connection, text: string): void {
+/** A text, or a statement with parameters, sent unnamed. */
+type Statement = string | QueryConfig;
+
+function writeUnnamed(connection: Connection, statement: Statement): void {
+  const { text, values = [] } = typeof statement === 'string' ? { text: statement } : statement;
   connection.parse({ text, name: '' });
-  connection.bind({ statement: '', values: [] });
+  connection.bind({ statement: '', values, valueMapper: prepareValue });
   connection.execute({ portal: '' });
 }
 
@@ -65,7 +69,7 @@ export async function queryPipelined<R extends QueryResultRow>(
   client: PoolClient,
   statement: QueryConfig,
   before: readonly string[],
-  after: readonly string[],
+  after: readonly Statement[],
 ): Promise<QueryResult<R>> {
   return (await pipeline<R>(client, statement, [], before, after))[0];
 }
@@ -91,7 +95,7 @@ async function pipeline<R extends QueryResultRow>(
   first: QueryConfig,
   together: readonly QueryConfig[],
   before: readonly string[],
-  after: readonly string[],
+  after: readonly Statement[],
 ): Promise<Array<QueryResult<R>>> {
   if (before.length > 0 && first.name && !preparedOn(client, first.name)) {
     await client.query(before.join('; '));

@@ -13,6 +13,8 @@ import { TenantGate } from './tenant-gate';
 /** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
 export interface CommitWith {
   statement?: QueryConfig;
+  /** After `statement`: what the unit changed in its tenant's stored usage, the transaction's last write. */
+  usage?: QueryConfig;
   /** Statements without parameters to run just before COMMIT. */
   before: string[];
 }
@@ -117,11 +119,11 @@ export class TransactionRunner {
     runner: QueryRunner,
     client: PoolClient,
     begin: DeferredBegin | undefined,
-    { statement: last, before }: CommitWith = { before: [] },
+    { statement: last, usage, before }: CommitWith = { before: [] },
     read?: NamedStatement,
   ): Promise<any[]> {
-    if (read && last) throw new Error('a unit of work that commits with a statement has no last statement');
-    const statement = read ?? last;
+    if (read && (last || usage)) throw new Error('a unit of work that commits with a statement has no last statement');
+    const [statement, ...more] = [read ?? last, usage].filter((given) => given !== undefined);
     if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();
@@ -135,14 +137,14 @@ export class TransactionRunner {
       begin.sent = true;
       let rows: any[];
       try {
-        rows = (await queryPipelined(client, statement, beginWith, [...before, 'COMMIT'])).rows;
+        rows = (await queryPipelined(client, statement, beginWith, [...more, ...before, 'COMMIT'])).rows;
       } catch (error) {
         throw asQueryFailed(statement.text, statement.values, error);
       }
       markTransaction(runner, false);
       return rows;
     }
-    if (statement) await runner.manager.query(statement.text, statement.values);
+    for (const given of statement ? [statement, ...more] : []) await runner.manager.query(given.text, given.values);
     if (before.length === 0) {
       await runner.commitTransaction();
       return [];

@@ -2,12 +2,20 @@ import { Global, Module } from '@nestjs/common';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { BrokersRepository } from '../cluster/brokers.repository';
 import { FixedWindowThrottlerStorage } from './fixed-window.storage';
+import { StoredUsageRepository } from './stored-usage.repository';
 import { TenantQuotas } from './tenant-quotas';
 import { TenantRates } from './tenant-rates';
 
 @Global()
 @Module({
-  providers: [TenantQuotas, BrokerRegistry, BrokersRepository, FixedWindowThrottlerStorage, TenantRates],
+  providers: [
+    TenantQuotas,
+    StoredUsageRepository,
+    BrokerRegistry,
+    BrokersRepository,
+    FixedWindowThrottlerStorage,
+    TenantRates,
+  ],
   exports: [TenantQuotas, BrokerRegistry, FixedWindowThrottlerStorage, TenantRates],
 })
 export class LimitsModule {}

@@ -1,15 +1,35 @@
 import { ForbiddenException, Inject, Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
+import type { QueryConfig } from 'pg';
+import { EntityManager, QueryFailedError } from 'typeorm';
 import { APP_CONFIG, AppConfig, TenantQuotas as QuotaLimits } from '../config/app-config';
+import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
+import { STORAGE_QUOTA_EXCEEDED, StorageLimits, StoredUsageRepository, UsageChange } from './stored-usage.repository';
 
 export type QuotaKind = keyof QuotaLimits;
+/** Quotas on rows a request creates, counted when one is created. */
+export type CountedQuota = 'queues' | 'partitions' | 'consumerGroups';
+/** Quotas on what a tenant stores, kept as counters by the writes. */
+export type StorageQuota = Exclude<QuotaKind, CountedQuota>;
 
-const QUOTAS: Record<QuotaKind, { table: string; variable: string; noun: string }> = {
-  queues: { table: 'queues', variable: 'TENANT_MAX_QUEUES', noun: 'queues' },
-  partitions: { table: 'partitions', variable: 'TENANT_MAX_PARTITIONS', noun: 'partitions' },
-  consumerGroups: { table: 'consumer_groups', variable: 'TENANT_MAX_CONSUMER_GROUPS', noun: 'consumer groups' },
+const QUOTAS: Record<QuotaKind, { variable: string; most: (limit: number) => string }> = {
+  queues: { variable: 'TENANT_MAX_QUEUES', most: (limit) => `have at most ${limit} queues` },
+  partitions: { variable: 'TENANT_MAX_PARTITIONS', most: (limit) => `have at most ${limit} partitions` },
+  consumerGroups: {
+    variable: 'TENANT_MAX_CONSUMER_GROUPS',
+    most: (limit) => `have at most ${limit} consumer groups`,
+  },
+  storedBytes: { variable: 'TENANT_MAX_STORED_BYTES', most: (limit) => `store at most ${limit} payload bytes` },
+  storedMessages: { variable: 'TENANT_MAX_STORED_MESSAGES', most: (limit) => `store at most ${limit} messages` },
 };
+
+const TABLES: Record<CountedQuota, string> = {
+  queues: 'queues',
+  partitions: 'partitions',
+  consumerGroups: 'consumer_groups',
+};
+
+const STORAGE_QUOTAS: readonly StorageQuota[] = ['storedBytes', 'storedMessages'];
 
 /** A count this fresh, plus what this process created since, is trusted when it stays under the quota. */
 const RECOUNT_MS = 10_000;
@@ -21,27 +41,60 @@ interface Known {
   at: number;
 }
 
+/** One quota's use for the usage route; a counted quota that is off is not counted (null). */
+export interface QuotaUse {
+  quota: QuotaKind;
+  variable: string;
+  used: number | null;
+  limit: number | null;
+}
+
+export function quotaRefusal(kind: QuotaKind, limit: number): string {
+  const { variable, most } = QUOTAS[kind];
+  return `quota exceeded: a tenant may ${most(limit)} (${variable})`;
+}
+
+/** For the API documentation: what a write that stores messages gets past a storage quota (at the defaults). */
+export const STORAGE_QUOTA_REFUSALS = [
+  {
+    when: 'the tenant would store more than TENANT_MAX_STORED_BYTES',
+    error: quotaRefusal('storedBytes', 10 * 1024 ** 3),
+  },
+  {
+    when: 'the tenant would store more than TENANT_MAX_STORED_MESSAGES',
+    error: quotaRefusal('storedMessages', 10_000_000),
+  },
+];
+
 export class QuotaExceededException extends ForbiddenException {
   constructor(kind: QuotaKind, limit: number) {
-    const { variable, noun } = QUOTAS[kind];
-    super({ error: `quota exceeded: a tenant may have at most ${limit} ${noun} (${variable})` });
+    super({ error: quotaRefusal(kind, limit) });
   }
 }
 
-/** Checked after the insert, in the creating transaction, so a refusal rolls it all back; races: docs/limits.md. */
+/**
+ * Counted quotas are checked after the insert, in the creating transaction, so a refusal rolls it all back; storage
+ * quotas by the statement that records the write, its last. Races: docs/limits.md.
+ */
 @Injectable()
 export class TenantQuotas {
   private readonly limits: QuotaLimits;
   private readonly known = new Map<string, Known>();
+  private readonly storageLimits: StorageLimits | undefined;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: MetricsService,
+    private readonly stored: StoredUsageRepository,
+    private readonly transactions: TransactionRunner,
   ) {
     this.limits = config.limits.quotas;
+    const { storedBytes, storedMessages } = this.limits;
+    this.storageLimits =
+      storedBytes === 0 && storedMessages === 0 ? undefined : { bytes: storedBytes, messages: storedMessages };
   }
 
-  async admit(tenantId: string, kind: QuotaKind, created: number, manager: EntityManager): Promise<void> {
+  async admit(tenantId: string, kind: CountedQuota, created: number, manager: EntityManager): Promise<void> {
     const limit = this.limits[kind];
     if (created === 0 || limit === 0) return;
     const key = `${tenantId}\n${kind}`;
@@ -52,7 +105,7 @@ export class TenantQuotas {
       return;
     }
     if (known && known.count >= limit && now - known.at < FULL_MS) this.refuse(kind, limit);
-    const count = await this.count(tenantId, kind, limit, manager);
+    const count = await this.count(tenantId, kind, limit + 1, manager);
     if (count > limit) {
       this.remember(key, { count: count - created, at: now });
       this.refuse(kind, limit);
@@ -64,15 +117,69 @@ export class TenantQuotas {
     for (const kind of Object.keys(QUOTAS)) this.known.delete(`${tenantId}\n${kind}`);
   }
 
+  /**
+   * Refuses at once, for a second after a refusal, a write that would not fit the usage found then: a tenant at its
+   * quota does not make the database store and roll back each of its pushes. Deleting here ends that second early.
+   */
+  assertRoomToStore(tenantId: string, adding: UsageChange): void {
+    const now = performance.now();
+    for (const kind of STORAGE_QUOTAS) {
+      const limit = this.limits[kind];
+      const added = kind === 'storedBytes' ? adding.bytes : adding.messages;
+      const known = this.known.get(`${tenantId}\n${kind}`);
+      if (limit > 0 && added > 0 && known && now - known.at < FULL_MS && known.count + added > limit) {
+        this.refuse(kind, limit);
+      }
+    }
+  }
+
+  /** The last statement of a write that changes what the tenant stores; `held` when the storage quotas apply. */
+  usageStatement(tenantId: string, change: UsageChange, held: boolean): QueryConfig {
+    return this.stored.changeStatement(tenantId, change, held ? this.storageLimits : undefined);
+  }
+
+  /** The refusal a failed usage statement stands for, counted and remembered; undefined for any other failure. */
+  refusalOf(tenantId: string, error: unknown): QuotaExceededException | undefined {
+    if (!(error instanceof QueryFailedError)) return undefined;
+    const { code, message, detail } = error.driverError as { code?: string; message?: string; detail?: string };
+    if (code !== STORAGE_QUOTA_EXCEEDED) return undefined;
+    const kind = STORAGE_QUOTAS.find((quota) => message?.endsWith(`: ${quota}`)) ?? 'storedBytes';
+    this.remember(`${tenantId}\n${kind}`, { count: Number(detail), at: performance.now() });
+    this.metrics.quotaRefusals.inc({ quota: QUOTAS[kind].variable });
+    return new QuotaExceededException(kind, this.limits[kind]);
+  }
+
+  forgetStored(tenantId: string): void {
+    for (const kind of STORAGE_QUOTAS) this.known.delete(`${tenantId}\n${kind}`);
+  }
+
+  /** Each quota with what the tenant uses of it: counted up to one past the quota, stored usage from its counters. */
+  usage(tenantId: string): Promise<QuotaUse[]> {
+    return this.transactions.run(tenantId, async (manager) => {
+      const uses: QuotaUse[] = [];
+      for (const kind of Object.keys(TABLES) as CountedQuota[]) {
+        const limit = this.limits[kind];
+        const used = limit === 0 ? null : await this.count(tenantId, kind, limit + 1, manager);
+        uses.push({ quota: kind, variable: QUOTAS[kind].variable, used, limit: limit || null });
+      }
+      const stored = await this.stored.usage(tenantId, manager);
+      for (const kind of STORAGE_QUOTAS) {
+        const used = kind === 'storedBytes' ? stored.bytes : stored.messages;
+        uses.push({ quota: kind, variable: QUOTAS[kind].variable, used, limit: this.limits[kind] || null });
+      }
+      return uses;
+    });
+  }
+
   private refuse(kind: QuotaKind, limit: number): never {
     this.metrics.quotaRefusals.inc({ quota: QUOTAS[kind].variable });
     throw new QuotaExceededException(kind, limit);
   }
 
-  private async count(tenantId: string, kind: QuotaKind, limit: number, manager: EntityManager): Promise<number> {
+  private async count(tenantId: string, kind: CountedQuota, most: number, manager: EntityManager): Promise<number> {
     const [row]: Array<{ n: number }> = await manager.query(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${QUOTAS[kind].table} WHERE tenant_id = $1 LIMIT $2) s`,
-      [tenantId, limit + 1],
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${TABLES[kind]} WHERE tenant_id = $1 LIMIT $2) s`,
+      [tenantId, most],
     );
     return row.n;
   }

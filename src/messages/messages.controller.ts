@@ -12,6 +12,7 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { STORAGE_QUOTA_REFUSALS } from '../limits/tenant-quotas';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
@@ -138,6 +139,7 @@ export class MessagesController {
   @ApiErrorResponse(400, 'Invalid partition id', 'partitionId must be a UUID')
   @ApiErrorResponse(404, 'No dead letter of this message in this tenant', 'dead letter not found')
   @ApiErrorResponse(409, 'The queue is at its maxSize; nothing changed', 'queue is full')
+  @ApiAuthErrors('the token has no read-write or admin role', ...STORAGE_QUOTA_REFUSALS)
   @ApiDatabaseErrors('The retry may or may not have happened: send it again (404 then means it did).')
   retry(
     @TenantId() tenantId: string,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow, WireMessage } from './message-shape';
 
@@ -237,7 +238,7 @@ export class MessagesRepository {
     }));
   }
 
-  /** Nothing changes while a live lease covers the message. */
+  /** Nothing changes while a live lease covers the message; the dead letter stores what the message did. */
   async moveToDeadLetters(
     tenantId: string,
     partitionId: string,
@@ -253,9 +254,10 @@ export class MessagesRepository {
          DELETE FROM messages WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING *
        ), letter AS (
          INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
-                                   trace_id, payload, producer_sub, message_created_at, error_message, retry_count)
+                                   trace_id, payload, payload_bytes, producer_sub, message_created_at, error_message,
+                                   retry_count)
          SELECT $1, $6, p.queue_id, g.partition_id, $4, g.id, g.seq, g.transaction_id, g.trace_id, g.payload,
-                g.producer_sub, g.created_at, $5, 0
+                ${storedBytes('g')}, g.producer_sub, g.created_at, $5, 0
            FROM gone g JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
          RETURNING 1
        )
@@ -271,18 +273,25 @@ export class MessagesRepository {
     partitionId: string,
     transactionId: string,
     manager: EntityManager,
-  ): Promise<'leased' | { message: boolean; deadLetters: number }> {
+  ): Promise<'leased' | { message: boolean; deadLetters: number; freed: UsageChange }> {
     if (await this.lockLeased(tenantId, partitionId, transactionId, manager)) return 'leased';
-    const [row]: Array<{ messages: number; dead_letters: number }> = await manager.query(
+    const [row]: Array<{ messages: number; dead_letters: number; bytes: string }> = await manager.query(
       `WITH message AS (
-         DELETE FROM messages WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING 1
+         DELETE FROM messages m WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3
+         RETURNING ${storedBytes('m')} AS bytes
        ), letters AS (
-         DELETE FROM dead_letters WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3 RETURNING 1
+         DELETE FROM dead_letters d WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3
+         RETURNING ${storedBytes('d')} AS bytes
        )
-       SELECT (SELECT count(*)::int FROM message) AS messages, (SELECT count(*)::int FROM letters) AS dead_letters`,
+       SELECT (SELECT count(*)::int FROM message) AS messages, (SELECT count(*)::int FROM letters) AS dead_letters,
+              (SELECT COALESCE(sum(bytes), 0) FROM message) + (SELECT COALESCE(sum(bytes), 0) FROM letters) AS bytes`,
       [tenantId, partitionId, transactionId],
     );
-    return { message: row.messages > 0, deadLetters: row.dead_letters };
+    return {
+      message: row.messages > 0,
+      deadLetters: row.dead_letters,
+      freed: { bytes: Number(row.bytes), messages: row.messages + row.dead_letters },
+    };
   }
 
   /** Cursors in primary-key order, as acks take them; true when a live lease covers the message. */
@@ -311,16 +320,16 @@ export class MessagesRepository {
     transactionId: string,
     consumerGroup: string | undefined,
     manager: EntityManager,
-  ): Promise<{ copy: DeadLetterCopy; removed: number } | undefined> {
-    const rows: Array<{ queue: string; partition: string; payload: string; trace_id: string | null }> =
+  ): Promise<{ copy: DeadLetterCopy; removed: number; freed: UsageChange } | undefined> {
+    const rows: Array<{ queue: string; partition: string; payload: string; trace_id: string | null; bytes: number }> =
       await manager.query(
         `WITH gone AS (
            DELETE FROM dead_letters d
             WHERE d.tenant_id = $1 AND d.partition_id = $2 AND d.transaction_id = $3
               AND ($4::text IS NULL OR d.consumer_group = $4)
-           RETURNING d.queue_id, d.partition_id, d.payload, d.trace_id, d.created_at
+           RETURNING d.queue_id, d.partition_id, d.payload, d.trace_id, d.created_at, ${storedBytes('d')} AS bytes
          )
-         SELECT q.name AS queue, p.name AS partition, g.payload::text AS payload, g.trace_id
+         SELECT q.name AS queue, p.name AS partition, g.payload::text AS payload, g.trace_id, g.bytes
            FROM gone g
            JOIN queues q ON q.tenant_id = $1 AND q.id = g.queue_id
            JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
@@ -332,6 +341,7 @@ export class MessagesRepository {
     return {
       copy: { queue: first.queue, partition: first.partition, payloadJson: first.payload, traceId: first.trace_id },
       removed: rows.length,
+      freed: { bytes: rows.reduce((sum, row) => sum + row.bytes, 0), messages: rows.length },
     };
   }
 
@@ -341,7 +351,7 @@ export class MessagesRepository {
     queueId: string,
     partitionId: string | undefined,
     manager: EntityManager,
-  ): Promise<{ messages: number; partitions: number }> {
+  ): Promise<{ messages: number; partitions: number; freed: UsageChange }> {
     await manager.query(
       `SELECT 1 FROM consumers
         WHERE tenant_id = $1 AND queue_id = $2 AND ($3::uuid IS NULL OR partition_id = $3)
@@ -349,7 +359,7 @@ export class MessagesRepository {
           FOR UPDATE`,
       [tenantId, queueId, partitionId ?? null],
     );
-    const [row]: Array<{ messages: number; partitions: number }> = await manager.query(
+    const [row]: Array<{ messages: number; partitions: number; bytes: string }> = await manager.query(
       `WITH moved AS (
          UPDATE consumers c
             SET committed_offset = p.last_offset, delivered_offset = GREATEST(c.delivered_offset, p.last_offset),
@@ -364,14 +374,18 @@ export class MessagesRepository {
           USING partitions p
           WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($3::uuid IS NULL OR p.id = $3)
             AND m.tenant_id = p.tenant_id AND m.partition_id = p.id
-         RETURNING 1
+         RETURNING ${storedBytes('m')} AS bytes
        )
-       SELECT (SELECT count(*)::int FROM gone) AS messages,
+       SELECT (SELECT count(*)::int FROM gone) AS messages, (SELECT COALESCE(sum(bytes), 0) FROM gone) AS bytes,
               (SELECT count(*)::int FROM partitions
                 WHERE tenant_id = $1 AND queue_id = $2 AND ($3::uuid IS NULL OR id = $3)) AS partitions,
               (SELECT count(*) FROM moved) AS moved`,
       [tenantId, queueId, partitionId ?? null],
     );
-    return { messages: row.messages, partitions: row.partitions };
+    return {
+      messages: row.messages,
+      partitions: row.partitions,
+      freed: { bytes: Number(row.bytes), messages: row.messages },
+    };
   }
 }

@@ -7,6 +7,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { PushService } from '../push/push.service';
 import { QueuesRepository } from '../queues/queues.repository';
 import { Writes } from '../wakeup/unit-of-work';
+import { UsageChange } from '../limits/stored-usage.repository';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
 import { messageJson } from './message-shape';
 import { MessagesRepository, MessageFilter } from './messages.repository';
@@ -81,9 +82,11 @@ export class MessagesService {
   }
 
   async delete(tenantId: string, partitionId: string, transactionId: string): Promise<DeleteMessageResponseDto> {
-    const outcome = await this.writes.run(tenantId, (unit) =>
-      this.messages.delete(tenantId, partitionId, transactionId, unit.manager),
-    );
+    const outcome = await this.writes.run(tenantId, async (unit) => {
+      const deleted = await this.messages.delete(tenantId, partitionId, transactionId, unit.manager);
+      if (deleted !== 'leased') unit.stores(freeing(deleted.freed));
+      return deleted;
+    });
     if (outcome === 'leased') throw new ConflictException({ error: 'message is under a live lease' });
     if (!outcome.message && outcome.deadLetters === 0) throw new NotFoundException({ error: 'message not found' });
     this.logger.log(
@@ -129,6 +132,7 @@ export class MessagesService {
         unit.manager,
       );
       if (!taken) throw new NotFoundException({ error: 'dead letter not found' });
+      unit.stores(freeing(taken.freed));
       const retryId = `dlq:${transactionId}`;
       const [pushed] = await this.pushes.store(unit, null, [
         {
@@ -156,7 +160,8 @@ export class MessagesService {
   }
 
   async clear(tenantId: string, queueName: string, partitionName: string | undefined): Promise<ClearQueueResponseDto> {
-    const cleared = await this.writes.run(tenantId, async ({ manager }) => {
+    const cleared = await this.writes.run(tenantId, async (unit) => {
+      const { manager } = unit;
       const queue = await this.queues.find(tenantId, queueName, manager);
       if (!queue) throw new NotFoundException({ error: 'queue not found' });
       let partitionId: string | undefined;
@@ -164,7 +169,9 @@ export class MessagesService {
         partitionId = await this.queues.partitionId(tenantId, queue.id, partitionName, manager);
         if (!partitionId) throw new NotFoundException({ error: 'partition not found' });
       }
-      return this.messages.clear(tenantId, queue.id, partitionId, manager);
+      const done = await this.messages.clear(tenantId, queue.id, partitionId, manager);
+      unit.stores(freeing(done.freed));
+      return done;
     });
     this.logger.log(
       `Queue ${JSON.stringify(queueName)}${partitionName === undefined ? '' : ` partition ${JSON.stringify(partitionName)}`}` +
@@ -178,6 +185,10 @@ export class MessagesService {
       partitions: cleared.partitions,
     };
   }
+}
+
+function freeing({ bytes, messages }: UsageChange): UsageChange {
+  return { bytes: -bytes, messages: -messages };
 }
 
 function encodeCursor(createdAt: string, partitionId: string, seq: string): string {

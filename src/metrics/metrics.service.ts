@@ -122,7 +122,9 @@ export class MetricsService {
     });
     this.quotaRefusals = new Counter({
       name: 'leasehold_quota_refusals_total',
-      help: 'Requests refused because the tenant is at a quota, by quota (TENANT_MAX_QUEUES, _PARTITIONS, _CONSUMER_GROUPS).',
+      help:
+        'Requests refused because the tenant is at a quota, by quota (TENANT_MAX_QUEUES, _PARTITIONS, ' +
+        '_CONSUMER_GROUPS, _STORED_BYTES, _STORED_MESSAGES).',
       labelNames: ['quota'],
       registers,
     });

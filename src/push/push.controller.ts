@@ -8,6 +8,7 @@ import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/a
 import { AcceptsBody } from '../http/body-limit.decorator';
 import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
+import { quotaRefusal, STORAGE_QUOTA_REFUSALS } from '../limits/tenant-quotas';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
 import { PushRequestPipe } from './push-request.pipe';
@@ -40,7 +41,14 @@ export class PushController {
     'items may hold at most 10000 messages',
     'invalid JSON body',
   )
-  @ApiAuthErrors('the token has no write-only, read-write or admin role')
+  @ApiAuthErrors(
+    'the token has no write-only, read-write or admin role',
+    {
+      when: 'the push would create more queues or partitions than the tenant may have',
+      error: quotaRefusal('queues', 1_000),
+    },
+    ...STORAGE_QUOTA_REFUSALS,
+  )
   @ApiErrorResponse(
     503,
     "The tenant's pushes are paused for maintenance (POST /api/v1/system/maintenance); nothing is stored. " +

@@ -13,6 +13,8 @@ export interface NewMessage {
   transactionId: string;
   traceId: string | null;
   payloadJson: string;
+  /** What the message counts in its tenant's stored bytes. */
+  payloadBytes: number;
 }
 
 @Injectable()
@@ -128,7 +130,7 @@ export class PushRepository {
         producerSub,
         arrayLiteral([...lastOffsets.keys()]),
         arrayLiteral([...lastOffsets.values()]),
-        arrayLiteral(messages.map((message) => Buffer.byteLength(message.payloadJson))),
+        arrayLiteral(messages.map((message) => message.payloadBytes)),
       ],
     };
   }

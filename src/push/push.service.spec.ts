@@ -42,6 +42,8 @@ interface Harness {
   announced: Array<Map<string, QueueWork>>;
   notified: number;
   pushedCounts: Array<{ queue: string; value: number }>;
+  /** What each unit of work recorded as stored, for the storage quotas. */
+  stored: Array<UnitOfWork['storedChange']>;
   /** The id the fake gives a partition: `<queue>/<name>`. */
   partitionId: (queue: string, name: string) => string;
 }
@@ -68,6 +70,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     announced: [],
     notified: 0,
     pushedCounts: [],
+    stored: [],
     partitionId,
   };
 
@@ -141,6 +144,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       // The runner sends the unit's last statement with the COMMIT.
       const last = unit.lastStatement as InsertStatement | undefined;
       if (last) h.inserts.push(last.insert);
+      h.stored.push(unit.storedChange);
       if (unit.pushed.size > 0) h.notified += 1;
       h.announced.push(unit.pushed);
       unit.runEffects(new Logger('test'));
@@ -154,7 +158,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     queue: (_tenantId: string, queue: string) => ({ queue }),
   } as unknown as MetricsService;
 
-  const quotas = { admit: async () => undefined } as unknown as TenantQuotas;
+  const quotas = { admit: async () => undefined, assertRoomToStore: () => undefined } as unknown as TenantQuotas;
 
   return Object.assign(h, {
     service: new PushService(
@@ -372,6 +376,15 @@ describe('PushService.push', () => {
       expect(insertedOffsets(h)).toEqual([['q/r', 1, 'tx']]);
     });
 
+    it('records the payload bytes and count of the new messages only, held to the storage quotas', async () => {
+      const h = harness([{ queue: 'q', name: 'p', lastOffset: 2, messages: { a: 'id-a' } }]);
+
+      await h.service.push('t', undefined, [item('q', 'p', 'a', 'old'), item('q', 'p', 'b', 'é'), item('q', 'r')]);
+
+      // "é" is 4 bytes of JSON text, {} 2: the duplicate adds nothing.
+      expect(h.stored).toEqual([{ bytes: 6, messages: 2, held: true }]);
+    });
+
     it('writes nothing and notifies no one when every item is a duplicate', async () => {
       const h = harness([{ queue: 'q', name: 'p', lastOffset: 2, messages: { a: 'id-a', b: 'id-b' } }]);
 
@@ -419,6 +432,7 @@ describe('PushService.push', () => {
         transactionId: 'a',
         traceId: 'trace-a',
         payloadJson: '[1, 2]',
+        payloadBytes: 6,
       },
     ]);
   });

@@ -104,6 +104,7 @@ export class PushService {
     const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);
 
     const fresh: NewMessage[] = [];
+    let freshBytes = 0;
     const results = new Array<PushResultDto>(items.length);
     for (let index = 0; index < items.length; index += 1) {
       const item = items[index];
@@ -127,6 +128,8 @@ export class PushService {
       slot.lastOffset += 1;
       slot.stored += 1;
       if (key !== undefined) known.set(key, id);
+      const payloadBytes = Buffer.byteLength(item.payloadJson);
+      freshBytes += payloadBytes;
       fresh.push({
         partitionId: slot.partition.id,
         seq: slot.lastOffset,
@@ -134,11 +137,15 @@ export class PushService {
         transactionId,
         traceId: item.traceId ?? null,
         payloadJson: item.payloadJson,
+        payloadBytes,
       });
       results[index] = pushResult(index, id, transactionId, item.queue, 'queued');
     }
 
     if (fresh.length > 0) {
+      const adding = { bytes: freshBytes, messages: fresh.length };
+      this.quotas.assertRoomToStore(tenantId, adding);
+      unit.stores(adding, true);
       const lastOffsets = new Map<string, number>();
       const perQueue = new Map<string, number>();
       for (const [queue, partitions] of named) {

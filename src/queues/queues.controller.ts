@@ -9,6 +9,8 @@ import { NoQueryParameters, QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
 import { LeaseListDto, LeaseListQueryDto } from './dto/lease-list.dto';
 import { RateLimited } from '../limits/route-class.decorator';
+import { QuotaUsageDto } from '../limits/dto/quota-usage.dto';
+import { TenantQuotas } from '../limits/tenant-quotas';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueListQueryDto } from './dto/queue-list-query.dto';
@@ -25,11 +27,16 @@ import { QueuesService } from './queues.service';
 
 @ApiTags('queues')
 @ApiBearerAuth()
-@ApiAuthErrors("the token's roles do not open this route (configure: read-write; listings: read-only; delete: admin)")
+@ApiAuthErrors(
+  "the token's roles do not open this route (configure: read-write; listings and quotas: read-only; delete: admin)",
+)
 @RateLimited('manage')
 @Controller('api/v1')
 export class QueuesController {
-  constructor(private readonly queuesService: QueuesService) {}
+  constructor(
+    private readonly queuesService: QueuesService,
+    private readonly quotaLimits: TenantQuotas,
+  ) {}
 
   @Post('configure')
   @HttpCode(HttpStatus.OK)
@@ -95,6 +102,20 @@ export class QueuesController {
   @ApiDatabaseErrors('Nothing was changed.')
   tasks(@TenantId() tenantId: string): Promise<TasksDto> {
     return this.queuesService.tasks(tenantId);
+  }
+
+  @Get('resources/quotas')
+  @Access('read-only')
+  @ApiOperation({
+    summary: "The tenant's quotas, each with what the tenant uses of it",
+    description:
+      'Queues, partitions, consumer groups, stored payload bytes and stored messages (dead letters included), ' +
+      'each with its setting, its limit (null: none) and its use (docs/limits.md).',
+  })
+  @ApiOkResponse({ type: QuotaUsageDto })
+  @ApiDatabaseErrors('Nothing was changed.')
+  async quotas(@TenantId() tenantId: string): Promise<QuotaUsageDto> {
+    return { quotas: await this.quotaLimits.usage(tenantId) };
   }
 
   @Get('resources/queues/:queue')

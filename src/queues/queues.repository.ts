@@ -8,6 +8,7 @@ import { uuidv7 } from '../common/uuid';
 import { RetentionSettings } from './dto/configure-request.dto';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from '../retention/retention-policy';
 import { LEASE_HINT_CHARS, LeaseListDto } from './dto/lease-list.dto';
+import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 
 export interface QueueRecord {
   id: string;
@@ -411,9 +412,11 @@ export class QueuesRepository {
 
   /**
    * Consumer rows are locked first, in primary-key order, as acks and renewals lock them before the queue row (an ack's
-   * dead letter references it); the cascade alone would take the queue row first, and the two would deadlock.
+   * dead letter references it); the cascade alone would take the queue row first, and the two would deadlock. Then
+   * the queue row, so that no push or dead letter adds to it any more; its messages and dead letters are deleted by
+   * name rather than by the cascade, to count exactly what goes (the retention job may be deleting some meanwhile).
    */
-  async delete(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
+  async delete(tenantId: string, name: string, manager: EntityManager): Promise<UsageChange | undefined> {
     await manager.query(
       `SELECT 1
          FROM consumers c
@@ -424,12 +427,28 @@ export class QueuesRepository {
           FOR UPDATE OF c`,
       [tenantId, name],
     );
-    const rows: Array<{ deleted: number }> = await manager.query(
-      `WITH gone AS (DELETE FROM queues WHERE tenant_id = $1 AND name = $2 RETURNING id)
-       SELECT count(*)::int AS deleted FROM gone`,
+    const [queue]: Array<{ id: string }> = await manager.query(
+      'SELECT id FROM queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE',
       [tenantId, name],
     );
-    return rows[0].deleted > 0;
+    if (!queue) return undefined;
+    const [row]: Array<{ messages: number; bytes: string }> = await manager.query(
+      `WITH messages_gone AS (
+         DELETE FROM messages m USING partitions p
+          WHERE p.tenant_id = $1 AND p.queue_id = $2 AND m.tenant_id = p.tenant_id AND m.partition_id = p.id
+         RETURNING ${storedBytes('m')} AS bytes
+       ), letters_gone AS (
+         DELETE FROM dead_letters d WHERE d.tenant_id = $1 AND d.queue_id = $2
+         RETURNING ${storedBytes('d')} AS bytes
+       ), gone AS (
+         DELETE FROM queues WHERE tenant_id = $1 AND id = $2
+       ), freed AS (
+         SELECT bytes FROM messages_gone UNION ALL SELECT bytes FROM letters_gone
+       )
+       SELECT count(*)::int AS messages, COALESCE(sum(bytes), 0) AS bytes FROM freed`,
+      [tenantId, queue.id],
+    );
+    return { bytes: Number(row.bytes), messages: row.messages };
   }
 
   /** Each with the running size of a listing ending with it: the caller cuts the page where it would grow too large. */

@@ -150,15 +150,15 @@ export class QueuesService {
   /** Idempotent: deleting a queue that does not exist (any more) is not an error. */
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
     const existed = await this.writes.run(tenantId, async (unit) => {
-      const deleted = await this.queues.delete(tenantId, name, unit.manager);
-      if (deleted) {
-        unit.queueDeleted(name);
-        unit.afterCommit(() => {
-          this.quotas.forget(tenantId);
-          this.metrics.queueDeleted(tenantId, name);
-        });
-      }
-      return deleted;
+      const freed = await this.queues.delete(tenantId, name, unit.manager);
+      if (!freed) return false;
+      unit.stores({ bytes: -freed.bytes, messages: -freed.messages });
+      unit.queueDeleted(name);
+      unit.afterCommit(() => {
+        this.quotas.forget(tenantId);
+        this.metrics.queueDeleted(tenantId, name);
+      });
+      return true;
     });
     return { deleted: existed, queue: name, existed };
   }

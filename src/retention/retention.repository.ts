@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
 
 export interface DuePartition {
@@ -109,9 +110,10 @@ const TRIM_SQL = `
             WHERE o.tenant_id = s.tenant_id AND o.partition_id = s.partition_id) x
   ), lettered AS (
     INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
-                              trace_id, payload, producer_sub, message_created_at, error_message, retry_count)
+                              trace_id, payload, payload_bytes, producer_sub, message_created_at, error_message,
+                              retry_count)
     SELECT b.tenant_id, ${UUID_V7}, p.queue_id, m.partition_id, l.consumer_group, m.id, m.seq, m.transaction_id,
-           m.trace_id, m.payload, m.producer_sub, m.created_at, $9, 0
+           m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, $9, 0
       FROM cut b
       JOIN partitions p ON p.tenant_id = b.tenant_id AND p.id = b.partition_id
       JOIN locked l ON l.tenant_id = b.tenant_id AND l.partition_id = b.partition_id
@@ -119,7 +121,7 @@ const TRIM_SQL = `
       JOIN messages m ON m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id
                      AND m.seq > GREATEST(l.committed_offset, COALESCE(b.pending_upto, 0)) AND m.seq <= b.evict_upto
      WHERE b.letters
-    RETURNING 1
+    RETURNING tenant_id, payload_bytes
   ), advanced AS (
     UPDATE consumers c
        SET committed_offset = b.trim_upto, delivered_offset = GREATEST(c.delivered_offset, b.trim_upto), retry_count = 0
@@ -128,8 +130,12 @@ const TRIM_SQL = `
   ), gone AS (
     DELETE FROM messages m USING cut b
      WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq <= b.upto
-    RETURNING m.tenant_id, m.partition_id, m.seq
-  )
+    RETURNING m.tenant_id, m.partition_id, m.seq, ${storedBytes('m')} AS bytes
+  ), ${usageChangeCte(
+    'counted',
+    `SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone
+     UNION ALL SELECT tenant_id, payload_bytes, 1 FROM lettered`,
+  )}
   SELECT b.partition_id,
          count(g.seq) FILTER (WHERE g.seq <= COALESCE(b.completed_upto, 0))::int AS completed,
          count(g.seq) FILTER (WHERE g.seq > COALESCE(b.completed_upto, 0) AND g.seq > COALESCE(b.pending_upto, 0))::int
@@ -320,8 +326,8 @@ export class RetentionRepository {
           LIMIT $2
        ), gone AS (
          DELETE FROM dead_letters d USING doomed x WHERE d.tenant_id = x.tenant_id AND d.id = x.id
-         RETURNING d.tenant_id
-       )
+         RETURNING d.tenant_id, ${storedBytes('d')} AS bytes
+       ), ${usageChangeCte('counted', 'SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone')}
        SELECT count(*)::int AS deleted, array_agg(DISTINCT tenant_id) AS tenants FROM gone`,
       [defaultSeconds, limit, tenants],
     );

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { APP_CONFIG, AppConfig, RetentionConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
+import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
 import { RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
 import { PartitionRules, RetentionRepository } from './retention.repository';
@@ -35,6 +36,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly transactions: TransactionRunner,
     private readonly retention: RetentionRepository,
     private readonly metrics: MetricsService,
+    private readonly quotas: TenantQuotas,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.settings = config.retention;
@@ -78,6 +80,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
           this.retention.deadLetters(this.settings.deadLetterSeconds, batch, tenants, manager),
         );
         lettered.claimed(tenants, found, deleted === batch);
+        for (const tenant of found) this.quotas.forgetStored(tenant);
         this.count(outcome, 'dead_letter', deleted);
       }
       const due = new TenantRotation(
@@ -129,6 +132,9 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       return { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) };
     });
     if (!cut) return 0;
+    if (cut.trimmed.completed + cut.trimmed.retention + cut.trimmed.evicted > 0) {
+      for (const rule of cut.rules) this.quotas.forgetStored(rule.tenantId);
+    }
     const removed = await this.transactions.run(undefined, (manager) =>
       this.retention.schedule(cut.rules, this.roundMs, cut.trimmed.full, manager),
     );

@@ -7,6 +7,7 @@ import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
+import { quotaRefusal, STORAGE_QUOTA_REFUSALS } from '../limits/tenant-quotas';
 import { TransactionRequestDto } from './dto/transaction-request.dto';
 import { TransactionResultDto } from './dto/transaction-result.dto';
 import { TransactionRequest, TransactionRequestPipe } from './transaction-request.pipe';
@@ -96,7 +97,14 @@ export class TransactionController {
     'operations may hold at most 10000 push items in all',
     'requiredLeases must be an array',
   )
-  @ApiAuthErrors('the token has no read-write or admin role, or the tenant is at a quota')
+  @ApiAuthErrors(
+    'the token has no read-write or admin role',
+    {
+      when: 'its pushes would create more queues or partitions than the tenant may have',
+      error: quotaRefusal('queues', 1_000),
+    },
+    ...STORAGE_QUOTA_REFUSALS,
+  )
   @ApiErrorResponse(
     503,
     "The tenant's pushes are paused for maintenance (POST /api/v1/system/maintenance); nothing is stored. " +

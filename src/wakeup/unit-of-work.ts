@@ -2,6 +2,8 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
 import { NamedStatement } from '../database/database-engine';
+import { UsageChange } from '../limits/stored-usage.repository';
+import { TenantQuotas } from '../limits/tenant-quotas';
 import { OpenTransaction, TransactionRunner } from '../database/transaction-runner';
 import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
 import { WakeupChannel } from './wakeup-channel';
@@ -16,6 +18,7 @@ export class UnitOfWork {
   readonly deletedQueues: string[] = [];
   private readonly effects: Array<() => void> = [];
   private last?: QueryConfig;
+  private change?: UsageChange & { held: boolean };
 
   constructor(
     readonly tenantId: string,
@@ -53,6 +56,22 @@ export class UnitOfWork {
     return this.last;
   }
 
+  /**
+   * Bytes and messages this write stores (negative: frees), recorded by the unit's very last statement; `held` when
+   * the storage quotas apply to the write (it pushes), which that statement then refuses past a quota.
+   */
+  stores(change: UsageChange, held = false): void {
+    if (change.bytes === 0 && change.messages === 0 && !held) return;
+    this.change ??= { bytes: 0, messages: 0, held: false };
+    this.change.bytes += change.bytes;
+    this.change.messages += change.messages;
+    this.change.held ||= held;
+  }
+
+  get storedChange(): (UsageChange & { held: boolean }) | undefined {
+    return this.change;
+  }
+
   afterCommit(effect: () => void): void {
     this.effects.push(effect);
   }
@@ -77,18 +96,32 @@ export class Writes {
     private readonly transactions: TransactionRunner,
     private readonly polls: ParkedPolls,
     private readonly channel: WakeupChannel,
+    private readonly quotas: TenantQuotas,
   ) {}
 
   async run<T>(tenantId: string, work: (unit: UnitOfWork) => Promise<T>): Promise<T> {
     let unit: UnitOfWork | undefined;
-    const result = await this.transactions.run(
-      tenantId,
-      (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
-      () => ({
-        statement: unit!.lastStatement,
-        before: notifyStatements(this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues)),
-      }),
-    );
+    let result: T;
+    try {
+      result = await this.transactions.run(
+        tenantId,
+        (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
+        () => {
+          const change = unit!.storedChange;
+          return {
+            statement: unit!.lastStatement,
+            usage: change && this.quotas.usageStatement(tenantId, change, change.held),
+            before: notifyStatements(
+              this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues),
+            ),
+          };
+        },
+      );
+    } catch (error) {
+      throw this.quotas.refusalOf(tenantId, error) ?? error;
+    }
+    const change = unit!.storedChange;
+    if (change && (change.bytes < 0 || change.messages < 0)) this.quotas.forgetStored(tenantId);
     this.polls.pushed(tenantId, unit!.pushed);
     this.polls.redelivered(tenantId, unit!.redelivered);
     unit!.runEffects(this.logger);

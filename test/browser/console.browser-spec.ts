@@ -123,6 +123,23 @@ describeWithBrowser('web console', () => {
     }
   });
 
+  it('shows what the tenant stores and has against each of its quotas, and follows it as it changes', async () => {
+    const { page, context } = await signIn(token(tenantB, 'read-only'));
+    const quota = (name: string) => page.locator(`ul.quotas li[data-quota="${name}"]`);
+
+    await expectText(quota('storedMessages'), '1 of 10,000,000');
+    await expectText(quota('storedBytes'), '13 bytes of 10 GiB');
+    await expectText(quota('queues'), '1 of 1,000');
+    await expectText(quota('partitions'), '1 of 100,000');
+    await expectText(quota('consumerGroups'), '0 of 1,000');
+    expect(await quota('storedBytes').textContent()).toContain('TENANT_MAX_STORED_BYTES');
+
+    await api('POST', '/push', token(tenantB, 'write-only'), { items: [{ queue: queueB, payload: 'x'.repeat(2046) }] });
+    await expectText(quota('storedMessages'), '2 of 10,000,000');
+    await expectText(quota('storedBytes'), '2.0 KiB of 10 GiB');
+    await context.close();
+  });
+
   it('puts the queue most behind first, and draws throughput from its own samples', async () => {
     const { page, context } = await signIn(token(tenantA, 'admin'));
     const rows = page.locator('table.queues tbody tr');
@@ -294,9 +311,9 @@ describeWithBrowser('web console', () => {
     });
     const watchMs = 6_000;
     await page.waitForTimeout(watchMs);
-    // Two routes a cycle, one cycle every two seconds at most: a storm would be far above this.
+    // Three routes a cycle, one cycle every two seconds at most: a storm would be far above this.
     expect(requests.length).toBeGreaterThan(0);
-    expect(requests.length).toBeLessThanOrEqual(2 * (watchMs / 2_000 + 1));
+    expect(requests.length).toBeLessThanOrEqual(3 * (watchMs / 2_000 + 1));
 
     await page.evaluate(() => {
       const document = (globalThis as any).document;

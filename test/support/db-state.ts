@@ -102,7 +102,15 @@ export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string,
   return rows.map((row) => Number(row.left));
 }
 
-const TENANT_TABLES = ['queues', 'partitions', 'messages', 'consumer_groups', 'consumers', 'dead_letters'];
+const TENANT_TABLES = [
+  'queues',
+  'partitions',
+  'messages',
+  'consumer_groups',
+  'consumers',
+  'dead_letters',
+  'tenant_usage',
+];
 
 /**
  * Every row the tenant owns in every broker table, every column, as

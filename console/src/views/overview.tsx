@@ -1,6 +1,6 @@
-import { api, GroupSummary, QueueList } from '../api';
+import { api, GroupSummary, QueueList, QuotaUsage, QuotaUse } from '../api';
 import { Loading, PageTitle, Problem, Sparkline, Stat } from '../components';
-import { count, duration, rate } from '../format';
+import { bytes, count, duration, rate } from '../format';
 import { usePolled } from '../refresh';
 import { ratesOf, record } from '../throughput';
 
@@ -16,12 +16,13 @@ interface QueueRow {
 
 export function Overview() {
   const polled = usePolled(async () => {
-    const [list, groups] = await Promise.all([
+    const [list, groups, usage] = await Promise.all([
       api<QueueList>('GET', '/resources/queues'),
       api<GroupSummary[]>('GET', '/consumer-groups'),
+      api<QuotaUsage>('GET', '/resources/quotas'),
     ]);
     record(list.queues);
-    return { list, groups };
+    return { list, groups, usage };
   }, 'overview');
   const { data, error } = polled;
   if (!data) {
@@ -150,6 +151,44 @@ export function Overview() {
         </div>
       )}
       {data.list.next && <p class="muted">Showing the first {rows.length} queues by name.</p>}
+      <Quotas quotas={data.usage.quotas} />
     </main>
+  );
+}
+
+const QUOTA_NAMES: Record<QuotaUse['quota'], string> = {
+  queues: 'Queues',
+  partitions: 'Partitions',
+  consumerGroups: 'Consumer groups',
+  storedBytes: 'Stored payload bytes',
+  storedMessages: 'Stored messages and dead letters',
+};
+
+/** What this tenant uses of each quota; a write past a storage quota is refused with 403. */
+function Quotas({ quotas }: { quotas: QuotaUse[] }) {
+  const amount = (quota: QuotaUse, value: number) => (quota.quota === 'storedBytes' ? bytes(value) : count(value));
+  return (
+    <section aria-labelledby="quotas-title">
+      <h2 id="quotas-title">Quotas</h2>
+      <ul class="quotas">
+        {quotas.map((quota) => {
+          const share = quota.used !== null && quota.limit !== null ? quota.used / quota.limit : undefined;
+          const tone = share === undefined ? '' : share >= 1 ? 'bad' : share >= 0.8 ? 'warn' : '';
+          return (
+            <li key={quota.quota} class={tone} data-quota={quota.quota}>
+              <strong>{QUOTA_NAMES[quota.quota]}</strong>
+              <code class="muted">{quota.variable}</code>
+              <span class="quota-use">
+                {quota.used === null ? 'not counted' : amount(quota, quota.used)} of{' '}
+                {quota.limit === null ? 'no limit' : amount(quota, quota.limit)}
+              </span>
+              {share !== undefined && (
+                <meter min={0} max={1} value={Math.min(share, 1)} aria-label={`${QUOTA_NAMES[quota.quota]} used`} />
+              )}
+            </li>
+          );
+        })}
+      </ul>
+    </section>
   );
 }

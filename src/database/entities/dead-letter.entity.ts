@@ -41,6 +41,10 @@ export class DeadLetterEntity {
   @Column({ name: 'payload', type: 'json', nullable: true })
   payload: unknown;
 
+  /** As the message's payload_bytes; null on rows written before the column existed. */
+  @Column({ name: 'payload_bytes', type: 'integer', nullable: true })
+  payloadBytes: number | null;
+
   @Column({ name: 'producer_sub', type: 'text', nullable: true })
   producerSub: string | null;
 

@@ -6,6 +6,7 @@ import { MaintenanceEntity } from './maintenance.entity';
 import { MessageEntity } from './message.entity';
 import { PartitionEntity } from './partition.entity';
 import { QueueEntity } from './queue.entity';
+import { TenantUsageEntity } from './tenant-usage.entity';
 
 export const ENTITIES = [
   QueueEntity,
@@ -16,4 +17,5 @@ export const ENTITIES = [
   DeadLetterEntity,
   MaintenanceEntity,
   BrokerEntity,
+  TenantUsageEntity,
 ];
