@@ -11,6 +11,9 @@ export const ROLES_FOR_LEVEL: Record<Exclude<AccessLevel, 'public'>, readonly Ro
   admin: ['admin'],
 };
 
+/** Who may delete messages nobody has consumed: clearing a queue, and shortening what a queue keeps. */
+export const PURGE_LEVEL = 'admin' satisfies AccessLevel;
+
 /** An unknown level opens nothing. */
 export function levelAllows(level: AccessLevel, roles: readonly Role[]): boolean {
   if (level === 'public') return true;

@@ -87,6 +87,8 @@ export interface RetentionConfig {
   /** dlqRetentionSeconds of queues that set none; 0 keeps dead letters. */
   deadLetterSeconds: number;
   emptyPartitionGraceSeconds: number;
+  /** No caller without the role that may clear a queue sets a retention rule shorter than this; 0: no floor. */
+  minSeconds: number;
 }
 
 export interface AppConfig {

@@ -117,6 +117,7 @@ describe('loadConfig', () => {
         storedMessages: 10_000_000,
       },
     });
+    expect(config.retention.minSeconds).toBe(0);
     expect(config.database.connectTimeoutMs).toBe(10_000);
     expect(config.leaseRenewalBatchRows).toBe(2_000);
     expect(config.docsEnabled).toBe(true);
@@ -149,6 +150,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TENANT_MAX_STORED_BYTES: '99999999999gb' })).toThrow('TENANT_MAX_STORED_BYTES');
     expect(() => loadConfig({ BODY_LIMIT: '0' })).toThrow('BODY_LIMIT must be a size');
     expect(() => loadConfig({ TENANT_MAX_STORED_MESSAGES: '-1' })).toThrow('TENANT_MAX_STORED_MESSAGES');
+    expect(loadConfig({ QUEUE_MIN_RETENTION_SECONDS: '3600' }).retention.minSeconds).toBe(3600);
   });
 
   it('reads the observability settings and refuses a short metrics token', () => {

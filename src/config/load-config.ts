@@ -152,6 +152,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       pendingSeconds: reader.int('RETENTION_SECONDS', 14 * 86_400, 0, INT32_MAX),
       deadLetterSeconds: reader.int('DLQ_RETENTION_SECONDS', 14 * 86_400, 0, INT32_MAX),
       emptyPartitionGraceSeconds: reader.int('EMPTY_PARTITION_GRACE_SECONDS', 3_600, 0, INT32_MAX),
+      minSeconds: reader.int('QUEUE_MIN_RETENTION_SECONDS', 0, 0, INT32_MAX),
     },
     docsEnabled: reader.bool('DOCS_ENABLED', true),
     consoleEnabled: reader.bool('CONSOLE_ENABLED', true),

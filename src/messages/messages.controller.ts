@@ -12,6 +12,7 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { PURGE_LEVEL } from '../auth/access-level';
 import { STORAGE_QUOTA_REFUSALS } from '../limits/tenant-quotas';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
@@ -177,7 +178,7 @@ export class MessagesController {
 
   @Delete('queues/:queue/clear')
   @HttpCode(HttpStatus.OK)
-  @Access('admin')
+  @Access(PURGE_LEVEL)
   @ApiOperation({
     summary: "Clear a queue's messages (or one partition's)",
     description:

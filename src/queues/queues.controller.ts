@@ -1,7 +1,8 @@
 import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
-import { TenantId } from '../auth/principal.decorator';
+import { Principal } from '../auth/principal';
+import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
@@ -10,7 +11,7 @@ import { NamePipe } from '../common/name.pipe';
 import { LeaseListDto, LeaseListQueryDto } from './dto/lease-list.dto';
 import { RateLimited } from '../limits/route-class.decorator';
 import { QuotaUsageDto } from '../limits/dto/quota-usage.dto';
-import { TenantQuotas } from '../limits/tenant-quotas';
+import { quotaRefusal, TenantQuotas } from '../limits/tenant-quotas';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueListQueryDto } from './dto/queue-list-query.dto';
@@ -61,13 +62,26 @@ export class QueuesController {
     'options.encryptionEnabled is not implemented: only false is accepted',
     'queue is required',
   )
+  @ApiAuthErrors(
+    'the token has no read-write or admin role',
+    { when: 'the queue would be one more than the tenant may have', error: quotaRefusal('queues', 1_000) },
+    {
+      when:
+        'a token without the admin role (the one clearing a queue needs) sends a retention option that deletes ' +
+        'or evicts sooner than the value in force, or one below QUEUE_MIN_RETENTION_SECONDS; nothing is changed',
+      error:
+        'options.retentionSeconds: deleting unconsumed messages sooner than the value in force (1209600 s) needs ' +
+        'the admin role',
+    },
+  )
   @AcceptsBody(CONFIGURE_BODY_MAX_BYTES, JSON_BODY_ELEMENTS)
   @ApiDatabaseErrors('The options may or may not have been applied; configure is idempotent: send it again.')
   configure(
     @TenantId() tenantId: string,
+    @CurrentPrincipal() principal: Principal,
     @Body(ConfigureRequestPipe) command: ConfigureCommand,
   ): Promise<ConfigureResponseDto> {
-    return this.queuesService.configure(tenantId, command);
+    return this.queuesService.configure(tenantId, principal.roles, command);
   }
 
   @Get('resources/queues')

@@ -337,15 +337,19 @@ export class QueuesRepository {
     return rows[0]?.id;
   }
 
-  /** Takes the row lock, so that the queue cannot vanish before configure() updates it. */
-  async upsert(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
-    const [row]: Array<{ created: boolean }> = await manager.query(
-      `INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)
+  /** Takes the row lock, so that the queue cannot vanish before configure() updates it; answers its retention then. */
+  async upsert(
+    tenantId: string,
+    name: string,
+    manager: EntityManager,
+  ): Promise<{ created: boolean; retention: StoredRetention }> {
+    const [row]: Array<RetentionRow & { created: boolean }> = await manager.query(
+      `INSERT INTO queues AS q (tenant_id, id, name) VALUES ($1, $2, $3)
        ON CONFLICT (tenant_id, name) DO UPDATE SET updated_at = now()
-       RETURNING xmax = 0 AS created`,
+       RETURNING q.xmax = 0 AS created, ${retentionColumns('q')}`,
       [tenantId, uuidv7(), name],
     );
-    return row.created;
+    return { created: row.created, retention: storedRetentionOf(row) };
   }
 
   /** After a queue's retention settings change, each of its partitions is looked at again by the next round. */

@@ -1,4 +1,6 @@
-import { Inject, Injectable, NotFoundException } from '@nestjs/common';
+import { ForbiddenException, Inject, Injectable, NotFoundException } from '@nestjs/common';
+import { levelAllows, PURGE_LEVEL } from '../auth/access-level';
+import { Role } from '../auth/principal';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
@@ -25,6 +27,7 @@ import {
   QueueSummaryDto,
 } from './dto/queue-response.dto';
 import { QueueListQuery } from './queue-list-query.pipe';
+import { shortenedRetentionProblem } from './shortened-retention';
 import { ConsumerGroupTotals, ConsumerStats, QueueRecord, QueuesRepository, QueueSummary } from './queues.repository';
 
 /** A queue's answer lists this many partitions at most, by name; its totals still cover them all. */
@@ -36,6 +39,7 @@ const LIST_ENVELOPE_BYTES = 1_024;
 export class QueuesService {
   private readonly answerBudget: number;
   private readonly retentionDefaults: RetentionDefaults;
+  private readonly minRetentionSeconds: number;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -47,13 +51,28 @@ export class QueuesService {
   ) {
     this.answerBudget = config.limits.responseMaxBytes - LIST_ENVELOPE_BYTES;
     this.retentionDefaults = retentionDefaultsOf(config);
+    this.minRetentionSeconds = config.retention.minSeconds;
   }
 
-  /** Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force. */
-  async configure(tenantId: string, command: ConfigureCommand): Promise<ConfigureResponseDto> {
+  /**
+   * Creates the queue when missing and sets the options sent; the answer echoes those, with the values in force.
+   * Shortening what a queue keeps is a purge: it needs the role clearing it needs (docs/retention.md).
+   */
+  async configure(tenantId: string, roles: readonly Role[], command: ConfigureCommand): Promise<ConfigureResponseDto> {
     const queue = await this.writes.run(tenantId, async ({ manager }) => {
-      const created = await this.queues.upsert(tenantId, command.queue, manager);
+      const { created, retention } = await this.queues.upsert(tenantId, command.queue, manager);
       await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
+      if (!levelAllows(PURGE_LEVEL, roles)) {
+        const problem = shortenedRetentionProblem(
+          created ? undefined : retention,
+          command.settings.retention,
+          command.sent,
+          this.retentionDefaults,
+          this.minRetentionSeconds,
+          PURGE_LEVEL,
+        );
+        if (problem) throw new ForbiddenException({ error: problem });
+      }
       const queue = await this.queues.configure(tenantId, command.queue, command.settings, manager);
       if (Object.keys(command.settings.retention).length > 0) {
         await this.queues.recheckRetention(tenantId, command.queue, manager);
