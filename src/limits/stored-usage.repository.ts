@@ -19,6 +19,12 @@ export interface StorageLimits {
   messages: number;
 }
 
+/** What a write's transaction records: its change, and the limits it is refused past (none: not held to them). */
+export interface UsageRecord {
+  change: UsageChange;
+  limits: StorageLimits | undefined;
+}
+
 /** A tenant's usage is spread over this many rows: each transaction adds to the one its connection picks. */
 export const USAGE_STRIPES = 16;
 
@@ -50,31 +56,50 @@ export function usageChangeCte(name: string, changes: string): string {
   )`;
 }
 
+const usageTotal = (name: string, tenant: string): string => `${name} AS (
+    SELECT COALESCE(sum(stored_bytes), 0)::bigint AS bytes, COALESCE(sum(stored_messages), 0)::bigint AS messages
+      FROM tenant_usage WHERE tenant_id = ${tenant}
+  )`;
+
+/**
+ * Adds the change ($first, $first + 1) to the stripe of this connection. Held to the limits ($first + 2 true, limits
+ * $first + 3 and + 4), it refuses (SQLSTATE LQ001, the usage before this write as DETAIL) a write after which the
+ * tenant would store more than a limit, as far as the transactions committed when it starts show: only writes in
+ * flight at the same moment are not seen.
+ */
+const usageInsert = (total: string, tenant: string, first: number): string => {
+  const [bytes, messages, held, maxBytes, maxMessages] = [0, 1, 2, 3, 4].map((n) => `$${first + n}`);
+  return `INSERT INTO tenant_usage AS u (tenant_id, stripe, stored_bytes, stored_messages)
+    SELECT ${tenant}, ${STRIPE}, ${bytes}::bigint, ${messages}::bigint FROM ${total} t
+     WHERE NOT ${held}::boolean
+        OR (CASE WHEN ${maxBytes}::bigint > 0 AND t.bytes + ${bytes} > ${maxBytes}
+                 THEN leasehold_storage_quota_exceeded('storedBytes', t.bytes) ELSE true END
+            AND CASE WHEN ${maxMessages}::bigint > 0 AND t.messages + ${messages} > ${maxMessages}
+                     THEN leasehold_storage_quota_exceeded('storedMessages', t.messages) ELSE true END)
+    ON CONFLICT (tenant_id, stripe) DO UPDATE
+       SET stored_bytes = u.stored_bytes + excluded.stored_bytes,
+           stored_messages = u.stored_messages + excluded.stored_messages`;
+};
+
+/**
+ * For a write whose own last statement records its usage, saving the statement of its own: CTEs to append to that
+ * statement's WITH, the tenant as `tenant`, the record's values from $first (usageValues).
+ */
+export function usageCtes(tenant: string, first: number): string {
+  return `${usageTotal('usage_total', tenant)}, usage_recorded AS (${usageInsert('usage_total', tenant, first)})`;
+}
+
+export function usageValues({ change, limits }: UsageRecord): unknown[] {
+  return [change.bytes, change.messages, limits !== undefined, limits?.bytes ?? 0, limits?.messages ?? 0];
+}
+
 @Injectable()
 export class StoredUsageRepository {
-  /**
-   * The last statement of a write's transaction. With `limits`, it refuses (SQLSTATE LQ001, the usage before this
-   * write as DETAIL) a write after which the tenant would store more than a limit, as far as the transactions
-   * committed when it starts show: only writes in flight at the same moment are not seen.
-   */
-  changeStatement(tenantId: string, change: UsageChange, limits: StorageLimits | undefined): QueryConfig {
-    const checked = limits !== undefined;
+  /** The last statement of a write's transaction, unless the write's own last statement records it (usageCtes). */
+  changeStatement(tenantId: string, record: UsageRecord): QueryConfig {
     return {
-      text: `WITH total AS (
-         SELECT COALESCE(sum(stored_bytes), 0)::bigint AS bytes, COALESCE(sum(stored_messages), 0)::bigint AS messages
-           FROM tenant_usage WHERE tenant_id = $1
-       )
-       INSERT INTO tenant_usage AS u (tenant_id, stripe, stored_bytes, stored_messages)
-       SELECT $1, ${STRIPE}, $2::bigint, $3::bigint FROM total t
-        WHERE NOT $4::boolean
-           OR (CASE WHEN $5::bigint > 0 AND t.bytes + $2 > $5
-                    THEN leasehold_storage_quota_exceeded('storedBytes', t.bytes) ELSE true END
-               AND CASE WHEN $6::bigint > 0 AND t.messages + $3 > $6
-                        THEN leasehold_storage_quota_exceeded('storedMessages', t.messages) ELSE true END)
-       ON CONFLICT (tenant_id, stripe) DO UPDATE
-          SET stored_bytes = u.stored_bytes + excluded.stored_bytes,
-              stored_messages = u.stored_messages + excluded.stored_messages`,
-      values: [tenantId, change.bytes, change.messages, checked, limits?.bytes ?? 0, limits?.messages ?? 0],
+      text: `WITH ${usageTotal('total', '$1')} ${usageInsert('total', '$1', 2)}`,
+      values: [tenantId, ...usageValues(record)],
     };
   }
 

@@ -4,7 +4,13 @@ import { EntityManager, QueryFailedError } from 'typeorm';
 import { APP_CONFIG, AppConfig, TenantQuotas as QuotaLimits } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
-import { STORAGE_QUOTA_EXCEEDED, StorageLimits, StoredUsageRepository, UsageChange } from './stored-usage.repository';
+import {
+  STORAGE_QUOTA_EXCEEDED,
+  StorageLimits,
+  StoredUsageRepository,
+  UsageChange,
+  UsageRecord,
+} from './stored-usage.repository';
 
 export type QuotaKind = keyof QuotaLimits;
 /** Quotas on rows a request creates, counted when one is created. */
@@ -133,9 +139,14 @@ export class TenantQuotas {
     }
   }
 
-  /** The last statement of a write that changes what the tenant stores; `held` when the storage quotas apply. */
-  usageStatement(tenantId: string, change: UsageChange, held: boolean): QueryConfig {
-    return this.stored.changeStatement(tenantId, change, held ? this.storageLimits : undefined);
+  /** What a write that changes what the tenant stores records; `held` when the storage quotas apply to it. */
+  usageRecord(change: UsageChange, held: boolean): UsageRecord {
+    return { change, limits: held ? this.storageLimits : undefined };
+  }
+
+  /** The statement recording it, when the write's own last statement does not. */
+  usageStatement(tenantId: string, record: UsageRecord): QueryConfig {
+    return this.stored.changeStatement(tenantId, record);
   }
 
   /** The refusal a failed usage statement stands for, counted and remembered; undefined for any other failure. */

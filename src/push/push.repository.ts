@@ -5,6 +5,7 @@ import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { arrayLiteral } from '../database/array-literal';
 import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
+import { usageCtes, usageValues, UsageRecord } from '../limits/stored-usage.repository';
 
 export interface NewMessage {
   partitionId: string;
@@ -97,14 +98,16 @@ export class PushRepository {
   }
 
   /** created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets. */
+  /** With `usage`, it also records what the unit stores, as its last statement (usageCtes). */
   insertStatement(
     tenantId: string,
     producerSub: string | null,
     messages: NewMessage[],
     lastOffsets: Map<string, number>,
+    usage?: UsageRecord,
   ): NamedStatement {
     return {
-      name: 'leasehold_store_pushed',
+      name: usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed',
       text: `WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
                                producer_sub, created_at)
@@ -114,7 +117,7 @@ export class PushRepository {
                            unnest($6::text[]), json_array_elements($7::json), unnest($11::int[]))
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes)
           ORDER BY t.partition_id, t.seq
-       )
+       )${usage ? `, ${usageCtes('$1', 12)}` : ''}
        UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
                                retention_check_at = COALESCE(p.retention_check_at, now())
          FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset)
@@ -131,6 +134,7 @@ export class PushRepository {
         arrayLiteral([...lastOffsets.keys()]),
         arrayLiteral([...lastOffsets.values()]),
         arrayLiteral(messages.map((message) => message.payloadBytes)),
+        ...(usage ? usageValues(usage) : []),
       ],
     };
   }

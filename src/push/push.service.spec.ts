@@ -142,8 +142,9 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       const unit = new UnitOfWork(tenantId, {} as EntityManager);
       const result = await work(unit);
       // The runner sends the unit's last statement with the COMMIT.
-      const last = unit.lastStatement as InsertStatement | undefined;
-      if (last) h.inserts.push(last.insert);
+      const last = unit.lastStatement;
+      const statement = (typeof last === 'function' ? last(undefined) : last) as InsertStatement | undefined;
+      if (statement) h.inserts.push(statement.insert);
       h.stored.push(unit.storedChange);
       if (unit.pushed.size > 0) h.notified += 1;
       h.announced.push(unit.pushed);

@@ -156,9 +156,11 @@ export class PushService {
           perQueue.set(queue, (perQueue.get(queue) ?? 0) + slot.stored);
         }
       }
-      const statement = this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets);
-      if (write === 'with-commit') unit.lastly(statement);
-      else await this.pushes.run(statement, manager);
+      if (write === 'with-commit') {
+        unit.lastly((usage) => this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets, usage));
+      } else {
+        await this.pushes.run(this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets), manager);
+      }
       unit.afterCommit(() => {
         for (const [queue, count] of perQueue)
           this.metrics.pushedMessages.inc(this.metrics.queue(tenantId, queue), count);

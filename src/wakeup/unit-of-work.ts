@@ -2,13 +2,16 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
 import { NamedStatement } from '../database/database-engine';
-import { UsageChange } from '../limits/stored-usage.repository';
+import { UsageChange, UsageRecord } from '../limits/stored-usage.repository';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { OpenTransaction, TransactionRunner } from '../database/transaction-runner';
 import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
 import { WakeupChannel } from './wakeup-channel';
 import { notifyStatements } from './wakeup.repository';
 import { errorMessage } from '../common/error-message';
+
+/** A unit's last statement that records, as well, what the unit stores (undefined: nothing changed). */
+export type RecordingStatement = (usage: UsageRecord | undefined) => QueryConfig;
 
 /** Nothing recorded here happens for a write that rolls back. */
 export class UnitOfWork {
@@ -17,7 +20,7 @@ export class UnitOfWork {
   /** Queues this write deleted, which other processes hear of to drop what they keep of them. */
   readonly deletedQueues: string[] = [];
   private readonly effects: Array<() => void> = [];
-  private last?: QueryConfig;
+  private last?: QueryConfig | RecordingStatement;
   private change?: UsageChange & { held: boolean };
 
   constructor(
@@ -46,13 +49,16 @@ export class UnitOfWork {
     this.deletedQueues.push(queue);
   }
 
-  /** Sent with its COMMIT in one round trip; its result is not read. */
-  lastly(statement: QueryConfig): void {
+  /**
+   * Sent with its COMMIT in one round trip; its result is not read. Built at commit, a recording statement also
+   * records what the unit stores (usageCtes), which saves a statement of its own.
+   */
+  lastly(statement: QueryConfig | RecordingStatement): void {
     if (this.last) throw new Error('a unit of work has one last statement');
     this.last = statement;
   }
 
-  get lastStatement(): QueryConfig | undefined {
+  get lastStatement(): QueryConfig | RecordingStatement | undefined {
     return this.last;
   }
 
@@ -108,9 +114,12 @@ export class Writes {
         (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
         () => {
           const change = unit!.storedChange;
+          const record = change && this.quotas.usageRecord(change, change.held);
+          const last = unit!.lastStatement;
+          const recording = typeof last === 'function';
           return {
-            statement: unit!.lastStatement,
-            usage: change && this.quotas.usageStatement(tenantId, change, change.held),
+            statement: recording ? last(record) : last,
+            usage: record && !recording ? this.quotas.usageStatement(tenantId, record) : undefined,
             before: notifyStatements(
               this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues),
             ),
