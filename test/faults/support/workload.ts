@@ -193,8 +193,9 @@ export class Workload {
       call.connection = response.headers.get('connection');
       call.body = text ? JSON.parse(text) : undefined;
     } catch (error) {
-      call.error =
-        error instanceof Error ? `${error.message}${error.cause ? ` (${inspect(error.cause)})` : ''}` : String(error);
+      // fetch's errors come from Node's own realm, not the test's: read them as shapes, not instances.
+      const { message, cause } = (typeof error === 'object' && error !== null ? error : {}) as Partial<Error>;
+      call.error = `${message ?? String(error)}${cause ? ` (${inspect(cause)})` : ''}`;
     }
     call.answeredAt = performance.now();
     this.calls.push(call);
