@@ -96,6 +96,8 @@ export interface AppConfig {
   host: string;
   bodyLimitBytes: number;
   shutdownTimeoutMs: number;
+  /** How long kept-alive connections with no request stay open once draining began, for requests already on their way. */
+  shutdownIdleGraceMs: number;
   workers: number;
   /** Registers this broker and counts live ones to enforce its share of per-tenant limits; 0: no split. */
   brokerHeartbeatMs: number;

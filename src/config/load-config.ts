@@ -71,6 +71,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     host: reader.string('HOST') ?? '0.0.0.0',
     bodyLimitBytes,
     shutdownTimeoutMs: reader.int('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    shutdownIdleGraceMs: reader.int('SHUTDOWN_IDLE_GRACE_MS', 1_000, 0, 600_000),
     workers: reader.int('WORKERS', 1, 1, 64),
     brokerHeartbeatMs: reader.int('BROKER_HEARTBEAT_MS', 5_000, 0, 60_000),
     database: {

@@ -55,6 +55,14 @@ export function cut(socket: TrackedSocket): void {
 /** One socket pipelining GET /health 100,000 times ran the process out of memory: Node starts each as it is parsed. */
 export const MAX_PIPELINED_REQUESTS = 8;
 
+/** Whether no later request on its connection awaits an answer: the one answer that may say `Connection: close`. */
+export function answersLastOnItsConnection(response: ServerResponse): boolean {
+  const socket = response.req?.socket as TrackedSocket | null | undefined;
+  let last: ServerResponse | undefined;
+  for (const queued of socket?.[IN_FLIGHT] ?? []) last = queued;
+  return last === undefined || last === response;
+}
+
 /**
  * A request got past authentication: counted against its tenant's shares until it is answered, and its connection
  * keeps its place when the server is full. Undefined when admitted; otherwise the share it would exceed.
