@@ -1,6 +1,7 @@
 import { DatabaseError } from 'pg';
 import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import {
+  conflictOf,
   ConnectionLostError,
   databaseFailureOf,
   databaseFailureText,
@@ -70,5 +71,39 @@ describe('databaseFailureOf', () => {
     ['a bug of ours', new TypeError("Cannot read properties of undefined (reading 'id')")],
   ])('leaves %s to the generic handling: the database itself is fine', (_case, error) => {
     expect(databaseFailureOf(error)).toBeUndefined();
+  });
+});
+
+describe('conflictOf', () => {
+  it.each([
+    ['a deadlock (40P01)', serverError('40P01', 'deadlock detected'), '40P01'],
+    [
+      'a serialization failure (40001)',
+      serverError('40001', 'could not serialize access due to concurrent update'),
+      '40001',
+    ],
+    [
+      "a deadlock seen through TypeORM's QueryFailedError",
+      new QueryFailedError('SELECT 1', [], serverError('40P01', 'deadlock detected')),
+      '40P01',
+    ],
+  ])('calls %s a conflict to run the unit of work again for', (_case, error, conflict) => {
+    expect(conflictOf(error)).toBe(conflict);
+    // Not a failure of the database: answered as it always was once the attempts are spent.
+    expect(databaseFailureOf(error)).toBeUndefined();
+  });
+
+  it.each([
+    ['a unique violation', serverError('23505', 'duplicate key value violates unique constraint "pk_messages"')],
+    ['a lock not available (55P03)', serverError('55P03', 'could not obtain lock on row')],
+    ['a statement timeout', serverError('57014', 'canceling statement due to statement timeout')],
+    [
+      'a unit of work out of time, whatever it was waiting for',
+      new DatabaseTimeoutError(6000, serverError('40P01', 'x')),
+    ],
+    ['a lost connection', new ConnectionLostError(serverError('40P01', 'deadlock detected'))],
+    ['a bug of ours', new TypeError("Cannot read properties of undefined (reading 'id')")],
+  ])('leaves %s alone', (_case, error) => {
+    expect(conflictOf(error)).toBeUndefined();
   });
 });

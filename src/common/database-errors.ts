@@ -76,6 +76,23 @@ export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   return undefined;
 }
 
+/** PostgreSQL gave up this transaction, not the work: it rolled it back, and running it again can succeed. */
+export type Conflict = '40P01' | '40001';
+
+const CONFLICTS: Readonly<Record<Conflict, string>> = { '40P01': 'deadlock', '40001': 'serialization failure' };
+
+/** A deadlock (40P01) or a serialization failure (40001); undefined for anything else, a lost connection included. */
+export function conflictOf(error: unknown): Conflict | undefined {
+  if (error instanceof DatabaseTimeoutError || error instanceof ConnectionLostError) return undefined;
+  const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  const code = (driverError as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001' ? code : undefined;
+}
+
+export function conflictName(conflict: Conflict): string {
+  return CONFLICTS[conflict];
+}
+
 export function databaseFailureText(failure: DatabaseFailure): string {
   return failure === 'unavailable' ? 'pool' : 'database timeout';
 }

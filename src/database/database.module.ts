@@ -2,6 +2,7 @@ import { Global, Injectable, Module, OnApplicationShutdown } from '@nestjs/commo
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { ConflictRetries } from './conflict-retries';
 import { buildDataSourceOptions } from './data-source-options';
 import { DatabaseEngine } from './database-engine';
 import { DatabaseServer } from './database-server';
@@ -47,7 +48,7 @@ class DatabaseShutdown implements OnApplicationShutdown {
       },
     }),
   ],
-  providers: [DatabaseShutdown, DatabaseEngine, TransactionRunner],
-  exports: [DatabaseEngine, TransactionRunner],
+  providers: [DatabaseShutdown, DatabaseEngine, ConflictRetries, TransactionRunner],
+  exports: [DatabaseEngine, ConflictRetries, TransactionRunner],
 })
 export class DatabaseModule {}

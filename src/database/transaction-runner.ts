@@ -8,6 +8,7 @@ import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadl
 import { asQueryFailed, DatabaseEngine, NamedStatement } from './database-engine';
 import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryPipelined } from './pipelined-query';
+import { ConflictRetries } from './conflict-retries';
 import { TenantGate } from './tenant-gate';
 
 /** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
@@ -39,62 +40,89 @@ export class TransactionRunner {
     @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly engine: DatabaseEngine,
+    private readonly retries: ConflictRetries,
   ) {
     this.budgetMs = workBudgetMs(config.database);
     this.acquireTimeoutMs = config.database.acquireTimeoutMs;
     this.gate = new TenantGate(config.limits.tenantMaxConnections);
   }
 
-  /** `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. */
+  /**
+   * `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. A deadlock or a
+   * serialization failure rolls the work back and runs it again from the start, while the bound allows.
+   */
   async run<T>(
     tenantId: string | undefined,
     work: (manager: EntityManager, transaction: OpenTransaction) => Promise<T>,
     withCommit?: () => CommitWith,
   ): Promise<T> {
     const started = monotonicNow();
+    const deadline = started + this.acquireTimeoutMs + this.budgetMs;
     const leave = tenantId === undefined ? () => undefined : await this.gate.enter(tenantId, this.acquireTimeoutMs);
     try {
-      const runner = this.dataSource.createQueryRunner();
-      const client = await runnerConnectionWithin(runner, this.acquireTimeoutMs - (monotonicNow() - started));
-      let lostWith: Error | undefined;
-      const onLost = (error: Error): void => {
-        lostWith ??= error;
-      };
-      client.on('error', onLost);
-      try {
-        return await withinBudget(client, this.budgetMs, async () => {
-          const begin = await this.begin(runner, client);
-          let commitAsked = false;
-          let committed = false;
-          const commitWith = async <R>(statement: NamedStatement): Promise<R[]> => {
-            if (commitAsked) throw new Error('a unit of work commits once');
-            commitAsked = true;
-            if (!begin) return runner.manager.query(statement.text, statement.values);
-            const rows = await this.commit(runner, client, begin, withCommit?.(), statement);
-            committed = true;
-            return rows as R[];
-          };
-          try {
-            const result = await work(runner.manager, { commitWith });
-            if (!committed) await this.commit(runner, client, begin, withCommit?.());
-            return result;
-          } catch (error) {
-            if (begin && !begin.sent) markTransaction(runner, false);
-            if (runner.isTransactionActive && canRollBack(client, error)) {
-              await runner.rollbackTransaction().catch(() => undefined);
-            }
-            // Once the connection died, TypeORM's own errors (a released query runner) only hide that.
-            throw lostWith && !databaseFailureOf(error) ? new ConnectionLostError(lostWith) : error;
-          } finally {
-            begin?.end();
-          }
-        });
-      } finally {
-        client.removeListener('error', onLost);
-        await runner.release();
+      for (let attempt = 1; ; attempt += 1) {
+        // The first attempt has the whole bound; a retry what is left of it.
+        const acquireMs =
+          attempt === 1
+            ? this.acquireTimeoutMs - (monotonicNow() - started)
+            : Math.min(this.acquireTimeoutMs, deadline - monotonicNow());
+        try {
+          return await this.attempt(acquireMs, deadline, work, withCommit);
+        } catch (error) {
+          const pauseMs = this.retries.after(error, attempt, deadline);
+          if (pauseMs === undefined) throw error;
+          await new Promise((resolve) => setTimeout(resolve, pauseMs));
+        }
       }
     } finally {
       leave();
+    }
+  }
+
+  private async attempt<T>(
+    acquireMs: number,
+    deadline: number,
+    work: (manager: EntityManager, transaction: OpenTransaction) => Promise<T>,
+    withCommit?: () => CommitWith,
+  ): Promise<T> {
+    const runner = this.dataSource.createQueryRunner();
+    const client = await runnerConnectionWithin(runner, acquireMs);
+    let lostWith: Error | undefined;
+    const onLost = (error: Error): void => {
+      lostWith ??= error;
+    };
+    client.on('error', onLost);
+    try {
+      return await withinBudget(client, Math.min(this.budgetMs, deadline - monotonicNow()), async () => {
+        const begin = await this.begin(runner, client);
+        let commitAsked = false;
+        let committed = false;
+        const commitWith = async <R>(statement: NamedStatement): Promise<R[]> => {
+          if (commitAsked) throw new Error('a unit of work commits once');
+          commitAsked = true;
+          if (!begin) return runner.manager.query(statement.text, statement.values);
+          const rows = await this.commit(runner, client, begin, withCommit?.(), statement);
+          committed = true;
+          return rows as R[];
+        };
+        try {
+          const result = await work(runner.manager, { commitWith });
+          if (!committed) await this.commit(runner, client, begin, withCommit?.());
+          return result;
+        } catch (error) {
+          if (begin && !begin.sent) markTransaction(runner, false);
+          if (runner.isTransactionActive && canRollBack(client, error)) {
+            await runner.rollbackTransaction().catch(() => undefined);
+          }
+          // Once the connection died, TypeORM's own errors (a released query runner) only hide that.
+          throw lostWith && !databaseFailureOf(error) ? new ConnectionLostError(lostWith) : error;
+        } finally {
+          begin?.end();
+        }
+      });
+    } finally {
+      client.removeListener('error', onLost);
+      await runner.release();
     }
   }
 

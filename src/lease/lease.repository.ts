@@ -5,6 +5,7 @@ import { DataSource } from 'typeorm';
 import { databaseFailureOf, DatabaseTimeoutError, PoolUnavailableError } from '../common/database-errors';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { ConflictRetries } from '../database/conflict-retries';
 import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
 import { driverPool } from '../database/guarded-pool';
@@ -155,6 +156,7 @@ export class LeaseRepository {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly engine: DatabaseEngine,
+    private readonly retries: ConflictRetries,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.budgetMs = workBudgetMs(config.database);
@@ -164,8 +166,7 @@ export class LeaseRepository {
   async renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
     const client = await acquireWithin(driverPool(this.dataSource)!, deadline - monotonicNow());
     try {
-      const budget = Math.min(this.budgetMs, deadline - monotonicNow());
-      const rows = await withinBudget(client, budget, () => this.execute(client, requests)).catch((error: unknown) => {
+      const rows = await this.execute(client, requests, deadline).catch((error: unknown) => {
         throw renewalError(error);
       });
       const answers = new Array<LeaseRenewal>(requests.length);
@@ -184,8 +185,27 @@ export class LeaseRepository {
     }
   }
 
-  private async execute(client: PoolClient, requests: readonly RenewalRequest[]): Promise<RenewalRow[]> {
-    return (await this.engine.runWhole<RenewalRow>(client, this.statementFor(requests))).rows;
+  /** The statement is a unit of work of its own: one PostgreSQL gave up as a deadlock or a conflict runs again. */
+  private async execute(
+    client: PoolClient,
+    requests: readonly RenewalRequest[],
+    deadline: number,
+  ): Promise<RenewalRow[]> {
+    const statement = this.statementFor(requests);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const budget = Math.min(this.budgetMs, deadline - monotonicNow());
+        return await withinBudget(
+          client,
+          budget,
+          async () => (await this.engine.runWhole<RenewalRow>(client, statement)).rows,
+        );
+      } catch (error) {
+        const pauseMs = this.retries.after(error, attempt, deadline);
+        if (pauseMs === undefined) throw error;
+        await new Promise((resolve) => setTimeout(resolve, pauseMs));
+      }
+    }
   }
 
   private statementFor(requests: readonly RenewalRequest[]): QueryConfig {

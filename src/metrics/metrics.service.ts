@@ -44,6 +44,7 @@ export class MetricsService {
   readonly retentionDeleted: Counter<'reason'>;
   readonly retentionRunSeconds: Histogram;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_class'>;
+  readonly databaseRetries: Counter<'sqlstate'>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.tenantLabels = config.metrics.tenantLabels;
@@ -154,6 +155,14 @@ export class MetricsService {
         'Transactions (POST /api/v1/transaction), by outcome: committed, or the reason it was rolled back ' +
         '(bad_request, ack_rejected, lease_lost, duplicate, payload_too_large, db_error).',
       labelNames: ['outcome'],
+      registers,
+    });
+    this.databaseRetries = new Counter({
+      name: 'leasehold_database_retries_total',
+      help:
+        'Units of work (and renewal statements) PostgreSQL rolled back and the broker ran again, by SQLSTATE: ' +
+        '40P01 (deadlock) or 40001 (serialization failure).',
+      labelNames: ['sqlstate'],
       registers,
     });
     this.httpDuration = new Histogram({

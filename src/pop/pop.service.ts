@@ -246,8 +246,12 @@ export class PopService {
     let claimSentAt = 0;
     let late = false;
     let leased = false;
+    // The lease id is minted once: an attempt the database rolled back (and that Writes runs again) granted nothing.
     const work = this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
+      dueInMs = undefined;
+      late = false;
+      leased = false;
       // Nothing is created here: a long poll parks, and the push that creates the queue or partition wakes it.
       const nothing = async () => {
         // "new" means messages from this first pop on, also when the queue comes later.

@@ -107,14 +107,10 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   private async cut(outcome: RetentionRound, due: TenantRotation): Promise<number> {
     const window = { size: 0 };
     const tenants = due.window();
-    const cut = await this.transactions.run(undefined, async (manager) => {
+    // Run again whole after a deadlock: the rotation hears only of the claim that committed.
+    const { claimed, cut } = await this.transactions.run(undefined, async (manager) => {
       const claimed = await this.retention.claimDue(CLAIM, tenants, manager);
-      due.claimed(
-        tenants,
-        claimed.map((partition) => partition.tenantId),
-        claimed.length === CLAIM,
-      );
-      if (claimed.length === 0) return undefined;
+      if (claimed.length === 0) return { claimed, cut: undefined };
       const rules = claimed.map((partition): PartitionRules => {
         const policy = retentionPolicy(partition.retention, this.defaults);
         return {
@@ -129,8 +125,13 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       });
       // One statement reads at most about a batch of messages, however many partitions share it.
       window.size = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
-      return { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) };
+      return { claimed, cut: { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) } };
     });
+    due.claimed(
+      tenants,
+      claimed.map((partition) => partition.tenantId),
+      claimed.length === CLAIM,
+    );
     if (!cut) return 0;
     if (cut.trimmed.completed + cut.trimmed.retention + cut.trimmed.evicted > 0) {
       for (const rule of cut.rules) this.quotas.forgetStored(rule.tenantId);
