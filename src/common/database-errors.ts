@@ -1,3 +1,4 @@
+import { InternalServerErrorException } from '@nestjs/common';
 import { QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { errorMessage } from './error-message';
 
@@ -16,6 +17,13 @@ export class DatabaseTimeoutError extends Error {
   ) {
     super('database timeout', { cause });
     this.name = 'DatabaseTimeoutError';
+  }
+}
+
+/** A 500 whose text names what the database did (`renew failed: ...`): logged as a warning, like `pool`. */
+export class DatabaseFailureException extends InternalServerErrorException {
+  constructor(error: string, cause: unknown) {
+    super({ error }, { cause });
   }
 }
 

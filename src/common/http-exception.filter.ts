@@ -1,7 +1,8 @@
 import { STATUS_CODES } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { databaseFailureOf, databaseFailureText } from './database-errors';
+import { answeredDatabaseFailure } from '../logging/request-log';
+import { DatabaseFailureException, databaseFailureOf, databaseFailureText } from './database-errors';
 import { MethodNotAllowedException } from './method-not-allowed.exception';
 import { requestIdOf } from './request-id.middleware';
 import { RetryLaterException } from './retry-later.exception';
@@ -16,7 +17,7 @@ export class HttpExceptionFilter implements ExceptionFilter {
     const http = host.switchToHttp();
     const response = http.getResponse<Response>();
     const request = http.getRequest<Request>();
-    const [status, message] = this.describe(exception, request);
+    const [status, message] = this.describe(exception, request, response);
     if (response.headersSent) {
       return;
     }
@@ -33,16 +34,19 @@ export class HttpExceptionFilter implements ExceptionFilter {
     response.status(status).json({ error: message });
   }
 
-  private describe(exception: unknown, request: Request): [number, string] {
+  private describe(exception: unknown, request: Request, response: Response): [number, string] {
     if (exception instanceof HttpException) {
+      // Its service logged the cause as a warning.
+      if (exception instanceof DatabaseFailureException) answeredDatabaseFailure(response);
       return [exception.getStatus(), errorText(exception)];
     }
-    // Expected under faults: a warning with the cause, no stack trace.
+    // Expected under faults: a warning with the cause, no stack trace; the request's own line is a warning too.
     const failure = databaseFailureOf(exception);
     if (failure) {
       this.logger.warn(
         `[${requestIdOf(request)}] ${request.method} ${request.path}: database ${failure}: ${causeOf(exception)}`,
       );
+      answeredDatabaseFailure(response);
       return [HttpStatus.INTERNAL_SERVER_ERROR, databaseFailureText(failure)];
     }
     this.logger.error(

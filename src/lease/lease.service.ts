@@ -1,4 +1,5 @@
-import { Inject, Injectable, InternalServerErrorException, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { DatabaseFailureException } from '../common/database-errors';
 import { isUuid } from '../common/uuid';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
@@ -61,7 +62,7 @@ export class LeaseService {
       if (error instanceof RenewalFailedError) {
         const cause = errorMessage(error.cause);
         this.logger.warn(`${error.message} (${cause})`);
-        throw new InternalServerErrorException({ error: error.message });
+        throw new DatabaseFailureException(error.message, error);
       }
       throw error;
     }
