@@ -111,7 +111,9 @@ class Ledger {
             continue;
           }
           ledger.claim(worker, pop);
-          const extend = await client.extend(pop.leaseId!, 15);
+          let extend = await client.extend(pop.leaseId!, 15);
+          // Busy: another transaction (a stale holder's refused ack) held a row for a moment; renew again.
+          while (extend.headers['leasehold-lease-status'] === 'busy') extend = await client.extend(pop.leaseId!, 15);
           if (extend.body.renewed !== pop.partitionsClaimed) {
             ledger.violations.push(
               `worker ${worker} renewed ${extend.body.renewed} of ${pop.partitionsClaimed} partitions`,

@@ -1,12 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { loadConfig } from '../src/config/load-config';
-import { migrateDatabase } from '../src/database/run-migrations';
 import { createLease, expiries } from './support/lease-fixture';
 import { openSession } from './support/pg-session';
+import { ScratchDatabase } from './support/scratch-database';
 import { answerWithin } from './support/http-wait';
 import { TcpProxy } from './support/tcp-proxy';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
@@ -92,26 +90,20 @@ describe('lease route and health under database faults', () => {
   // A trigger that makes a statement slow is schema: it goes in a database of its own, where no other test's
   // statements queue behind its DDL. Real PostgreSQL only.
   (onEmbeddedDatabase ? describe.skip : describe)('500 {"error":"renew failed: ..."}', () => {
-    const database = `leasehold_slow_${randomBytes(4).toString('hex')}`;
     let app: NestExpressApplication;
-    let admin: Client;
+    let database: ScratchDatabase;
     let scratch: Client;
 
     beforeAll(async () => {
-      const url = new URL(databaseUrl());
-      admin = await openSession();
-      await admin.query(`CREATE DATABASE ${database}`);
-      url.pathname = `/${database}`;
-      await migrateDatabase(loadConfig({ ...process.env, DATABASE_URL: url.toString() }).database, url.toString());
-      scratch = await openSession(url.toString());
-      app = await createTestApp({ DATABASE_URL: url.toString(), DB_STATEMENT_TIMEOUT_MS: '300' });
+      database = await ScratchDatabase.create('leasehold_slow');
+      scratch = await openSession(database.url);
+      app = await createTestApp({ DATABASE_URL: database.url, DB_STATEMENT_TIMEOUT_MS: '300' });
     });
 
     afterAll(async () => {
       await app?.close();
       await scratch?.end();
-      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-      await admin.end();
+      await database?.drop();
     });
 
     it('reports the statement failure and leaves the lease as it was', async () => {
