@@ -1,9 +1,9 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { DataSource, QueryRunner } from 'typeorm';
 import { PayloadText1797050000000 } from '../migrations/1797050000000-PayloadText';
 import { loadConfig } from '../src/config/load-config';
 import { buildDataSourceOptions } from '../src/database/data-source-options';
-import { migrateDatabase } from '../src/database/run-migrations';
+import { ScratchDatabase } from './support/scratch-database';
 import { onEmbeddedDatabase } from './support/test-app';
 
 /**
@@ -11,23 +11,18 @@ import { onEmbeddedDatabase } from './support/test-app';
  * the shared one's other test files must never see its columns change type.
  */
 (onEmbeddedDatabase ? describe.skip : describe)('migration PayloadText', () => {
-  const database = `leasehold_payload_text_${randomBytes(4).toString('hex')}`;
   const migration = new PayloadText1797050000000();
   const tenant = randomUUID();
   const queueId = randomUUID();
   const partitionId = randomUUID();
-  let admin: DataSource;
+  let database: ScratchDatabase;
   let scratch: DataSource;
   let runner: QueryRunner;
 
   beforeAll(async () => {
-    const url = new URL(process.env.DATABASE_URL!);
-    const config = loadConfig({ ...process.env, DATABASE_URL: url.toString() });
-    admin = await new DataSource(buildDataSourceOptions(config.database, url.toString())).initialize();
-    await admin.query(`CREATE DATABASE ${database}`);
-    url.pathname = `/${database}`;
-    await migrateDatabase(config.database, url.toString());
-    scratch = await new DataSource(buildDataSourceOptions(config.database, url.toString())).initialize();
+    database = await ScratchDatabase.create('leasehold_payload_text');
+    const config = loadConfig({ ...process.env, DATABASE_URL: database.url });
+    scratch = await new DataSource(buildDataSourceOptions(config.database, database.url)).initialize();
     runner = scratch.createQueryRunner();
     await runner.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'q')", [tenant, queueId]);
     await runner.query("INSERT INTO partitions (tenant_id, id, queue_id, name) VALUES ($1, $2, $3, 'Default')", [
@@ -40,8 +35,7 @@ import { onEmbeddedDatabase } from './support/test-app';
   afterAll(async () => {
     await runner?.release();
     await scratch?.destroy();
-    await admin?.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin?.destroy();
+    await database?.drop();
   });
 
   const types = async () =>

@@ -1,9 +1,9 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { DataSource, QueryRunner } from 'typeorm';
 import { StoredUsage1797500000000 } from '../migrations/1797500000000-StoredUsage';
 import { loadConfig } from '../src/config/load-config';
 import { buildDataSourceOptions } from '../src/database/data-source-options';
-import { migrateDatabase } from '../src/database/run-migrations';
+import { ScratchDatabase } from './support/scratch-database';
 import { onEmbeddedDatabase } from './support/test-app';
 
 /**
@@ -11,28 +11,22 @@ import { onEmbeddedDatabase } from './support/test-app';
  * scratch database of its own: the shared one's other test files must never see tenant_usage go away.
  */
 (onEmbeddedDatabase ? describe.skip : describe)('migration StoredUsage', () => {
-  const database = `leasehold_stored_usage_${randomBytes(4).toString('hex')}`;
   const migration = new StoredUsage1797500000000();
-  let admin: DataSource;
+  let database: ScratchDatabase;
   let scratch: DataSource;
   let runner: QueryRunner;
 
   beforeAll(async () => {
-    const url = new URL(process.env.DATABASE_URL!);
-    const config = loadConfig({ ...process.env, DATABASE_URL: url.toString() });
-    admin = await new DataSource(buildDataSourceOptions(config.database, url.toString())).initialize();
-    await admin.query(`CREATE DATABASE ${database}`);
-    url.pathname = `/${database}`;
-    await migrateDatabase(config.database, url.toString());
-    scratch = await new DataSource(buildDataSourceOptions(config.database, url.toString())).initialize();
+    database = await ScratchDatabase.create('leasehold_stored_usage');
+    const config = loadConfig({ ...process.env, DATABASE_URL: database.url });
+    scratch = await new DataSource(buildDataSourceOptions(config.database, database.url)).initialize();
     runner = scratch.createQueryRunner();
   });
 
   afterAll(async () => {
     await runner?.release();
     await scratch?.destroy();
-    await admin?.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin?.destroy();
+    await database?.drop();
   });
 
   /** A queue with one partition, its messages' payloads and one dead letter per message, written by hand. */

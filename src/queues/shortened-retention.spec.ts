@@ -1,18 +1,10 @@
 import { StoredRetention } from '../retention/retention-policy';
 import { RetentionSettings } from './dto/configure-request.dto';
-import { shortenedRetentionProblem } from './shortened-retention';
+import { NOTHING_SET, shortenedRetentionProblem } from './shortened-retention';
 
 const DEFAULTS = { completedSeconds: 3_600, pendingSeconds: 1_209_600, deadLetterSeconds: 1_209_600 };
 
-const stored = (set: Partial<StoredRetention> = {}): StoredRetention => ({
-  retentionEnabled: null,
-  retentionSeconds: null,
-  completedRetentionSeconds: null,
-  maxWaitTimeSeconds: null,
-  maxSize: null,
-  dlqRetentionSeconds: null,
-  ...set,
-});
+const stored = (set: Partial<StoredRetention> = {}): StoredRetention => ({ ...NOTHING_SET, ...set });
 
 function problem(before: StoredRetention | undefined, sent: RetentionSettings, floor = 0): string | undefined {
   return shortenedRetentionProblem(before, sent, Object.keys(sent), DEFAULTS, floor, 'admin');

@@ -58,7 +58,8 @@ export function shortenedRetentionProblem(
   return undefined;
 }
 
-const NOTHING_SET: StoredRetention = {
+/** A queue that sets none of the options: the broker's defaults are in force. */
+export const NOTHING_SET: StoredRetention = {
   retentionEnabled: null,
   retentionSeconds: null,
   completedRetentionSeconds: null,
