@@ -236,6 +236,7 @@ async function measureTenantIsolation(): Promise<IsolationRow[]> {
         secret: ISOLATION_SECRET,
         metricsToken: ISOLATION_METRICS_TOKEN,
         rssMb: () => rss(isolated),
+        databaseUrl: databaseUrl(),
       },
       SECONDS,
     );

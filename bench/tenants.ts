@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { connect, Socket } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { sign } from 'jsonwebtoken';
+import { Client } from 'pg';
 
 /*
  * Tenant isolation: tenant B renews one one-row lease in a loop (in a
@@ -29,6 +31,8 @@ export interface IsolationBroker {
   metricsToken: string;
   /** The broker's resident memory now, in MB. */
   rssMb: () => number;
+  /** The broker's database, for the scenario in which a transaction of tenant A holds its rows. */
+  databaseUrl: string;
 }
 
 interface Timed {
@@ -52,11 +56,13 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
     auth: string | undefined,
     body?: unknown,
     headers: Record<string, string> = {},
+    signal?: AbortSignal,
   ): Promise<Timed> => {
     const started = performance.now();
     try {
       const response = await fetch(`${broker.base}${path}`, {
         method,
+        signal,
         headers: {
           ...(auth ? { authorization: auth } : {}),
           ...(body === undefined || Buffer.isBuffer(body) ? {} : { 'content-type': 'application/json' }),
@@ -102,6 +108,10 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
   // Tenant A's one lease that it renews from 64 connections, and 16 MB of {"seconds":[{},{},...]}.
   await expect201(call('POST', '/api/v1/push', a, { items: [{ queue: 'hot', payload: 1 }] }));
   const hotLease = ((await call('GET', '/api/v1/pop/queue/hot?leaseSeconds=3600', a)).body as { leaseId: string })
+    .leaseId;
+  // And a second one-row lease, so that its renewals can fill both renewal slots.
+  await expect201(call('POST', '/api/v1/push', a, { items: [{ queue: 'warm', payload: 1 }] }));
+  const warmLease = ((await call('GET', '/api/v1/pop/queue/warm?leaseSeconds=3600', a)).body as { leaseId: string })
     .leaseId;
   const secondsFlood = Buffer.from(`{"seconds":[${'{},'.repeat((16 * 1024 * 1024) / 3 - 10)}{}]}`);
   const host = new URL(broker.base);
@@ -205,6 +215,52 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
         }),
     ],
     [
+      "a transaction holding all of tenant A's cursor rows 6 s at a time, while A renews two one-row leases from 8 connections",
+      (running) => {
+        let next = 0;
+        const leases = [hotLease, warmLease];
+        return [
+          holdRows(broker.databaseUrl, TENANT_A, 6_000, running),
+          ...loops(8, running, async () => {
+            const lease = leases[next++ % leases.length];
+            const answer = await call('POST', `/api/v1/lease/${lease}/extend`, a, { seconds: 3600 });
+            return answer.status === 200 && (answer.body as { renewed?: number }).renewed === 0
+              ? 'renewed 0'
+              : String(answer.status);
+          }),
+        ];
+      },
+    ],
+    [
+      'tenant A opening 1500 discovery polls of a namespace with no queue, each closed after 50-300 ms',
+      (running) =>
+        loops(1500, running, async () => {
+          const gone = new AbortController();
+          const timer = setTimeout(() => gone.abort(), 50 + Math.random() * 250);
+          const answer = await call(
+            'GET',
+            '/api/v1/pop?namespace=nobody&wait=true&timeout=600000',
+            a,
+            undefined,
+            {},
+            gone.signal,
+          );
+          clearTimeout(timer);
+          return answer.status === 0 ? 'closed' : String(answer.status);
+        }),
+    ],
+    [
+      'tenant A holding 4096 pushes whose bodies come a byte every 5 s, reopening each one closed; tenant B pushing on new connections',
+      (running) => [
+        ...slowBodies(host.hostname, Number(host.port), aWriter, 4_096, running),
+        ...loops(1, running, async () => {
+          const answer = await freshConnectionPush(broker.base, b);
+          await sleep(50);
+          return `B ${answer === 0 ? 'reset' : answer}`;
+        }),
+      ],
+    ],
+    [
       'tenant A renewing 20 leases of 500 partitions each, 40 in flight',
       (running) => {
         let next = 0;
@@ -218,7 +274,8 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
 
   const rows: IsolationRow[] = [];
   for (const [scenario, attack] of scenarios) {
-    if (process.env.BENCH_SCENARIO && !scenario.includes(process.env.BENCH_SCENARIO)) continue;
+    const wanted = process.env.BENCH_SCENARIO?.split('|');
+    if (wanted && !wanted.some((part) => scenario.includes(part))) continue;
     let on = true;
     const victim = await startVictim(broker.base, b, victimLease, seconds);
     const attackers = attack(() => on);
@@ -357,6 +414,88 @@ function pipelineFlood(
       );
     }
     return seen.join(',');
+  });
+}
+
+/** A transaction of another session holding every cursor row of a tenant for `holdMs`, again and again. */
+function holdRows(databaseUrl: string, tenant: string, holdMs: number, running: () => boolean): Promise<string> {
+  return (async () => {
+    const session = new Client({ connectionString: databaseUrl });
+    await session.connect();
+    const held: string[] = [];
+    try {
+      while (running()) {
+        await session.query('BEGIN');
+        await session.query('SELECT 1 FROM consumers WHERE tenant_id = $1 FOR UPDATE', [tenant]);
+        const until = performance.now() + holdMs;
+        while (running() && performance.now() < until) await sleep(50);
+        await session.query('COMMIT');
+        held.push('held 6 s');
+      }
+    } finally {
+      await session.end();
+    }
+    return held.join(',');
+  })();
+}
+
+/**
+ * `count` sockets each sending a push's headers (an authenticated tenant) and then its body a byte every 5 s,
+ * each reopened as soon as the broker closes it; resolves with what each one was answered.
+ */
+function slowBodies(
+  host: string,
+  port: number,
+  authorization: string,
+  count: number,
+  running: () => boolean,
+): Array<Promise<string>> {
+  const head =
+    `POST /api/v1/push HTTP/1.1\r\nHost: broker\r\nAuthorization: ${authorization}\r\n` +
+    'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{';
+  return Array.from({ length: count }, async () => {
+    const seen: string[] = [];
+    while (running()) {
+      seen.push(
+        await new Promise<string>((resolve) => {
+          let answer = '';
+          const socket = connect(port, host, () => socket.write(head));
+          socket.setEncoding('utf8');
+          socket.on('data', (chunk: string) => (answer += chunk));
+          socket.on('error', () => undefined);
+          const drip = setInterval(() => (running() ? socket.write(' ') : socket.destroy()), 5_000);
+          const stop = setInterval(() => !running() && socket.destroy(), 200);
+          socket.once('close', () => {
+            clearInterval(drip);
+            clearInterval(stop);
+            resolve(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 'closed');
+          });
+        }),
+      );
+      await sleep(1_000);
+    }
+    return seen.join(',');
+  });
+}
+
+/** A one-message push on a connection of its own, as a client without a pool makes it: its status, 0 if cut. */
+function freshConnectionPush(base: string, authorization: string): Promise<number> {
+  const body = JSON.stringify({ items: [{ queue: 'fresh', payload: 1 }] });
+  return new Promise((resolve) => {
+    const outgoing = request(
+      `${base}/api/v1/push`,
+      {
+        method: 'POST',
+        agent: new Agent({ keepAlive: false }),
+        headers: { authorization, 'content-type': 'application/json', 'content-length': body.length },
+      },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve(response.statusCode ?? 0));
+      },
+    );
+    outgoing.on('error', () => resolve(0));
+    outgoing.end(body);
   });
 }
 
