@@ -1,9 +1,11 @@
+import type { ClientBase } from 'pg';
 import { DataSourceOptions } from 'typeorm';
 import { DatabaseConfig } from '../config/app-config';
 import { workBudgetMs } from './deadline';
 import { ENTITIES } from './entities';
 import { guardedPg } from './guarded-pool';
 import { MIGRATIONS } from './migrations';
+import { SESSION_SETTINGS } from './session-settings';
 import { TypeOrmLogger } from './typeorm-logger';
 
 export const MIGRATIONS_TABLE = 'migrations';
@@ -35,6 +37,8 @@ export function buildDataSourceOptions(database: DatabaseConfig, url: string): D
       keepAliveInitialDelayMillis: 10_000,
       idleTimeoutMillis: 30_000,
       application_name: 'leasehold',
+      // Awaited by the pool before it hands a new connection out; a failure closes it and fails that acquire.
+      onConnect: (client: ClientBase) => client.query(SESSION_SETTINGS),
     },
   };
 }

@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { DatabaseConfig } from '../config/app-config';
+import { connectSession } from './session-settings';
 
 /** Refusals no retry can mend: a wrong password, a missing database or role, no permission to connect. */
 const PERMANENT_CODES = new Set(['28P01', '28000', '3D000', '42501', '3F000']);
@@ -28,8 +29,7 @@ export async function databaseProblem(database: DatabaseConfig, url: string): Pr
     });
     client.on('error', () => undefined);
     try {
-      await client.connect();
-      await client.query('SELECT 1');
+      await connectSession(client);
       return undefined;
     } catch (error) {
       const code = (error as { code?: unknown }).code;

@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { DatabaseConfig } from '../config/app-config';
 import { buildDataSourceOptions, MIGRATIONS_TABLE } from './data-source-options';
+import { connectSession } from './session-settings';
 
 /** Arbitrary but fixed: every broker process contends for the same key. */
 const MIGRATION_LOCK_KEY = 7_346_291_044;
@@ -21,7 +22,7 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   });
   // Without a listener a lost connection would be an unhandled 'error' event; the lock query fails anyway.
   lockClient.on('error', (error) => logger.warn(`Migration lock connection lost: ${error.message}`));
-  await lockClient.connect();
+  await connectSession(lockClient);
   try {
     // Simple protocol: the embedded server may interleave other connections' messages in a parameterised statement.
     await lockClient.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);

@@ -4,6 +4,7 @@ import { DatabaseTimeoutError } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { requestBoundMs } from '../database/deadline';
 import { DatabaseServer } from '../database/database-server';
+import { connectSession } from '../database/session-settings';
 
 /** However many callers ask, the database is asked at most once per this interval. */
 export const PROBE_INTERVAL_MS = 1_000;
@@ -89,7 +90,7 @@ export class DatabaseProbe implements OnApplicationShutdown {
       });
       client.on('error', () => this.drop(client));
       this.client = client;
-      await client.connect();
+      await connectSession(client);
     }
     await this.client.query('SELECT 1');
   }

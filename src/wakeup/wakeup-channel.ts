@@ -4,6 +4,7 @@ import { Client, Notification } from 'pg';
 import { compositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseServer } from '../database/database-server';
+import { connectSession } from '../database/session-settings';
 import { ParkedPolls, QueueWork, Redelivery, sumOf } from './parked-polls';
 import { errorMessage } from '../common/error-message';
 
@@ -141,7 +142,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     client.on('error', (error) => this.dropped(client, error));
     client.on('end', () => this.dropped(client));
     try {
-      await client.connect();
+      await connectSession(client);
       await client.query(`LISTEN ${PUSH_CHANNEL}; LISTEN ${REDELIVERY_CHANNEL}; LISTEN ${QUEUE_DELETED_CHANNEL}`);
     } catch (error) {
       await client.end().catch(() => undefined);

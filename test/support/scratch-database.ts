@@ -14,7 +14,8 @@ export class ScratchDatabase {
     readonly url: string,
   ) {}
 
-  static async create(prefix: string): Promise<ScratchDatabase> {
+  /** `migrated: false` leaves it empty, for a test of what the broker's own start-up does to it. */
+  static async create(prefix: string, { migrated = true }: { migrated?: boolean } = {}): Promise<ScratchDatabase> {
     const url = new URL(process.env.DATABASE_URL!);
     const name = `${prefix}_${randomBytes(4).toString('hex')}`;
     const admin = new Client({ connectionString: url.toString() });
@@ -22,6 +23,7 @@ export class ScratchDatabase {
     await admin.query(`CREATE DATABASE ${name}`);
     url.pathname = `/${name}`;
     const scratch = new ScratchDatabase(admin, name, url.toString());
+    if (!migrated) return scratch;
     try {
       await migrateDatabase(loadConfig({ ...process.env, DATABASE_URL: scratch.url }).database, scratch.url);
     } catch (error) {
