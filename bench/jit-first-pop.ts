@@ -1,0 +1,73 @@
+import { join, resolve } from 'node:path';
+import { Client } from 'pg';
+import { percentile } from './http';
+import { startScratchBroker } from './scratch-broker';
+
+/*
+ * `npm run bench:jit`: a small tenant's first pop and its queue listing, on a database whose JIT thresholds are
+ * forced to 0 (as a plan over a big tenant's statistics crosses them). Each of BENCH_JIT_TENANTS tenants pushes one
+ * message, then its first pop (a new consumer group) and GET /resources/queues are timed. BENCH_BROKER_ROOT names
+ * another built checkout whose broker to run instead of this one. Prints one JSON line.
+ */
+
+const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench_jit';
+const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'));
+const TENANTS = Number(process.env.BENCH_JIT_TENANTS ?? 20);
+const PORT = Number(process.env.BENCH_PORT ?? 6910);
+const HEADER = 'x-bench-tenant';
+
+async function main(): Promise<void> {
+  const broker = await startScratchBroker({
+    adminUrl: ADMIN_URL,
+    database: DATABASE,
+    root: ROOT,
+    port: PORT,
+    env: { TENANT_HEADER: HEADER, DB_POOL_SIZE: '4', RETENTION_INTERVAL_MS: '0' },
+    prepare: async (admin: Client) => {
+      for (const setting of [
+        'jit = on',
+        'jit_above_cost = 0',
+        'jit_inline_above_cost = 0',
+        'jit_optimize_above_cost = 0',
+      ]) {
+        await admin.query(`ALTER DATABASE ${DATABASE} SET ${setting}`);
+      }
+    },
+  });
+  try {
+    const pops: number[] = [];
+    const listings: number[] = [];
+    for (let index = 0; index < TENANTS; index += 1) {
+      const tenant = crypto.randomUUID();
+      const send = async (method: string, path: string, body?: unknown): Promise<number> => {
+        const started = performance.now();
+        const response = await fetch(`${broker.base}${path}`, {
+          method,
+          headers: { [HEADER]: tenant, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        await response.arrayBuffer();
+        if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status}`);
+        return performance.now() - started;
+      };
+      await send('POST', '/api/v1/push', { items: [{ queue: 'small', payload: { index } }] });
+      pops.push(await send('GET', '/api/v1/pop/queue/small?consumerGroup=first&batch=10'));
+      listings.push(await send('GET', '/api/v1/resources/queues'));
+    }
+    const summary = (values: number[]) => ({
+      p50: Math.round(percentile(values, 0.5) * 10) / 10,
+      p90: Math.round(percentile(values, 0.9) * 10) / 10,
+    });
+    console.log(
+      JSON.stringify({ root: ROOT, tenants: TENANTS, firstPopMs: summary(pops), listingMs: summary(listings) }),
+    );
+  } finally {
+    await broker.stop();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
