@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { readyAfter } from '../common/cursor-ready';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
@@ -146,6 +147,7 @@ export class AckRepository {
               lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
               lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
               lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
+              ready = ${readyAfter('c', 't.committed_offset')},
               updated_at = now()
          FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[])
            AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease)

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
 
 export interface GroupSummary {
@@ -211,7 +212,12 @@ export class ConsumerGroupsRepository {
     );
   }
 
-  /** Epochs advance so old holders' acks fail; timestamps never decrease along offsets, so time finds the boundary. */
+  /**
+   * Epochs advance so old holders' acks fail; timestamps never decrease along offsets, so time finds the boundary. The
+   * group's cursors move, and for the whole queue so does its starting point, which places it in every partition it
+   * has no cursor on: work that grows with the partitions the group has read, not with the queue. A move back in
+   * time looks through the partitions again (backfill) for cursors to make where there is something to read.
+   */
   async seek(
     tenantId: string,
     queue: { id: string; name: string },
@@ -219,15 +225,19 @@ export class ConsumerGroupsRepository {
     partitionId: string | undefined,
     timestamp: string | undefined,
     manager: EntityManager,
-  ): Promise<MovedCursor[]> {
-    await manager.query(
-      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
-       SELECT p.tenant_id, p.queue_id, p.id, $3 FROM partitions p
-        WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($4::uuid IS NULL OR p.id = $4)
-        ORDER BY p.id
-       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
-      [tenantId, queue.id, group, partitionId ?? null],
-    );
+  ): Promise<{ moved: MovedCursor[]; partitions: number }> {
+    if (partitionId !== undefined) {
+      await manager.query(
+        `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+         SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
+           FROM partitions p
+           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
+          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+          WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $4
+         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+        [tenantId, queue.id, group, partitionId],
+      );
+    }
     await this.lockCursors(tenantId, queue.id, group, partitionId, manager);
     const rows: Array<{ partition: string; last_offset: string; committed_offset: string }> = await manager.query(
       `WITH target AS (
@@ -247,19 +257,35 @@ export class ConsumerGroupsRepository {
          UPDATE consumers c
           SET committed_offset = t.offset, delivered_offset = t.offset,
               lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, lease_deadline = NULL,
-              lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now()
+              lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now(),
+              ready = ${readyAfter('c', 't.offset')}
          FROM target t
         WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = $3
        RETURNING t.partition, t.last_offset, c.committed_offset
+       ), started AS (
+         UPDATE consumer_groups g
+            SET subscription_from = COALESCE($5::timestamptz, clock_timestamp()),
+                backfill_from = CASE WHEN $5::timestamptz IS NULL THEN NULL ELSE '' END
+          WHERE g.tenant_id = $1 AND g.queue_id = $2 AND g.name = $3 AND $4::uuid IS NULL
        )
        SELECT partition, last_offset, committed_offset FROM moved`,
       [tenantId, queue.id, group, partitionId ?? null, timestamp ?? null],
     );
-    return rows.map((row) => ({
-      queueName: queue.name,
-      partition: row.partition,
-      claimable: Number(row.last_offset) - Number(row.committed_offset),
-    }));
+    const [{ partitions }]: Array<{ partitions: number }> =
+      partitionId === undefined
+        ? await manager.query(
+            'SELECT count(*)::int AS partitions FROM partitions WHERE tenant_id = $1 AND queue_id = $2',
+            [tenantId, queue.id],
+          )
+        : [{ partitions: 1 }];
+    return {
+      moved: rows.map((row) => ({
+        queueName: queue.name,
+        partition: row.partition,
+        claimable: Number(row.last_offset) - Number(row.committed_offset),
+      })),
+      partitions,
+    };
   }
 
   /**
@@ -273,7 +299,7 @@ export class ConsumerGroupsRepository {
     group: string,
     queueName: string | undefined,
     manager: EntityManager,
-  ): Promise<MovedCursor[]> {
+  ): Promise<{ moved: MovedCursor[]; partitions: number }> {
     await manager.query(
       `SELECT 1 FROM consumers c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
@@ -298,8 +324,14 @@ export class ConsumerGroupsRepository {
           FOR UPDATE OF c NOWAIT`,
       [tenantId, group, queueName ?? null],
     );
-    const rows: Array<{ queue_name: string; partition: string; last_offset: string }> = await manager.query(
-      `WITH gone AS (
+    const rows: Array<{ queue_name: string | null; partition: string; last_offset: string; partitions: number }> =
+      await manager.query(
+        `WITH counted AS (
+         SELECT count(p.id)::int AS partitions FROM consumer_groups g
+           JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
+           JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+          WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
+       ), gone AS (
          DELETE FROM consumers c
           USING partitions p, queues q
           WHERE c.tenant_id = $1 AND c.consumer_group = $2
@@ -312,14 +344,17 @@ export class ConsumerGroupsRepository {
           WHERE g.tenant_id = $1 AND g.name = $2 AND q.tenant_id = g.tenant_id AND q.id = g.queue_id
             AND ($3::text IS NULL OR q.name = $3)
        )
-       SELECT queue_name, partition, last_offset FROM gone`,
-      [tenantId, group, queueName ?? null],
-    );
-    return rows.map((row) => ({
-      queueName: row.queue_name,
-      partition: row.partition,
-      claimable: Number(row.last_offset),
-    }));
+       -- One row at least, for the count: a group with no cursor left is forgotten all the same.
+       SELECT g.queue_name, g.partition, g.last_offset, c.partitions
+         FROM counted c LEFT JOIN gone g ON true`,
+        [tenantId, group, queueName ?? null],
+      );
+    return {
+      moved: rows
+        .filter((row) => row.queue_name !== null)
+        .map((row) => ({ queueName: row.queue_name!, partition: row.partition, claimable: Number(row.last_offset) })),
+      partitions: rows[0]?.partitions ?? 0,
+    };
   }
 }
 

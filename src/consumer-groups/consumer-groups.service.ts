@@ -75,15 +75,16 @@ export class ConsumerGroupsService {
   async delete(tenantId: string, group: string, queue: string | undefined): Promise<DeleteConsumerGroupResponseDto> {
     const forgotten = await retriedWhileLocked(() =>
       this.writes.run(tenantId, async (unit) => {
-        const moved = await this.groups.delete(tenantId, group, queue, unit.manager);
-        wake(unit, group, moved);
+        const { moved, partitions } = await this.groups.delete(tenantId, group, queue, unit.manager);
+        // A poll of the group starts afresh, whether or not the group had cursors.
+        wake(unit, group, moved, queue !== undefined ? [queue] : [...new Set(moved.map((cursor) => cursor.queueName))]);
         unit.afterCommit(() => this.quotas.forget(tenantId));
-        return moved.length;
+        return partitions;
       }),
     );
     this.logger.log(
       `Consumer group ${JSON.stringify(group)} forgotten on ${queue === undefined ? 'every queue' : `queue ${JSON.stringify(queue)}`}` +
-        ` of tenant ${tenantId}: ${forgotten} cursors`,
+        ` of tenant ${tenantId}: ${forgotten} partitions`,
     );
     return {
       success: true,
@@ -122,14 +123,22 @@ export class ConsumerGroupsService {
         if (partitionId === undefined) throw new NotFoundException({ error: 'partition not found' });
       }
       const timestamp = 'timestamp' in target ? target.timestamp : undefined;
-      const cursors = await this.groups.seek(tenantId, queue, group, partitionId, timestamp, unit.manager);
-      wake(unit, group, cursors);
-      return cursors.length;
+      const { moved: cursors, partitions } = await this.groups.seek(
+        tenantId,
+        queue,
+        group,
+        partitionId,
+        timestamp,
+        unit.manager,
+      );
+      // Back in time over the whole queue, partitions without a cursor may have something again too.
+      wake(unit, group, cursors, timestamp !== undefined && partitionId === undefined ? [queue.name] : []);
+      return partitions;
     });
     this.logger.log(
       `Consumer group ${JSON.stringify(group)} sought to ${'toEnd' in target ? 'the end' : target.timestamp} on queue ` +
         `${JSON.stringify(queueName)}${partitionName === undefined ? '' : ` partition ${JSON.stringify(partitionName)}`}` +
-        ` of tenant ${tenantId}: ${moved} cursors`,
+        ` of tenant ${tenantId}: ${moved} partitions`,
     );
     return {
       success: true,
@@ -167,20 +176,30 @@ function modeOf(subscriptionFrom: string | null): SubscriptionMode {
   return subscriptionFrom === null ? 'all' : 'new';
 }
 
-/** Parked polls of the group wake for what its moved cursors can claim now (a forgotten group starts afresh). */
-function wake(unit: UnitOfWork, group: string, moved: MovedCursor[]): void {
+/**
+ * Parked polls of the group wake for what its moved cursors can claim now; on `everywhere` queues, every poll of the
+ * group that waits on the queue as a whole, for what its starting point now places in partitions without a cursor.
+ */
+function wake(unit: UnitOfWork, group: string, moved: MovedCursor[], everywhere: string[]): void {
   const byQueue = new Map<string, Redelivery>();
-  for (const { queueName, partition, claimable } of moved) {
-    if (claimable <= 0) continue;
+  const of = (queueName: string): Redelivery => {
     let redelivery = byQueue.get(queueName);
     if (!redelivery) {
       redelivery = { queue: queueName, consumerGroup: group, partitions: new Map() };
       byQueue.set(queueName, redelivery);
     }
-    redelivery.partitions.set(partition, claimable);
+    return redelivery;
+  };
+  for (const { queueName, partition, claimable } of moved) {
+    if (claimable > 0) of(queueName).partitions.set(partition, claimable);
   }
+  // No partition of that name: only the polls of the whole queue count it.
+  for (const queueName of everywhere) of(queueName).partitions.set('', EVERY_POLL);
   for (const redelivery of byQueue.values()) unit.redeliver(redelivery);
 }
+
+/** More polls than a process parks for one group: POP_MAX_WAITING_PER_TENANT is at most 1,000,000. */
+const EVERY_POLL = 1_000_000;
 
 function partitionOnly({ consumerGroup: _group, queueName: _queue, ...partition }: GroupPartition): GroupPartitionDto {
   return partition;

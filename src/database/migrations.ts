@@ -13,6 +13,7 @@ import { LeaseRenewals1796800000000 } from '../../migrations/1796800000000-Lease
 import { Brokers1796900000000 } from '../../migrations/1796900000000-Brokers';
 import { PayloadText1797050000000 } from '../../migrations/1797050000000-PayloadText';
 import { StoredUsage1797500000000 } from '../../migrations/1797500000000-StoredUsage';
+import { ReadyCursors1797600000000 } from '../../migrations/1797600000000-ReadyCursors';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -31,4 +32,5 @@ export const MIGRATIONS = [
   Brokers1796900000000,
   PayloadText1797050000000,
   StoredUsage1797500000000,
+  ReadyCursors1797600000000,
 ];

@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { readyAfter } from '../common/cursor-ready';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { subscriptionStartOffset } from '../common/subscription-start';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow, WireMessage } from './message-shape';
@@ -52,16 +54,24 @@ export interface DeadLetterCopy {
   traceId: string | null;
 }
 
-/** A message `m` in the eyes of the group whose cursor is `c` (null: it has none yet), and its dead letters. */
+/**
+ * A message `m` in the eyes of the group whose cursor is `c`, and its dead letters. A group with no cursor in the
+ * partition stands at its starting point there (`pos.start`, from GROUP_START), or at 0 when the group does not exist.
+ */
 function statusOf(group: string): string {
   return `CASE WHEN EXISTS (SELECT 1 FROM dead_letters d
                              WHERE d.tenant_id = m.tenant_id AND d.partition_id = m.partition_id
                                AND d.transaction_id = m.transaction_id AND d.consumer_group = ${group})
                THEN 'dead_letter'
-               WHEN m.seq <= COALESCE(c.committed_offset, 0) THEN 'completed'
+               WHEN m.seq <= COALESCE(c.committed_offset, pos.start) THEN 'completed'
                WHEN c.lease_expires_at > now() AND m.seq <= c.lease_end_offset THEN 'leased'
                ELSE 'pending' END`;
 }
+
+/** `pos.start`: where the group `g` (joined on the partition `p`'s queue, or null) starts in `p` without a cursor. */
+const GROUP_START = `LEFT JOIN LATERAL (
+    SELECT CASE WHEN c.committed_offset IS NOT NULL OR g.name IS NULL THEN 0
+                ELSE ${subscriptionStartOffset('p', 'g')} END AS start) pos ON true`;
 
 @Injectable()
 export class MessagesRepository {
@@ -88,6 +98,8 @@ export class MessagesRepository {
            FROM queues q
            JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND ($3::text IS NULL OR p.name = $3)
            LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = $4
+           LEFT JOIN consumer_groups g ON g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $4
+           ${GROUP_START}
           CROSS JOIN LATERAL (
                 SELECT s.* FROM (
                        SELECT m.partition_id, p.name AS partition, m.seq, m.created_at, ${statusOf('$4')} AS status,
@@ -197,8 +209,10 @@ export class MessagesRepository {
               CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
               COALESCE(c.lease_epoch, 0) AS lease_epoch
          FROM consumer_groups g
+         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.id = $3
          JOIN messages m ON m.tenant_id = g.tenant_id AND m.partition_id = $3 AND m.transaction_id = $4
          LEFT JOIN consumers c ON c.tenant_id = g.tenant_id AND c.partition_id = $3 AND c.consumer_group = g.name
+         ${GROUP_START}
         WHERE g.tenant_id = $1 AND g.queue_id = $2
         ORDER BY g.name`,
       [tenantId, queueId, partitionId, transactionId],
@@ -364,7 +378,8 @@ export class MessagesRepository {
          UPDATE consumers c
             SET committed_offset = p.last_offset, delivered_offset = GREATEST(c.delivered_offset, p.last_offset),
                 lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, lease_deadline = NULL,
-                lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now()
+                lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now(),
+                ready = ${readyAfter('c', 'p.last_offset')}
            FROM partitions p
           WHERE c.tenant_id = $1 AND c.queue_id = $2 AND ($3::uuid IS NULL OR c.partition_id = $3)
             AND p.tenant_id = c.tenant_id AND p.id = c.partition_id

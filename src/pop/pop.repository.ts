@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../messages/message-shape';
@@ -52,7 +53,7 @@ const CLAIM_SQL = `
            c.lease_id AS ended_lease_id
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-     WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
+     WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3 AND c.ready
        AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT now FROM clock))
@@ -114,7 +115,8 @@ const CLAIM_SQL = `
     -- Retention deleted what lay past this cursor: move it on, so the partition stops being a candidate.
     -- Both updates join on the locked row's group, not $3: see "Plans without fresh statistics".
     UPDATE consumers c
-       SET committed_offset = z.span_end, delivered_offset = GREATEST(c.delivered_offset, z.span_end), retry_count = 0
+       SET committed_offset = z.span_end, delivered_offset = GREATEST(c.delivered_offset, z.span_end), retry_count = 0,
+           ready = ${readyAfter('c', 'z.span_end')}
       FROM sized z
      WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
        AND z.take > 0 AND NOT EXISTS (SELECT 1 FROM measured s WHERE s.partition_id = z.partition_id)
@@ -125,6 +127,7 @@ const CLAIM_SQL = `
            lease_end_offset = CASE WHEN $9 THEN NULL ELSE f.through_offset END,
            committed_offset = CASE WHEN $9 THEN f.through_offset ELSE c.committed_offset END,
            retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
+           ready = CASE WHEN $9 THEN ${readyAfter('c', 'f.through_offset')} ELSE c.ready END,
            delivered_offset = GREATEST(c.delivered_offset, f.through_offset),
            delivery_attempt = CASE WHEN z.redelivery THEN c.delivery_attempt + 1 ELSE 1 END,
            lease_epoch = c.lease_epoch + 1,
@@ -152,6 +155,10 @@ export interface PopTarget {
   windowBuffer: number;
   partitionId: string | null;
   groupExists: boolean;
+  /** The group has partitions left to look through for cursors (PopRepository.backfill). */
+  backfilling: boolean;
+  /** With a partition named: whether the group has a cursor there. */
+  hasCursor: boolean;
 }
 
 @Injectable()
@@ -173,14 +180,19 @@ export class PopRepository {
       window_buffer: number;
       partition_id: string | null;
       group_exists: boolean;
+      backfilling: boolean;
+      has_cursor: boolean;
     }> = await this.engine.prepared(
       manager,
       'leasehold_pop_target',
-      `SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                (SELECT p.id FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = $3) AS partition_id,
-                EXISTS (SELECT 1 FROM consumer_groups g
-                         WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $4) AS group_exists
+      `SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer, p.id AS partition_id,
+                g.name IS NOT NULL AS group_exists, g.backfill_from IS NOT NULL AS backfilling,
+                p.id IS NOT NULL AND EXISTS (SELECT 1 FROM consumers c
+                                              WHERE c.tenant_id = q.tenant_id AND c.partition_id = p.id
+                                                AND c.consumer_group = $4) AS has_cursor
            FROM queues q
+           LEFT JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = $3
+           LEFT JOIN consumer_groups g ON g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $4
           WHERE q.tenant_id = $1 AND q.name = $2`,
       [tenantId, queue, partition ?? null, consumerGroup],
     );
@@ -193,13 +205,16 @@ export class PopRepository {
       windowBuffer: row.window_buffer,
       partitionId: row.partition_id,
       groupExists: row.group_exists,
+      backfilling: row.backfilling,
+      hasCursor: row.has_cursor,
     };
   }
 
   /**
    * The queue row is locked first: that waits for pushes in flight (they hold a key-share lock on it) and holds off
-   * new ones until this commits, so a push creating a partition either sees this group and creates its cursor there,
-   * or ran before and this sees its partition.
+   * new ones until this commits, so a push either sees this group and gives it a cursor on its partitions, or ran
+   * before and left messages the group finds by looking through the partitions (backfill). A group that starts now
+   * (`new`) has nothing to find there; one reading from the beginning, or from an instant past, looks.
    */
   async ensureGroup(
     tenantId: string,
@@ -211,23 +226,87 @@ export class PopRepository {
     await manager.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, queueId]);
     const [row]: Array<{ created: number }> = await manager.query(
       `WITH g AS (
-         INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from)
-         VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END)
+         INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from, backfill_from)
+         VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END,
+                 CASE WHEN $5::timestamptz IS NULL AND $4 THEN NULL ELSE '' END)
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
          RETURNING *
-       ), cursors AS (
-         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
-         SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
-           FROM g
-           JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
-          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-          ORDER BY p.id
-         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
        )
        SELECT count(*)::int AS created FROM g`,
       [tenantId, queueId, consumerGroup, startAt.newOnly, startAt.from ?? null],
     );
     return row.created > 0;
+  }
+
+  /**
+   * One step of a group's look through its queue's partitions, in name order from where the last one stopped: a
+   * cursor at the group's starting point for each partition with something past it. The group's row is locked, or
+   * skipped when another pop of the group is taking the step. Undefined when there was no step to take.
+   */
+  async backfill(
+    tenantId: string,
+    queueId: string,
+    consumerGroup: string,
+    limit: number,
+    manager: EntityManager,
+  ): Promise<{ created: number; done: boolean } | undefined> {
+    const [row]: Array<{ held: boolean; created: number; done: boolean }> = await this.engine.prepared(
+      manager,
+      'leasehold_backfill',
+      `WITH g AS MATERIALIZED (
+         SELECT g.tenant_id, g.queue_id, g.name, g.subscription_from, g.backfill_from FROM consumer_groups g
+          WHERE g.tenant_id = $1 AND g.queue_id = $2 AND g.name = $3 AND g.backfill_from IS NOT NULL
+            FOR UPDATE SKIP LOCKED
+       ), batch AS MATERIALIZED (
+         SELECT p.tenant_id, p.id, p.queue_id, p.name, p.last_offset, g.name AS consumer_group, g.subscription_from
+           FROM g
+          CROSS JOIN LATERAL (
+                SELECT p.* FROM partitions p
+                 WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.name > g.backfill_from
+                 ORDER BY p.name
+                 LIMIT $4) p
+       ), created AS (
+         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+         SELECT b.tenant_id, b.queue_id, b.id, b.consumer_group, s.start_offset, s.start_offset
+           FROM batch b
+          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('b', 'b')} AS start_offset) s
+          WHERE s.start_offset < b.last_offset
+          ORDER BY b.id
+         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
+         RETURNING 1
+       ), advanced AS (
+         UPDATE consumer_groups cg
+            SET backfill_from = CASE WHEN (SELECT count(*) FROM batch) < $4 THEN NULL
+                                     ELSE (SELECT max(b.name) FROM batch b) END
+           FROM g
+          WHERE cg.tenant_id = g.tenant_id AND cg.queue_id = g.queue_id AND cg.name = g.name
+         RETURNING cg.backfill_from IS NULL AS done
+       )
+       SELECT EXISTS (SELECT 1 FROM g) AS held, (SELECT count(*) FROM created)::int AS created,
+              COALESCE((SELECT done FROM advanced), true) AS done`,
+      [tenantId, queueId, consumerGroup, limit],
+    );
+    return row.held ? { created: row.created, done: row.done } : undefined;
+  }
+
+  /** A cursor at the group's starting point on one partition, when it has none and there is something to read. */
+  async ensureCursor(
+    tenantId: string,
+    queueId: string,
+    partitionId: string,
+    consumerGroup: string,
+    manager: EntityManager,
+  ): Promise<void> {
+    await manager.query(
+      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+       SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
+         FROM partitions p
+         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $4
+        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+        WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $3 AND s.start_offset < p.last_offset
+       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+      [tenantId, queueId, partitionId, consumerGroup],
+    );
   }
 
   async databaseNow(manager: EntityManager): Promise<string> {

@@ -34,7 +34,14 @@ interface Attempt {
   delivery?: JsonText;
   failed?: boolean;
   dueInMs?: number;
+  /** The group has partitions left to look through: nothing found yet is not nothing there. */
+  backfilling?: boolean;
 }
+
+/** Partitions a new group looks through per step (PopRepository.backfill); a step takes tens of milliseconds. */
+const BACKFILL_STEP = 1_000;
+/** How long one look may go on taking steps while it finds nothing, before it answers what it has. */
+const BACKFILL_BUDGET_MS = 250;
 
 @Injectable()
 export class PopService {
@@ -209,7 +216,22 @@ export class PopService {
     if (this.maintenance.popsArePaused(tenantId)) return Promise.resolve({ dueInMs: MAINTENANCE_REFRESH_MS });
     return options.wait
       ? this.pollClaim(tenantId, queue, partition, options, deadline, woken, signal)
-      : this.claim(tenantId, queue, partition, options, signal);
+      : this.claimThrough(tenantId, queue, partition, options, signal);
+  }
+
+  /** Claims again while the group is still looking through its partitions and nothing came of it, within a budget. */
+  private async claimThrough(
+    tenantId: string,
+    queue: string,
+    partition: string | undefined,
+    options: PopOptions,
+    signal: AbortSignal,
+  ): Promise<Attempt> {
+    const until = monotonicNow() + BACKFILL_BUDGET_MS;
+    for (;;) {
+      const attempt = await this.claim(tenantId, queue, partition, options, signal);
+      if (!attempt.backfilling || attempt.delivery || signal.aborted || monotonicNow() >= until) return attempt;
+    }
   }
 
   private async pollClaim(
@@ -223,7 +245,7 @@ export class PopService {
   ): Promise<Attempt> {
     // Its turn may come after the client has gone.
     const claim = () =>
-      signal.aborted ? Promise.resolve({}) : this.claim(tenantId, queue, partition, options, signal);
+      signal.aborted ? Promise.resolve({}) : this.claimThrough(tenantId, queue, partition, options, signal);
     try {
       return await this.pollClaims.run(tenantId, claim, deadline - Date.now());
     } catch (error) {
@@ -243,6 +265,7 @@ export class PopService {
   ): Promise<Attempt> {
     const leaseId = uuidv7();
     let dueInMs: number | undefined;
+    let backfilling = false;
     let claimSentAt = 0;
     let late = false;
     let leased = false;
@@ -250,6 +273,7 @@ export class PopService {
     const work = this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
       dueInMs = undefined;
+      backfilling = false;
       late = false;
       leased = false;
       // Nothing is created here: a long poll parks, and the push that creates the queue or partition wakes it.
@@ -271,6 +295,16 @@ export class PopService {
           manager,
         );
         await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
+      }
+      // Cursors are made when first needed: for the partition named, or a step through the queue's partitions.
+      if (target.partitionId !== null) {
+        if (!target.hasCursor) {
+          await this.pops.ensureCursor(tenantId, target.queueId, target.partitionId, options.consumerGroup, manager);
+        }
+      } else if (target.backfilling || !target.groupExists) {
+        const step = await this.pops.backfill(tenantId, target.queueId, options.consumerGroup, BACKFILL_STEP, manager);
+        // None taken: nothing left to look through, or another pop of the group is taking the step.
+        backfilling = step === undefined ? target.backfilling : !step.done;
       }
       // A lease may not outlast the ceiling from its first second.
       const leaseSeconds = Math.min(options.leaseSeconds ?? target.leaseTime, this.maxTotalSeconds ?? Infinity);
@@ -314,7 +348,7 @@ export class PopService {
       if (leased) this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw error;
     });
-    if (claimed.length === 0) return { dueInMs };
+    if (claimed.length === 0) return { dueInMs, backfilling };
     if (late) {
       this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw new DatabaseTimeoutError(leaseSeconds * 1000);
@@ -400,6 +434,7 @@ export class PopService {
 /** When a parked poll should look again without a wakeup: after a failed claim, or once something comes due. */
 function lookAgainIn(attempt: Attempt): number | undefined {
   if (attempt.failed) return RETRY_AFTER_FAILURE_MS;
+  if (attempt.backfilling) return 0;
   return attempt.dueInMs === undefined ? undefined : Math.max(0, attempt.dueInMs) + DUE_SLACK_MS;
 }
 

@@ -3,6 +3,7 @@ import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { LockNamedRow } from '../queues/queues.repository';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { subscriptionStartOffset } from '../common/subscription-start';
 import { arrayLiteral } from '../database/array-literal';
 import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
 import { usageCtes, usageValues, UsageRecord } from '../limits/stored-usage.repository';
@@ -17,6 +18,35 @@ export interface NewMessage {
   /** What the message counts in its tenant's stored bytes. */
   payloadBytes: number;
 }
+
+/**
+ * Every group of a pushed partition's queue gets something to read there: its drained cursors are marked ready (the
+ * partition is locked, so no ack can unmark them before this commits), and a group with no cursor there gets one at
+ * its starting point, which this statement's snapshot computes from the messages before this push.
+ */
+const CURSORS_OF_PUSHED = `pushed AS MATERIALIZED (
+    SELECT p.tenant_id, p.id, p.queue_id, p.last_offset FROM partitions p
+     WHERE p.tenant_id = $1 AND p.id = ANY($9::uuid[])
+  ), cursors AS MATERIALIZED (
+    SELECT c.partition_id, c.consumer_group, c.ready FROM consumers c
+     WHERE c.tenant_id = $1 AND c.partition_id = ANY($9::uuid[])
+  ), readied AS (
+    UPDATE consumers c SET ready = true
+      FROM cursors k
+     WHERE c.tenant_id = $1 AND c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group AND NOT k.ready
+  ), uncovered AS MATERIALIZED (
+    SELECT p.tenant_id, p.id, p.queue_id, p.last_offset, g.name, g.subscription_from
+      FROM pushed p
+      JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
+     WHERE NOT EXISTS (SELECT 1 FROM cursors k WHERE k.partition_id = p.id AND k.consumer_group = g.name)
+  ), created AS (
+    INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+    SELECT u.tenant_id, u.queue_id, u.id, u.name, s.start_offset, s.start_offset
+      FROM uncovered u
+     CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('u', 'u')} AS start_offset) s
+     ORDER BY u.id, u.name
+    ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
+  )`;
 
 @Injectable()
 export class PushRepository {
@@ -117,7 +147,7 @@ export class PushRepository {
                            unnest($6::text[]), json_array_elements($7::json), unnest($11::int[]))
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes)
           ORDER BY t.partition_id, t.seq
-       )${usage ? `, ${usageCtes('$1', 12)}` : ''}
+       ), ${CURSORS_OF_PUSHED}${usage ? `, ${usageCtes('$1', 12)}` : ''}
        UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
                                retention_check_at = COALESCE(p.retention_check_at, now())
          FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset)

@@ -143,12 +143,18 @@ interface QueueSummaryRow extends QueueRow {
   consumer_groups: number;
 }
 
-/** Retention deletes a partition's oldest messages first, so the kept ones run from first_kept to last_offset. */
+/**
+ * Retention deletes a partition's oldest messages first, so the kept ones run from first_kept to last_offset. The
+ * slowest group is by its cursor, or where it starts in a partition it has none in.
+ */
 const PARTITION_COUNTS = `
   LEFT JOIN LATERAL (SELECT COALESCE(min(m.seq), p.last_offset + 1) AS first_kept FROM messages m
                       WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id) k ON true
-  LEFT JOIN LATERAL (SELECT min(c.committed_offset) AS slowest FROM consumers c
-                      WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id) c ON true`;
+  LEFT JOIN LATERAL (SELECT min(COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')})) AS slowest
+                       FROM consumer_groups g
+                       LEFT JOIN consumers c ON c.tenant_id = g.tenant_id AND c.partition_id = p.id
+                                            AND c.consumer_group = g.name
+                      WHERE g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id) c ON true`;
 const PENDING = 'p.last_offset - GREATEST(k.first_kept - 1, COALESCE(c.slowest, 0))';
 
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
@@ -290,7 +296,7 @@ export class QueuesRepository {
     // Partitions that exist are locked at once; only a push that names a new one inserts, then locks again.
     const existing = await lockAll();
     if (existing.length === partitions.length) return { locked: existing, created: 0 };
-    // Cursors for every group at once; PopRepository.ensureGroup says why no group can be created meanwhile unseen.
+    // No cursors: the push that creates a partition gives each group of its queue one (PushRepository).
     const [inserted]: Array<{ created: number }> = await manager.query(
       `WITH created AS (
          INSERT INTO partitions (tenant_id, id, queue_id, name)
@@ -298,13 +304,6 @@ export class QueuesRepository {
          ORDER BY t.queue_id, t.name
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
          RETURNING tenant_id, id, queue_id
-       ), cursors AS (
-         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
-         SELECT p.tenant_id, p.queue_id, p.id, g.name
-           FROM created p
-           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
-          ORDER BY p.id, g.name
-         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
        )
        SELECT count(*)::int AS created FROM created`,
       [tenantId, partitions.map(() => uuidv7()), queueIds, names],

@@ -20,6 +20,13 @@ export class ConsumerGroupEntity {
   @Column({ name: 'subscription_from', type: 'timestamptz', nullable: true })
   subscriptionFrom: Date | null;
 
+  /**
+   * The last partition name the group has looked through for cursors to create ('' before the first); null once
+   * there is none left (every partition has one where the group has something to read).
+   */
+  @Column({ name: 'backfill_from', type: 'text', nullable: true })
+  backfillFrom: string | null;
+
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
 }

@@ -5,7 +5,9 @@ import { PartitionEntity } from './partition.entity';
 @Entity({ name: 'consumers' })
 // Partial, and without lease_expires_at, so renewals stay heap-only updates.
 @Index('idx_consumers_lease', ['tenantId', 'leaseId'], { where: 'lease_id IS NOT NULL' })
-@Index('idx_consumers_claim', ['tenantId', 'queueId', 'consumerGroup', 'updatedAt', 'partitionId'])
+// Claims walk only the cursors that may have work, least recently served first (see ReadyCursors).
+@Index('idx_consumers_ready', ['tenantId', 'queueId', 'consumerGroup', 'updatedAt', 'partitionId'], { where: 'ready' })
+@Index('idx_consumers_group', ['tenantId', 'queueId', 'consumerGroup', 'partitionId'])
 @ForeignKey(() => PartitionEntity, ['tenantId', 'partitionId'], ['tenantId', 'id'], {
   name: 'fk_consumers_partition',
   onDelete: 'CASCADE',
@@ -64,6 +66,10 @@ export class ConsumerEntity {
 
   @Column({ name: 'delivery_attempt', type: 'integer', default: 0 })
   deliveryAttempt: number;
+
+  /** Work may be waiting here: set by pushes, cleared only under the partition's share lock (src/common/cursor-ready.ts). */
+  @Column({ name: 'ready', type: 'boolean', default: true })
+  ready: boolean;
 
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
