@@ -1,7 +1,8 @@
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { BrokerClient, PopBody } from './support/broker-client';
-import { sql } from './support/db-state';
+import { RetentionService } from '../src/retention/retention.service';
+import { ageMessages, sql } from './support/db-state';
 import { openSession } from './support/pg-session';
 import { onEmbeddedDatabase } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
@@ -204,3 +205,43 @@ describe('cursors made when first needed, and claims that skip drained partition
     });
   },
 );
+
+describe('retention and a group still looking through its partitions', () => {
+  const broker = useTestBroker();
+
+  it('keeps what such a group has not read yet, on partitions it has not reached, and it reads every message once', async () => {
+    const { app, client, dataSource } = broker;
+    await client.configure({ queue: 'kept', options: { completedRetentionSeconds: 1 } }).expect(200);
+    const items = Array.from({ length: 1_500 }, (_, n) => ({
+      queue: 'kept',
+      partition: `k${String(n).padStart(4, '0')}`,
+      payload: n,
+      transactionId: `t${n}`,
+    }));
+    await client.push(items).expect(201);
+    // The first group reads everything: by its cursors alone, every message is consumed.
+    expect(await drain(client, 'kept', 'first')).toHaveLength(1_500);
+    // The second starts from the beginning and takes one step: it has not reached most partitions.
+    const started = await client.popLeased('kept', { consumerGroup: 'second' });
+    await client.ackAll(started).expect(200);
+    expect((await cursorCount(dataSource, client.tenant, 'second')).all).toBeLessThan(1_500);
+
+    await ageMessages(dataSource, client.tenant, 5);
+    await sql(dataSource, `UPDATE partitions SET retention_check_at = '-infinity' WHERE tenant_id = $1`, [
+      client.tenant,
+    ]);
+    // Rounds until the job has looked at every partition of this tenant: it schedules each one it looked at.
+    for (let round = 0; round < 50; round += 1) {
+      await app.get(RetentionService).runOnce();
+      const [{ unseen }] = await sql(
+        dataSource,
+        `SELECT count(*)::int AS unseen FROM partitions WHERE tenant_id = $1 AND retention_check_at = '-infinity'`,
+        [client.tenant],
+      );
+      if (unseen === 0) break;
+    }
+
+    const rest = await drain(client, 'kept', 'second');
+    expect([...ids(started), ...rest].sort()).toEqual(items.map((item) => item.transactionId).sort());
+  });
+});

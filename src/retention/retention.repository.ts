@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { readyAfter } from '../common/cursor-ready';
+import { subscriptionStartOffset } from '../common/subscription-start';
 import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
 
@@ -124,7 +126,8 @@ const TRIM_SQL = `
     RETURNING tenant_id, payload_bytes
   ), advanced AS (
     UPDATE consumers c
-       SET committed_offset = b.trim_upto, delivered_offset = GREATEST(c.delivered_offset, b.trim_upto), retry_count = 0
+       SET committed_offset = b.trim_upto, delivered_offset = GREATEST(c.delivered_offset, b.trim_upto), retry_count = 0,
+           ready = ${readyAfter('c', 'b.trim_upto')}
       FROM cut b
      WHERE c.tenant_id = b.tenant_id AND c.partition_id = b.partition_id AND c.committed_offset < b.trim_upto
   ), gone AS (
@@ -258,6 +261,27 @@ export class RetentionRepository {
       deadLetterQueue: row.dead_letter_queue,
       retention: storedRetentionOf(row),
     }));
+  }
+
+  /**
+   * A group with no cursor on a partition has not read it only while it is still looking through its partitions
+   * (backfill) and has not reached this one: it gets its cursor before the cut, so that the cut keeps what it has not
+   * read, moves it past what expires, and dead-letters for it as for any other group.
+   */
+  async cursorsForCut(rules: PartitionRules[], manager: EntityManager): Promise<void> {
+    await manager.query(
+      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+       SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
+         FROM unnest($1::uuid[], $2::uuid[]) AS r(tenant_id, partition_id)
+         JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
+         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
+                               AND g.backfill_from IS NOT NULL AND p.name > g.backfill_from
+        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+        WHERE s.start_offset < p.last_offset
+        ORDER BY p.id, g.name
+       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+      [rules.map((rule) => rule.tenantId), rules.map((rule) => rule.partitionId)],
+    );
   }
 
   /** `full` names the partitions cut to the window. */

@@ -123,6 +123,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
           graceSeconds: this.settings.emptyPartitionGraceSeconds,
         };
       });
+      await this.retention.cursorsForCut(rules, manager);
       // One statement reads at most about a batch of messages, however many partitions share it.
       window.size = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
       return { claimed, cut: { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) } };
