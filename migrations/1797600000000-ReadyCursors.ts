@@ -40,7 +40,7 @@ export class ReadyCursors1797600000000 implements MigrationInterface {
     await queryRunner.query('DROP INDEX CONCURRENTLY IF EXISTS idx_consumers_claim');
     // Drained cursors were created ready; unmark them, a batch at a time, as an ack would.
     for (;;) {
-      const marked: Array<{ n: number }> = await queryRunner.query(
+      const marked = (await queryRunner.query(
         `WITH drained AS (
            SELECT c.tenant_id, c.partition_id, c.consumer_group FROM consumers c
              JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
@@ -59,7 +59,7 @@ export class ReadyCursors1797600000000 implements MigrationInterface {
            RETURNING c.ready
          )
          SELECT count(*)::int AS n FROM unmarked WHERE NOT ready`,
-      );
+      )) as Array<{ n: number }>;
       if (marked[0].n < BATCH) break;
     }
   }
@@ -86,9 +86,9 @@ export class ReadyCursors1797600000000 implements MigrationInterface {
 }
 
 async function dropInvalidIndex(queryRunner: QueryRunner, name: string): Promise<void> {
-  const invalid: unknown[] = await queryRunner.query(
+  const invalid = (await queryRunner.query(
     `SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1 AND NOT i.indisvalid`,
     [name],
-  );
+  )) as unknown[];
   if (invalid.length > 0) await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`);
 }
