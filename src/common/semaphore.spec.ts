@@ -1,4 +1,4 @@
-import { KeyedSemaphore, Semaphore, TurnTimeoutError } from './semaphore';
+import { KeyedPermits, KeyedSemaphore, Semaphore, TurnTimeoutError } from './semaphore';
 
 /** A task that runs until the test lets it finish. */
 function held(): { task: () => Promise<string>; started: () => boolean; finish: () => void } {
@@ -67,5 +67,27 @@ describe('KeyedSemaphore', () => {
     await flush();
     queued.finish();
     await expect(queuedRun).resolves.toBe('done');
+  });
+});
+
+describe('KeyedPermits', () => {
+  it('refuses a key past its permits at once, other keys unaffected, and gives the permit back once', () => {
+    const permits = new KeyedPermits(2);
+    const first = permits.tryAcquire('a');
+    const second = permits.tryAcquire('a');
+    expect(first).toBeDefined();
+    expect(second).toBeDefined();
+    expect(permits.tryAcquire('a')).toBeUndefined();
+    expect(permits.tryAcquire('b')).toBeDefined();
+
+    first!();
+    first!();
+    expect(permits.held('a')).toBe(1);
+    const third = permits.tryAcquire('a');
+    expect(third).toBeDefined();
+    expect(permits.tryAcquire('a')).toBeUndefined();
+    second!();
+    third!();
+    expect(permits.held('a')).toBe(0);
   });
 });

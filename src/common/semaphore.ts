@@ -69,3 +69,29 @@ export class KeyedSemaphore {
     }
   }
 }
+
+/** Permits taken without waiting: a caller past its share is refused at once rather than queued. */
+export class KeyedPermits {
+  private readonly taken = new Map<string, number>();
+
+  constructor(private readonly permits: number) {}
+
+  /** The release to call once, or undefined when the key has no permit left. */
+  tryAcquire(key: string): (() => void) | undefined {
+    const held = this.taken.get(key) ?? 0;
+    if (held >= this.permits) return undefined;
+    this.taken.set(key, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.taken.get(key) ?? 1) - 1;
+      if (left > 0) this.taken.set(key, left);
+      else this.taken.delete(key);
+    };
+  }
+
+  held(key: string): number {
+    return this.taken.get(key) ?? 0;
+  }
+}

@@ -68,6 +68,8 @@ export interface LimitsConfig {
   responseMaxBytes: number;
   /** Parked long polls, for the whole deployment. */
   popMaxWaitingPerTenant: number;
+  /** Listings and browsing one tenant runs at once in this process; more are refused, not queued. */
+  tenantMaxHeavyReads: number;
   /** So other tenants always get a pooled connection. */
   tenantMaxConnections: number;
   /** A transaction's operations, each ack and each push item counting one. */

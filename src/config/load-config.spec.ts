@@ -106,6 +106,7 @@ describe('loadConfig', () => {
       bodyMaxInflateRatio: 100,
       responseMaxBytes: 8 * 1024 ** 2,
       popMaxWaitingPerTenant: 1_000,
+      tenantMaxHeavyReads: 4,
       tenantMaxConnections: 8,
       transactionMaxOperations: 20_000,
       rateLimits: { renew: 1_000, consume: 2_000, produce: 2_000, manage: 500 },

@@ -129,6 +129,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       bodyMaxInflateRatio: reader.int('BODY_MAX_INFLATE_RATIO', 100, 1, 100_000),
       responseMaxBytes,
       popMaxWaitingPerTenant: reader.int('POP_MAX_WAITING_PER_TENANT', 1_000, 0, 1_000_000),
+      tenantMaxHeavyReads: reader.int('TENANT_MAX_HEAVY_READS', 4, 1, 10_000),
       tenantMaxConnections: reader.int('DB_TENANT_MAX_CONNECTIONS', tenantDefault, 1, poolSize),
       // A pop's largest batch acked, and as many outputs pushed: what a pipeline stage does in one transaction.
       transactionMaxOperations: reader.int('TRANSACTION_MAX_OPERATIONS', 20_000, 1, 100_000),

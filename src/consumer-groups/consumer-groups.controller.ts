@@ -8,6 +8,7 @@ import { QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
 import { AcceptsBody } from '../http/body-limit.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
+import { HeavyRead } from '../limits/heavy-read';
 import { SeekRequestPipe } from './seek-request.pipe';
 import { ConsumerGroupsService, SeekTarget } from './consumer-groups.service';
 import {
@@ -46,6 +47,7 @@ export class ConsumerGroupsController {
   constructor(private readonly service: ConsumerGroupsService) {}
 
   @Get()
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: 'Consumer groups with their lag, one entry per (group, queue)',
@@ -66,6 +68,7 @@ export class ConsumerGroupsController {
   }
 
   @Get('lagging')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: 'Partitions where a group is behind by at least minLagSeconds, worst first',
@@ -83,6 +86,7 @@ export class ConsumerGroupsController {
   }
 
   @Get(':group')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: "One group's position per queue and partition",

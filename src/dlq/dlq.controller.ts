@@ -7,6 +7,7 @@ import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator'
 import { JsonText } from '../common/json-text';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
+import { HeavyRead } from '../limits/heavy-read';
 import { DlqQuery, DlqQueryPipe } from './dlq-query.pipe';
 import { DlqService } from './dlq.service';
 import { DeadLetterPageDto } from './dto/dead-letter.dto';
@@ -21,6 +22,7 @@ export class DlqController {
   constructor(private readonly dlqService: DlqService) {}
 
   @Get()
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({ summary: 'Read the dead-letter queue' })
   @ApiQuery({ type: DlqQueryDto })

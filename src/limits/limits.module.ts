@@ -1,7 +1,9 @@
 import { Global, Module } from '@nestjs/common';
+import { APP_INTERCEPTOR } from '@nestjs/core';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { BrokersRepository } from '../cluster/brokers.repository';
 import { FixedWindowThrottlerStorage } from './fixed-window.storage';
+import { HeavyReadInterceptor } from './heavy-read';
 import { StoredUsageRepository } from './stored-usage.repository';
 import { TenantQuotas } from './tenant-quotas';
 import { TenantRates } from './tenant-rates';
@@ -15,6 +17,7 @@ import { TenantRates } from './tenant-rates';
     BrokersRepository,
     FixedWindowThrottlerStorage,
     TenantRates,
+    { provide: APP_INTERCEPTOR, useClass: HeavyReadInterceptor },
   ],
   exports: [TenantQuotas, BrokerRegistry, FixedWindowThrottlerStorage, TenantRates],
 })

@@ -24,6 +24,7 @@ import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { isUuid } from '../common/uuid';
 import { RateLimited } from '../limits/route-class.decorator';
+import { HeavyRead } from '../limits/heavy-read';
 import {
   ClearQueryDto,
   ClearQueueResponseDto,
@@ -58,6 +59,7 @@ export class MessagesController {
   constructor(private readonly service: MessagesService) {}
 
   @Get('messages')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: "Browse a queue's messages, newest first",
@@ -85,6 +87,7 @@ export class MessagesController {
   }
 
   @Get('messages/:partitionId/:transactionId')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: 'One message, with its state in every consumer group and its dead letters',

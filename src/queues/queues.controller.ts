@@ -10,6 +10,7 @@ import { NoQueryParameters, QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
 import { LeaseListDto, LeaseListQueryDto } from './dto/lease-list.dto';
 import { RateLimited } from '../limits/route-class.decorator';
+import { HeavyRead } from '../limits/heavy-read';
 import { QuotaUsageDto } from '../limits/dto/quota-usage.dto';
 import { quotaRefusal, TenantQuotas } from '../limits/tenant-quotas';
 import { ConfigureRequestPipe } from './configure-request.pipe';
@@ -85,6 +86,7 @@ export class QueuesController {
   }
 
   @Get('resources/queues')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: "The tenant's queues with their options and counts",
@@ -101,6 +103,7 @@ export class QueuesController {
   }
 
   @Get('resources/namespaces')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({ summary: "The tenant's queues grouped by namespace, with counts" })
   @ApiOkResponse({ type: NamespacesDto })
@@ -110,6 +113,7 @@ export class QueuesController {
   }
 
   @Get('resources/tasks')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({ summary: "The tenant's queues grouped by task, with counts" })
   @ApiOkResponse({ type: TasksDto })
@@ -133,6 +137,7 @@ export class QueuesController {
   }
 
   @Get('resources/queues/:queue')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: 'One queue: partitions, and per consumer group its cursors, lag and live leases',
@@ -147,6 +152,7 @@ export class QueuesController {
   }
 
   @Get('resources/queues/:queue/leases')
+  @HeavyRead()
   @Access('read-only')
   @ApiOperation({
     summary: "The queue's live leases, the soonest to expire first",
