@@ -172,7 +172,13 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
         "the ack's cursor update",
         acks.saveStatement(
           tenant,
-          cursors.map((cursor) => ({ ...cursor, committedOffset: 1, retryCount: 0, releaseLease: true })),
+          cursors.map((cursor) => ({
+            ...cursor,
+            committedOffset: 1,
+            committedBefore: 0,
+            retryCount: 0,
+            releaseLease: true,
+          })),
         ),
       ),
       statement(

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { readyAfter } from '../common/cursor-ready';
+import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
@@ -33,6 +34,7 @@ export interface Cursor extends CursorKey {
 
 export interface CursorUpdate extends CursorKey {
   committedOffset: number;
+  committedBefore: number;
   retryCount: number;
   releaseLease: boolean;
 }
@@ -141,18 +143,22 @@ export class AckRepository {
   saveStatement(tenantId: string, updates: CursorUpdate[]): NamedStatement {
     return {
       name: 'leasehold_ack_save',
-      text: `UPDATE consumers c
-          SET committed_offset = t.committed_offset,
-              retry_count = t.retry_count,
-              lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
-              lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
-              lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
-              ready = ${readyAfter('c', 't.committed_offset')},
-              updated_at = now()
-         FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[])
-           AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease)
-        WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-          AND c.partition_id = ANY ($2::uuid[])`,
+      text: `WITH saved AS (
+         UPDATE consumers c
+            SET committed_offset = t.committed_offset,
+                retry_count = t.retry_count,
+                lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
+                lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
+                lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
+                ready = ${readyAfter('c', 't.committed_offset')},
+                updated_at = now()
+           FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[], $7::bigint[])
+             AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before)
+          WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+            AND c.partition_id = ANY ($2::uuid[])
+         RETURNING c.tenant_id, c.queue_id, c.consumer_group, t.committed_before - t.committed_offset AS lag
+       ), ${groupLagCte('lag_counted', 'SELECT * FROM saved')}
+       SELECT 1`,
       values: [
         tenantId,
         updates.map((update) => update.partitionId),
@@ -160,6 +166,7 @@ export class AckRepository {
         updates.map((update) => update.committedOffset),
         updates.map((update) => update.retryCount),
         updates.map((update) => update.releaseLease),
+        updates.map((update) => update.committedBefore),
       ],
     };
   }

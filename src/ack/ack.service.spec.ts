@@ -62,9 +62,14 @@ interface World {
   messages?: Record<string, number>;
 }
 
+/** A saved update as the tests compare it; where it stood before is checked on its own. */
+type SavedCursor = Omit<CursorUpdate, 'committedBefore'>;
+
 interface Harness {
   service: AckService;
-  saved: CursorUpdate[][];
+  saved: SavedCursor[][];
+  /** Where each saved cursor stood when locked, as the lag counter reads it. */
+  before: number[];
   letters: DeadLetter[][];
   announced: Redelivery[][];
   lockedKeys: CursorKey[][];
@@ -75,14 +80,16 @@ function harness(world: World = {}): Harness {
   const rows = world.cursors ?? [cursor()];
   const partitions = new Set(world.partitions ?? rows.map((row) => row.partitionId));
   const messages = world.messages ?? { [P1]: 10, [P2]: 10 };
-  const saved: CursorUpdate[][] = [];
+  const saved: SavedCursor[][] = [];
+  const before: number[] = [];
   const letters: DeadLetter[][] = [];
   const announced: Redelivery[][] = [];
   const lockedKeys: CursorKey[][] = [];
   const counted: Harness['counted'] = [];
 
   // Kept as the repository reads them: the service hands over its working cursors whole.
-  const save = (updates: CursorUpdate[]) =>
+  const save = (updates: CursorUpdate[]) => {
+    before.push(...updates.map((update) => update.committedBefore));
     saved.push(
       updates.map(({ partitionId, consumerGroup, committedOffset, retryCount, releaseLease }) => ({
         partitionId,
@@ -92,6 +99,7 @@ function harness(world: World = {}): Harness {
         releaseLease,
       })),
     );
+  };
 
   const manager = {};
   const writes = {
@@ -142,7 +150,7 @@ function harness(world: World = {}): Harness {
   } as unknown as MetricsService;
 
   const service = new AckService(writes, acks, metrics);
-  return { service, saved, letters, announced, lockedKeys, counted };
+  return { service, saved, before, letters, announced, lockedKeys, counted };
 }
 
 const refused = (error: string) => ({ success: false, error, leaseReleased: false, dlq: false });
@@ -159,6 +167,15 @@ describe('AckService.acknowledge', () => {
 
     await expect(h.service.acknowledge('t', [])).resolves.toEqual([]);
     expect(run).not.toHaveBeenCalled();
+  });
+
+  it('saves each cursor with where it stood when locked, though the acks moved it on', async () => {
+    const h = harness();
+
+    await h.service.acknowledge('t', [ack(3), ack(4), ack(5)]);
+
+    expect(savedFor(h)?.committedOffset).toBe(5);
+    expect(h.before).toEqual([2]);
   });
 
   it('reports index and transactionId of each ack in request order', async () => {

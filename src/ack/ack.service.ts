@@ -33,6 +33,8 @@ interface WorkingCursor extends Cursor {
   releaseLease: boolean;
   /** A request's failures on one partition count as one retry: they are one nacked batch. */
   failureCounted: boolean;
+  /** Where it stood when locked: the group's lag counter moves by the difference. */
+  committedBefore: number;
 }
 
 @Injectable()
@@ -67,7 +69,12 @@ export class AckService {
     const cursors = new Map<string, WorkingCursor>(
       locked.cursors.map((cursor) => [
         compositeKey(cursor.partitionId, cursor.consumerGroup),
-        Object.assign(cursor, { changed: false, releaseLease: false, failureCounted: false }),
+        Object.assign(cursor, {
+          changed: false,
+          releaseLease: false,
+          failureCounted: false,
+          committedBefore: cursor.committedOffset,
+        }),
       ]),
     );
     for (const [key, cursor] of cursors) {

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
+import { groupLagCte } from './counters';
 
 export interface GroupSummary {
   name: string;
@@ -228,20 +229,28 @@ export class ConsumerGroupsRepository {
   ): Promise<{ moved: MovedCursor[]; partitions: number }> {
     if (partitionId !== undefined) {
       await manager.query(
-        `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
-         SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
-           FROM partitions p
-           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
-          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-          WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $4
-         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+        `WITH created AS (
+           INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+           SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
+             FROM partitions p
+             JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
+            CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+            WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $4
+           ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
+           RETURNING tenant_id, queue_id, consumer_group, partition_id, committed_offset
+         ), ${groupLagCte(
+           'lag_counted',
+           `SELECT c.tenant_id, c.queue_id, c.consumer_group, p.last_offset - c.committed_offset AS lag
+              FROM created c JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id`,
+         )}
+         SELECT 1`,
         [tenantId, queue.id, group, partitionId],
       );
     }
     await this.lockCursors(tenantId, queue.id, group, partitionId, manager);
     const rows: Array<{ partition: string; last_offset: string; committed_offset: string }> = await manager.query(
       `WITH target AS (
-         SELECT c.partition_id, p.name AS partition, p.last_offset,
+         SELECT c.partition_id, p.name AS partition, p.last_offset, c.committed_offset AS committed_before,
                 CASE WHEN $5::timestamptz IS NULL THEN p.last_offset
                      ELSE GREATEST(
                             COALESCE((SELECT min(m.seq) - 1 FROM messages m
@@ -261,8 +270,9 @@ export class ConsumerGroupsRepository {
               ready = ${readyAfter('c', 't.offset')}
          FROM target t
         WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = $3
-       RETURNING t.partition, t.last_offset, c.committed_offset
-       ), started AS (
+       RETURNING t.partition, t.last_offset, c.committed_offset, c.tenant_id, c.queue_id, c.consumer_group,
+                 t.committed_before - c.committed_offset AS lag
+       ), ${groupLagCte('lag_counted', 'SELECT tenant_id, queue_id, consumer_group, lag FROM moved')}, started AS (
          UPDATE consumer_groups g
             SET subscription_from = COALESCE($5::timestamptz, clock_timestamp()),
                 backfill_from = CASE WHEN $5::timestamptz IS NULL THEN NULL ELSE '' END
@@ -342,6 +352,11 @@ export class ConsumerGroupsRepository {
          DELETE FROM consumer_groups g
           USING queues q
           WHERE g.tenant_id = $1 AND g.name = $2 AND q.tenant_id = g.tenant_id AND q.id = g.queue_id
+            AND ($3::text IS NULL OR q.name = $3)
+       ), lag_gone AS (
+         DELETE FROM group_lag l
+          USING queues q
+          WHERE l.tenant_id = $1 AND l.consumer_group = $2 AND q.tenant_id = l.tenant_id AND q.id = l.queue_id
             AND ($3::text IS NULL OR q.name = $3)
        )
        -- One row at least, for the count: a group with no cursor left is forgotten all the same.

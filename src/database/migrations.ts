@@ -14,6 +14,7 @@ import { Brokers1796900000000 } from '../../migrations/1796900000000-Brokers';
 import { PayloadText1797050000000 } from '../../migrations/1797050000000-PayloadText';
 import { StoredUsage1797500000000 } from '../../migrations/1797500000000-StoredUsage';
 import { ReadyCursors1797600000000 } from '../../migrations/1797600000000-ReadyCursors';
+import { QueueCounters1797700000000 } from '../../migrations/1797700000000-QueueCounters';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -33,4 +34,5 @@ export const MIGRATIONS = [
   PayloadText1797050000000,
   StoredUsage1797500000000,
   ReadyCursors1797600000000,
+  QueueCounters1797700000000,
 ];

@@ -4,6 +4,7 @@ import { readyAfter } from '../common/cursor-ready';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
+import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow, WireMessage } from './message-shape';
 
@@ -273,8 +274,8 @@ export class MessagesRepository {
          SELECT $1, $6, p.queue_id, g.partition_id, $4, g.id, g.seq, g.transaction_id, g.trace_id, g.payload,
                 ${storedBytes('g')}, g.producer_sub, g.created_at, $5, 0
            FROM gone g JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
-         RETURNING 1
-       )
+         RETURNING tenant_id, queue_id
+       ), ${queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, -1 AS messages FROM letter')}
        SELECT count(*)::int AS moved FROM letter`,
       [tenantId, partitionId, transactionId, consumerGroup, reason, deadLetterId],
     );
@@ -293,7 +294,11 @@ export class MessagesRepository {
       `WITH message AS (
          DELETE FROM messages m WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3
          RETURNING ${storedBytes('m')} AS bytes
-       ), letters AS (
+       ), ${queueStoredCte(
+         'stored_counted',
+         `SELECT p.tenant_id, p.queue_id, -1 AS messages FROM message, partitions p
+           WHERE p.tenant_id = $1 AND p.id = $2`,
+       )}, letters AS (
          DELETE FROM dead_letters d WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3
          RETURNING ${storedBytes('d')} AS bytes
        )
@@ -380,17 +385,19 @@ export class MessagesRepository {
                 lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, lease_deadline = NULL,
                 lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now(),
                 ready = ${readyAfter('c', 'p.last_offset')}
-           FROM partitions p
+           FROM partitions p, consumers o
           WHERE c.tenant_id = $1 AND c.queue_id = $2 AND ($3::uuid IS NULL OR c.partition_id = $3)
             AND p.tenant_id = c.tenant_id AND p.id = c.partition_id
-         RETURNING 1
-       ), gone AS (
+            AND o.tenant_id = c.tenant_id AND o.partition_id = c.partition_id AND o.consumer_group = c.consumer_group
+         -- o is the row as it stood (locked above): the cursor's lag falls from there to nothing.
+         RETURNING c.tenant_id, c.queue_id, c.consumer_group, o.committed_offset - p.last_offset AS lag
+       ), ${groupLagCte('lag_counted', 'SELECT * FROM moved')}, gone AS (
          DELETE FROM messages m
           USING partitions p
           WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($3::uuid IS NULL OR p.id = $3)
             AND m.tenant_id = p.tenant_id AND m.partition_id = p.id
          RETURNING ${storedBytes('m')} AS bytes
-       )
+       ), ${queueStoredCte('stored_counted', 'SELECT $1::uuid AS tenant_id, $2::uuid AS queue_id, -count(*) AS messages FROM gone')}
        SELECT (SELECT count(*)::int FROM gone) AS messages, (SELECT COALESCE(sum(bytes), 0) FROM gone) AS bytes,
               (SELECT count(*)::int FROM partitions
                 WHERE tenant_id = $1 AND queue_id = $2 AND ($3::uuid IS NULL OR id = $3)) AS partitions,

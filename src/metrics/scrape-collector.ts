@@ -201,24 +201,31 @@ export class ScrapeCollector {
     const tenant = this.tenantLabels ? 'q.tenant_id::text' : 'NULL::text';
     return this.transactions.run(undefined, async (manager: EntityManager) => {
       await manager.query(`SET LOCAL statement_timeout = ${QUEUE_STATS_TIMEOUT_MS}`);
+      // From the counters the writes keep (src/consumer-groups/counters.ts): a few rows per group and queue, however
+      // many partitions there are.
       const lag: Array<{ tenant: string | null; queue: string; consumer_group: string; messages: string }> =
         await manager.query(
-          `SELECT ${tenant} AS tenant, q.name AS queue, c.consumer_group, sum(p.last_offset - c.committed_offset) AS messages
-           FROM consumers c
-           JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-           JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
-          GROUP BY 1, 2, 3
-          ORDER BY 4 DESC, 2, 3
-          LIMIT $1`,
+          `SELECT ${tenant} AS tenant, q.name AS queue, l.consumer_group, sum(l.lag) AS messages
+             FROM group_lag l
+             JOIN queues q ON q.tenant_id = l.tenant_id AND q.id = l.queue_id
+            WHERE EXISTS (SELECT 1 FROM consumer_groups g
+                           WHERE g.tenant_id = l.tenant_id AND g.queue_id = l.queue_id AND g.name = l.consumer_group)
+            GROUP BY 1, 2, 3
+            ORDER BY 4 DESC, 2, 3
+            LIMIT $1`,
           [this.maxSeries],
         );
+      // The furthest-behind group's lag; with no group, every message the queue stores.
       const depth: Array<{ tenant: string | null; queue: string; messages: string }> = await manager.query(
-        `SELECT ${tenant} AS tenant, q.name AS queue, sum(p.last_offset - COALESCE(s.committed, 0)) AS messages
-           FROM partitions p
-           JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
-           LEFT JOIN LATERAL (SELECT min(c.committed_offset) AS committed FROM consumers c
-                               WHERE c.tenant_id = p.tenant_id AND c.partition_id = p.id) s ON true
-          GROUP BY 1, 2
+        `SELECT ${tenant} AS tenant, q.name AS queue,
+                COALESCE((SELECT max(g.lag) FROM (SELECT sum(l.lag) AS lag FROM group_lag l
+                                                    JOIN consumer_groups cg ON cg.tenant_id = l.tenant_id
+                                                     AND cg.queue_id = l.queue_id AND cg.name = l.consumer_group
+                                                   WHERE l.tenant_id = q.tenant_id AND l.queue_id = q.id
+                                                   GROUP BY l.consumer_group) g),
+                         (SELECT sum(s.messages) FROM queue_stored s
+                           WHERE s.tenant_id = q.tenant_id AND s.queue_id = q.id), 0) AS messages
+           FROM queues q
           ORDER BY 3 DESC, 2
           LIMIT $1`,
         [this.maxSeries],

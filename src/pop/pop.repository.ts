@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
+import { groupLagCte } from '../consumer-groups/counters';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../messages/message-shape';
 
@@ -120,6 +121,7 @@ const CLAIM_SQL = `
       FROM sized z
      WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
        AND z.take > 0 AND NOT EXISTS (SELECT 1 FROM measured s WHERE s.partition_id = z.partition_id)
+    RETURNING c.tenant_id, c.queue_id, c.consumer_group, z.committed_offset - z.span_end AS lag
   ), claimed AS (
     UPDATE consumers c
        SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
@@ -140,8 +142,14 @@ const CLAIM_SQL = `
      WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
     RETURNING c.partition_id, c.delivery_attempt, c.lease_epoch, z.partition, z.claim_order,
               z.committed_offset AS after_offset, f.through_offset,
-              z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost
-  )
+              z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost,
+              c.tenant_id, c.queue_id, c.consumer_group,
+              CASE WHEN $9 THEN z.committed_offset - f.through_offset ELSE 0 END AS lag
+  ), ${groupLagCte(
+    'lag_counted',
+    `SELECT tenant_id, queue_id, consumer_group, lag FROM emptied
+     UNION ALL SELECT tenant_id, queue_id, consumer_group, lag FROM claimed`,
+  )}
   SELECT ${STORED_MESSAGE_COLUMNS}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch
     FROM claimed k
     JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
@@ -273,8 +281,12 @@ export class PopRepository {
           WHERE s.start_offset < b.last_offset
           ORDER BY b.id
          ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
-         RETURNING 1
-       ), advanced AS (
+         RETURNING tenant_id, queue_id, consumer_group, partition_id, committed_offset
+       ), ${groupLagCte(
+         'lag_counted',
+         `SELECT c.tenant_id, c.queue_id, c.consumer_group, b.last_offset - c.committed_offset AS lag
+            FROM created c JOIN batch b ON b.id = c.partition_id`,
+       )}, advanced AS (
          UPDATE consumer_groups cg
             SET backfill_from = CASE WHEN (SELECT count(*) FROM batch) < $4 THEN NULL
                                      ELSE (SELECT max(b.name) FROM batch b) END
@@ -298,13 +310,22 @@ export class PopRepository {
     manager: EntityManager,
   ): Promise<void> {
     await manager.query(
-      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
-       SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
-         FROM partitions p
-         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $4
-        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-        WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $3 AND s.start_offset < p.last_offset
-       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+      `WITH partition AS MATERIALIZED (
+         SELECT p.tenant_id, p.queue_id, p.id, p.last_offset, g.name, s.start_offset
+           FROM partitions p
+           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $4
+          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+          WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $3 AND s.start_offset < p.last_offset
+       ), created AS (
+         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+         SELECT tenant_id, queue_id, id, name, start_offset, start_offset FROM partition
+         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
+         RETURNING tenant_id, queue_id, consumer_group
+       ), ${groupLagCte(
+         'lag_counted',
+         'SELECT c.tenant_id, c.queue_id, c.consumer_group, p.last_offset - p.start_offset AS lag FROM created c, partition p',
+       )}
+       SELECT 1`,
       [tenantId, queueId, partitionId, consumerGroup],
     );
   }

@@ -4,6 +4,7 @@ import { LockNamedRow } from '../queues/queues.repository';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { subscriptionStartOffset } from '../common/subscription-start';
+import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { arrayLiteral } from '../database/array-literal';
 import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
 import { usageCtes, usageValues, UsageRecord } from '../limits/stored-usage.repository';
@@ -46,7 +47,20 @@ const CURSORS_OF_PUSHED = `pushed AS MATERIALIZED (
      CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('u', 'u')} AS start_offset) s
      ORDER BY u.id, u.name
     ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
-  )`;
+    RETURNING partition_id, consumer_group, committed_offset
+  ), grown AS MATERIALIZED (
+    SELECT p.tenant_id, p.queue_id, p.id, t.last_offset, t.last_offset - p.last_offset AS added
+      FROM pushed p JOIN unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset) ON t.id = p.id
+  ), ${groupLagCte(
+    'lag_counted',
+    // A cursor made by this push lags from its starting point; any other, this push's messages. One another
+    // transaction made meanwhile (the insert found it) started before this push committed, so counted without them.
+    `SELECT g.tenant_id, g.queue_id, k.name AS consumer_group,
+            CASE WHEN c.partition_id IS NULL THEN g.added ELSE g.last_offset - c.committed_offset END AS lag
+       FROM grown g
+       JOIN consumer_groups k ON k.tenant_id = g.tenant_id AND k.queue_id = g.queue_id
+       LEFT JOIN created c ON c.partition_id = g.id AND c.consumer_group = k.name`,
+  )}, ${queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, added AS messages FROM grown')}`;
 
 @Injectable()
 export class PushRepository {

@@ -445,6 +445,10 @@ export class QueuesRepository {
          RETURNING ${storedBytes('d')} AS bytes
        ), gone AS (
          DELETE FROM queues WHERE tenant_id = $1 AND id = $2
+       ), lag_gone AS (
+         DELETE FROM group_lag WHERE tenant_id = $1 AND queue_id = $2
+       ), stored_gone AS (
+         DELETE FROM queue_stored WHERE tenant_id = $1 AND queue_id = $2
        ), freed AS (
          SELECT bytes FROM messages_gone UNION ALL SELECT bytes FROM letters_gone
        )

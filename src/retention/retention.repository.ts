@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
+import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
 
 export interface DuePartition {
@@ -130,11 +131,24 @@ const TRIM_SQL = `
            ready = ${readyAfter('c', 'b.trim_upto')}
       FROM cut b
      WHERE c.tenant_id = b.tenant_id AND c.partition_id = b.partition_id AND c.committed_offset < b.trim_upto
-  ), gone AS (
+    RETURNING c.tenant_id, c.queue_id, c.consumer_group, c.partition_id, b.trim_upto
+  ), ${groupLagCte(
+    'lag_counted',
+    // Every cursor of a trimmed partition is locked (held = cursors), so locked has where each stood.
+    `SELECT a.tenant_id, a.queue_id, a.consumer_group, l.committed_offset - a.trim_upto AS lag
+       FROM advanced a
+       JOIN locked l ON l.tenant_id = a.tenant_id AND l.partition_id = a.partition_id
+                    AND l.consumer_group = a.consumer_group`,
+  )}, gone AS (
     DELETE FROM messages m USING cut b
      WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq <= b.upto
     RETURNING m.tenant_id, m.partition_id, m.seq, ${storedBytes('m')} AS bytes
-  ), ${usageChangeCte(
+  ), ${queueStoredCte(
+    'stored_counted',
+    `SELECT p.tenant_id, p.queue_id, -g.messages AS messages
+       FROM (SELECT tenant_id, partition_id, count(*) AS messages FROM gone GROUP BY tenant_id, partition_id) g
+       JOIN partitions p ON p.tenant_id = g.tenant_id AND p.id = g.partition_id`,
+  )}, ${usageChangeCte(
     'counted',
     `SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone
      UNION ALL SELECT tenant_id, payload_bytes, 1 FROM lettered`,
@@ -182,8 +196,13 @@ const SCHEDULE_SQL = `
     DELETE FROM partitions p USING first f
      WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased AND NOT f.stale
        AND p.last_pushed_at < ${ago('f.grace_s')}
-    RETURNING p.tenant_id, p.id
-  ), next AS (
+    RETURNING p.tenant_id, p.id, p.last_offset
+  ), ${groupLagCte(
+    'lag_counted',
+    // Its cursors go with it: what they counted past their offsets (messages deleted one by one) goes too.
+    `SELECT c.tenant_id, c.queue_id, c.consumer_group, c.committed_offset - r.last_offset AS lag
+       FROM removed r JOIN consumers c ON c.tenant_id = r.tenant_id AND c.partition_id = r.id`,
+  )}, next AS (
     SELECT f.tenant_id, f.partition_id, f.seq,
            LEAST(f.created_at + make_interval(secs => f.pending_s),
                  f.created_at + make_interval(secs => f.evict_s),
@@ -270,16 +289,26 @@ export class RetentionRepository {
    */
   async cursorsForCut(rules: PartitionRules[], manager: EntityManager): Promise<void> {
     await manager.query(
-      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
-       SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
-         FROM unnest($1::uuid[], $2::uuid[]) AS r(tenant_id, partition_id)
-         JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
-         JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
-                               AND g.backfill_from IS NOT NULL AND p.name > g.backfill_from
-        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-        WHERE s.start_offset < p.last_offset
-        ORDER BY p.id, g.name
-       ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING`,
+      `WITH wanted AS MATERIALIZED (
+         SELECT p.tenant_id, p.queue_id, p.id, p.last_offset, g.name, s.start_offset
+           FROM unnest($1::uuid[], $2::uuid[]) AS r(tenant_id, partition_id)
+           JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
+           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
+                                 AND g.backfill_from IS NOT NULL AND p.name > g.backfill_from
+          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+          WHERE s.start_offset < p.last_offset
+       ), created AS (
+         INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
+         SELECT tenant_id, queue_id, id, name, start_offset, start_offset FROM wanted
+          ORDER BY id, name
+         ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
+         RETURNING tenant_id, partition_id, consumer_group
+       ), ${groupLagCte(
+         'lag_counted',
+         `SELECT w.tenant_id, w.queue_id, w.name AS consumer_group, w.last_offset - w.start_offset AS lag
+            FROM created c JOIN wanted w ON w.tenant_id = c.tenant_id AND w.id = c.partition_id AND w.name = c.consumer_group`,
+       )}
+       SELECT 1`,
       [rules.map((rule) => rule.tenantId), rules.map((rule) => rule.partitionId)],
     );
   }

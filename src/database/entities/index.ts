@@ -7,6 +7,8 @@ import { MessageEntity } from './message.entity';
 import { PartitionEntity } from './partition.entity';
 import { QueueEntity } from './queue.entity';
 import { TenantUsageEntity } from './tenant-usage.entity';
+import { GroupLagEntity } from './group-lag.entity';
+import { QueueStoredEntity } from './queue-stored.entity';
 
 export const ENTITIES = [
   QueueEntity,
@@ -18,4 +20,6 @@ export const ENTITIES = [
   MaintenanceEntity,
   BrokerEntity,
   TenantUsageEntity,
+  GroupLagEntity,
+  QueueStoredEntity,
 ];

@@ -1,0 +1,50 @@
+/**
+ * A group's lag and a queue's stored messages, kept as counters by the statements that move cursors and store or
+ * delete messages, so that metrics and listings read a few rows per queue instead of summing its partitions.
+ *
+ * - group_lag: for each group, the sum over its cursors of (partition's last offset - committed offset). A group
+ *   that is still looking through its partitions (backfill_from set) counts only the cursors it has made so far.
+ * - queue_stored: the messages rows of each queue.
+ *
+ * Each transaction adds to the stripe of its connection, as tenant_usage does, so that concurrent writers of one
+ * queue rarely wait for each other's counter row, and rows are taken in key order so that two statements never take
+ * them in opposite orders. A counter is the sum of its stripes.
+ */
+export const COUNTER_STRIPES = 16;
+
+const STRIPE = `(pg_backend_pid() % ${COUNTER_STRIPES})::smallint`;
+
+/**
+ * A CTE adding `changes` (a relation of tenant_id, queue_id, consumer_group, lag) to each group's lag. It reads the
+ * whole relation before its first row, so it sees every row the statement's other CTEs return.
+ */
+export function groupLagCte(name: string, changes: string): string {
+  return `${name} AS (
+    INSERT INTO group_lag AS l (tenant_id, queue_id, consumer_group, stripe, lag)
+    SELECT c.tenant_id, c.queue_id, c.consumer_group, ${STRIPE}, sum(c.lag) FROM (${changes}) c
+     GROUP BY c.tenant_id, c.queue_id, c.consumer_group
+    HAVING sum(c.lag) <> 0
+     ORDER BY c.tenant_id, c.queue_id, c.consumer_group
+    ON CONFLICT (tenant_id, queue_id, consumer_group, stripe) DO UPDATE SET lag = l.lag + excluded.lag
+  )`;
+}
+
+/** A CTE adding `changes` (a relation of tenant_id, queue_id, messages) to each queue's stored messages. */
+export function queueStoredCte(name: string, changes: string): string {
+  return `${name} AS (
+    INSERT INTO queue_stored AS s (tenant_id, queue_id, stripe, messages)
+    SELECT c.tenant_id, c.queue_id, ${STRIPE}, sum(c.messages) FROM (${changes}) c
+     GROUP BY c.tenant_id, c.queue_id
+    HAVING sum(c.messages) <> 0
+     ORDER BY c.tenant_id, c.queue_id
+    ON CONFLICT (tenant_id, queue_id, stripe) DO UPDATE SET messages = s.messages + excluded.messages
+  )`;
+}
+
+/** Each group's lag, summed over its stripes: tenant $1, queue ids $2. */
+export const GROUP_LAG_OF_QUEUES = `SELECT queue_id, consumer_group, sum(lag)::bigint AS lag FROM group_lag
+  WHERE tenant_id = $1 AND queue_id = ANY($2::uuid[]) GROUP BY queue_id, consumer_group`;
+
+/** Each queue's stored messages, summed over its stripes: tenant $1, queue ids $2. */
+export const QUEUE_STORED_OF_QUEUES = `SELECT queue_id, sum(messages)::bigint AS messages FROM queue_stored
+  WHERE tenant_id = $1 AND queue_id = ANY($2::uuid[]) GROUP BY queue_id`;

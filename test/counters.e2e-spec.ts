@@ -1,0 +1,209 @@
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { RetentionService } from '../src/retention/retention.service';
+import { BrokerClient, PopBody } from './support/broker-client';
+import { ageMessages, sql } from './support/db-state';
+import { onEmbeddedDatabase } from './support/test-app';
+import { useTestBroker } from './support/test-broker';
+
+/** Each group's lag and each queue's stored messages as the counters hold them, and as the tables recount them. */
+async function counted(dataSource: DataSource, tenant: string) {
+  const [kept, recounted, stored, stores] = await Promise.all([
+    sql<Array<{ key: string; n: string }>>(
+      dataSource,
+      `SELECT q.name || '/' || l.consumer_group AS key, sum(l.lag) AS n FROM group_lag l
+         JOIN queues q ON q.tenant_id = l.tenant_id AND q.id = l.queue_id
+        WHERE l.tenant_id = $1 GROUP BY 1`,
+      [tenant],
+    ),
+    sql<Array<{ key: string; n: string }>>(
+      dataSource,
+      `SELECT q.name || '/' || c.consumer_group AS key, sum(p.last_offset - c.committed_offset) AS n FROM consumers c
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+        WHERE c.tenant_id = $1 GROUP BY 1`,
+      [tenant],
+    ),
+    sql<Array<{ key: string; n: string }>>(
+      dataSource,
+      `SELECT q.name AS key, sum(s.messages) AS n FROM queue_stored s
+         JOIN queues q ON q.tenant_id = s.tenant_id AND q.id = s.queue_id
+        WHERE s.tenant_id = $1 GROUP BY 1`,
+      [tenant],
+    ),
+    sql<Array<{ key: string; n: string }>>(
+      dataSource,
+      `SELECT q.name AS key, count(*) AS n FROM messages m
+         JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE m.tenant_id = $1 GROUP BY 1`,
+      [tenant],
+    ),
+  ]);
+  // A counter at 0 may have a row or none; compare what is not 0.
+  const map = (rows: Array<{ key: string; n: string }>) =>
+    Object.fromEntries(rows.filter((row) => Number(row.n) !== 0).map((row) => [row.key, Number(row.n)]));
+  return { lag: map(kept), lagRecounted: map(recounted), stored: map(stored), storedRecounted: map(stores) };
+}
+
+async function expectExact(dataSource: DataSource, tenant: string): Promise<Record<string, number>> {
+  const now = await counted(dataSource, tenant);
+  expect(now.lag).toEqual(now.lagRecounted);
+  expect(now.stored).toEqual(now.storedRecounted);
+  return now.lag;
+}
+
+const items = (queue: string, partitions: number, perPartition: number, tag: string) =>
+  Array.from({ length: partitions * perPartition }, (_, n) => ({
+    queue,
+    partition: `p${n % partitions}`,
+    payload: n,
+    transactionId: `${tag}-${n}`,
+  }));
+
+async function drain(client: BrokerClient, queue: string, group: string): Promise<number> {
+  let seen = 0;
+  for (;;) {
+    const answer = await client.pop(queue, { consumerGroup: group, batch: 50, partitions: 10 });
+    if (answer.status === 204) return seen;
+    seen += (answer.body as PopBody).messages.length;
+    await client.ackAll(answer.body as PopBody).expect(200);
+  }
+}
+
+describe('lag and stored counters kept by the writes', () => {
+  const broker = useTestBroker();
+
+  it('match a recount after pushes, claims, acks, nacks, autoAck, seeks, clears, deletes and retention', async () => {
+    const { app, client, dataSource } = broker;
+    const tenant = client.tenant;
+    await client.push(items('orders', 5, 6, 'a')).expect(201);
+    expect((await counted(dataSource, tenant)).stored).toEqual({ orders: 30 });
+
+    // A group reading from the beginning makes its cursors as it goes, counting what lies past them.
+    const first = await client.popLeased('orders', { consumerGroup: 'billing', batch: 4 });
+    expect((await expectExact(dataSource, tenant))['orders/billing']).toBe(30);
+    await client.ackAll(first).expect(200);
+    expect((await expectExact(dataSource, tenant))['orders/billing']).toBe(26);
+
+    // A nack keeps the lag; autoAck takes it at once.
+    const nacked = await client.popLeased('orders', { consumerGroup: 'billing', batch: 3 });
+    await client.ackAll(nacked, 'failed').expect(200);
+    expect((await expectExact(dataSource, tenant))['orders/billing']).toBe(26);
+    const auto = await client.popLeased('orders', { consumerGroup: 'audit', batch: 5, autoAck: 'true' });
+    expect(auto.messages).toHaveLength(5);
+    await expectExact(dataSource, tenant);
+
+    // A group that starts now counts only what comes after it.
+    await client.pop('orders', { consumerGroup: 'fresh', subscriptionMode: 'new' }).expect(204);
+    await client.push(items('orders', 7, 1, 'b')).expect(201);
+    const afterPush = await expectExact(dataSource, tenant);
+    expect(afterPush['orders/fresh']).toBe(7);
+    expect(afterPush['orders/billing']).toBe(33);
+
+    // Seeks to the end and back in time; a seek of one partition.
+    await client.post('/api/v1/consumer-groups/billing/queues/orders/seek', { toEnd: true }).expect(200);
+    expect((await expectExact(dataSource, tenant))['orders/billing']).toBeUndefined();
+    await client
+      .post('/api/v1/consumer-groups/billing/queues/orders/seek', { timestamp: '2000-01-01T00:00:00Z' })
+      .expect(200);
+    await expectExact(dataSource, tenant);
+    await client
+      .post('/api/v1/consumer-groups/fresh/queues/orders/partitions/p6/seek', { timestamp: '2000-01-01T00:00:00Z' })
+      .expect(200);
+    await expectExact(dataSource, tenant);
+
+    // Messages deleted one by one, moved to the dead-letter queue, and a partition cleared.
+    const browsed = await client.get('/api/v1/messages', { queue: 'orders', limit: 3 }).expect(200);
+    const [one, two] = (browsed.body as { messages: Array<{ partitionId: string; transactionId: string }> }).messages;
+    await client.delete(`/api/v1/messages/${one.partitionId}/${one.transactionId}`).expect(200);
+    await client
+      .post(`/api/v1/messages/${two.partitionId}/${two.transactionId}/dlq`)
+      .query({ consumerGroup: 'billing' })
+      .expect(200);
+    await expectExact(dataSource, tenant);
+    await client.delete('/api/v1/queues/orders/clear').query({ partition: 'p1' }).expect(200);
+    await expectExact(dataSource, tenant);
+
+    // Retention: completed messages deleted, pending ones cut past by every group.
+    await client
+      .configure({ queue: 'orders', options: { completedRetentionSeconds: 1, retentionSeconds: 2 } })
+      .expect(200);
+    await drain(client, 'orders', 'audit');
+    await ageMessages(dataSource, tenant, 10);
+    await sql(dataSource, `UPDATE partitions SET retention_check_at = '-infinity' WHERE tenant_id = $1`, [tenant]);
+    for (let round = 0; round < 20; round += 1) {
+      await app.get(RetentionService).runOnce();
+      const [{ stored }] = await sql<Array<{ stored: number }>>(
+        dataSource,
+        'SELECT count(*)::int AS stored FROM messages WHERE tenant_id = $1',
+        [tenant],
+      );
+      if (stored === 0) break;
+    }
+    const afterRetention = await counted(dataSource, tenant);
+    expect(afterRetention.storedRecounted).toEqual({});
+    await expectExact(dataSource, tenant);
+
+    // Deleting a group, then the queue, takes their counters with them.
+    await client.delete('/api/v1/consumer-groups/fresh').expect(200);
+    const [{ rows }] = await sql<Array<{ rows: number }>>(
+      dataSource,
+      `SELECT count(*)::int AS rows FROM group_lag WHERE tenant_id = $1 AND consumer_group = 'fresh'`,
+      [tenant],
+    );
+    expect(rows).toBe(0);
+    await client.delete('/api/v1/resources/queues/orders').expect(200);
+    const [{ left }] = await sql<Array<{ left: number }>>(
+      dataSource,
+      `SELECT (SELECT count(*) FROM group_lag WHERE tenant_id = $1) + (SELECT count(*) FROM queue_stored
+                WHERE tenant_id = $1) AS left`,
+      [tenant],
+    );
+    expect(Number(left)).toBe(0);
+  });
+
+  (onEmbeddedDatabase ? describe.skip : describe)('under concurrent writers (real PostgreSQL)', () => {
+    it('stays exact while pushes, a group looking through its partitions and draining groups race', async () => {
+      const { client, dataSource } = broker;
+      const tenant = client.tenant;
+      await client.push(items('busy', 40, 3, 'seed')).expect(201);
+      await client.pop('busy', { consumerGroup: 'late', subscriptionMode: 'new' }).expect(204);
+
+      const pushes = Array.from({ length: 8 }, (_, round) =>
+        client.push(items('busy', 40, 2, `r${round}`)).expect(201),
+      );
+      const readers = ['one', 'two', 'three'].map((group) => drain(client, 'busy', group));
+      await Promise.all([...pushes, ...readers]);
+      await Promise.all(['one', 'two', 'three', 'late'].map((group) => drain(client, 'busy', group)));
+
+      const lag = await expectExact(dataSource, tenant);
+      expect(lag).toEqual({});
+      expect((await counted(dataSource, tenant)).stored).toEqual({ busy: 40 * 3 + 8 * 40 * 2 });
+    });
+  });
+});
+
+describe('depth and lag on /metrics', () => {
+  const broker = useTestBroker({ METRICS_TENANT_LABELS: 'true' });
+
+  it('are read from the counters: a group its lag, a queue its furthest-behind group, or what it stores', async () => {
+    const { app, client } = broker;
+    await client.push(items('depths', 3, 4, 'd')).expect(201);
+    await client.push(items('idle', 2, 2, 'i')).expect(201);
+    const read = await client.popLeased('depths', { consumerGroup: 'fast', batch: 12, partitions: 3 });
+    await client.ackAll(read).expect(200);
+    await client.popLeased('depths', { consumerGroup: 'slow', batch: 2 });
+
+    const text = (await request(app.getHttpServer()).get('/metrics').expect(200)).text;
+    const sample = (name: string, labels: string) =>
+      text
+        .split('\n')
+        .find((row) => row.startsWith(`${name}{tenant="${client.tenant}",${labels}}`))
+        ?.split(' ')[1];
+    expect(sample('leasehold_consumer_lag_messages', 'queue="depths",consumer_group="slow"')).toBe('12');
+    expect(sample('leasehold_consumer_lag_messages', 'queue="depths",consumer_group="fast"')).toBe('0');
+    expect(sample('leasehold_queue_depth_messages', 'queue="depths"')).toBe('12');
+    expect(sample('leasehold_queue_depth_messages', 'queue="idle"')).toBe('4');
+  });
+});
