@@ -1,12 +1,13 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { loadConfig } from '../src/config/load-config';
 import { EmbeddedPostgres } from '../src/database/embedded-postgres';
 import { migrateDatabase } from '../src/database/run-migrations';
 
 declare global {
   var __LEASEHOLD_EMBEDDED__: EmbeddedPostgres | undefined;
+  var __LEASEHOLD_TEST_ROOT__: string | undefined;
 }
 
 /**
@@ -14,11 +15,19 @@ declare global {
  * embedded PGlite in a temporary folder. It is migrated here, once, so test
  * files booting the app in parallel find the schema ready. Workers inherit
  * DATABASE_URL because they are forked after this runs.
+ *
+ * The run gets a folder of its own as TMPDIR, which every worker and every
+ * process a test starts inherit, and a mark (LEASEHOLD_TEST_RUN) in their
+ * environment: the teardown removes the one and ends whatever carries the other.
  */
 export default async function globalSetup(): Promise<void> {
+  const root = mkdtempSync(join(tmpdir(), 'leasehold-test-run-'));
+  globalThis.__LEASEHOLD_TEST_ROOT__ = root;
+  process.env.TMPDIR = root;
+  process.env.LEASEHOLD_TEST_RUN = basename(root);
   if (!process.env.DATABASE_URL) {
     const embedded = await EmbeddedPostgres.start({
-      dataDir: mkdtempSync(join(tmpdir(), 'leasehold-test-')),
+      dataDir: mkdtempSync(join(root, 'embedded-')),
       maxConnections: 200,
     });
     globalThis.__LEASEHOLD_EMBEDDED__ = embedded;

@@ -7,16 +7,20 @@
 #   scripts/ha/stack.sh stop                 stop everything by PID, delete the data
 #   scripts/ha/stack.sh status               Patroni's view of the cluster
 #
-# HA_DIR (default /tmp/leasehold-ha) holds data, configuration, logs and PIDs.
+# HA_DIR (default /tmp/leasehold-ha) holds data, configuration, logs and PIDs; it must be a folder
+# the postgres user can reach. HA_PORT_OFFSET (default 0, a multiple of 20) moves every port, so two
+# stacks can run on one machine: etcd 23790 (+10 for peers), HAProxy 54330, PostgreSQL 54331-54332,
+# Patroni's REST API 18008-18009, each plus the offset.
 set -euo pipefail
 
 HA_DIR=${HA_DIR:-/tmp/leasehold-ha}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
-ETCD_PORT=${ETCD_PORT:-23790}
-HAPROXY_PORT=${HAPROXY_PORT:-54330}
-NODE_PORTS=(54331 54332)
-REST_PORTS=(18008 18009)
-SCOPE=leasehold-ha
+OFFSET=${HA_PORT_OFFSET:-0}
+ETCD_PORT=$((23790 + OFFSET))
+HAPROXY_PORT=$((54330 + OFFSET))
+NODE_PORTS=($((54331 + OFFSET)) $((54332 + OFFSET)))
+REST_PORTS=($((18008 + OFFSET)) $((18009 + OFFSET)))
+SCOPE=leasehold-ha-$OFFSET
 
 log() { echo "[ha] $*" >&2; }
 
@@ -34,16 +38,29 @@ install_missing() {
   fi
 }
 
-# Runs a daemon in the background as the given user, its PID in $HA_DIR/<name>.pid.
+# Runs a daemon in the background as the given user, its PID in $HA_DIR/<name>.pid. From HA_DIR:
+# a daemon started as postgres from a folder postgres cannot enter (a private clone) dies at once.
 spawn() {
   local name=$1 user=$2
   shift 2
   if [ "$user" = root ]; then
-    nohup "$@" >"$HA_DIR/$name.log" 2>&1 &
+    (cd "$HA_DIR" && exec nohup "$@" >"$HA_DIR/$name.log" 2>&1) &
   else
-    nohup runuser -u "$user" -- "$@" >"$HA_DIR/$name.log" 2>&1 &
+    (cd "$HA_DIR" && exec nohup runuser -u "$user" -- "$@" >"$HA_DIR/$name.log" 2>&1) &
   fi
   echo $! >"$HA_DIR/$name.pid"
+}
+
+# The first error of each log, then its end: the cause is rarely in the last lines.
+explain_failure() {
+  local file
+  for file in "$HA_DIR"/*.log; do
+    [ -e "$file" ] || continue
+    echo "--- $(basename "$file"): first error" >&2
+    grep -m 1 -n -iE 'error|fatal|exception|traceback|denied' "$file" >&2 || echo "(none)" >&2
+    echo "--- $(basename "$file"): last lines" >&2
+    tail -n 15 "$file" >&2
+  done
 }
 
 wait_until() {
@@ -55,7 +72,7 @@ wait_until() {
   done
   log "timed out waiting for $what"
   status >&2 || true
-  tail -n 30 "$HA_DIR"/*.log >&2 || true
+  explain_failure
   return 1
 }
 

@@ -8,8 +8,10 @@ const ROOT = join(__dirname, '..', '..');
 const SCRIPT = join(ROOT, 'scripts', 'ha', 'stack.sh');
 
 export const HA_DIR = process.env.HA_DIR ?? '/tmp/leasehold-ha';
-export const HAPROXY_URL = 'postgres://postgres@127.0.0.1:54330';
-const REST_PORTS = [18008, 18009];
+/** As scripts/ha/stack.sh moves its ports. */
+const OFFSET = Number(process.env.HA_PORT_OFFSET ?? 0);
+export const HAPROXY_URL = `postgres://postgres@127.0.0.1:${54330 + OFFSET}`;
+const REST_PORTS = [18008 + OFFSET, 18009 + OFFSET];
 
 export type Replication = 'sync' | 'async';
 
