@@ -6,7 +6,7 @@ import { Exit, BrokerProcess } from './faults/support/broker-process';
 import { onEmbeddedDatabase } from './support/test-app';
 import { within } from './support/wait';
 
-jest.setTimeout(120_000);
+jest.setTimeout(400_000);
 
 type Line = Record<string, unknown>;
 
@@ -121,7 +121,7 @@ describe('the embedded default', () => {
       expect(creating).toBeLessThan(messages.findIndex((message) => message.startsWith('Listening on')));
 
       const second = BrokerProcess.launch({ DATABASE_URL: undefined, DATA_DIR: dataDir, LOG_FORMAT: 'json' });
-      const exit = await within(second.exited, 'the second broker exits', 60_000);
+      const exit = await within(second.exited, 'the second broker exits', 180_000);
       expect(exit.code).toBe(1);
       const failure = second.lines.map((line) => JSON.parse(line) as Line).find((line) => line.context === 'Leasehold');
       expect(String(failure?.msg)).toMatch(/is in use by process \d+/);

@@ -11,8 +11,6 @@ import { expectPayloadsAsSent, sentItems } from './support/sent-payloads';
 import { useTestBroker } from './support/test-broker';
 import { waitFor, waitForLockWaiter, within } from './support/wait';
 
-jest.setTimeout(60_000);
-
 const RESULT_KEYS = ['transactionId', 'success', 'results'];
 const FAILURE_KEYS = ['transactionId', 'success', 'reason', 'error', 'results'];
 

@@ -4,8 +4,6 @@ import { tenantSnapshot } from './support/db-state';
 import { TENANT_HEADER } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 
-jest.setTimeout(60_000);
-
 const MAINTENANCE = '/api/v1/system/maintenance';
 
 /**

@@ -17,8 +17,6 @@ const PARKED_TIMEOUT_MS = 120_000;
 const WOKEN_WITHIN_MS = 15_000;
 const GROUP = 'workers';
 
-jest.setTimeout(60_000);
-
 describe('parked polls wake when something they could claim becomes claimable', () => {
   let app: NestExpressApplication;
   let dataSource: DataSource;

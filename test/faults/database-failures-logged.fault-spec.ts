@@ -7,8 +7,6 @@ import { TcpProxy } from '../support/tcp-proxy';
 import { within } from '../support/wait';
 import { CapturedLogs } from './support/captured-logs';
 
-jest.setTimeout(60_000);
-
 const ACQUIRE_TIMEOUT_MS = 500;
 const STATEMENT_TIMEOUT_MS = 1_000;
 

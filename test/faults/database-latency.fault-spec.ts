@@ -4,8 +4,6 @@ import { sleep } from '../support/sleep';
 import { createTestApp, newTenant, onEmbeddedDatabase } from '../support/test-app';
 import { TcpProxy } from '../support/tcp-proxy';
 
-jest.setTimeout(60_000);
-
 (onEmbeddedDatabase ? describe.skip : describe)('a slow database (added latency) on real PostgreSQL', () => {
   const databaseUrl = process.env.DATABASE_URL!;
   let proxy: TcpProxy;

@@ -17,10 +17,16 @@ const STATEMENT_TIMEOUT_MS = Number(process.env.FAULT_STATEMENT_TIMEOUT_MS ?? 1_
 const ACQUIRE_TIMEOUT_MS = Number(process.env.FAULT_ACQUIRE_TIMEOUT_MS ?? 1_000);
 /** The documented bound: the acquire timeout, then the statement timeout plus the 1 s client margin. */
 const BOUND_MS = ACQUIRE_TIMEOUT_MS + STATEMENT_TIMEOUT_MS + 1_000;
-/** Timers and the event loop run late on a loaded machine; this only allows for that. */
-const SLACK_MS = 1_500;
-/** Longer than two statement budgets: the old client-side timeout fired, then ROLLBACK's did too. */
-const STALL_MS = Number(process.env.FAULT_STALL_MS ?? 5_000);
+/**
+ * Longer than two statement budgets (the old client-side timeout fired, then ROLLBACK's did too), and long enough
+ * that an answer within its bound and one that waited for the database to come back are seconds apart.
+ */
+const STALL_MS = Number(process.env.FAULT_STALL_MS ?? 12_000);
+/**
+ * Timers and the event loop run seconds late on a busy machine: what is checked is that every request answers
+ * while the database is still stalled, not waiting for it, so the slack is what the stall leaves past the bound.
+ */
+const SLACK_MS = Math.max(1_500, STALL_MS - BOUND_MS - 1_000);
 
 const ALLOWED_FAILURES: Record<Route, string[]> = {
   push: ['pool', 'database timeout'],

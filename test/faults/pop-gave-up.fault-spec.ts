@@ -6,8 +6,6 @@ import { TcpProxy } from '../support/tcp-proxy';
 import { within } from '../support/wait';
 import { CapturedLogs } from './support/captured-logs';
 
-jest.setTimeout(60_000);
-
 /** Far sooner than the lease would have ended: only a release makes the batch claimable this early. */
 const PROMPTLY_MS = 4_000;
 

@@ -4,8 +4,6 @@ import { ScratchDatabase } from '../support/scratch-database';
 import { createTestApp, newTenant, onEmbeddedDatabase } from '../support/test-app';
 import { QueenClient } from './queen-client';
 
-jest.setTimeout(60_000);
-
 /**
  * Queen's client tests retentionTest and retentionTestMaxTime, run as its suite asks: RETENTION_INTERVAL 2000. On
  * PostgreSQL in a database of their own: in the shared one the job also works through every other file's due

@@ -3,8 +3,6 @@ import { newTenant } from '../support/test-app';
 import { useTestBroker } from '../support/test-broker';
 import { QueenClient } from './queen-client';
 
-jest.setTimeout(60_000);
-
 /**
  * Queen's client tests transaction.js (every transaction* test) and
  * complete.js (testComplete), each step as its client sends it, each

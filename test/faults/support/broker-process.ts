@@ -54,7 +54,8 @@ export class BrokerProcess {
         }),
       ]),
       'the broker starts',
-      60_000,
+      // Compiling the sources on the fly and creating a database take a minute or more on a busy machine.
+      180_000,
     );
     broker.url = /Listening on (http:\/\/[\d.]+:\d+)/.exec(line)![1];
     return broker;
