@@ -1,4 +1,5 @@
-import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, HttpStatus, Param, Post, Query, Res } from '@nestjs/common';
+import type { Response } from 'express';
 import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
@@ -6,6 +7,7 @@ import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { QueryDtoPipe } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
+import { NOT_A_PAGE_CURSOR, sendNextPage } from '../common/page-token';
 import { AcceptsBody } from '../http/body-limit.decorator';
 import { RateLimited } from '../limits/route-class.decorator';
 import { HeavyRead } from '../limits/heavy-read';
@@ -53,18 +55,22 @@ export class ConsumerGroupsController {
     summary: 'Consumer groups with their lag, one entry per (group, queue)',
     description:
       'By queue then group name. totalLag counts the messages stored that the group has not consumed; maxTimeLag ' +
-      'is the age in seconds of the oldest of them (state Lagging from 60 seconds).',
+      'is the age in seconds of the oldest of them (state Lagging from 60 seconds). Paged: a page that is not the ' +
+      'last carries an X-Next-After header, to pass as after.',
   })
   @ApiQuery({ type: ConsumerGroupListQueryDto })
   @ApiOkResponse({ type: [ConsumerGroupSummaryDto] })
-  @ApiErrorResponse(400, 'Invalid query parameter', 'limit must be an integer between 1 and 1000')
+  @ApiErrorResponse(400, 'Invalid query parameter', 'limit must be an integer between 1 and 1000', NOT_A_PAGE_CURSOR)
   @ApiErrorResponse(404, 'The queue asked for does not exist in this tenant', 'queue not found')
   @ApiDatabaseErrors('Nothing was changed.')
-  list(
+  async list(
     @TenantId() tenantId: string,
     @Query(new QueryDtoPipe(ConsumerGroupListQueryDto)) query: ConsumerGroupListQueryDto,
+    @Res({ passthrough: true }) response: Response,
   ): Promise<ConsumerGroupSummaryDto[]> {
-    return this.service.list(tenantId, query.queue, query.limit);
+    const page = await this.service.list(tenantId, query.queue, query.after, query.limit);
+    sendNextPage(response, page.next);
+    return page.entries;
   }
 
   @Get('lagging')
@@ -72,17 +78,29 @@ export class ConsumerGroupsController {
   @Access('read-only')
   @ApiOperation({
     summary: 'Partitions where a group is behind by at least minLagSeconds, worst first',
-    description: 'One entry per (group, partition) whose oldest unconsumed message is at least that old.',
+    description:
+      'One entry per (group, partition) whose oldest unconsumed message is at least that old. A page looks at a ' +
+      'bounded number of the cursors that have something to read (by queue, group, and the longest unmoved first), ' +
+      'and is sorted worst first; a page that is not the last, even an empty one, carries an X-Next-After header, ' +
+      'to pass as after. A cursor that moves while the pages are read may show twice.',
   })
   @ApiQuery({ type: LaggingQueryDto })
   @ApiOkResponse({ type: [LaggingPartitionDto] })
-  @ApiErrorResponse(400, 'Invalid query parameter', 'minLagSeconds must be an integer between 0 and 2147483647')
+  @ApiErrorResponse(
+    400,
+    'Invalid query parameter',
+    'minLagSeconds must be an integer between 0 and 2147483647',
+    NOT_A_PAGE_CURSOR,
+  )
   @ApiDatabaseErrors('Nothing was changed.')
-  lagging(
+  async lagging(
     @TenantId() tenantId: string,
     @Query(new QueryDtoPipe(LaggingQueryDto)) query: LaggingQueryDto,
+    @Res({ passthrough: true }) response: Response,
   ): Promise<LaggingPartitionDto[]> {
-    return this.service.lagging(tenantId, query.minLagSeconds, query.limit);
+    const page = await this.service.lagging(tenantId, query.minLagSeconds, query.after, query.limit);
+    sendNextPage(response, page.next);
+    return page.entries;
   }
 
   @Get(':group')
@@ -92,19 +110,23 @@ export class ConsumerGroupsController {
     summary: "One group's position per queue and partition",
     description:
       'Keyed by queue name; per partition its cursor, offset and time lag, and whether a lease is live (never ' +
-      'the lease id). At most 1000 partitions in all, by queue then partition name; partitionCount tells how many ' +
-      'a queue has. An unknown group answers {}.',
+      'the lease id). At most limit partitions in all (default and most 1000), by queue then partition name; ' +
+      'partitionCount tells how many a queue has, and a page that is not the last carries an X-Next-After header, ' +
+      'to pass as after. An unknown group answers {}.',
   })
   @ApiQuery({ type: ConsumerGroupDetailQueryDto })
   @ApiOkResponse({ schema: ConsumerGroupDetailDto.schema })
   @ApiErrorResponse(400, 'Invalid group name or query parameter', 'consumerGroup must be 1 to 255 characters long')
   @ApiDatabaseErrors('Nothing was changed.')
-  detail(
+  async detail(
     @TenantId() tenantId: string,
     @Param('group', GROUP) group: string,
     @Query(new QueryDtoPipe(ConsumerGroupDetailQueryDto)) query: ConsumerGroupDetailQueryDto,
+    @Res({ passthrough: true }) response: Response,
   ): Promise<ConsumerGroupDetail> {
-    return this.service.detail(tenantId, group, query.queue);
+    const page = await this.service.detail(tenantId, group, query.queue, query.after, query.limit);
+    sendNextPage(response, page.next);
+    return page.entries[0];
   }
 
   @Delete(':group')

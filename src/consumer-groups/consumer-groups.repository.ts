@@ -5,17 +5,31 @@ import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { groupLagCte } from './counters';
 
-export interface GroupSummary {
+export interface GroupEntry {
+  queueId: string;
   name: string;
   queueName: string;
   subscriptionFrom: string | null;
   createdAt: string;
-  partitions: number;
+}
+
+/** What a group's listing entry sums over its partitions. */
+export interface GroupTotals {
   partitionsWithLag: number;
   totalLag: number;
   maxTimeLag: number;
   liveLeases: number;
 }
+
+const NO_TOTALS: GroupTotals = { partitionsWithLag: 0, totalLag: 0, maxTimeLag: 0, liveLeases: 0 };
+
+/** Where a lagging listing stands: among ready cursors by (queue, group, last move, partition), then among the
+ * partitions groups still looking through have not reached, by (queue, group, partition name). */
+export type LaggingPosition =
+  | { walk: 'ready'; queueId: string; group: string; movedAt: string; partitionId: string }
+  | { walk: 'backfill'; queueId: string; group: string; partition: string };
+
+export const groupKey = (queueId: string, group: string): string => `${queueId}\n${group}`;
 
 export interface GroupPartition {
   consumerGroup: string;
@@ -59,15 +73,28 @@ interface GroupPartitionRow {
   retry_count: number;
 }
 
-/** `o` is looked up, not assumed: retention may have deleted the messages right after the cursor. */
-const groupPartitions = (join: 'JOIN' | 'LEFT JOIN') => `
-  ${join} partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+/** The group's position in partition `p`: its cursor, or where it would start; `o` is looked up, not assumed:
+ * retention may have deleted the messages right after the cursor. */
+const CURSOR_OR_START = `
   LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
   LEFT JOIN LATERAL (SELECT COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')}) AS cursor) s ON true
   LEFT JOIN LATERAL (
         SELECT m.seq, m.created_at FROM messages m
          WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.cursor AND p.last_offset > s.cursor
          ORDER BY m.seq LIMIT 1) o ON true`;
+
+/** The same past a cursor row `c` that exists. */
+const PAST_CURSOR = `
+  CROSS JOIN LATERAL (SELECT c.committed_offset AS cursor) s
+  LEFT JOIN LATERAL (
+        SELECT m.seq, m.created_at FROM messages m
+         WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.cursor AND p.last_offset > s.cursor
+         ORDER BY m.seq LIMIT 1) o ON true`;
+
+/** Ready cursors (or partitions) one lagging step looks at, at most: its work is bounded whatever the tenant holds. */
+export const LAGGING_WALK = 2_000;
+
+const NO_UUID = '00000000-0000-0000-0000-000000000000';
 
 const OFFSET_LAG = 'COALESCE(p.last_offset - o.seq + 1, 0)';
 const TIME_LAG = 'COALESCE(floor(EXTRACT(EPOCH FROM now() - o.created_at)), 0)';
@@ -81,97 +108,218 @@ const PARTITION_COLUMNS = `g.name AS consumer_group, q.name AS queue_name, p.nam
 
 @Injectable()
 export class ConsumerGroupsRepository {
-  async summaries(
+  /** By queue then group name, after (queue name, group name); one more than `limit` tells whether there are more. */
+  async entries(
     tenantId: string,
     queueName: string | undefined,
+    after: [string, string] | undefined,
     limit: number,
     manager: EntityManager,
-  ): Promise<GroupSummary[]> {
+  ): Promise<GroupEntry[]> {
     const rows: Array<{
+      queue_id: string;
       name: string;
       queue_name: string;
       subscription_from: string | null;
       created_at: string;
-      partitions: number;
+    }> = await manager.query(
+      `SELECT g.queue_id, g.name, q.name AS queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from,
+              ${isoTimestamp('g.created_at')} AS created_at
+         FROM queues q
+         JOIN consumer_groups g ON g.tenant_id = q.tenant_id AND g.queue_id = q.id
+        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
+          AND ($3::text IS NULL OR (q.name, g.name) > ($3::text, $4::text))
+        ORDER BY q.name, g.name
+        LIMIT $5`,
+      [tenantId, queueName ?? null, after?.[0] ?? null, after?.[1] ?? null, limit + 1],
+    );
+    return rows.map((row) => ({
+      queueId: row.queue_id,
+      name: row.name,
+      queueName: row.queue_name,
+      subscriptionFrom: row.subscription_from,
+      createdAt: row.created_at,
+    }));
+  }
+
+  /**
+   * Each group's totals on these queues, keyed by groupKey. Only ready cursors can have anything left to read, and a
+   * group still looking through partitions has none yet on those it has not reached: the work grows with the
+   * partitions where groups have work, not with the queue. The one place totals are computed, so that kept counters
+   * can take over.
+   */
+  async groupTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, GroupTotals>> {
+    const totals = new Map<string, GroupTotals>();
+    if (queueIds.length === 0) return totals;
+    const rows: Array<{
+      queue_id: string;
+      name: string;
       partitions_with_lag: number;
       total_lag: string;
       max_time_lag: string;
       live_leases: number;
     }> = await manager.query(
-      `SELECT g.name, g.queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from,
-              ${isoTimestamp('g.created_at')} AS created_at,
-              count(p.id)::int AS partitions, count(o.seq)::int AS partitions_with_lag,
+      `SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag,
               COALESCE(sum(${OFFSET_LAG}), 0) AS total_lag, COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
               count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
-         FROM (SELECT g.*, q.name AS queue_name FROM consumer_groups g
-                 JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
-                WHERE g.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
-                ORDER BY q.name, g.name LIMIT $3) g
-         ${groupPartitions('LEFT JOIN')}
-        GROUP BY g.queue_name, g.name, g.subscription_from, g.created_at
-        ORDER BY g.queue_name, g.name`,
-      [tenantId, queueName ?? null, limit],
+         FROM consumer_groups g
+         JOIN consumers c ON c.tenant_id = g.tenant_id AND c.queue_id = g.queue_id AND c.consumer_group = g.name
+                         AND c.ready
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         ${PAST_CURSOR}
+        WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
+        GROUP BY g.queue_id, g.name
+       UNION ALL
+       SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(${OFFSET_LAG}), 0), COALESCE(max(${TIME_LAG}), 0), 0
+         FROM consumer_groups g
+         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
+         ${CURSOR_OR_START}
+        WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL AND c.partition_id IS NULL
+        GROUP BY g.queue_id, g.name`,
+      [tenantId, queueIds],
     );
-    return rows.map((row) => ({
-      name: row.name,
-      queueName: row.queue_name,
-      subscriptionFrom: row.subscription_from,
-      createdAt: row.created_at,
-      partitions: row.partitions,
-      partitionsWithLag: row.partitions_with_lag,
-      totalLag: Number(row.total_lag),
-      maxTimeLag: Number(row.max_time_lag),
-      liveLeases: row.live_leases,
-    }));
+    for (const row of rows) {
+      const key = groupKey(row.queue_id, row.name);
+      const sum = totals.get(key) ?? NO_TOTALS;
+      totals.set(key, {
+        partitionsWithLag: sum.partitionsWithLag + row.partitions_with_lag,
+        totalLag: sum.totalLag + Number(row.total_lag),
+        maxTimeLag: Math.max(sum.maxTimeLag, Number(row.max_time_lag)),
+        liveLeases: sum.liveLeases + row.live_leases,
+      });
+    }
+    return totals;
   }
 
-  async lagging(
+  /** Totals of a group with no entry in groupTotals's answer: nothing to read anywhere. */
+  static totalsOf(totals: Map<string, GroupTotals>, queueId: string, group: string): GroupTotals {
+    return totals.get(groupKey(queueId, group)) ?? NO_TOTALS;
+  }
+
+  /** Each queue's partition count; the one place it is computed, so that a kept counter can take over. */
+  async partitionCounts(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, number>> {
+    if (queueIds.length === 0) return new Map();
+    const rows: Array<{ queue_id: string; partitions: number }> = await manager.query(
+      `SELECT queue_id, count(*)::int AS partitions FROM partitions
+        WHERE tenant_id = $1 AND queue_id = ANY($2::uuid[]) GROUP BY queue_id`,
+      [tenantId, queueIds],
+    );
+    return new Map(rows.map((row) => [row.queue_id, row.partitions]));
+  }
+
+  /**
+   * One step of the lagging listing: at most `walk` cursors or partitions looked at, from `from`. Ready cursors first
+   * (only they can have something left to read), by when they last moved; then, for groups still looking through
+   * their partitions, those not reached yet, by name. Answers the lagging entries found, in walk order, and where the
+   * next step starts (undefined: the walk is over).
+   */
+  async laggingStep(
     tenantId: string,
     minLagSeconds: number,
-    limit: number,
+    from: LaggingPosition | undefined,
+    walk: number,
     manager: EntityManager,
-  ): Promise<GroupPartition[]> {
-    const rows: GroupPartitionRow[] = await manager.query(
-      `SELECT ${PARTITION_COLUMNS}
-         FROM consumer_groups g
-         JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
-         ${groupPartitions('JOIN')}
-        WHERE g.tenant_id = $1 AND o.created_at <= now() - make_interval(secs => $2)
-        ORDER BY o.created_at, q.name, g.name, p.name
-        LIMIT $3`,
-      [tenantId, minLagSeconds, limit],
-    );
-    return rows.map(toGroupPartition);
+  ): Promise<{ found: Array<GroupPartition & { position: LaggingPosition }>; next: LaggingPosition | undefined }> {
+    if (from === undefined || from.walk === 'ready') {
+      const after =
+        from === undefined
+          ? ''
+          : 'AND (w.queue_id, w.consumer_group, w.updated_at, w.partition_id) > ($4::uuid, $5::text, $6::timestamptz, $7::uuid)';
+      const rows: Array<GroupPartitionRow & { queue_id: string; moved_at: string; lagging: boolean }> =
+        await manager.query(
+          `SELECT ${PARTITION_COLUMNS}, c.queue_id, ${isoTimestamp('c.updated_at')} AS moved_at,
+                  COALESCE(o.created_at <= now() - make_interval(secs => $2), false) AS lagging
+             FROM (SELECT w.* FROM consumers w
+                    WHERE w.tenant_id = $1 AND w.ready ${after}
+                    ORDER BY w.queue_id, w.consumer_group, w.updated_at, w.partition_id
+                    LIMIT $3) c
+             JOIN consumer_groups g ON g.tenant_id = c.tenant_id AND g.queue_id = c.queue_id AND g.name = c.consumer_group
+             JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
+             JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+             ${PAST_CURSOR}
+            ORDER BY c.queue_id, c.consumer_group, c.updated_at, c.partition_id`,
+          from === undefined
+            ? [tenantId, minLagSeconds, walk]
+            : [tenantId, minLagSeconds, walk, from.queueId, from.group, from.movedAt, from.partitionId],
+        );
+      const positioned = rows.map((row) => ({
+        row,
+        position: {
+          walk: 'ready',
+          queueId: row.queue_id,
+          group: row.consumer_group,
+          movedAt: row.moved_at,
+          partitionId: row.partition_id,
+        } as LaggingPosition,
+      }));
+      const found = positioned
+        .filter(({ row }) => row.lagging)
+        .map(({ row, position }) => ({ ...toGroupPartition(row), position }));
+      if (rows.length === walk) return { found, next: positioned[positioned.length - 1].position };
+      return { found, next: { walk: 'backfill', queueId: NO_UUID, group: '', partition: '' } };
+    }
+    // Groups still looking through their partitions: those it has not reached have no cursor yet.
+    const rows: Array<GroupPartitionRow & { queue_id: string; has_cursor: boolean; lagging: boolean }> =
+      await manager.query(
+        `SELECT ${PARTITION_COLUMNS}, g.queue_id, c.partition_id IS NOT NULL AS has_cursor,
+                COALESCE(o.created_at <= now() - make_interval(secs => $2), false) AS lagging
+           FROM consumer_groups g
+           JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
+           JOIN LATERAL (
+                SELECT p.* FROM partitions p
+                 WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
+                   AND p.name > CASE WHEN (g.queue_id, g.name) = ($4::uuid, $5::text)
+                                     THEN GREATEST(g.backfill_from, $6::text) ELSE g.backfill_from END
+                 ORDER BY p.name LIMIT $3) p ON true
+           ${CURSOR_OR_START}
+          WHERE g.tenant_id = $1 AND g.backfill_from IS NOT NULL AND (g.queue_id, g.name) >= ($4::uuid, $5::text)
+          ORDER BY g.queue_id, g.name, p.name
+          LIMIT $3`,
+        [tenantId, minLagSeconds, walk, from.queueId, from.group, from.partition],
+      );
+    const found = rows
+      .filter((row) => row.lagging && !row.has_cursor)
+      .map((row) => ({
+        ...toGroupPartition(row),
+        position: { walk: 'backfill', queueId: row.queue_id, group: row.consumer_group, partition: row.partition },
+      })) as Array<GroupPartition & { position: LaggingPosition }>;
+    if (rows.length < walk) return { found, next: undefined };
+    const last = rows[rows.length - 1];
+    return {
+      found,
+      next: { walk: 'backfill', queueId: last.queue_id, group: last.consumer_group, partition: last.partition },
+    };
   }
 
   async queuesOf(
     tenantId: string,
     group: string,
     queueName: string | undefined,
+    after: string | undefined,
     manager: EntityManager,
-  ): Promise<GroupQueue[]> {
-    const rows: Array<{ queue_name: string; subscription_from: string | null; partition_count: number }> =
-      await manager.query(
-        `SELECT q.name AS queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from,
-                (SELECT count(*)::int FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id)
-                  AS partition_count
+  ): Promise<Array<Omit<GroupQueue, 'partitionCount'> & { queueId: string }>> {
+    const rows: Array<{ queue_id: string; queue_name: string; subscription_from: string | null }> = await manager.query(
+      `SELECT q.id AS queue_id, q.name AS queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from
            FROM consumer_groups g
            JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
           WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
+            AND ($4::text IS NULL OR q.name >= $4)
           ORDER BY q.name`,
-        [tenantId, group, queueName ?? null],
-      );
+      [tenantId, group, queueName ?? null, after ?? null],
+    );
     return rows.map((row) => ({
+      queueId: row.queue_id,
       queueName: row.queue_name,
       subscriptionFrom: row.subscription_from,
-      partitionCount: row.partition_count,
     }));
   }
 
+  /** A page of one queue's partitions by name, after `after`, with the group's position in each. */
   async partitionsOf(
     tenantId: string,
     group: string,
-    queueName: string | undefined,
+    queueId: string,
+    after: string | undefined,
     limit: number,
     manager: EntityManager,
   ): Promise<GroupPartition[]> {
@@ -179,11 +327,14 @@ export class ConsumerGroupsRepository {
       `SELECT ${PARTITION_COLUMNS}
          FROM consumer_groups g
          JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
-         ${groupPartitions('JOIN')}
-        WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
-        ORDER BY q.name, p.name
-        LIMIT $4`,
-      [tenantId, group, queueName ?? null, limit],
+         JOIN LATERAL (
+              SELECT p.* FROM partitions p
+               WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND ($4::text IS NULL OR p.name > $4)
+               ORDER BY p.name LIMIT $5) p ON true
+         ${CURSOR_OR_START}
+        WHERE g.tenant_id = $1 AND g.name = $2 AND g.queue_id = $3
+        ORDER BY p.name`,
+      [tenantId, group, queueId, after ?? null, limit],
     );
     return rows.map(toGroupPartition);
   }

@@ -6,8 +6,15 @@ import { PopRepository } from '../pop/pop.repository';
 import { QueuesRepository } from '../queues/queues.repository';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
 import { Redelivery } from '../wakeup/parked-polls';
-import { ConsumerGroupsRepository, GroupPartition, MovedCursor } from './consumer-groups.repository';
-import { GROUP_DETAIL_MAX_PARTITIONS } from './dto/consumer-group-query.dto';
+import { pageKeys, pageToken, Page } from '../common/page-token';
+import { isUuid } from '../common/uuid';
+import {
+  ConsumerGroupsRepository,
+  GroupPartition,
+  LAGGING_WALK,
+  LaggingPosition,
+  MovedCursor,
+} from './consumer-groups.repository';
 import {
   ConsumerGroupDetail,
   ConsumerGroupSummaryDto,
@@ -37,38 +44,118 @@ export class ConsumerGroupsService {
     private readonly quotas: TenantQuotas,
   ) {}
 
-  list(tenantId: string, queue: string | undefined, limit: number): Promise<ConsumerGroupSummaryDto[]> {
+  /** A page of (group, queue) entries; `next` is the `after` of the following page. */
+  list(
+    tenantId: string,
+    queue: string | undefined,
+    after: string | undefined,
+    limit: number,
+  ): Promise<Page<ConsumerGroupSummaryDto>> {
+    const from = after === undefined ? undefined : (pageKeys(after, twoNames) as [string, string]);
     return this.transactions.run(tenantId, async (manager) => {
       if (queue !== undefined) await this.queueOrThrow(tenantId, queue, manager);
-      const summaries = await this.groups.summaries(tenantId, queue, limit, manager);
-      return summaries.map(({ subscriptionFrom, ...summary }) => ({
-        ...summary,
-        subscriptionMode: modeOf(subscriptionFrom),
-        subscriptionTimestamp: subscriptionFrom,
-        state: summary.maxTimeLag >= LAGGING_SECONDS ? 'Lagging' : 'Stable',
-      }));
+      const entries = await this.groups.entries(tenantId, queue, from, limit, manager);
+      const page = entries.slice(0, limit);
+      const queueIds = [...new Set(page.map((entry) => entry.queueId))];
+      const totals = await this.groups.groupTotals(tenantId, queueIds, manager);
+      const partitions = await this.groups.partitionCounts(tenantId, queueIds, manager);
+      const last = page[page.length - 1];
+      return {
+        entries: page.map(({ queueId, subscriptionFrom, ...entry }) => {
+          const sums = ConsumerGroupsRepository.totalsOf(totals, queueId, entry.name);
+          return {
+            ...entry,
+            partitions: partitions.get(queueId) ?? 0,
+            ...sums,
+            subscriptionMode: modeOf(subscriptionFrom),
+            subscriptionTimestamp: subscriptionFrom,
+            state: sums.maxTimeLag >= LAGGING_SECONDS ? 'Lagging' : 'Stable',
+          };
+        }),
+        next: entries.length > limit ? pageToken([last.queueName, last.name]) : null,
+      };
     });
   }
 
-  lagging(tenantId: string, minLagSeconds: number, limit: number): Promise<LaggingPartitionDto[]> {
-    return this.transactions.run(tenantId, (manager) => this.groups.lagging(tenantId, minLagSeconds, limit, manager));
+  /**
+   * Steps through ready cursors (and partitions groups still looking through have not reached) until `limit` lagging
+   * ones are found or LAGGING_WALK_MAX of them were looked at; the page is sorted worst first.
+   */
+  lagging(
+    tenantId: string,
+    minLagSeconds: number,
+    after: string | undefined,
+    limit: number,
+  ): Promise<Page<LaggingPartitionDto>> {
+    let position = after === undefined ? undefined : laggingPosition(after);
+    return this.transactions.run(tenantId, async (manager) => {
+      const found: Array<GroupPartition & { position: LaggingPosition }> = [];
+      let walked = 0;
+      let more = true;
+      while (found.length < limit && walked < LAGGING_WALK_MAX && more) {
+        const step = await this.groups.laggingStep(tenantId, minLagSeconds, position, LAGGING_WALK, manager);
+        walked += LAGGING_WALK;
+        found.push(...step.found);
+        position = step.next;
+        more = step.next !== undefined;
+      }
+      const page = found.slice(0, limit);
+      // Cut at the limit: the walk goes on from the last entry listed, not from the last cursor looked at.
+      if (found.length > limit) position = page[page.length - 1].position;
+      const next = found.length > limit || more ? pageToken(positionKeys(position!)) : null;
+      return {
+        entries: page.sort(worstFirst).map(({ position: _position, ...partition }) => partition),
+        next,
+      };
+    });
   }
 
-  detail(tenantId: string, group: string, queue: string | undefined): Promise<ConsumerGroupDetail> {
+  /** Up to `limit` partitions in all, by queue then partition name, after (queue name, partition name). */
+  detail(
+    tenantId: string,
+    group: string,
+    queue: string | undefined,
+    after: string | undefined,
+    limit: number,
+  ): Promise<Page<ConsumerGroupDetail>> {
+    const from = after === undefined ? undefined : (pageKeys(after, twoNames) as [string, string]);
     return this.transactions.run(tenantId, async (manager) => {
-      const queues = await this.groups.queuesOf(tenantId, group, queue, manager);
-      const partitions = await this.groups.partitionsOf(tenantId, group, queue, GROUP_DETAIL_MAX_PARTITIONS, manager);
+      const queues = await this.groups.queuesOf(tenantId, group, queue, from?.[0], manager);
+      const counts = await this.groups.partitionCounts(
+        tenantId,
+        queues.map((each) => each.queueId),
+        manager,
+      );
       const detail: ConsumerGroupDetail = {};
-      for (const { queueName, subscriptionFrom, partitionCount } of queues) {
+      let left = limit;
+      let next: string | null = null;
+      for (const { queueId, queueName, subscriptionFrom } of queues) {
+        const partitions =
+          left > 0
+            ? await this.groups.partitionsOf(
+                tenantId,
+                group,
+                queueId,
+                from !== undefined && from[0] === queueName ? from[1] : undefined,
+                left + 1,
+                manager,
+              )
+            : [];
+        if (partitions.length > left) {
+          partitions.length = left;
+          next = pageToken([queueName, partitions[partitions.length - 1].partition]);
+        } else if (left === 0 && next === null) {
+          next = pageToken([queueName, '']);
+        }
+        left -= partitions.length;
         detail[queueName] = {
           subscriptionMode: modeOf(subscriptionFrom),
           subscriptionTimestamp: subscriptionFrom,
-          partitionCount,
-          partitions: [],
+          partitionCount: counts.get(queueId) ?? 0,
+          partitions: partitions.map(partitionOnly),
         };
       }
-      for (const partition of partitions) detail[partition.queueName]?.partitions.push(partitionOnly(partition));
-      return detail;
+      return { entries: [detail], next };
     });
   }
 
@@ -203,4 +290,47 @@ const EVERY_POLL = 1_000_000;
 
 function partitionOnly({ consumerGroup: _group, queueName: _queue, ...partition }: GroupPartition): GroupPartitionDto {
   return partition;
+}
+
+/** Cursors and partitions one lagging page looks at, at most, over its steps. */
+export const LAGGING_WALK_MAX = 5 * LAGGING_WALK;
+
+const twoNames = (keys: unknown[]) => keys.length === 2 && keys.every((key) => typeof key === 'string');
+
+function positionKeys(position: LaggingPosition): string[] {
+  return position.walk === 'ready'
+    ? ['r', position.queueId, position.group, position.movedAt, position.partitionId]
+    : ['b', position.queueId, position.group, position.partition];
+}
+
+function laggingPosition(token: string): LaggingPosition {
+  const keys = pageKeys(
+    token,
+    (keys) =>
+      keys.every((key) => typeof key === 'string') &&
+      ((keys[0] === 'r' && keys.length === 5 && isUuid(keys[1]) && isUuid(keys[4]) && isTimestamp(keys[3])) ||
+        (keys[0] === 'b' && keys.length === 4 && isUuid(keys[1]))),
+  ) as string[];
+  return keys[0] === 'r'
+    ? { walk: 'ready', queueId: keys[1], group: keys[2], movedAt: keys[3], partitionId: keys[4] }
+    : { walk: 'backfill', queueId: keys[1], group: keys[2], partition: keys[3] };
+}
+
+function isTimestamp(value: unknown): boolean {
+  return typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(value);
+}
+
+/** The oldest unconsumed message first; ties by queue, group and partition name, as the listing used to. */
+function worstFirst(a: GroupPartition, b: GroupPartition): number {
+  const key = (entry: GroupPartition) => [
+    entry.oldestUnconsumedAt ?? '',
+    entry.queueName,
+    entry.consumerGroup,
+    entry.partition,
+  ];
+  const [left, right] = [key(a), key(b)];
+  for (let n = 0; n < left.length; n += 1) {
+    if (left[n] !== right[n]) return left[n] < right[n] ? -1 : 1;
+  }
+  return 0;
 }

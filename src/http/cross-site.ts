@@ -10,6 +10,7 @@ export const CROSS_SITE_ERROR = 'cross-site request refused';
 const EXPOSED_HEADERS = [
   'x-request-id',
   'Retry-After',
+  'X-Next-After',
   'WWW-Authenticate',
   RENEW_AFTER_HEADER,
   DEADLINE_AFTER_HEADER,

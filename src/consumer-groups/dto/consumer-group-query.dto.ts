@@ -11,6 +11,16 @@ import { INT32_MAX } from '../../common/input';
 export const GROUP_LIST_MAX = 1_000;
 export const GROUP_DETAIL_MAX_PARTITIONS = 1_000;
 
+const AFTER_DESCRIPTION =
+  'The X-Next-After header of the previous page: the answer stays a bare array, and a page that is not the last ' +
+  'carries that header';
+
+/** Opaque page tokens: their content is checked where they are read. */
+const IsPageToken = () =>
+  contractRule('isPageToken', (value) =>
+    value === undefined || (typeof value === 'string' && value.length <= 2_048) ? undefined : 'is not a page cursor',
+  );
+
 export class ConsumerGroupListQueryDto {
   @ApiPropertyOptional({ type: String, description: "Only this queue's groups" })
   @IsName({ optional: true, inQuery: true })
@@ -26,6 +36,10 @@ export class ConsumerGroupListQueryDto {
   @ToQueryInteger()
   @IsIntegerBetween(1, GROUP_LIST_MAX)
   limit = GROUP_LIST_MAX;
+
+  @ApiPropertyOptional({ type: String, description: AFTER_DESCRIPTION })
+  @IsPageToken()
+  after?: string;
 }
 
 export class LaggingQueryDto {
@@ -40,16 +54,41 @@ export class LaggingQueryDto {
   @IsIntegerBetween(0, INT32_MAX)
   minLagSeconds = 60;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000, default: 100, description: 'Worst first' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000,
+    default: 100,
+    description: 'At most this many entries, each page worst first',
+  })
   @ToQueryInteger()
   @IsIntegerBetween(1, 1_000)
   limit = 100;
+
+  @ApiPropertyOptional({ type: String, description: AFTER_DESCRIPTION })
+  @IsPageToken()
+  after?: string;
 }
 
 export class ConsumerGroupDetailQueryDto {
   @ApiPropertyOptional({ type: String, description: 'Only this queue' })
   @IsName({ optional: true, inQuery: true })
   queue?: string;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: GROUP_DETAIL_MAX_PARTITIONS,
+    default: GROUP_DETAIL_MAX_PARTITIONS,
+    description: 'At most this many partitions in all, by queue then partition name',
+  })
+  @ToQueryInteger()
+  @IsIntegerBetween(1, GROUP_DETAIL_MAX_PARTITIONS)
+  limit = GROUP_DETAIL_MAX_PARTITIONS;
+
+  @ApiPropertyOptional({ type: String, description: AFTER_DESCRIPTION })
+  @IsPageToken()
+  after?: string;
 }
 
 export class DeleteConsumerGroupQueryDto {
