@@ -106,6 +106,59 @@ const PARTITION_COLUMNS = `g.name AS consumer_group, q.name AS queue_name, p.nam
   CASE WHEN c.lease_expires_at > now() THEN ${isoTimestamp('c.lease_expires_at')} END AS lease_expires_at,
   COALESCE(c.delivery_attempt, 0) AS delivery_attempt, COALESCE(c.retry_count, 0) AS retry_count`;
 
+/**
+ * Each group's totals on these queues, keyed by groupKey. Only ready cursors can have anything left to read, and a
+ * group still looking through partitions has none yet on those it has not reached: the work grows with the
+ * partitions where groups have work, not with the queue. The one place totals are computed, so that kept counters
+ * can take over.
+ */
+export async function groupTotals(
+  tenantId: string,
+  queueIds: string[],
+  manager: EntityManager,
+): Promise<Map<string, GroupTotals>> {
+  const totals = new Map<string, GroupTotals>();
+  if (queueIds.length === 0) return totals;
+  const rows: Array<{
+    queue_id: string;
+    name: string;
+    partitions_with_lag: number;
+    total_lag: string;
+    max_time_lag: string;
+    live_leases: number;
+  }> = await manager.query(
+    `SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag,
+            COALESCE(sum(${OFFSET_LAG}), 0) AS total_lag, COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
+            count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
+       FROM consumer_groups g
+       JOIN consumers c ON c.tenant_id = g.tenant_id AND c.queue_id = g.queue_id AND c.consumer_group = g.name
+                       AND c.ready
+       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+       ${PAST_CURSOR}
+      WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
+      GROUP BY g.queue_id, g.name
+     UNION ALL
+     SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(${OFFSET_LAG}), 0), COALESCE(max(${TIME_LAG}), 0), 0
+       FROM consumer_groups g
+       JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
+       ${CURSOR_OR_START}
+      WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL AND c.partition_id IS NULL
+      GROUP BY g.queue_id, g.name`,
+    [tenantId, queueIds],
+  );
+  for (const row of rows) {
+    const key = groupKey(row.queue_id, row.name);
+    const sum = totals.get(key) ?? NO_TOTALS;
+    totals.set(key, {
+      partitionsWithLag: sum.partitionsWithLag + row.partitions_with_lag,
+      totalLag: sum.totalLag + Number(row.total_lag),
+      maxTimeLag: Math.max(sum.maxTimeLag, Number(row.max_time_lag)),
+      liveLeases: sum.liveLeases + row.live_leases,
+    });
+  }
+  return totals;
+}
+
 @Injectable()
 export class ConsumerGroupsRepository {
   /** By queue then group name, after (queue name, group name); one more than `limit` tells whether there are more. */
@@ -142,53 +195,8 @@ export class ConsumerGroupsRepository {
     }));
   }
 
-  /**
-   * Each group's totals on these queues, keyed by groupKey. Only ready cursors can have anything left to read, and a
-   * group still looking through partitions has none yet on those it has not reached: the work grows with the
-   * partitions where groups have work, not with the queue. The one place totals are computed, so that kept counters
-   * can take over.
-   */
-  async groupTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, GroupTotals>> {
-    const totals = new Map<string, GroupTotals>();
-    if (queueIds.length === 0) return totals;
-    const rows: Array<{
-      queue_id: string;
-      name: string;
-      partitions_with_lag: number;
-      total_lag: string;
-      max_time_lag: string;
-      live_leases: number;
-    }> = await manager.query(
-      `SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag,
-              COALESCE(sum(${OFFSET_LAG}), 0) AS total_lag, COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
-              count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
-         FROM consumer_groups g
-         JOIN consumers c ON c.tenant_id = g.tenant_id AND c.queue_id = g.queue_id AND c.consumer_group = g.name
-                         AND c.ready
-         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-         ${PAST_CURSOR}
-        WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
-        GROUP BY g.queue_id, g.name
-       UNION ALL
-       SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(${OFFSET_LAG}), 0), COALESCE(max(${TIME_LAG}), 0), 0
-         FROM consumer_groups g
-         JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
-         ${CURSOR_OR_START}
-        WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL AND c.partition_id IS NULL
-        GROUP BY g.queue_id, g.name`,
-      [tenantId, queueIds],
-    );
-    for (const row of rows) {
-      const key = groupKey(row.queue_id, row.name);
-      const sum = totals.get(key) ?? NO_TOTALS;
-      totals.set(key, {
-        partitionsWithLag: sum.partitionsWithLag + row.partitions_with_lag,
-        totalLag: sum.totalLag + Number(row.total_lag),
-        maxTimeLag: Math.max(sum.maxTimeLag, Number(row.max_time_lag)),
-        liveLeases: sum.liveLeases + row.live_leases,
-      });
-    }
-    return totals;
+  groupTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, GroupTotals>> {
+    return groupTotals(tenantId, queueIds, manager);
   }
 
   /** Totals of a group with no entry in groupTotals's answer: nothing to read anywhere. */
@@ -250,7 +258,7 @@ export class ConsumerGroupsRepository {
           group: row.consumer_group,
           movedAt: row.moved_at,
           partitionId: row.partition_id,
-        } as LaggingPosition,
+        },
       }));
       const found = positioned
         .filter(({ row }) => row.lagging)

@@ -15,7 +15,7 @@ import { QuotaUsageDto } from '../limits/dto/quota-usage.dto';
 import { quotaRefusal, TenantQuotas } from '../limits/tenant-quotas';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
-import { QueueListQueryDto } from './dto/queue-list-query.dto';
+import { QueueDetailQueryDto, QueueListQueryDto } from './dto/queue-list-query.dto';
 import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
 import {
   ConfigureResponseDto,
@@ -141,14 +141,21 @@ export class QueuesController {
   @Access('read-only')
   @ApiOperation({
     summary: 'One queue: partitions, and per consumer group its cursors, lag and live leases',
-    description: 'Lease ids are never shown: a read-only caller could otherwise extend or ack with them.',
+    description:
+      'Partitions are paged by name (limit, after; partitionsNext is the after of the next page). Lease ids are ' +
+      'never shown: a read-only caller could otherwise extend or ack with them.',
   })
+  @ApiQuery({ type: QueueDetailQueryDto })
   @ApiOkResponse({ type: QueueDetailDto })
-  @ApiErrorResponse(400, 'Invalid queue name', 'queue must be 1 to 255 characters long')
+  @ApiErrorResponse(400, 'Invalid queue name or query parameter', 'queue must be 1 to 255 characters long')
   @ApiErrorResponse(404, 'No such queue in this tenant', 'queue not found')
   @ApiDatabaseErrors('Nothing was changed.')
-  detail(@TenantId() tenantId: string, @Param('queue', new NamePipe('queue')) queue: string): Promise<QueueDetailDto> {
-    return this.queuesService.detail(tenantId, queue);
+  detail(
+    @TenantId() tenantId: string,
+    @Param('queue', new NamePipe('queue')) queue: string,
+    @Query(new QueryDtoPipe(QueueDetailQueryDto)) query: QueueDetailQueryDto,
+  ): Promise<QueueDetailDto> {
+    return this.queuesService.detail(tenantId, queue, query.after, query.limit);
   }
 
   @Get('resources/queues/:queue/leases')

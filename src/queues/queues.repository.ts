@@ -3,6 +3,7 @@ import { arrayLiteral } from '../database/array-literal';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionSettings } from './dto/configure-request.dto';
@@ -74,7 +75,9 @@ export interface QueueSettings {
   retention: RetentionSettings;
 }
 
-export interface QueueSummary extends QueueRecord {
+export type QueueSummary = QueueRecord & QueueTotals;
+
+export interface QueueTotals {
   partitions: number;
   messages: number;
   /** Messages not yet consumed by the slowest consumer group (all kept ones when there is none). */
@@ -134,14 +137,14 @@ interface QueueRow extends RetentionRow {
   updated_at: string;
 }
 
-interface QueueSummaryRow extends QueueRow {
-  partitions: number;
-  messages: string;
-  pending: string;
-  retained: string;
-  dead_letters: number;
-  consumer_groups: number;
-}
+const NO_QUEUE_TOTALS: QueueTotals = {
+  partitions: 0,
+  messages: 0,
+  pending: 0,
+  retained: 0,
+  deadLetters: 0,
+  consumerGroups: 0,
+};
 
 /**
  * Retention deletes a partition's oldest messages first, so the kept ones run from first_kept to last_offset. The
@@ -478,15 +481,42 @@ export class QueuesRepository {
     return rows.map((row) => ({ id: row.id, name: row.name, answerBytes: Number(row.answer_bytes) }));
   }
 
-  /** Message counts come from partition offsets, not a scan. */
   async summaries(
     tenantId: string,
     name: string | undefined,
     manager: EntityManager,
     ids?: string[],
   ): Promise<QueueSummary[]> {
-    const rows: QueueSummaryRow[] = await manager.query(
-      `SELECT ${QUEUE_COLUMNS}, s.partitions, s.messages, s.pending, s.retained,
+    const rows: QueueRow[] = await manager.query(
+      `SELECT ${QUEUE_COLUMNS} FROM queues q
+        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::uuid[] IS NULL OR q.id = ANY($3))
+        ORDER BY q.name`,
+      [tenantId, name ?? null, ids ?? null],
+    );
+    const totals = await this.queueTotals(
+      tenantId,
+      rows.map((row) => row.id),
+      manager,
+    );
+    return rows.map((row) => ({ ...toQueue(row), ...(totals.get(row.id) ?? NO_QUEUE_TOTALS) }));
+  }
+
+  /**
+   * Each queue's counts, the one place they are computed, so that kept counters can take over. Message counts come
+   * from partition offsets, not a scan of messages; but every partition of the queue is read.
+   */
+  async queueTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, QueueTotals>> {
+    if (queueIds.length === 0) return new Map();
+    const rows: Array<{
+      id: string;
+      partitions: number;
+      messages: string;
+      pending: string;
+      retained: string;
+      dead_letters: number;
+      consumer_groups: number;
+    }> = await manager.query(
+      `SELECT q.id, s.partitions, s.messages, s.pending, s.retained,
               (SELECT count(*)::int FROM dead_letters d
                 WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
               (SELECT count(*)::int FROM consumer_groups g
@@ -497,31 +527,37 @@ export class QueuesRepository {
                      COALESCE(sum(${PENDING}), 0) AS pending, COALESCE(sum(p.last_offset - k.first_kept + 1), 0) AS retained
                 FROM partitions p ${PARTITION_COUNTS}
                WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
-        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::uuid[] IS NULL OR q.id = ANY($3))
-        ORDER BY q.name`,
-      [tenantId, name ?? null, ids ?? null],
+        WHERE q.tenant_id = $1 AND q.id = ANY($2::uuid[])`,
+      [tenantId, queueIds],
     );
-    return rows.map((row) => ({
-      ...toQueue(row),
-      partitions: row.partitions,
-      messages: Number(row.messages),
-      pending: Number(row.pending),
-      retained: Number(row.retained),
-      deadLetters: row.dead_letters,
-      consumerGroups: row.consumer_groups,
-    }));
+    return new Map(
+      rows.map((row) => [
+        row.id,
+        {
+          partitions: row.partitions,
+          messages: Number(row.messages),
+          pending: Number(row.pending),
+          retained: Number(row.retained),
+          deadLetters: row.dead_letters,
+          consumerGroups: row.consumer_groups,
+        },
+      ]),
+    );
   }
 
+  /** A page of partitions by name, after `after`; one more than `limit` tells whether there are more. */
   async partitionStats(
     tenantId: string,
     queueId: string,
+    after: string | undefined,
     limit: number,
     manager: EntityManager,
   ): Promise<PartitionStats[]> {
     const rows: Array<{ id: string; name: string; last_offset: string; created_at: string }> = await manager.query(
       `SELECT id, name, last_offset, ${isoTimestamp('created_at')} AS created_at
-         FROM partitions WHERE tenant_id = $1 AND queue_id = $2 ORDER BY name LIMIT $3`,
-      [tenantId, queueId, limit],
+         FROM partitions WHERE tenant_id = $1 AND queue_id = $2 AND ($3::text IS NULL OR name > $3)
+        ORDER BY name LIMIT $4`,
+      [tenantId, queueId, after ?? null, limit],
     );
     return rows.map((row) => ({
       id: row.id,
@@ -532,26 +568,21 @@ export class QueuesRepository {
   }
 
   async consumerGroupTotals(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerGroupTotals[]> {
-    const rows: Array<{ consumer_group: string; subscription_from: string | null; lag: string; live_leases: number }> =
-      await manager.query(
-        `SELECT g.name AS consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from,
-                COALESCE(sum(p.last_offset - COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')})), 0)
-                  AS lag,
-                count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
-           FROM consumer_groups g
-           LEFT JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
-           LEFT JOIN consumers c ON c.tenant_id = p.tenant_id AND c.partition_id = p.id AND c.consumer_group = g.name
-          WHERE g.tenant_id = $1 AND g.queue_id = $2
-          GROUP BY g.name, g.subscription_from
-          ORDER BY g.name`,
-        [tenantId, queueId],
-      );
-    return rows.map((row) => ({
-      consumerGroup: row.consumer_group,
-      subscriptionFrom: row.subscription_from,
-      lag: Number(row.lag),
-      liveLeases: row.live_leases,
-    }));
+    const rows: Array<{ consumer_group: string; subscription_from: string | null }> = await manager.query(
+      `SELECT g.name AS consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from
+         FROM consumer_groups g WHERE g.tenant_id = $1 AND g.queue_id = $2 ORDER BY g.name`,
+      [tenantId, queueId],
+    );
+    const totals = await groupTotals(tenantId, [queueId], manager);
+    return rows.map((row) => {
+      const sums = totals.get(groupKey(queueId, row.consumer_group));
+      return {
+        consumerGroup: row.consumer_group,
+        subscriptionFrom: row.subscription_from,
+        lag: sums?.totalLag ?? 0,
+        liveLeases: sums?.liveLeases ?? 0,
+      };
+    });
   }
 
   /** Never the lease id; a partition the group has not popped from yet shows where the group would start. */

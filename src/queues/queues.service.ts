@@ -31,7 +31,7 @@ import { shortenedRetentionProblem } from './shortened-retention';
 import { ConsumerGroupTotals, ConsumerStats, QueueRecord, QueuesRepository, QueueSummary } from './queues.repository';
 
 /** A queue's answer lists this many partitions at most, by name; its totals still cover them all. */
-export const DETAIL_MAX_PARTITIONS = 1_000;
+
 /** The listing's own keys, outside its queues. */
 const LIST_ENVELOPE_BYTES = 1_024;
 
@@ -133,13 +133,15 @@ export class QueuesService {
     return { tasks: groupedBy(summaries, 'task') };
   }
 
-  async detail(tenantId: string, name: string): Promise<QueueDetailDto> {
+  /** A page of the queue's partitions by name, each group's position in each of them, and the queue's totals. */
+  async detail(tenantId: string, name: string, after: string | undefined, limit: number): Promise<QueueDetailDto> {
     return this.transactions.run(tenantId, async (manager) => {
       const [summary] = await this.queues.summaries(tenantId, name, manager);
       if (!summary) {
         throw new NotFoundException({ error: 'queue not found' });
       }
-      const partitions = await this.queues.partitionStats(tenantId, summary.id, DETAIL_MAX_PARTITIONS, manager);
+      const page = await this.queues.partitionStats(tenantId, summary.id, after, limit + 1, manager);
+      const partitions = page.slice(0, limit);
       const totals = await this.queues.consumerGroupTotals(tenantId, summary.id, manager);
       const consumers = await this.queues.consumerStats(
         tenantId,
@@ -150,7 +152,8 @@ export class QueuesService {
       return {
         ...toSummary(summary, this.retentionDefaults),
         partitions,
-        partitionsTruncated: summary.partitions > partitions.length,
+        partitionsTruncated: page.length > limit || after !== undefined,
+        partitionsNext: page.length > limit ? partitions[partitions.length - 1].name : null,
         consumerGroups: groupsOf(totals, consumers),
       };
     });

@@ -2,6 +2,7 @@ import { ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIntegerBetween, IsName, ToQueryInteger } from '../../common/contract-validators';
 
 export const QUEUE_LIST_MAX = 1_000;
+export const DETAIL_MAX_PARTITIONS = 1_000;
 
 export class QueueListQueryDto {
   @ApiPropertyOptional({ type: String, description: 'Only queues whose name sorts after this' })
@@ -18,4 +19,24 @@ export class QueueListQueryDto {
   @ToQueryInteger()
   @IsIntegerBetween(1, QUEUE_LIST_MAX)
   limit = QUEUE_LIST_MAX;
+}
+
+export class QueueDetailQueryDto {
+  @ApiPropertyOptional({
+    type: String,
+    description: "Only partitions whose name sorts after this (the previous page's partitionsNext)",
+  })
+  @IsName({ optional: true, inQuery: true })
+  after?: string;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: DETAIL_MAX_PARTITIONS,
+    default: DETAIL_MAX_PARTITIONS,
+    description: "Most partitions listed, each with every group's position in it",
+  })
+  @ToQueryInteger()
+  @IsIntegerBetween(1, DETAIL_MAX_PARTITIONS)
+  limit = DETAIL_MAX_PARTITIONS;
 }

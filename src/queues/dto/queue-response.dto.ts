@@ -164,14 +164,26 @@ export class ConsumerGroupDto {
 }
 
 export class QueueDetailDto extends QueueSummaryDto {
-  @ApiProperty({ type: [PartitionStatsDto], description: 'The first 1000 partitions by name' })
+  @ApiProperty({
+    type: [PartitionStatsDto],
+    description: 'A page of partitions by name: the first `limit` (default and most 1000) after `after`',
+  })
   partitions: PartitionStatsDto[];
 
   @ApiProperty({
     description:
-      "More partitions exist than are listed (partitionCount has them all; each group's lag and liveLeases cover them all)",
+      "The queue has partitions this page does not list (partitionCount has them all; each group's lag and " +
+      'liveLeases cover them all)',
   })
   partitionsTruncated: boolean;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    example: null,
+    description: 'The partition name to pass as after for the next page; null on the last page',
+  })
+  partitionsNext: string | null;
 
   @ApiProperty({ type: [ConsumerGroupDto] })
   consumerGroups: ConsumerGroupDto[];
