@@ -134,9 +134,9 @@ async function main(): Promise<void> {
           headers: { [HEADER]: other, 'content-type': 'application/json' },
           body: JSON.stringify({ items: [{ queue: 'small', payload: { n: 1 } }] }),
         }).then((response) => response.arrayBuffer());
-        await fetch(`${broker.base}/api/v1/pop/queue/small?wait=false&autoAck=true`, { headers: { [HEADER]: other } }).then(
-          (response) => response.arrayBuffer(),
-        );
+        await fetch(`${broker.base}/api/v1/pop/queue/small?wait=false&autoAck=true`, {
+          headers: { [HEADER]: other },
+        }).then((response) => response.arrayBuffer());
         pushPop.push(performance.now() - started);
       }
     })();

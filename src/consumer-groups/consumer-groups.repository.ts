@@ -253,7 +253,7 @@ export class ConsumerGroupsRepository {
       const positioned = rows.map((row) => ({
         row,
         position: {
-          walk: 'ready',
+          walk: 'ready' as const,
           queueId: row.queue_id,
           group: row.consumer_group,
           movedAt: row.moved_at,
