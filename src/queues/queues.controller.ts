@@ -16,7 +16,7 @@ import { quotaRefusal, TenantQuotas } from '../limits/tenant-quotas';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { CONFIGURE_BODY_MAX_BYTES, ConfigureCommand, ConfigureRequestDto } from './dto/configure-request.dto';
 import { QueueDetailQueryDto, QueueListQueryDto } from './dto/queue-list-query.dto';
-import { QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
+import { QueueDetailQueryPipe, QueueListQuery, QueueListQueryPipe } from './queue-list-query.pipe';
 import {
   ConfigureResponseDto,
   DeleteQueueResponseDto,
@@ -153,7 +153,7 @@ export class QueuesController {
   detail(
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
-    @Query(new QueryDtoPipe(QueueDetailQueryDto)) query: QueueDetailQueryDto,
+    @Query(QueueDetailQueryPipe) query: QueueDetailQueryDto,
   ): Promise<QueueDetailDto> {
     return this.queuesService.detail(tenantId, queue, query.after, query.limit);
   }
