@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
-import { groupLagCte } from './counters';
+import { GROUP_LAG_OF_QUEUES, groupLagCte } from './counters';
 
 export interface GroupEntry {
   queueId: string;
@@ -107,10 +107,10 @@ const PARTITION_COLUMNS = `g.name AS consumer_group, q.name AS queue_name, p.nam
   COALESCE(c.delivery_attempt, 0) AS delivery_attempt, COALESCE(c.retry_count, 0) AS retry_count`;
 
 /**
- * Each group's totals on these queues, keyed by groupKey. Only ready cursors can have anything left to read, and a
- * group still looking through partitions has none yet on those it has not reached: the work grows with the
- * partitions where groups have work, not with the queue. The one place totals are computed, so that kept counters
- * can take over.
+ * Each group's totals on these queues, keyed by groupKey: the one place they are computed. Its lag comes from the
+ * group_lag counters, plus, for a group still looking through its partitions, what lies in those it has not reached
+ * (the counters count only cursors made). The rest looks at ready cursors only, since only they can have anything
+ * left to read: the work grows with the partitions where groups have work, not with the queue.
  */
 export async function groupTotals(
   tenantId: string,
@@ -119,16 +119,31 @@ export async function groupTotals(
 ): Promise<Map<string, GroupTotals>> {
   const totals = new Map<string, GroupTotals>();
   if (queueIds.length === 0) return totals;
+  const add = (queueId: string, group: string, more: Partial<GroupTotals>): void => {
+    const key = groupKey(queueId, group);
+    const sum = totals.get(key) ?? NO_TOTALS;
+    totals.set(key, {
+      partitionsWithLag: sum.partitionsWithLag + (more.partitionsWithLag ?? 0),
+      totalLag: sum.totalLag + (more.totalLag ?? 0),
+      maxTimeLag: Math.max(sum.maxTimeLag, more.maxTimeLag ?? 0),
+      liveLeases: sum.liveLeases + (more.liveLeases ?? 0),
+    });
+  };
+  const lags: Array<{ queue_id: string; consumer_group: string; lag: string }> = await manager.query(
+    GROUP_LAG_OF_QUEUES,
+    [tenantId, queueIds],
+  );
+  for (const row of lags) add(row.queue_id, row.consumer_group, { totalLag: Number(row.lag) });
   const rows: Array<{
     queue_id: string;
     name: string;
     partitions_with_lag: number;
-    total_lag: string;
+    backfill_lag: string;
     max_time_lag: string;
     live_leases: number;
   }> = await manager.query(
-    `SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag,
-            COALESCE(sum(${OFFSET_LAG}), 0) AS total_lag, COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
+    `SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag, 0 AS backfill_lag,
+            COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
             count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
        FROM consumer_groups g
        JOIN consumers c ON c.tenant_id = g.tenant_id AND c.queue_id = g.queue_id AND c.consumer_group = g.name
@@ -138,7 +153,8 @@ export async function groupTotals(
       WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
       GROUP BY g.queue_id, g.name
      UNION ALL
-     SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(${OFFSET_LAG}), 0), COALESCE(max(${TIME_LAG}), 0), 0
+     SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(p.last_offset - s.cursor), 0),
+            COALESCE(max(${TIME_LAG}), 0), 0
        FROM consumer_groups g
        JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
        ${CURSOR_OR_START}
@@ -147,13 +163,11 @@ export async function groupTotals(
     [tenantId, queueIds],
   );
   for (const row of rows) {
-    const key = groupKey(row.queue_id, row.name);
-    const sum = totals.get(key) ?? NO_TOTALS;
-    totals.set(key, {
-      partitionsWithLag: sum.partitionsWithLag + row.partitions_with_lag,
-      totalLag: sum.totalLag + Number(row.total_lag),
-      maxTimeLag: Math.max(sum.maxTimeLag, Number(row.max_time_lag)),
-      liveLeases: sum.liveLeases + row.live_leases,
+    add(row.queue_id, row.name, {
+      partitionsWithLag: row.partitions_with_lag,
+      totalLag: Number(row.backfill_lag),
+      maxTimeLag: Number(row.max_time_lag),
+      liveLeases: row.live_leases,
     });
   }
   return totals;

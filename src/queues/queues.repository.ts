@@ -4,6 +4,7 @@ import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
+import { QUEUE_STORED_OF_QUEUES } from '../consumer-groups/counters';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionSettings } from './dto/configure-request.dto';
@@ -502,8 +503,9 @@ export class QueuesRepository {
   }
 
   /**
-   * Each queue's counts, the one place they are computed, so that kept counters can take over. Message counts come
-   * from partition offsets, not a scan of messages; but every partition of the queue is read.
+   * Each queue's counts, the one place they are computed. Stored messages come from the queue_stored counters and
+   * the groups' lag from groupTotals; pending is the lag of the furthest-behind group, or what the queue stores when it
+   * has no group, as the depth metric. Partitions and messages ever stored still read each partition's row once.
    */
   async queueTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, QueueTotals>> {
     if (queueIds.length === 0) return new Map();
@@ -511,37 +513,42 @@ export class QueuesRepository {
       id: string;
       partitions: number;
       messages: string;
-      pending: string;
-      retained: string;
       dead_letters: number;
-      consumer_groups: number;
+      groups: string[];
     }> = await manager.query(
-      `SELECT q.id, s.partitions, s.messages, s.pending, s.retained,
+      `SELECT q.id, s.partitions, s.messages,
               (SELECT count(*)::int FROM dead_letters d
                 WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
-              (SELECT count(*)::int FROM consumer_groups g
-                WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS consumer_groups
+              ARRAY(SELECT g.name FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS groups
          FROM queues q
         CROSS JOIN LATERAL (
-              SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages,
-                     COALESCE(sum(${PENDING}), 0) AS pending, COALESCE(sum(p.last_offset - k.first_kept + 1), 0) AS retained
-                FROM partitions p ${PARTITION_COUNTS}
-               WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
+              SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages
+                FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
         WHERE q.tenant_id = $1 AND q.id = ANY($2::uuid[])`,
       [tenantId, queueIds],
     );
+    const stored: Array<{ queue_id: string; messages: string }> = await manager.query(QUEUE_STORED_OF_QUEUES, [
+      tenantId,
+      queueIds,
+    ]);
+    const storedOf = new Map(stored.map((row) => [row.queue_id, Number(row.messages)]));
+    const lags = await groupTotals(tenantId, queueIds, manager);
     return new Map(
-      rows.map((row) => [
-        row.id,
-        {
-          partitions: row.partitions,
-          messages: Number(row.messages),
-          pending: Number(row.pending),
-          retained: Number(row.retained),
-          deadLetters: row.dead_letters,
-          consumerGroups: row.consumer_groups,
-        },
-      ]),
+      rows.map((row) => {
+        const retained = storedOf.get(row.id) ?? 0;
+        const behind = row.groups.map((group) => lags.get(groupKey(row.id, group))?.totalLag ?? 0);
+        return [
+          row.id,
+          {
+            partitions: row.partitions,
+            messages: Number(row.messages),
+            pending: behind.length === 0 ? retained : Math.max(...behind),
+            retained,
+            deadLetters: row.dead_letters,
+            consumerGroups: row.groups.length,
+          },
+        ];
+      }),
     );
   }
 
