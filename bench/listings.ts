@@ -6,8 +6,9 @@ import { startScratchBroker } from './scratch-broker';
 /*
  * `npm run bench:listings`: the listings a read-only token may call, and the console's pages, on one tenant's queue
  * of BENCH_LISTINGS_PARTITIONS partitions (default 1,000,000) read by BENCH_LISTINGS_GROUPS groups (10), seeded by
- * SQL: every group has a drained cursor in every partition, and BENCH_LISTINGS_LAGGING partitions (1000) hold two
- * messages no group has read, ten minutes old. Each route is called BENCH_LISTINGS_CALLS times (200) one after the
+ * SQL: every group has a drained cursor in the first BENCH_LISTINGS_TOUCHED partitions (100,000: cursors are made
+ * where a group had something to read, and the rest went quiet before the groups started), and BENCH_LISTINGS_LAGGING
+ * of them (1000) hold two messages no group has read, ten minutes old. Each route is called BENCH_LISTINGS_CALLS times (200) one after the
  * other (ten when they take seconds); then eight loops of listings run for five seconds while another tenant pushes and pops. BENCH_BROKER_ROOT
  * names another built checkout whose broker to run instead of this one. Prints one JSON line.
  */
@@ -18,6 +19,7 @@ const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'
 const PARTITIONS = Number(process.env.BENCH_LISTINGS_PARTITIONS ?? 1_000_000);
 const GROUPS = Number(process.env.BENCH_LISTINGS_GROUPS ?? 10);
 const LAGGING = Number(process.env.BENCH_LISTINGS_LAGGING ?? 1_000);
+const TOUCHED = Number(process.env.BENCH_LISTINGS_TOUCHED ?? 100_000);
 const CALLS = Number(process.env.BENCH_LISTINGS_CALLS ?? 200);
 const PORT = Number(process.env.BENCH_PORT ?? 6911);
 const HEADER = 'x-bench-tenant';
@@ -62,8 +64,8 @@ async function seed(databaseUrl: string, tenant: string): Promise<void> {
       `INSERT INTO consumers (tenant_id, partition_id, consumer_group, queue_id, committed_offset, delivered_offset, ready)
        SELECT p.tenant_id, p.id, g.name, p.queue_id, 1, 1, p.last_offset > 1
          FROM partitions p JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
-        WHERE p.tenant_id = $1`,
-      [tenant],
+        WHERE p.tenant_id = $1 AND p.name <= 'p' || lpad($2::text, 7, '0')`,
+      [tenant, TOUCHED],
     );
     await db.query('VACUUM ANALYZE');
   } finally {
@@ -150,6 +152,7 @@ async function main(): Promise<void> {
         partitions: PARTITIONS,
         groups: GROUPS,
         laggingPartitions: LAGGING,
+        touchedPartitions: TOUCHED,
         seedSeconds,
         calls: CALLS,
         routes,
