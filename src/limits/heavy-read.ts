@@ -6,9 +6,8 @@ import {
   Inject,
   Injectable,
   NestInterceptor,
-  SetMetadata,
+  UseInterceptors,
 } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
 import { Observable, finalize } from 'rxjs';
 import { principalOf, tenantIdOf } from '../auth/principal.decorator';
 import { ApiErrorResponse } from '../common/api-errors.decorator';
@@ -17,44 +16,27 @@ import { KeyedPermits } from '../common/semaphore';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TOO_MANY_REQUESTS } from './route-class.decorator';
 
-const HEAVY_READ = 'leasehold:heavy-read';
-
 export const TOO_MANY_HEAVY_READS = 'too many listings in progress';
 
-/**
- * A read whose work grows with what the tenant stores (listings, browsing): a tenant runs at most
- * TENANT_MAX_HEAVY_READS of them at once in this process, so its dashboards cannot hold the pool that its own pushes,
- * pops and acks, and every other tenant, need.
- */
-export const HeavyRead = () =>
-  applyDecorators(
-    SetMetadata(HEAVY_READ, true),
-    ApiErrorResponse(
-      429,
-      'The tenant used up RATE_LIMIT_MANAGE requests per second (across all brokers); or it already has ' +
-        'TENANT_MAX_HEAVY_READS listings in progress on this broker (default 4). Retry-After says when to try again.',
-      TOO_MANY_REQUESTS,
-      TOO_MANY_HEAVY_READS,
-    ),
-  );
+/** The tenants' permits, one set for the process whichever module's controller takes one. */
+@Injectable()
+export class HeavyReadPermits {
+  readonly permits: KeyedPermits;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.permits = new KeyedPermits(config.limits.tenantMaxHeavyReads);
+  }
+}
 
 /** Refuses at once rather than queueing: a queued listing would still hold the caller's connection and the answer. */
 @Injectable()
 export class HeavyReadInterceptor implements NestInterceptor {
-  private readonly permits: KeyedPermits;
-  private readonly heavy = new WeakMap<object, boolean>();
-
-  constructor(
-    private readonly reflector: Reflector,
-    @Inject(APP_CONFIG) config: AppConfig,
-  ) {
-    this.permits = new KeyedPermits(config.limits.tenantMaxHeavyReads);
-  }
+  constructor(private readonly heavyReads: HeavyReadPermits) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request: object = context.switchToHttp().getRequest();
-    if (!this.isHeavy(context) || principalOf(request) === undefined) return next.handle();
-    const release = this.permits.tryAcquire(tenantIdOf(request));
+    if (principalOf(request) === undefined) return next.handle();
+    const release = this.heavyReads.permits.tryAcquire(tenantIdOf(request));
     if (!release) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_HEAVY_READS, 1);
     try {
       return next.handle().pipe(finalize(release));
@@ -63,14 +45,22 @@ export class HeavyReadInterceptor implements NestInterceptor {
       throw error;
     }
   }
-
-  private isHeavy(context: ExecutionContext): boolean {
-    const handler = context.getHandler();
-    let heavy = this.heavy.get(handler);
-    if (heavy === undefined) {
-      heavy = this.reflector.getAllAndOverride<boolean | undefined>(HEAVY_READ, [handler, context.getClass()]) === true;
-      this.heavy.set(handler, heavy);
-    }
-    return heavy;
-  }
 }
+
+/**
+ * A read whose work grows with what the tenant stores (listings, browsing): a tenant runs at most
+ * TENANT_MAX_HEAVY_READS of them at once in this process, so its dashboards cannot hold the pool that its own pushes,
+ * pops and acks, and every other tenant, need. On the route, not global: a global interceptor would turn off the fast
+ * path of push, pop, ack and extend, which runs no interceptor.
+ */
+export const HeavyRead = () =>
+  applyDecorators(
+    UseInterceptors(HeavyReadInterceptor),
+    ApiErrorResponse(
+      429,
+      'The tenant used up RATE_LIMIT_MANAGE requests per second (across all brokers); or it already has ' +
+        'TENANT_MAX_HEAVY_READS listings in progress on this broker (default 4). Retry-After says when to try again.',
+      TOO_MANY_REQUESTS,
+      TOO_MANY_HEAVY_READS,
+    ),
+  );

@@ -1,9 +1,8 @@
 import { Global, Module } from '@nestjs/common';
-import { APP_INTERCEPTOR } from '@nestjs/core';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { BrokersRepository } from '../cluster/brokers.repository';
 import { FixedWindowThrottlerStorage } from './fixed-window.storage';
-import { HeavyReadInterceptor } from './heavy-read';
+import { HeavyReadInterceptor, HeavyReadPermits } from './heavy-read';
 import { StoredUsageRepository } from './stored-usage.repository';
 import { TenantQuotas } from './tenant-quotas';
 import { TenantRates } from './tenant-rates';
@@ -17,8 +16,16 @@ import { TenantRates } from './tenant-rates';
     BrokersRepository,
     FixedWindowThrottlerStorage,
     TenantRates,
-    { provide: APP_INTERCEPTOR, useClass: HeavyReadInterceptor },
+    HeavyReadPermits,
+    HeavyReadInterceptor,
   ],
-  exports: [TenantQuotas, BrokerRegistry, FixedWindowThrottlerStorage, TenantRates],
+  exports: [
+    TenantQuotas,
+    BrokerRegistry,
+    FixedWindowThrottlerStorage,
+    TenantRates,
+    HeavyReadPermits,
+    HeavyReadInterceptor,
+  ],
 })
 export class LimitsModule {}
