@@ -56,7 +56,8 @@ async function bootstrap(config: AppConfig, loggerService: PinoLoggerService): P
     exit(`Cannot listen on ${config.host}:${config.port}: ${errorMessage(error)}`);
   }
   const { address, port } = server.address() as AddressInfo;
-  logger.log(`Listening on http://${address}:${port} (docs at /docs)`);
+  const consoleAt = config.consoleEnabled ? `, console at http://${address}:${port}/console/` : '';
+  logger.log(`Listening on http://${address}:${port} (API docs at /docs${consoleAt})`);
 }
 
 /** A request cut at SHUTDOWN_TIMEOUT_MS holds its connection for at most the statement budget: all closing may add. */

@@ -177,7 +177,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
       format: reader.oneOf(
         'LOG_FORMAT',
         ['json', 'pretty'] as const,
-        env.NODE_ENV === 'development' ? 'pretty' : 'json',
+        // A person at a terminal reads lines; a supervisor or collector reading a pipe gets JSON.
+        env.NODE_ENV === 'development' || process.stdout.isTTY === true ? 'pretty' : 'json',
       ),
       requests: reader.bool('LOG_REQUESTS', true),
     },
