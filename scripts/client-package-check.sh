@@ -185,6 +185,11 @@ export const client = new LeaseholdClient({ baseUrl: 'http://127.0.0.1:6632' });
 export type Seq = Message<{ seq: number }>;
 EOF
 
+# The README's first example, as a user copies it: it must compile with nothing left undefined.
+awk '/^## A consumer with a slow handler/ { found = 1 } found && /^```ts/ { inside = 1; next }
+  inside && /^```/ { exit } inside { print }' "$ROOT/client/README.md" >"$APP/readme-example.mts"
+[[ -s $APP/readme-example.mts ]] || fail "the README's consumer example was not found"
+
 # The shipped declarations reference Node's types, as any Node TypeScript project has them.
 cat >"$APP/tsconfig.json" <<EOF
 {
@@ -199,7 +204,7 @@ cat >"$APP/tsconfig.json" <<EOF
     "typeRoots": ["$ROOT/node_modules/@types"],
     "types": ["node"]
   },
-  "files": ["types.ts", "esm-types.mts"]
+  "files": ["types.ts", "esm-types.mts", "readme-example.mts"]
 }
 EOF
 
