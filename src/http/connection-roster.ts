@@ -120,7 +120,8 @@ export class ConnectionRoster {
     this.requestsOf.set(tenantId, requests + 1);
     onSocket.set(tenantId, here + 1);
     if (here === 0) this.connectionsOf.set(tenantId, (this.connectionsOf.get(tenantId) ?? 0) + 1);
-    response.once('close', () => {
+    // 'close' comes once per response (see admit); once() would add two objects per request for as long as it runs.
+    response.on('close', () => {
       decrement(this.requestsOf, tenantId);
       decrement(onSocket, tenantId);
       if (!onSocket.has(tenantId)) decrement(this.connectionsOf, tenantId);
@@ -157,7 +158,7 @@ export class ConnectionRoster {
       return false;
     }
     inFlight.add(response);
-    response.once('close', () => {
+    response.on('close', () => {
       inFlight.delete(response);
       if (socket[TRUSTED]) this.untrusted.delete(socket);
     });

@@ -10,7 +10,7 @@ import {
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
-import { ClientAbortSignal } from '../common/client-abort.decorator';
+import { ClientAbortSignal, HangUpSignal } from '../common/client-abort.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { contractException } from '../common/dto-validation';
@@ -69,7 +69,7 @@ export class DiscoveryPopController {
     @Query('namespace', new OptionalNamePipe('namespace')) namespace: string | undefined,
     @Query('task', new OptionalNamePipe('task')) task: string | undefined,
     @Query(PopQueryPipe) options: PopOptions,
-    @ClientAbortSignal() signal: AbortSignal,
+    @ClientAbortSignal() signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
     if (namespace === undefined && task === undefined) throw contractException('namespace or task is required');
     return this.popService.discover(tenantId, { namespace, task }, options, signal);

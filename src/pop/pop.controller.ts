@@ -10,7 +10,7 @@ import {
 } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
-import { ClientAbortSignal } from '../common/client-abort.decorator';
+import { ClientAbortSignal, HangUpSignal } from '../common/client-abort.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { JsonText } from '../common/json-text';
@@ -86,7 +86,7 @@ export class PopController {
     @TenantId() tenantId: string,
     @Param('queue', new NamePipe('queue')) queue: string,
     @Query(PopQueryPipe) options: PopOptions,
-    @ClientAbortSignal() signal: AbortSignal,
+    @ClientAbortSignal() signal: HangUpSignal,
     @NoRequestBody() _body: unknown,
   ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, undefined, options, signal);
@@ -103,7 +103,7 @@ export class PopController {
     @Param('queue', new NamePipe('queue')) queue: string,
     @Param('partition', new NamePipe('partition')) partition: string,
     @Query(PopQueryPipe) options: PopOptions,
-    @ClientAbortSignal() signal: AbortSignal,
+    @ClientAbortSignal() signal: HangUpSignal,
     @NoRequestBody() _body: unknown,
   ): Promise<JsonText | undefined> {
     return this.popService.pop(tenantId, queue, partition, options, signal);

@@ -3,6 +3,7 @@ import { MAINTENANCE_REFRESH_MS, MaintenanceService } from '../maintenance/maint
 import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
+import { HangUpSignal } from '../common/client-abort.decorator';
 import { RetryLaterException } from '../common/retry-later.exception';
 import { KeyedSemaphore, TurnTimeoutError } from '../common/semaphore';
 import { uuidv7 } from '../common/uuid';
@@ -72,7 +73,7 @@ export class PopService {
     queue: string,
     partition: string | undefined,
     options: PopOptions,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
     const delivery = await this.poll(tenantId, queue, partition, options, signal);
     this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
@@ -83,7 +84,7 @@ export class PopService {
     tenantId: string,
     filter: { namespace: string | undefined; task: string | undefined },
     options: PopOptions,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
     const delivery = await this.pollMany(tenantId, filter, options, signal);
     this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
@@ -95,7 +96,7 @@ export class PopService {
     tenantId: string,
     filter: { namespace: string | undefined; task: string | undefined },
     options: PopOptions,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
     options = { ...options };
     const deadline = Date.now() + options.timeoutMs;
@@ -171,7 +172,7 @@ export class PopService {
     queue: string,
     partition: string | undefined,
     options: PopOptions,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
     // This request's own copy: a first pop may fix its starting point for the attempts after it.
     options = { ...options };
@@ -211,7 +212,7 @@ export class PopService {
     options: PopOptions,
     deadline: number,
     woken: boolean,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<Attempt> {
     if (this.maintenance.popsArePaused(tenantId)) return Promise.resolve({ dueInMs: MAINTENANCE_REFRESH_MS });
     return options.wait
@@ -225,7 +226,7 @@ export class PopService {
     queue: string,
     partition: string | undefined,
     options: PopOptions,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<Attempt> {
     const until = monotonicNow() + BACKFILL_BUDGET_MS;
     for (;;) {
@@ -241,7 +242,7 @@ export class PopService {
     options: PopOptions,
     deadline: number,
     woken: boolean,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<Attempt> {
     // Its turn may come after the client has gone.
     const claim = () =>
@@ -261,7 +262,7 @@ export class PopService {
     queueName: string,
     partitionName: string | undefined,
     options: PopOptions,
-    signal: AbortSignal,
+    signal: HangUpSignal,
   ): Promise<Attempt> {
     const leaseId = uuidv7();
     let dueInMs: number | undefined;
@@ -441,13 +442,13 @@ function lookAgainIn(attempt: Attempt): number | undefined {
 async function firstOf(
   subscriptions: WakeupSubscription[],
   timeoutMs: number,
-  signal: AbortSignal,
+  signal: HangUpSignal,
 ): Promise<WaitOutcome> {
   // An abort before this call fired no event anyone could hear.
   if (signal.aborted) return 'aborted';
   const done = new AbortController();
   const stop = (): void => done.abort();
-  signal.addEventListener('abort', stop, { once: true });
+  signal.addEventListener('abort', stop);
   try {
     if (subscriptions.length === 0) {
       return await new Promise<WaitOutcome>((resolve) => {

@@ -66,6 +66,24 @@ describe('LeaseExpiryService', () => {
     expect(woken).toHaveLength(1);
   });
 
+  it('fires many planned ends in order of their instants, each once, a re-planned one at its new instant only', () => {
+    const { expiry, waiting, woken } = harness();
+    waiting.add('t/jobs/g');
+    for (let index = 0; index < 1_000; index += 1) {
+      expiry.leased('t', 'jobs', 'g', new Map([[`p${index}`, 1]]), 5_000 - index);
+    }
+    // A renewal seen by the sweep moves p0's end later: it fires then, not at its first plan.
+    expiry.leased('t', 'jobs', 'g', new Map([['p0', 1]]), 8_000);
+
+    jest.advanceTimersByTime(4_105);
+    expect(wokenFor(woken)).toEqual(Array.from({ length: 100 }, (_, index) => `t/jobs/g/p${999 - index}:1`));
+    jest.advanceTimersByTime(1_000);
+    expect(woken).toHaveLength(999);
+    jest.advanceTimersByTime(3_000);
+    expect(wokenFor(woken).at(-1)).toBe('t/jobs/g/p0:1');
+    expect(woken).toHaveLength(1_000);
+  });
+
   it('plans nothing for a group with no poll parked here: the sweep finds it if one parks later', () => {
     const { expiry, woken } = harness();
 

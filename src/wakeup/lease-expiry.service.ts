@@ -12,6 +12,8 @@ const SWEEP_LOOKAHEAD_MS = 3 * EXPIRY_SWEEP_MS;
 const SWEEP_MAX_LEASES = 5_000;
 /** Past it a lease's end is left to the sweep. */
 const MAX_PLANNED = 10_000;
+/** Replaced entries left in the heap past this are dropped by rebuilding it from the plans. */
+const HEAP_REBUILD_AT = 4 * MAX_PLANNED;
 /** Past the lease's end as this process measures it, so the claim finds it ended. */
 const AFTER_END_MS = 5;
 
@@ -30,6 +32,8 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
   private readonly logger = new Logger(LeaseExpiryService.name);
   /** Per (tenant, queue, consumer group, partition). */
   private readonly planned = new Map<string, Planned>();
+  /** Min-heap of planned ends by instant. */
+  private readonly due: Array<{ key: string; at: number }> = [];
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -95,30 +99,53 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
       return;
     }
     if (!this.planned.has(key) && this.planned.size >= MAX_PLANNED) return;
+    const known = this.planned.get(key);
     this.planned.set(key, { at, messages });
+    if (known?.at !== at) this.order(key, at);
     if (at < this.timerAt) this.arm(at);
+  }
+
+  /** Into the heap; an entry a later plan replaced stays until it comes up, and is passed over then. */
+  private order(key: string, at: number): void {
+    const heap = this.due;
+    if (heap.length >= HEAP_REBUILD_AT) {
+      heap.length = 0;
+      for (const [plannedKey, planned] of this.planned) heap.push({ key: plannedKey, at: planned.at });
+      heap.sort((a, b) => a.at - b.at);
+      return;
+    }
+    heap.push({ key, at });
+    let index = heap.length - 1;
+    const entry = heap[index];
+    while (index > 0) {
+      const parent = (index - 1) >> 1;
+      if (heap[parent].at <= entry.at) break;
+      heap[index] = heap[parent];
+      index = parent;
+    }
+    heap[index] = entry;
   }
 
   private arm(at: number): void {
     clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => this.due(), Math.max(0, at - Date.now())).unref();
+    this.timer = setTimeout(() => this.fireDue(), Math.max(0, at - Date.now())).unref();
   }
 
-  private due(): void {
+  /** Takes the due entries off the top of the heap: a timer costs the leases ending, not all those planned. */
+  private fireDue(): void {
     this.timer = undefined;
     this.timerAt = Infinity;
     const now = Date.now();
-    let next = Infinity;
-    for (const [key, planned] of this.planned) {
-      if (planned.at <= now) {
-        this.planned.delete(key);
-        this.fire(key, planned.messages);
-      } else {
-        next = Math.min(next, planned.at);
-      }
+    const heap = this.due;
+    while (heap.length > 0 && heap[0].at <= now) {
+      const { key, at } = popTop(heap);
+      const planned = this.planned.get(key);
+      if (planned?.at !== at) continue;
+      this.planned.delete(key);
+      this.fire(key, planned.messages);
     }
-    if (next < Infinity && !this.stopped) this.arm(next);
+    if (heap.length > 0 && !this.stopped) this.arm(heap[0].at);
   }
 
   private fire(key: string, messages: number): void {
@@ -131,5 +158,24 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     clearInterval(this.sweepTimer);
     clearTimeout(this.timer);
     this.planned.clear();
+    this.due.length = 0;
   }
+}
+
+function popTop(heap: Array<{ key: string; at: number }>): { key: string; at: number } {
+  const top = heap[0];
+  const last = heap.pop()!;
+  if (heap.length === 0) return top;
+  let index = 0;
+  for (;;) {
+    const left = 2 * index + 1;
+    if (left >= heap.length) break;
+    const right = left + 1;
+    const child = right < heap.length && heap[right].at < heap[left].at ? right : left;
+    if (heap[child].at >= last.at) break;
+    heap[index] = heap[child];
+    index = child;
+  }
+  heap[index] = last;
+  return top;
 }

@@ -3,6 +3,8 @@ import { BrokerRegistry } from '../cluster/broker-registry';
 import { compositeKey, splitCompositeKey } from '../common/composite-key';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DrainService } from '../lifecycle/drain.service';
+import { HangUpSignal } from '../common/client-abort.decorator';
+import { monotonicNow } from '../database/deadline';
 
 export type WaitOutcome = 'woken' | 'timeout' | 'aborted' | 'closing';
 
@@ -26,27 +28,39 @@ export class LongPoll {
     readonly tenantId: string,
     /** Its tenant already had POP_MAX_WAITING_PER_TENANT polls: it is not counted and must not wait. */
     readonly refused: boolean,
-    private readonly release: () => void,
+    private readonly polls: ParkedPolls,
   ) {}
 
   end(): void {
     if (this.ended) return;
     this.ended = true;
-    if (!this.refused) this.release();
+    if (!this.refused) this.polls.ended(this.tenantId);
   }
 }
 
-/** Interest in one queue, registered before looking for messages so a push committed meanwhile is not missed. */
+/**
+ * Interest in one queue, registered before looking for messages so a push committed meanwhile is not missed. It is
+ * its own list node, heap entry and abort listener: a parked poll holds this object, its promise and nothing else
+ * here (no timer, no closure).
+ */
 export class WakeupSubscription {
-  private outcome: WaitOutcome | undefined;
-  private resolve: ((outcome: WaitOutcome) => void) | undefined;
+  /** Neighbours in its list, oldest first; the list while it is in one. */
+  previous: WakeupSubscription | undefined = undefined;
+  next: WakeupSubscription | undefined = undefined;
+  list: WaiterList | undefined = undefined;
+  /** Its place in the deadline heap, -1 outside it; the monotonic instant its wait times out. */
+  heapIndex = -1;
+  deadline = 0;
+  private outcome: WaitOutcome | undefined = undefined;
+  private resolve: ((outcome: WaitOutcome) => void) | undefined = undefined;
+  private signal: HangUpSignal | undefined = undefined;
 
   constructor(
     readonly tenantId: string,
     readonly consumerGroup: string,
     /** Only this partition's messages are claimable for it; undefined: any partition's. */
     readonly partition: string | undefined,
-    private readonly detach: (subscription: WakeupSubscription) => void,
+    private readonly polls: ParkedPolls,
   ) {}
 
   get settled(): boolean {
@@ -57,42 +71,84 @@ export class WakeupSubscription {
     return this.resolve !== undefined && this.outcome === undefined;
   }
 
+  /** Settled once; it leaves its list and the heap at once, so a wakeup never meets a settled one. */
   settle(outcome: WaitOutcome): void {
     if (this.outcome) return;
     this.outcome = outcome;
-    this.resolve?.(outcome);
+    this.polls.detach(this);
+    this.polls.unschedule(this);
+    this.signal?.removeEventListener('abort', this);
+    this.signal = undefined;
+    const resolve = this.resolve;
+    this.resolve = undefined;
+    resolve?.(outcome);
   }
 
-  wait(timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {
+  /** The client hung up. */
+  handleEvent(): void {
+    this.settle('aborted');
+  }
+
+  wait(timeoutMs: number, signal: HangUpSignal): Promise<WaitOutcome> {
     if (signal.aborted) this.settle('aborted');
     if (this.outcome) return Promise.resolve(this.outcome);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => this.settle('timeout'), timeoutMs);
-      const onAbort = (): void => this.settle('aborted');
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.resolve = (outcome) => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        resolve(outcome);
-      };
+      this.resolve = resolve;
+      this.signal = signal;
+      signal.addEventListener('abort', this);
+      this.polls.schedule(this, timeoutMs);
     });
   }
 
   close(): void {
-    this.detach(this);
+    this.polls.detach(this);
   }
 }
 
-/** A push wakes only as many waiters per group as it brought messages, not every parked poll. */
+/** One group's subscriptions to one partition (or to any partition), oldest first, linked through themselves. */
+class WaiterList {
+  head: WakeupSubscription | undefined = undefined;
+  tail: WakeupSubscription | undefined = undefined;
+
+  constructor(
+    readonly group: GroupWaiters,
+    /** Undefined: the list of polls for any partition. */
+    readonly partition: string | undefined,
+  ) {}
+}
+
+/** Everything one consumer group of one queue waits on: wakeups go straight to the lists they concern. */
+class GroupWaiters {
+  readonly any: WaiterList = new WaiterList(this, undefined);
+  readonly partitions = new Map<string, WaiterList>();
+  /** Subscriptions listed, parked or looking. */
+  size = 0;
+
+  constructor(
+    /** compositeKey(tenant, queue) */
+    readonly queueKey: string,
+    readonly consumerGroup: string,
+  ) {}
+}
+
+/**
+ * A push wakes only as many waiters per group as it brought messages, not every parked poll, and finds them through
+ * (tenant, queue, group, partition) lists: waking costs the polls woken and the partitions named, not the polls
+ * parked. Every timed wait is in one min-heap by deadline under one timer.
+ */
 @Injectable()
 export class ParkedPolls {
-  /** Per (tenant, queue), in the order they parked. */
-  private readonly waiters = new Map<string, Set<WakeupSubscription>>();
+  /** Per (tenant, queue), per consumer group. */
+  private readonly waiters = new Map<string, Map<string, GroupWaiters>>();
   /** Long polls in progress, parked or looking. */
   private readonly pollsPerTenant = new Map<string, number>();
-  private readonly parkedPerGroup = new Map<string, number>();
+  private polls = 0;
   private readonly maxParkedPerTenant: number;
   private closing = false;
+  private readonly deadlines: WakeupSubscription[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private readonly onTimer = (): void => this.timedOut();
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -108,63 +164,85 @@ export class ParkedPolls {
     const polls = this.pollsPerTenant.get(tenantId) ?? 0;
     // Polls parked before a broker joined stay parked; only new ones meet the smaller share.
     const refused = !this.closing && polls >= this.brokers.share(this.maxParkedPerTenant);
-    if (!refused) this.pollsPerTenant.set(tenantId, polls + 1);
-    return new LongPoll(tenantId, refused, () => decrement(this.pollsPerTenant, tenantId));
+    if (!refused) {
+      this.pollsPerTenant.set(tenantId, polls + 1);
+      this.polls += 1;
+    }
+    return new LongPoll(tenantId, refused, this);
+  }
+
+  /** A counted LongPoll ended. */
+  ended(tenantId: string): void {
+    if (!this.pollsPerTenant.has(tenantId)) return;
+    decrement(this.pollsPerTenant, tenantId);
+    this.polls -= 1;
   }
 
   subscribe(poll: LongPoll, queue: string, consumerGroup: string, partition: string | undefined): WakeupSubscription {
     const { tenantId } = poll;
-    const key = compositeKey(tenantId, queue);
-    const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, (done) => this.detach(key, done));
+    const subscription = new WakeupSubscription(tenantId, consumerGroup, partition, this);
     if (this.closing) {
       subscription.settle('closing');
       return subscription;
     }
-    let set = this.waiters.get(key);
-    if (!set) {
-      set = new Set();
-      this.waiters.set(key, set);
+    const queueKey = compositeKey(tenantId, queue);
+    let groups = this.waiters.get(queueKey);
+    if (!groups) {
+      groups = new Map();
+      this.waiters.set(queueKey, groups);
     }
-    set.add(subscription);
-    const groupKey = compositeKey(tenantId, queue, consumerGroup);
-    this.parkedPerGroup.set(groupKey, (this.parkedPerGroup.get(groupKey) ?? 0) + 1);
+    let group = groups.get(consumerGroup);
+    if (!group) {
+      group = new GroupWaiters(queueKey, consumerGroup);
+      groups.set(consumerGroup, group);
+    }
+    let list = group.any;
+    if (partition !== undefined) {
+      list = group.partitions.get(partition) ?? new WaiterList(group, partition);
+      group.partitions.set(partition, list);
+    }
+    append(list, subscription);
+    group.size += 1;
     return subscription;
   }
 
   /** Parked polls answer 503 at once, so their clients retry elsewhere instead of polling this broker again. */
   closeAll(): void {
     this.closing = true;
-    for (const subscriptions of this.waiters.values()) {
-      for (const subscription of subscriptions) subscription.settle('closing');
-    }
+    for (const subscription of this.listed()) subscription.settle('closing');
     this.waiters.clear();
     this.pollsPerTenant.clear();
-    this.parkedPerGroup.clear();
+    this.polls = 0;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Infinity;
   }
 
   get total(): number {
-    let total = 0;
-    for (const count of this.pollsPerTenant.values()) total += count;
-    return total;
+    return this.polls;
   }
 
   isWaiting(tenantId: string, queue: string, consumerGroup: string): boolean {
-    return this.parkedPerGroup.has(compositeKey(tenantId, queue, consumerGroup));
+    return this.waiters.get(compositeKey(tenantId, queue))?.has(consumerGroup) ?? false;
   }
 
+  /** Walks the group's polls: for tests and diagnostics, not for a request. */
   parkedCount(tenantId: string, queue: string, consumerGroup: string): number {
+    const group = this.waiters.get(compositeKey(tenantId, queue))?.get(consumerGroup);
     let parked = 0;
-    for (const subscription of this.waiters.get(compositeKey(tenantId, queue)) ?? []) {
-      if (subscription.consumerGroup === consumerGroup && subscription.parked) parked += 1;
+    for (const list of group ? [group.any, ...group.partitions.values()] : []) {
+      for (let at = list.head; at; at = at.next) if (at.parked) parked += 1;
     }
     return parked;
   }
 
   waitingGroups(): Array<{ tenantId: string; queue: string; consumerGroup: string }> {
-    return [...this.parkedPerGroup.keys()].map((key) => {
-      const [tenantId, queue, consumerGroup] = splitCompositeKey(key);
-      return { tenantId, queue, consumerGroup };
-    });
+    const groups: Array<{ tenantId: string; queue: string; consumerGroup: string }> = [];
+    for (const [key, byGroup] of this.waiters) {
+      const [tenantId, queue] = splitCompositeKey(key);
+      for (const consumerGroup of byGroup.keys()) groups.push({ tenantId, queue, consumerGroup });
+    }
+    return groups;
   }
 
   pushed(tenantId: string, work: Map<string, QueueWork>): void {
@@ -177,7 +255,10 @@ export class ParkedPolls {
     }
   }
 
-  /** `partitions` undefined: the sender did not say which. */
+  /**
+   * Per group, up to `total` polls: first those of each partition named (up to its count), then those for any
+   * partition, oldest first; with no partitions named, polls of any partition and then of single partitions.
+   */
   wake(
     tenantId: string,
     queue: string,
@@ -185,42 +266,161 @@ export class ParkedPolls {
     total = sumOf(partitions),
     consumerGroup?: string,
   ): void {
-    const key = compositeKey(tenantId, queue);
-    const set = this.waiters.get(key);
-    if (!set) return;
-    const left = new Map<string, { total: number; partitions: Map<string, number> | undefined }>();
-    for (const subscription of set) {
-      if (consumerGroup !== undefined && subscription.consumerGroup !== consumerGroup) continue;
-      let budget = left.get(subscription.consumerGroup);
-      if (!budget) {
-        budget = { total, partitions: partitions && new Map(partitions) };
-        left.set(subscription.consumerGroup, budget);
-      }
-      if (budget.total <= 0 || subscription.settled) continue;
-      if (subscription.partition !== undefined && budget.partitions) {
-        const forPartition = budget.partitions.get(subscription.partition) ?? 0;
-        if (forPartition <= 0) continue;
-        budget.partitions.set(subscription.partition, forPartition - 1);
-      }
-      budget.total -= 1;
-      subscription.settle('woken');
-      this.detach(key, subscription);
+    const groups = this.waiters.get(compositeKey(tenantId, queue));
+    if (!groups) return;
+    if (consumerGroup !== undefined) {
+      const group = groups.get(consumerGroup);
+      if (group) wakeGroup(group, partitions, total);
+      return;
     }
+    for (const group of [...groups.values()]) wakeGroup(group, partitions, total);
   }
 
   wakeAll(): void {
-    for (const [key, set] of [...this.waiters]) {
-      const [tenantId, queue] = splitCompositeKey(key);
-      this.wake(tenantId, queue, undefined, set.size);
+    for (const groups of [...this.waiters.values()]) {
+      for (const group of [...groups.values()]) wakeGroup(group, undefined, group.size);
     }
   }
 
-  private detach(key: string, subscription: WakeupSubscription): void {
-    const set = this.waiters.get(key);
-    if (!set?.delete(subscription)) return;
-    if (set.size === 0) this.waiters.delete(key);
-    decrement(this.parkedPerGroup, compositeKey(key, subscription.consumerGroup));
+  /** Out of its list; a list, group or queue left empty goes. */
+  detach(subscription: WakeupSubscription): void {
+    const list = subscription.list;
+    if (!list) return;
+    const { previous, next } = subscription;
+    if (previous) previous.next = next;
+    else list.head = next;
+    if (next) next.previous = previous;
+    else list.tail = previous;
+    subscription.previous = subscription.next = subscription.list = undefined;
+    const group = list.group;
+    group.size -= 1;
+    if (!list.head && list.partition !== undefined) group.partitions.delete(list.partition);
+    if (group.size > 0) return;
+    const groups = this.waiters.get(group.queueKey);
+    if (groups?.get(group.consumerGroup) !== group) return;
+    groups.delete(group.consumerGroup);
+    if (groups.size === 0) this.waiters.delete(group.queueKey);
   }
+
+  /** Into the deadline heap; the one timer moves only when this wait ends before every other. */
+  schedule(subscription: WakeupSubscription, timeoutMs: number): void {
+    subscription.deadline = monotonicNow() + Math.max(0, timeoutMs);
+    const heap = this.deadlines;
+    subscription.heapIndex = heap.length;
+    heap.push(subscription);
+    siftUp(heap, subscription.heapIndex);
+    if (subscription.deadline < this.timerAt) this.arm(subscription.deadline);
+  }
+
+  unschedule(subscription: WakeupSubscription): void {
+    const at = subscription.heapIndex;
+    if (at < 0) return;
+    const heap = this.deadlines;
+    const last = heap.pop()!;
+    subscription.heapIndex = -1;
+    if (last === subscription) return;
+    heap[at] = last;
+    last.heapIndex = at;
+    siftDown(heap, at);
+    siftUp(heap, last.heapIndex);
+    // The timer is left as it is: when it fires early, it sets itself for the next deadline.
+  }
+
+  /** Waits timed, for tests. */
+  get scheduled(): number {
+    return this.deadlines.length;
+  }
+
+  private arm(at: number): void {
+    clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(this.onTimer, Math.max(1, Math.ceil(at - monotonicNow()))).unref();
+  }
+
+  private timedOut(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const now = monotonicNow();
+    const heap = this.deadlines;
+    while (heap.length > 0 && heap[0].deadline <= now) heap[0].settle('timeout');
+    if (heap.length > 0) this.arm(heap[0].deadline);
+  }
+
+  private *listed(): Generator<WakeupSubscription> {
+    const all: WakeupSubscription[] = [];
+    for (const groups of this.waiters.values()) {
+      for (const group of groups.values()) {
+        for (const list of [group.any, ...group.partitions.values()]) {
+          for (let at = list.head; at; at = at.next) all.push(at);
+        }
+      }
+    }
+    yield* all;
+  }
+}
+
+function append(list: WaiterList, subscription: WakeupSubscription): void {
+  subscription.list = list;
+  subscription.previous = list.tail;
+  if (list.tail) list.tail.next = subscription;
+  else list.head = subscription;
+  list.tail = subscription;
+}
+
+function wakeGroup(group: GroupWaiters, partitions: QueueWork | undefined, total: number): void {
+  let left = total;
+  if (partitions) {
+    for (const [partition, count] of partitions) {
+      if (left <= 0) return;
+      const list = group.partitions.get(partition);
+      if (list) left -= wakeOldest(list, Math.min(count, left));
+    }
+  }
+  left -= wakeOldest(group.any, left);
+  if (partitions) return;
+  for (const list of [...group.partitions.values()]) {
+    if (left <= 0) return;
+    left -= wakeOldest(list, left);
+  }
+}
+
+/** Listed subscriptions are never settled: settling takes one out of its list. */
+function wakeOldest(list: WaiterList, count: number): number {
+  let woken = 0;
+  while (woken < count && list.head) {
+    list.head.settle('woken');
+    woken += 1;
+  }
+  return woken;
+}
+
+function siftUp(heap: WakeupSubscription[], at: number): void {
+  const item = heap[at];
+  while (at > 0) {
+    const parent = (at - 1) >> 1;
+    if (heap[parent].deadline <= item.deadline) break;
+    heap[at] = heap[parent];
+    heap[at].heapIndex = at;
+    at = parent;
+  }
+  heap[at] = item;
+  item.heapIndex = at;
+}
+
+function siftDown(heap: WakeupSubscription[], at: number): void {
+  const item = heap[at];
+  for (;;) {
+    const left = 2 * at + 1;
+    if (left >= heap.length) break;
+    const right = left + 1;
+    const child = right < heap.length && heap[right].deadline < heap[left].deadline ? right : left;
+    if (heap[child].deadline >= item.deadline) break;
+    heap[at] = heap[child];
+    heap[at].heapIndex = at;
+    at = child;
+  }
+  heap[at] = item;
+  item.heapIndex = at;
 }
 
 function decrement(counts: Map<string, number>, key: string): void {

@@ -1,4 +1,5 @@
 import { BrokerRegistry } from '../cluster/broker-registry';
+import { ClientHangUp } from '../common/client-abort.decorator';
 import { loadConfig } from '../config/load-config';
 import { DatabaseServer } from '../database/database-server';
 import { DrainService } from '../lifecycle/drain.service';
@@ -116,6 +117,123 @@ describe('ParkedPolls', () => {
     first.end();
     expect(polls.total).toBe(2);
     expect(polls.begin('t1').refused).toBe(false);
+  });
+});
+
+describe('ParkedPolls, one deadline heap and lists per partition', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  const subscribe = (polls: ParkedPolls, partition?: string, group = 'a'): WakeupSubscription =>
+    polls.subscribe(polls.begin('t1'), 'jobs', group, partition);
+
+  it('times each wait out at its own deadline, soonest first, and forgets it', async () => {
+    const { polls } = process();
+    const signal = new ClientHangUp();
+    const waiting = [300, 100, 200].map(() => subscribe(polls));
+    const outcomes = waiting.map((subscription, index) => subscription.wait([300, 100, 200][index], signal));
+    expect(polls.scheduled).toBe(3);
+
+    jest.advanceTimersByTime(150);
+    expect(woken(waiting)).toEqual([false, true, false]);
+    expect(polls.scheduled).toBe(2);
+    jest.advanceTimersByTime(100);
+    expect(woken(waiting)).toEqual([false, true, true]);
+    jest.advanceTimersByTime(100);
+
+    expect(await Promise.all(outcomes)).toEqual(['timeout', 'timeout', 'timeout']);
+    expect(polls.scheduled).toBe(0);
+    expect(polls.isWaiting('t1', 'jobs', 'a')).toBe(false);
+  });
+
+  it('an earlier deadline parked later still times out first', async () => {
+    const { polls } = process();
+    const signal = new ClientHangUp();
+    const late = subscribe(polls);
+    const lateOutcome = late.wait(10_000, signal);
+    const early = subscribe(polls);
+    const earlyOutcome = early.wait(50, signal);
+
+    jest.advanceTimersByTime(60);
+
+    expect(await earlyOutcome).toBe('timeout');
+    expect(late.settled).toBe(false);
+    late.settle('aborted');
+    expect(await lateOutcome).toBe('aborted');
+    expect(polls.scheduled).toBe(0);
+  });
+
+  it('frees a poll whose client hung up: out of its list and the heap at once, uncounted once it ends', async () => {
+    const { polls } = process();
+    const hangUp = new ClientHangUp();
+    const poll = polls.begin('t1');
+    const subscription = polls.subscribe(poll, 'jobs', 'a', 'p1');
+    const outcome = subscription.wait(60_000, hangUp);
+    expect([polls.scheduled, polls.parkedCount('t1', 'jobs', 'a'), polls.total]).toEqual([1, 1, 1]);
+
+    hangUp.abort();
+
+    expect(await outcome).toBe('aborted');
+    expect([polls.scheduled, polls.parkedCount('t1', 'jobs', 'a')]).toEqual([0, 0]);
+    expect(polls.waitingGroups()).toEqual([]);
+    subscription.close();
+    poll.end();
+    expect(polls.total).toBe(0);
+  });
+
+  it('wakes each poll once: later messages go to the next poll, and a woken poll stays woken', async () => {
+    const { polls } = process();
+    const hangUp = new ClientHangUp();
+    const [first, second] = [subscribe(polls), subscribe(polls)];
+    const outcomes = [first.wait(60_000, hangUp), second.wait(60_000, hangUp)];
+    const one = (): void =>
+      polls.redelivered('t1', [{ queue: 'jobs', consumerGroup: 'a', partitions: new Map([['p', 1]]) }]);
+
+    one();
+    expect(woken([first, second])).toEqual([true, false]);
+    one();
+    expect(woken([first, second])).toEqual([true, true]);
+    one();
+    hangUp.abort();
+    jest.advanceTimersByTime(60_000);
+
+    expect(await Promise.all(outcomes)).toEqual(['woken', 'woken']);
+    expect(polls.isWaiting('t1', 'jobs', 'a')).toBe(false);
+    expect(polls.scheduled).toBe(0);
+  });
+
+  it("finds a partition's polls among thousands without waking the others", () => {
+    const { polls } = process({ POP_MAX_WAITING_PER_TENANT: '10000' });
+    const onPartitions = Array.from({ length: 2_000 }, (_, index) => subscribe(polls, `p${index}`));
+    const anyPartition = subscribe(polls);
+
+    polls.pushed('t1', new Map([['jobs', new Map([['p1500', 1]])]]));
+    expect(onPartitions.filter((subscription) => subscription.settled)).toEqual([onPartitions[1500]]);
+    expect(anyPartition.settled).toBe(false);
+
+    polls.pushed('t1', new Map([['jobs', new Map([['elsewhere', 1]])]]));
+    expect(anyPartition.settled).toBe(true);
+    expect(onPartitions.filter((subscription) => subscription.settled)).toHaveLength(1);
+    expect(polls.parkedCount('t1', 'jobs', 'a')).toBe(0);
+
+    // A wakeup that names no partitions wakes as many as it says, any partition's first.
+    polls.wake('t1', 'jobs', undefined, 3);
+    expect(onPartitions.filter((subscription) => subscription.settled)).toHaveLength(4);
+    for (const subscription of onPartitions) subscription.settle('aborted');
+    expect(polls.waitingGroups()).toEqual([]);
+  });
+
+  it('answers every poll closing when the broker drains, and times none out afterwards', async () => {
+    const { polls } = process();
+    const signal = new ClientHangUp();
+    const waiting = [subscribe(polls, 'p'), subscribe(polls), subscribe(polls, undefined, 'b')];
+    const outcomes = waiting.map((subscription) => subscription.wait(1_000, signal));
+
+    polls.closeAll();
+
+    expect(await Promise.all(outcomes)).toEqual(['closing', 'closing', 'closing']);
+    expect([polls.scheduled, polls.total, polls.waitingGroups().length]).toEqual([0, 0, 0]);
+    expect(subscribe(polls).settled).toBe(true);
   });
 });
 
