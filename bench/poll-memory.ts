@@ -33,6 +33,8 @@ const PORT = Number(process.env.BENCH_PORT ?? 3391);
 const QUEUE = 'bench-parked';
 const SINGLE_WAKES = 200;
 const CONNECT_AT_ONCE = 250;
+/** Set while this process hangs up itself. */
+let closing = false;
 
 const PROBE = `
 const { writeFileSync, renameSync } = require('node:fs');
@@ -93,6 +95,7 @@ function kb(bytes: number): string {
 }
 
 async function measure(count: number): Promise<PollMemoryRow> {
+  closing = false;
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-poll-memory-'));
   const probe = join(dir, 'probe.js');
   const out = join(dir, 'memory.json');
@@ -191,6 +194,10 @@ async function measure(count: number): Promise<PollMemoryRow> {
     // Answered before any push (a database timeout on a busy machine): counted out of the cost per poll.
     const parkedCount = count - early;
     if (early > 0) console.error(`${count}: ${early} polls answered before any push`);
+    const perPoll = (parked.heapUsed + parked.external - idle.heapUsed - idle.external) / parkedCount;
+    console.error(
+      `${count}: ${(perPoll / 1024).toFixed(2)} KB heap per parked poll; ${JSON.stringify({ idle, parked })}`,
+    );
     console.error(`${count}: parked, waking`);
 
     // Those answered early park again.
@@ -213,17 +220,23 @@ async function measure(count: number): Promise<PollMemoryRow> {
     await untilParked(base, () => count);
     await settle();
 
-    // All N: one message for each partition, in pushes of 1,000 sent at once.
+    // All N: one message for each partition, in pushes of 1,000, one after the other (a push the database timed out
+    // while the woken polls claim is sent again).
     const sentAt = performance.now();
-    const pushes = [];
     for (let start = 0; start < count; start += 1_000) {
       const items = [];
       for (let index = start; index < Math.min(count, start + 1_000); index += 1) {
-        items.push({ queue: QUEUE, partition: `p${index}`, payload: { index } });
+        items.push({ queue: QUEUE, partition: `p${index}`, payload: { index }, transactionId: `all-${index}` });
       }
-      pushes.push(post(base, '/api/v1/push', { items }));
+      for (let attempt = 0; ; attempt += 1) {
+        const pushed = await post(base, '/api/v1/push', { items }).then(
+          () => true,
+          () => false,
+        );
+        if (pushed) break;
+        if (attempt === 5) throw new Error('a push failed six times');
+      }
     }
-    await Promise.all(pushes);
     const all = (await Promise.all(woken)).map((at) => at - sentAt);
 
     // Park them again, then hang up: what they held must go.
@@ -232,6 +245,7 @@ async function measure(count: number): Promise<PollMemoryRow> {
     }
     await untilParked(base, () => count);
     await settle();
+    closing = true;
     for (const socket of sockets.splice(0)) socket.destroy();
     await untilParked(base, () => 0);
     await settle();
@@ -275,6 +289,10 @@ function open(index: number, sockets: Socket[], answeredBy: Array<(at: number) =
     const socket = connect(PORT, '127.0.0.1', () => done());
     socket.setNoDelay(true);
     socket.once('error', fail);
+    socket.on('error', () => undefined);
+    socket.once('close', () => {
+      if (!closing) console.error(`connection ${index} closed by the broker`);
+    });
     let text = '';
     socket.on('data', (chunk: Buffer) => {
       // Each answer carries Content-Length or is a 204; one answer is in flight per socket.
@@ -296,11 +314,14 @@ function request(
   answeredBy: Array<(at: number) => void>,
   line: string,
 ): Promise<number> {
-  return new Promise((done, fail) => {
+  const answer = new Promise<number>((done, fail) => {
     answeredBy[index] = done;
-    socket.once('close', () => fail(new Error('closed')));
+    socket.once('close', () => fail(new Error(`connection ${index} closed`)));
     socket.write(`${line} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`);
   });
+  // Awaited later; a connection closed meanwhile is reported where it is awaited, not as an unhandled rejection.
+  answer.catch(() => undefined);
+  return answer;
 }
 
 async function post(base: string, path: string, body: unknown): Promise<void> {

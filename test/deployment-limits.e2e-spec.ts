@@ -1,5 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { driverPool } from '../src/database/guarded-pool';
 import { BrokerRegistry, LIVE_FOR_HEARTBEATS } from '../src/cluster/broker-registry';
 import { BrokersRepository } from '../src/cluster/brokers.repository';
 import { BrokerClient } from './support/broker-client';
@@ -121,6 +123,37 @@ function burst(clients: BrokerClient[], count: number): Promise<Answer[]> {
 
       expect(leaveSpy).toHaveBeenCalledTimes(1);
       await waitFor(() => registry.liveBrokers === 1, 'the staying broker counts itself alone', HEARTBEAT_MS * 10);
+    } finally {
+      await staying.close();
+    }
+  });
+});
+
+(onEmbeddedDatabase ? describe.skip : describe)('pools sized from the connection budget', () => {
+  it('gives each broker its part of DB_CONNECTION_BUDGET as brokers come and go, and holds it under load', async () => {
+    const budgeted = { ...env, DB_CONNECTION_BUDGET: '12', DB_POOL_SIZE: '10' };
+    const staying = await createTestApp(budgeted);
+    try {
+      const pool = driverPool(staying.get(DataSource))!;
+      expect(pool.options.max).toBe(10);
+      const joining = await createTestApp(budgeted);
+      try {
+        // 12 / 2 brokers, less each one's LISTEN connection.
+        await waitFor(() => pool.options.max === 5, 'the first broker shrinks its pool for the second');
+        const other = driverPool(joining.get(DataSource))!;
+        await waitFor(() => other.options.max === 5, 'the second broker takes its part');
+
+        const clients = [new BrokerClient(staying, newTenant()), new BrokerClient(joining, newTenant())];
+        const answers = await Promise.all(
+          Array.from({ length: 60 }, (_, n) => clients[n % 2].pushMany(`budget-${n % 6}`, 3, undefined, `b-${n}`).then((ids) => ids.length)),
+        );
+        expect(answers.every((queued) => queued === 3)).toBe(true);
+        expect(pool.totalCount).toBeLessThanOrEqual(5);
+        expect(other.totalCount).toBeLessThanOrEqual(5);
+      } finally {
+        await joining.close();
+      }
+      await waitFor(() => pool.options.max === 10, 'the broker left alone takes the whole of its DB_POOL_SIZE back');
     } finally {
       await staying.close();
     }

@@ -19,10 +19,12 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
   readonly brokerId = randomUUID();
   private readonly intervalMs: number;
   private live = 1;
+  private counted = false;
   private failing = false;
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
+  private readonly listeners: Array<(live: number) => void> = [];
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -38,6 +40,11 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
 
   get liveBrokers(): number {
     return this.live;
+  }
+
+  /** Told the count at every heartbeat that changes it, the first one included. */
+  onCount(listener: (live: number) => void): void {
+    this.listeners.push(listener);
   }
 
   share(limit: number): number {
@@ -68,7 +75,10 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
           if (this.failing) this.logger.log(`Heartbeat answered again: ${live} brokers live`);
           else if (live !== this.live) this.logger.log(`${live} brokers live`);
           this.failing = false;
+          const changed = live !== this.live || !this.counted;
           this.live = live;
+          this.counted = true;
+          if (changed) for (const listener of this.listeners) listener(live);
         },
         (error: unknown) => {
           if (!this.failing) {

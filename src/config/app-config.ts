@@ -5,6 +5,8 @@ export interface DatabaseConfig {
   url: string | undefined;
   dataDir: string;
   poolSize: number;
+  /** Connections all broker processes on the database may hold together, LISTEN connections included; 0: no budget. */
+  connectionBudget: number;
   acquireTimeoutMs: number;
   statementTimeoutMs: number;
   connectTimeoutMs: number;

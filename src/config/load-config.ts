@@ -78,6 +78,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
       url: databaseUrl(reader, problems),
       dataDir: reader.string('DATA_DIR') ?? './data/pglite',
       poolSize,
+      // PostgreSQL's default max_connections (100) less its 3 reserved, and room for an operator and migrations.
+      connectionBudget: reader.int('DB_CONNECTION_BUDGET', 90, 0, 1_000_000),
       acquireTimeoutMs: reader.int('DB_ACQUIRE_TIMEOUT_MS', 2_000, 1, 600_000),
       statementTimeoutMs: reader.int('DB_STATEMENT_TIMEOUT_MS', 5_000, 1, 600_000),
       connectTimeoutMs: reader.int('DB_CONNECT_TIMEOUT_MS', 10_000, 1, 600_000),

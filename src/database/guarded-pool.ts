@@ -17,6 +17,13 @@ export class UnsafeConnectionError extends Error {
   }
 }
 
+export class PoolShrankError extends Error {
+  constructor() {
+    super('connection past the pool size; closed');
+    this.name = 'PoolShrankError';
+  }
+}
+
 export class ReadOnlyConnectionError extends Error {
   constructor() {
     super('connection to a read-only server; closed instead of reused');
@@ -87,7 +94,9 @@ export class GuardedPool extends pg.Pool {
         }
         const state = releaseError ? undefined : unsafeState(client);
         if (state) logger.warn(`A connection was released ${state}; closing it so its transaction cannot be reused`);
-        release(releaseError ?? (state ? new UnsafeConnectionError(state) : undefined));
+        // The pool was made smaller (more brokers share the database): a connection past its size closes.
+        const shrunk = !releaseError && !state && this.totalCount > this.options.max;
+        release(releaseError ?? (state ? new UnsafeConnectionError(state) : shrunk ? new PoolShrankError() : undefined));
       };
       client.release = guardedRelease;
       callback(undefined, client, guardedRelease);

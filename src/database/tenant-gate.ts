@@ -9,7 +9,12 @@ interface TenantShare {
 export class TenantGate {
   private readonly shares = new Map<string, TenantShare>();
 
-  constructor(private readonly maxPerTenant: number) {}
+  constructor(private maxPerTenant: number) {}
+
+  /** Requests holding connections keep them; new ones meet the new share. */
+  resize(maxPerTenant: number): void {
+    this.maxPerTenant = maxPerTenant;
+  }
 
   enter(tenantId: string, timeoutMs: number): Promise<() => void> {
     let share = this.shares.get(tenantId);

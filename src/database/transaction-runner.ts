@@ -47,6 +47,11 @@ export class TransactionRunner {
     this.gate = new TenantGate(config.limits.tenantMaxConnections);
   }
 
+  /** The pool was resized: one tenant's share follows it. */
+  resizeTenantShare(maxPerTenant: number): void {
+    this.gate.resize(maxPerTenant);
+  }
+
   /**
    * `tenantId` undefined: work on no tenant's behalf (the health check), outside any tenant's share. A deadlock or a
    * serialization failure rolls the work back and runs it again from the start, while the bound allows.

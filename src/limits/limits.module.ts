@@ -1,6 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { BrokersRepository } from '../cluster/brokers.repository';
+import { PoolSizer } from '../cluster/pool-share';
 import { FixedWindowThrottlerStorage } from './fixed-window.storage';
 import { HeavyReadInterceptor, HeavyReadPermits } from './heavy-read';
 import { StoredUsageRepository } from './stored-usage.repository';
@@ -14,6 +15,7 @@ import { TenantRates } from './tenant-rates';
     StoredUsageRepository,
     BrokerRegistry,
     BrokersRepository,
+    PoolSizer,
     FixedWindowThrottlerStorage,
     TenantRates,
     HeavyReadPermits,
@@ -22,6 +24,7 @@ import { TenantRates } from './tenant-rates';
   exports: [
     TenantQuotas,
     BrokerRegistry,
+    PoolSizer,
     FixedWindowThrottlerStorage,
     TenantRates,
     HeavyReadPermits,

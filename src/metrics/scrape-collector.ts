@@ -79,10 +79,10 @@ export class ScrapeCollector {
     });
     new Gauge({
       name: 'leasehold_db_pool_max',
-      help: "Size of this process's database pool (DB_POOL_SIZE).",
+      help: "Size of this process's database pool: DB_POOL_SIZE, or its share of DB_CONNECTION_BUDGET if smaller.",
       registers,
       collect() {
-        this.set(config.database.poolSize);
+        this.set(pool()?.options.max ?? config.database.poolSize);
       },
     });
     new Gauge({

@@ -67,17 +67,18 @@ export class PopService {
     this.pollClaims = new KeyedSemaphore(Math.max(1, Math.floor(config.database.poolSize * POLL_CLAIMS_PER_POOL)));
   }
 
-  /** The wakeup subscription is taken before each attempt, so work committed during the attempt still wakes it. */
-  async pop(
+  /**
+   * The wakeup subscription is taken before each attempt, so work committed during the attempt still wakes it. One
+   * async frame from here to the wait: a parked poll holds each frame above it (about 500 bytes each).
+   */
+  pop(
     tenantId: string,
     queue: string,
     partition: string | undefined,
     options: PopOptions,
     signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
-    const delivery = await this.poll(tenantId, queue, partition, options, signal);
-    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
-    return delivery;
+    return this.poll(tenantId, queue, partition, options, signal);
   }
 
   async discover(
@@ -180,20 +181,24 @@ export class PopService {
     const poll = options.wait ? this.polls.begin(tenantId) : undefined;
     if (poll?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
     let woken = false;
+    let delivery: JsonText | undefined;
     try {
       for (;;) {
-        if (signal.aborted) return undefined;
+        if (signal.aborted) break;
         const subscription = poll ? this.polls.subscribe(poll, queue, options.consumerGroup, partition) : undefined;
         try {
           const attempt = await this.look(tenantId, queue, partition, options, deadline, woken, signal);
-          if (attempt.delivery || !subscription) return attempt.delivery;
+          if (attempt.delivery || !subscription) {
+            delivery = attempt.delivery;
+            break;
+          }
           const remaining = Math.max(0, deadline - Date.now());
           const again = lookAgainIn(attempt);
           const outcome = await subscription.wait(again === undefined ? remaining : Math.min(remaining, again), signal);
           if (outcome === 'closing') throw new ShuttingDownException();
           // A timeout ends the poll, unless it was the wait before looking again (a failed claim, something coming due).
           if (outcome === 'aborted' || (outcome === 'timeout' && (again === undefined || Date.now() >= deadline))) {
-            return undefined;
+            break;
           }
           woken = true;
         } finally {
@@ -203,6 +208,8 @@ export class PopService {
     } finally {
       poll?.end();
     }
+    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
+    return delivery;
   }
 
   private look(

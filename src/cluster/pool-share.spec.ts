@@ -1,0 +1,80 @@
+import { EntityManager } from 'typeorm';
+import type { DataSource } from 'typeorm';
+import { loadConfig } from '../config/load-config';
+import { DatabaseEngine } from '../database/database-engine';
+import { GuardedPool } from '../database/guarded-pool';
+import { TransactionRunner } from '../database/transaction-runner';
+import { DrainService } from '../lifecycle/drain.service';
+import { BrokerRegistry } from './broker-registry';
+import { PoolSizer, poolShare, tenantShare } from './pool-share';
+
+/** A broker whose heartbeats count what the test says, with a pool that never connects. */
+function broker(env: Record<string, string> = {}) {
+  const config = loadConfig({ BROKER_HEARTBEAT_MS: '1000', ...env });
+  const answers: number[] = [];
+  const brokers = {
+    beat: jest.fn(() => Promise.resolve(answers.shift() ?? 1)),
+    leave: jest.fn(() => Promise.resolve()),
+  };
+  const tenantShares: number[] = [];
+  const transactions = {
+    run: (_tenant: undefined, work: (manager: EntityManager) => Promise<unknown>) => work({} as EntityManager),
+    resizeTenantShare: (share: number) => tenantShares.push(share),
+  } as unknown as TransactionRunner;
+  const drain = { onDrain: () => undefined } as unknown as DrainService;
+  const registry = new BrokerRegistry(transactions, brokers, { isEmbedded: false } as DatabaseEngine, drain, config);
+  const pool = new GuardedPool({ max: config.database.poolSize });
+  const dataSource = { driver: { master: pool } } as unknown as DataSource;
+  const sizer = new PoolSizer(registry, dataSource, transactions, config);
+  return { registry, answers, pool, sizer, tenantShares };
+}
+
+describe('poolShare', () => {
+  it("divides the deployment's budget among the live brokers, less each one's LISTEN connection", () => {
+    expect([1, 8, 9, 16, 30, 45, 200].map((brokers) => poolShare(90, brokers, 10))).toEqual([10, 10, 9, 4, 2, 1, 1]);
+    // Sixteen brokers, each with its pool and its LISTEN connection, within the budget.
+    expect(16 * (poolShare(90, 16, 10) + 1)).toBeLessThanOrEqual(90);
+    expect(poolShare(0, 16, 10)).toBe(10);
+    expect(poolShare(1_000, 3, 25)).toBe(25);
+  });
+
+  it("keeps a fifth of a smaller pool free of any one tenant, never more than DB_TENANT_MAX_CONNECTIONS", () => {
+    expect([10, 5, 4, 2, 1].map((pool) => tenantShare(pool, 8))).toEqual([8, 4, 3, 1, 1]);
+    expect(tenantShare(10, 3)).toBe(3);
+  });
+});
+
+describe('PoolSizer', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it('sizes the pool from the count of each heartbeat, as brokers come and go', async () => {
+    const { registry, answers, pool, sizer, tenantShares } = broker();
+    answers.push(16, 16, 4, 30, 1);
+    const sizes: number[] = [];
+
+    await registry.onApplicationBootstrap();
+    sizes.push(pool.options.max);
+    for (let beat = 0; beat < 4; beat += 1) {
+      await jest.advanceTimersByTimeAsync(1_000);
+      sizes.push(pool.options.max);
+    }
+
+    expect(sizes).toEqual([4, 4, 10, 2, 10]);
+    expect(sizer.poolSize).toBe(10);
+    expect(tenantShares).toEqual([3, 8, 1, 8]);
+    await registry.beforeApplicationShutdown();
+    await pool.end();
+  });
+
+  it('leaves the pool at DB_POOL_SIZE with DB_CONNECTION_BUDGET=0', async () => {
+    const { registry, answers, pool } = broker({ DB_CONNECTION_BUDGET: '0', DB_POOL_SIZE: '20' });
+    answers.push(50);
+
+    await registry.onApplicationBootstrap();
+
+    expect(pool.options.max).toBe(20);
+    await registry.beforeApplicationShutdown();
+    await pool.end();
+  });
+});

@@ -1,0 +1,67 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
+import { driverPool, PoolShrankError } from '../database/guarded-pool';
+import { TransactionRunner } from '../database/transaction-runner';
+import { BrokerRegistry } from './broker-registry';
+
+/**
+ * A broker's pool: an equal part of the deployment's connection budget per live broker, less the broker's LISTEN
+ * connection, never more than DB_POOL_SIZE nor less than one. Budget 0: DB_POOL_SIZE.
+ */
+export function poolShare(budget: number, liveBrokers: number, poolSize: number): number {
+  if (budget <= 0) return poolSize;
+  const part = Math.floor(budget / Math.max(1, liveBrokers));
+  return Math.max(1, Math.min(poolSize, part - 1));
+}
+
+/** A fifth of the pool (at least one connection) stays free of any one tenant, as with DB_TENANT_MAX_CONNECTIONS. */
+export function tenantShare(pool: number, configured: number): number {
+  return Math.min(configured, Math.max(1, pool - Math.max(1, Math.floor(pool / 5))));
+}
+
+/**
+ * Sizes this process's pool from the brokers' count at each heartbeat that changes it, so that sixteen brokers stay
+ * within PostgreSQL's connections instead of asking for sixteen full pools. Connections past a smaller size close
+ * when they come back, idle ones at once.
+ */
+@Injectable()
+export class PoolSizer {
+  private readonly logger = new Logger('Brokers');
+  private size: number;
+
+  constructor(
+    brokers: BrokerRegistry,
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {
+    this.size = config.database.poolSize;
+    brokers.onCount((live) => this.resize(live));
+  }
+
+  get poolSize(): number {
+    return this.size;
+  }
+
+  resize(liveBrokers: number): void {
+    const { connectionBudget, poolSize } = this.config.database;
+    const size = poolShare(connectionBudget, liveBrokers, poolSize);
+    if (size === this.size) return;
+    const pool = driverPool(this.dataSource);
+    this.logger.log(`${liveBrokers} brokers share ${connectionBudget} connections: this one's pool is now ${size}`);
+    this.size = size;
+    this.transactions.resizeTenantShare(tenantShare(size, this.config.limits.tenantMaxConnections));
+    if (!pool) return;
+    pool.options.max = size;
+    // Idle connections past the size: taken (the pool hands idle ones out first) and closed.
+    const idleExcess = Math.min(pool.idleCount, pool.totalCount - size);
+    for (let index = 0; index < idleExcess; index += 1) {
+      pool.connect().then(
+        (client) => client.release(new PoolShrankError()),
+        () => undefined,
+      );
+    }
+  }
+}
