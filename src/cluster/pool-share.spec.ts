@@ -6,7 +6,7 @@ import { GuardedPool } from '../database/guarded-pool';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { BrokerRegistry } from './broker-registry';
-import { PoolSizer, poolShare, tenantShare } from './pool-share';
+import { OUTSIDE_POOL, PoolSizer, poolShare, tenantShare } from './pool-share';
 
 /** A broker whose heartbeats count what the test says, with a pool that never connects. */
 function broker(env: Record<string, string> = {}) {
@@ -30,15 +30,15 @@ function broker(env: Record<string, string> = {}) {
 }
 
 describe('poolShare', () => {
-  it("divides the deployment's budget among the live brokers, less each one's LISTEN connection", () => {
-    expect([1, 8, 9, 16, 30, 45, 200].map((brokers) => poolShare(90, brokers, 10))).toEqual([10, 10, 9, 4, 2, 1, 1]);
-    // Sixteen brokers, each with its pool and its LISTEN connection, within the budget.
-    expect(16 * (poolShare(90, 16, 10) + 1)).toBeLessThanOrEqual(90);
+  it("divides the deployment's budget among the live brokers, less what each holds outside its pool", () => {
+    expect([1, 7, 8, 9, 16, 30, 200].map((brokers) => poolShare(90, brokers, 10))).toEqual([10, 10, 9, 8, 3, 1, 1]);
+    // Sixteen brokers, each with its pool, its LISTEN connection and its readiness probe's, within the budget.
+    expect(16 * (poolShare(90, 16, 10) + OUTSIDE_POOL)).toBeLessThanOrEqual(90);
     expect(poolShare(0, 16, 10)).toBe(10);
     expect(poolShare(1_000, 3, 25)).toBe(25);
   });
 
-  it("keeps a fifth of a smaller pool free of any one tenant, never more than DB_TENANT_MAX_CONNECTIONS", () => {
+  it('keeps a fifth of a smaller pool free of any one tenant, never more than DB_TENANT_MAX_CONNECTIONS', () => {
     expect([10, 5, 4, 2, 1].map((pool) => tenantShare(pool, 8))).toEqual([8, 4, 3, 1, 1]);
     expect(tenantShare(10, 3)).toBe(3);
   });
@@ -60,9 +60,9 @@ describe('PoolSizer', () => {
       sizes.push(pool.options.max);
     }
 
-    expect(sizes).toEqual([4, 4, 10, 2, 10]);
+    expect(sizes).toEqual([3, 3, 10, 1, 10]);
     expect(sizer.poolSize).toBe(10);
-    expect(tenantShares).toEqual([3, 8, 1, 8]);
+    expect(tenantShares).toEqual([2, 8, 1, 8]);
     await registry.beforeApplicationShutdown();
     await pool.end();
   });

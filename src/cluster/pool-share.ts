@@ -6,14 +6,17 @@ import { driverPool, PoolShrankError } from '../database/guarded-pool';
 import { TransactionRunner } from '../database/transaction-runner';
 import { BrokerRegistry } from './broker-registry';
 
+/** What each broker holds outside its pool: the LISTEN connection and the readiness probe's. */
+export const OUTSIDE_POOL = 2;
+
 /**
- * A broker's pool: an equal part of the deployment's connection budget per live broker, less the broker's LISTEN
- * connection, never more than DB_POOL_SIZE nor less than one. Budget 0: DB_POOL_SIZE.
+ * A broker's pool: an equal part of the deployment's connection budget per live broker, less what it holds outside
+ * the pool, never more than DB_POOL_SIZE nor less than one. Budget 0: DB_POOL_SIZE.
  */
 export function poolShare(budget: number, liveBrokers: number, poolSize: number): number {
   if (budget <= 0) return poolSize;
   const part = Math.floor(budget / Math.max(1, liveBrokers));
-  return Math.max(1, Math.min(poolSize, part - 1));
+  return Math.max(1, Math.min(poolSize, part - OUTSIDE_POOL));
 }
 
 /** A fifth of the pool (at least one connection) stays free of any one tenant, as with DB_TENANT_MAX_CONNECTIONS. */
