@@ -96,7 +96,9 @@ export class GuardedPool extends pg.Pool {
         if (state) logger.warn(`A connection was released ${state}; closing it so its transaction cannot be reused`);
         // The pool was made smaller (more brokers share the database): a connection past its size closes.
         const shrunk = !releaseError && !state && this.totalCount > this.options.max;
-        release(releaseError ?? (state ? new UnsafeConnectionError(state) : shrunk ? new PoolShrankError() : undefined));
+        release(
+          releaseError ?? (state ? new UnsafeConnectionError(state) : shrunk ? new PoolShrankError() : undefined),
+        );
       };
       client.release = guardedRelease;
       callback(undefined, client, guardedRelease);
