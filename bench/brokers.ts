@@ -21,7 +21,9 @@ const DATABASE = 'leasehold_bench_brokers';
 const FIRST_PORT = Number(process.env.BENCH_PORT ?? 3400);
 const EXTRA_ENV = JSON.parse(process.env.BENCH_BROKER_ENV ?? '{}') as Record<string, string>;
 /** Producers and consumers per broker, each a loop of one request at a time. */
-const LOOPS_PER_BROKER = 2;
+const LOOPS_PER_BROKER = 1;
+/** Wakeup rounds in flight at once, each on its own queue and pair of brokers. */
+const WAKE_CHAINS = 4;
 
 async function main(): Promise<void> {
   const brokers = Number(process.argv[2] ?? 16);
@@ -30,7 +32,8 @@ async function main(): Promise<void> {
   await admin.connect();
   await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
   await admin.query(`CREATE DATABASE ${DATABASE}`);
-  const maxConnections = (await admin.query<{ setting: string }>(`SHOW max_connections`)).rows[0].setting;
+  const maxConnections = (await admin.query<{ max_connections: string }>(`SHOW max_connections`)).rows[0]
+    .max_connections;
   const url = new URL(ADMIN_URL);
   url.pathname = `/${DATABASE}`;
   const children: ChildProcess[] = [];
@@ -84,22 +87,25 @@ async function main(): Promise<void> {
     const wakeups: number[] = [];
     let failed = 0;
     let round = 0;
-    while (performance.now() < until - 2_000) {
-      const index = round % brokers;
-      const queue = `wake-${round}`;
-      round += 1;
-      const poll = fetch(`${base(index)}/api/v1/pop/queue/${queue}?wait=true&timeout=10000&autoAck=true`).then(
-        async (answer) => ({ status: answer.status, at: (await answer.text(), performance.now()) }),
-      );
-      await sleep(300);
-      const status = await post(base((index + 1) % brokers), '/api/v1/push', {
-        items: [{ queue, payload: { round } }],
-      });
-      const pushedAt = performance.now();
-      const answer = await poll;
-      if (status !== 201 || answer.status !== 200) failed += 1;
-      else wakeups.push(answer.at - pushedAt);
-    }
+    const chain = async (): Promise<void> => {
+      while (performance.now() < until - 2_000) {
+        const index = round % brokers;
+        const queue = `wake-${round}`;
+        round += 1;
+        const poll = fetch(`${base(index)}/api/v1/pop/queue/${queue}?wait=true&timeout=10000&autoAck=true`).then(
+          async (answer) => ({ status: answer.status, at: (await answer.text(), performance.now()) }),
+        );
+        await sleep(300);
+        const status = await post(base((index + 1) % brokers), '/api/v1/push', {
+          items: [{ queue, payload: { round } }],
+        });
+        const pushedAt = performance.now();
+        const answer = await poll;
+        if (status !== 201 || answer.status !== 200) failed += 1;
+        else wakeups.push(answer.at - pushedAt);
+      }
+    };
+    await Promise.all(Array.from({ length: WAKE_CHAINS }, chain));
     await Promise.all(load);
     sampling = false;
     await sampler;

@@ -203,7 +203,10 @@ async function measure(count: number): Promise<PollMemoryRow> {
     // Those answered early park again.
     for (let index = 0; index < count; index += 1) {
       const done = await Promise.race([woken[index].then(() => true), Promise.resolve(false)]);
-      if (done) woken[index] = request(sockets[index], index, answeredBy, pollLine(index));
+      if (!done) continue;
+      // An error answer may have closed its connection.
+      if (sockets[index].destroyed) await open(index, sockets, answeredBy);
+      woken[index] = request(sockets[index], index, answeredBy, pollLine(index));
     }
     await untilParked(base, () => count);
     await settle();
