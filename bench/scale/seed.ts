@@ -1,0 +1,138 @@
+import { Client } from 'pg';
+
+/*
+ * Large states written by SQL, in the shapes the broker writes them (each scenario checks through HTTP that the
+ * broker then behaves as on its own state): pushing a million partitions one by one would take the run's whole time.
+ * Ids are time-ordered like the broker's UUIDv7, so the B-trees fill in order as they do under real pushes.
+ */
+
+const BATCH = 100_000;
+export const QUEUE_MODE = '__QUEUE_MODE__';
+
+/** A deterministic UUID: `family` (a 32-bit number) names the kind of row and the queue, `index` the row. */
+export function uuidSql(family: number, index: string): string {
+  return `(lpad(to_hex(${family}), 8, '0') || '-0000-7000-8000-' || lpad(to_hex(${index}), 12, '0'))::uuid`;
+}
+
+export function uuidOf(family: number, index: number): string {
+  return `${family.toString(16).padStart(8, '0')}-0000-7000-8000-${index.toString(16).padStart(12, '0')}`;
+}
+
+export interface SeededQueue {
+  tenant: string;
+  queueId: string;
+  queue: string;
+  partitions: number;
+}
+
+/**
+ * A queue of `partitions` partitions `p0000000`..., each holding `messagesPerPartition` messages pushed `ageSeconds`
+ * ago; `drained`: the queue-mode group has consumed them all (cursor at the end, not ready), as after push, pop and
+ * ack; otherwise no group has cursors there. `groups` more groups still looking through the partitions
+ * (`backfill_from` at the last one they looked at) with unread cursors on the first `groupCursors` partitions.
+ */
+export async function seedQueue(
+  client: Client,
+  options: {
+    family: number;
+    tenant: string;
+    queue: string;
+    partitions: number;
+    messagesPerPartition?: number;
+    ageSeconds?: number;
+    drained?: boolean;
+    groups?: number;
+    groupCursors?: number;
+    /** When the retention job is to look at the partitions first (SQL expression); default: when their messages come of age. */
+    retentionCheckAt?: string;
+    queueOptions?: { completedRetentionSeconds?: number };
+  },
+): Promise<SeededQueue> {
+  const {
+    family,
+    tenant,
+    queue,
+    partitions,
+    messagesPerPartition = 1,
+    ageSeconds = 600,
+    drained = true,
+    groups = 0,
+    groupCursors = 1000,
+    queueOptions = {},
+  } = options;
+  const queueId = uuidOf(family, 0);
+  const created = `now() - make_interval(secs => ${ageSeconds})`;
+  const retentionCheckAt =
+    options.retentionCheckAt ??
+    `${created} + make_interval(secs => ${queueOptions.completedRetentionSeconds ?? 3600})`;
+  await client.query(
+    `INSERT INTO queues (tenant_id, id, name, completed_retention_seconds, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, ${created}, ${created})`,
+    [tenant, queueId, queue, queueOptions.completedRetentionSeconds ?? null],
+  );
+  const partitionId = uuidSql(family, 'i');
+  for (let from = 1; from <= partitions; from += BATCH) {
+    const to = Math.min(partitions, from + BATCH - 1);
+    await client.query(
+      `INSERT INTO partitions (tenant_id, id, queue_id, name, last_offset, created_at, last_pushed_at, retention_check_at)
+       SELECT $1, ${partitionId}, $2, 'p' || lpad(i::text, 7, '0'), $5, ${created}, ${created}, ${retentionCheckAt}
+         FROM generate_series($3::int, $4::int) i`,
+      [tenant, queueId, from, to, messagesPerPartition],
+    );
+    if (messagesPerPartition > 0) {
+      await client.query(
+        `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, payload, created_at, payload_bytes)
+         SELECT $1, ${partitionId}, s, ${uuidSql(family + 1, '(i::bigint << 16) + s')},
+                ${uuidSql(family + 1, '(i::bigint << 16) + s')}::text, json_build_object('i', i, 's', s),
+                ${created}, octet_length(json_build_object('i', i, 's', s)::text)
+           FROM generate_series($2::int, $3::int) i, generate_series(1, $4::int) s`,
+        [tenant, from, to, messagesPerPartition],
+      );
+    }
+    if (drained) {
+      await client.query(
+        `INSERT INTO consumers (tenant_id, partition_id, consumer_group, queue_id, committed_offset, delivered_offset,
+                                delivery_attempt, lease_epoch, ready, created_at, updated_at)
+         SELECT $1, ${partitionId}, '${QUEUE_MODE}', $2, $5, $5, 1, 1, false, ${created}, ${created}
+           FROM generate_series($3::int, $4::int) i`,
+        [tenant, queueId, from, to, messagesPerPartition],
+      );
+    }
+  }
+  if (drained) {
+    await client.query(
+      `INSERT INTO consumer_groups (tenant_id, queue_id, name, created_at, backfill_from) VALUES ($1, $2, $3, ${created}, NULL)`,
+      [tenant, queueId, QUEUE_MODE],
+    );
+  }
+  for (let group = 1; group <= groups; group += 1) {
+    const looked = Math.min(partitions, groupCursors);
+    const backfillFrom = looked < partitions ? `p${String(looked).padStart(7, '0')}` : null;
+    await client.query(
+      `INSERT INTO consumer_groups (tenant_id, queue_id, name, created_at, backfill_from) VALUES ($1, $2, $3, ${created}, $4)`,
+      [tenant, queueId, `g${group}`, backfillFrom],
+    );
+    await client.query(
+      `INSERT INTO consumers (tenant_id, partition_id, consumer_group, queue_id, committed_offset, delivered_offset,
+                              ready, created_at, updated_at)
+       SELECT $1, ${partitionId}, $3, $2, 0, 0, true, ${created}, ${created} FROM generate_series(1, $4::int) i`,
+      [tenant, queueId, `g${group}`, looked],
+    );
+  }
+  const stored = partitions * messagesPerPartition;
+  if (stored > 0) {
+    await client.query(
+      `INSERT INTO tenant_usage (tenant_id, stripe, stored_bytes, stored_messages)
+       SELECT $1, 0, sum(payload_bytes), count(*) FROM messages WHERE tenant_id = $1
+       ON CONFLICT (tenant_id, stripe) DO UPDATE SET stored_bytes = EXCLUDED.stored_bytes,
+                                                     stored_messages = EXCLUDED.stored_messages`,
+      [tenant],
+    );
+  }
+  return { tenant, queueId, queue, partitions };
+}
+
+/** What autovacuum would have done by now (it is off on the benchmark machine). */
+export async function vacuumAnalyze(client: Client): Promise<void> {
+  await client.query('VACUUM ANALYZE');
+}

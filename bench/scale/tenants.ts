@@ -1,0 +1,5 @@
+import { ScenarioResult } from './common';
+
+export async function tenants(): Promise<ScenarioResult> {
+  throw new Error('not written yet');
+}
