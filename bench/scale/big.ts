@@ -104,7 +104,8 @@ async function checkSeeded(big: BigDatabase, state: SizeState): Promise<void> {
     send<Popped>(base, state.tenant, 'GET', `/api/v1/pop/queue/${state.queue}?wait=false&batch=10`),
     200,
   );
-  if (popped.body.messages.length !== 1) throw new Error(`seeded ${state.queue}: popped ${popped.body.messages.length}`);
+  if (popped.body.messages.length !== 1)
+    throw new Error(`seeded ${state.queue}: popped ${popped.body.messages.length}`);
   await expectStatus(ackAll(base, state.tenant, popped.body), 200);
   const after = await send(base, state.tenant, 'GET', `/api/v1/pop/queue/${state.queue}?wait=false`);
   if (after.status !== 204) throw new Error(`seeded ${state.queue}: after the ack a pop answered ${after.status}`);

@@ -1,5 +1,153 @@
-import { ScenarioResult } from './common';
+import { Client } from 'pg';
+import {
+  ackAll,
+  ADMIN_URL,
+  BASE_PORT,
+  Broker,
+  createDatabase,
+  DATABASE_PREFIX,
+  dropDatabase,
+  ms,
+  p50,
+  p99,
+  Popped,
+  ScenarioResult,
+  send,
+  sleep,
+  startBroker,
+  Timed,
+} from './common';
+import { uuidOf } from './seed';
+
+/*
+ * (7) Sixteen broker processes on one PostgreSQL, with the default pool settings, under load: each runs push → pop →
+ * ack loops and holds parked long polls, while connections to the database are counted every 200 ms
+ * (pg_stat_activity) and polls parked on one process are woken by pushes through another. The PostgreSQL server is
+ * shared: when the whole server's connections come within GUARD of max_connections the load stops (and the figure
+ * says so), so that other clients of the server are never refused.
+ */
+
+const BROKERS = 16;
+const LOAD_MS = 20_000;
+const WAKE_ROUNDS = 40;
+const GUARD = 10;
 
 export async function brokers(): Promise<ScenarioResult> {
-  throw new Error('not written yet');
+  const database = `${DATABASE_PREFIX}_brokers`;
+  const url = await createDatabase(database);
+  const tenant = uuidOf(0x7b000000, 1);
+  const started: Broker[] = [];
+  const monitor = new Client({ connectionString: ADMIN_URL });
+  await monitor.connect();
+  try {
+    const { rows } = await monitor.query<{ max: string }>("SELECT current_setting('max_connections') AS max");
+    const maxConnections = Number(rows[0].max);
+    let peak = 0;
+    let serverPeak = 0;
+    let guarded = false;
+    let sampling = true;
+    const sample = async () => {
+      while (sampling) {
+        const { rows: counted } = await monitor.query<{ ours: string; all: string }>(
+          'SELECT count(*) FILTER (WHERE datname = $1) AS ours, count(*) AS all FROM pg_stat_activity WHERE backend_type = $2',
+          [database, 'client backend'],
+        );
+        peak = Math.max(peak, Number(counted[0].ours));
+        serverPeak = Math.max(serverPeak, Number(counted[0].all));
+        if (Number(counted[0].all) >= maxConnections - GUARD) guarded = true;
+        await sleep(200);
+      }
+    };
+    const sampler = sample();
+    // One at a time: before each, the server must have room for one more broker's connections as counted so far.
+    const serverNow = async () => {
+      const { rows: counted } = await monitor.query<{ ours: string; all: string }>(
+        'SELECT count(*) FILTER (WHERE datname = $1) AS ours, count(*) AS all FROM pg_stat_activity WHERE backend_type = $2',
+        [database, 'client backend'],
+      );
+      return { ours: Number(counted[0].ours), all: Number(counted[0].all) };
+    };
+    let refused = '';
+    for (let index = 0; index < BROKERS && !guarded; index += 1) {
+      const now = await serverNow();
+      const perBroker = index === 0 ? 0 : Math.ceil(now.ours / index);
+      if (now.all + perBroker >= maxConnections - GUARD) {
+        refused = `broker ${index + 1} not started: ${index} held ${now.ours} connections (${perBroker} each), the server had ${now.all} of ${maxConnections}`;
+        break;
+      }
+      started.push(await startBroker({ databaseUrl: url, port: BASE_PORT + 10 + index }));
+      await sleep(500);
+    }
+    const end = performance.now() + LOAD_MS;
+    const running = () => !guarded && performance.now() < end;
+    const errors = new Map<string, number>();
+    const count = (status: string) => errors.set(status, (errors.get(status) ?? 0) + 1);
+    const loops = started.flatMap((broker, index) =>
+      [0, 1].map(async (loop) => {
+        const queue = `load-${index}-${loop}`;
+        while (running()) {
+          const pushed = await send(broker.base, tenant, 'POST', '/api/v1/push', {
+            items: [{ queue, payload: { index } }],
+          });
+          if (pushed.status !== 201) count(`push ${pushed.status}`);
+          const popped = await send<Popped>(broker.base, tenant, 'GET', `/api/v1/pop/queue/${queue}?wait=false`);
+          if (popped.status === 200) await ackAll(broker.base, tenant, popped.body);
+          else count(`pop ${popped.status}`);
+        }
+      }),
+    );
+    // Polls parked on process i, woken by a push through process i + 1.
+    const wakes: number[] = [];
+    let missed = 0;
+    for (let round = 0; round < WAKE_ROUNDS && running(); round += 1) {
+      const parkedOn = started[round % started.length];
+      const pushedThrough = started[(round + 1) % started.length];
+      const queue = `wake-${round}`;
+      const poll: Promise<Timed> = send(
+        parkedOn.base,
+        tenant,
+        'GET',
+        `/api/v1/pop/queue/${queue}?wait=true&timeout=30000`,
+      );
+      await sleep(300);
+      const pushed = await send(pushedThrough.base, tenant, 'POST', '/api/v1/push', {
+        items: [{ queue, payload: { round } }],
+      });
+      const woken = await poll;
+      if (woken.status === 200 && pushed.status === 201) wakes.push(woken.at - pushed.at);
+      else missed += 1;
+    }
+    await Promise.all(loops);
+    // Connections go back to the server before anything else runs.
+    await Promise.allSettled(started.map((broker) => broker.stop()));
+    sampling = false;
+    await sampler;
+    const met = !guarded && started.length === BROKERS && peak <= maxConnections;
+    return {
+      outcomes: [
+        {
+          target: `${BROKERS} broker processes on one PostgreSQL under load stay within its ${maxConnections} connections`,
+          measured: refused
+            ? `${refused} (stopped so that the shared server refuses no one); peak ${peak}`
+            : guarded
+              ? `stopped by the guard: the server reached ${serverPeak} of ${maxConnections} connections with ${started.length} brokers up, ${peak} of them this database's`
+              : `peak ${peak} connections of the ${BROKERS} brokers (server ${serverPeak} of ${maxConnections}, other clients included)`,
+          met,
+        },
+        {
+          target: 'cross-process wakeups ≤ 100 ms',
+          measured: `${ms(p99(wakes))} p99, ${ms(p50(wakes))} p50 over ${wakes.length} wakes${missed ? `, ${missed} missed` : ''}`,
+          met: wakes.length > 0 && missed === 0 && p99(wakes) <= 100,
+        },
+      ],
+      curves: [],
+      notes: [
+        `brokers: default DB_POOL_SIZE; 2 push/pop/ack loops per process for ${LOAD_MS / 1000} s, ${WAKE_ROUNDS} wakes of a poll parked on one process by a push through the next${errors.size ? `; errors: ${[...errors].map(([k, v]) => `${k} ×${v}`).join(', ')}` : ''}.`,
+      ],
+    };
+  } finally {
+    await Promise.allSettled(started.map((broker) => broker.stop()));
+    await monitor.end();
+    await dropDatabase(database);
+  }
 }

@@ -46,7 +46,12 @@ export async function claims(big: BigDatabase): Promise<ScenarioResult> {
           }),
           201,
         );
-        const popped = await send<Popped>(base, state.tenant, 'GET', `/api/v1/pop/queue/${state.queue}?wait=false&batch=10`);
+        const popped = await send<Popped>(
+          base,
+          state.tenant,
+          'GET',
+          `/api/v1/pop/queue/${state.queue}?wait=false&batch=10`,
+        );
         if (popped.status !== 200 || popped.body.messages.length !== 1) {
           failures.push(`hot pop at ${count(state.size)}: ${popped.status}`);
         } else {
@@ -71,13 +76,22 @@ export async function claims(big: BigDatabase): Promise<ScenarioResult> {
       const middle = await blocks(client, big.database);
       await expectStatus(
         send(base, state.tenant, 'POST', '/api/v1/push', {
-          items: Array.from({ length: BUFFER_POPS }, (_, index) => ({ queue: state.queue, partition: 'hot', payload: { index } })),
+          items: Array.from({ length: BUFFER_POPS }, (_, index) => ({
+            queue: state.queue,
+            partition: 'hot',
+            payload: { index },
+          })),
         }),
         201,
       );
       const pushed = await blocks(client, big.database);
       for (let index = 0; index < BUFFER_POPS; index += 1) {
-        const popped = await send<Popped>(base, state.tenant, 'GET', `/api/v1/pop/queue/${state.queue}?wait=false&batch=1`);
+        const popped = await send<Popped>(
+          base,
+          state.tenant,
+          'GET',
+          `/api/v1/pop/queue/${state.queue}?wait=false&batch=1`,
+        );
         if (popped.status === 200) await ackAll(base, state.tenant, popped.body);
       }
       const after = await blocks(client, big.database);
@@ -107,7 +121,10 @@ export async function claims(big: BigDatabase): Promise<ScenarioResult> {
       {
         target: "the claim's buffers read stay constant as idle partitions grow",
         measured: big.sizes
-          .map((s) => `${count(s.size)}: ${buffers.get(s.size)?.empty.toFixed(0)} per empty pop, ${buffers.get(s.size)?.hot.toFixed(0)} per pop+ack`)
+          .map(
+            (s) =>
+              `${count(s.size)}: ${buffers.get(s.size)?.empty.toFixed(0)} per empty pop, ${buffers.get(s.size)?.hot.toFixed(0)} per pop+ack`,
+          )
           .join('; '),
         // Constant within the noise of the broker's own background statements over a batch.
         met: Number.isFinite(bufferRatio) ? bufferRatio <= 1.5 : undefined,

@@ -104,28 +104,27 @@ export async function startBroker(options: {
   nodeFlags?: string[];
 }): Promise<Broker> {
   const { databaseUrl, port, env = {}, nodeFlags = [] } = options;
-  const child = spawn(
-    process.execPath,
-    [...startFlags(ROOT), ...nodeFlags, join(ROOT, 'dist', 'src', 'main.js')],
-    {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        DATABASE_URL: databaseUrl,
-        JWT_ENABLED: 'false',
-        TENANT_HEADER,
-        NODE_ENV: 'production',
-        LOG_REQUESTS: 'false',
-        LOG_LEVEL: 'warn',
-        METRICS_TOKEN,
-        RETENTION_INTERVAL_MS: '0',
-        TENANT_MAX_PARTITIONS: '0',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const merged: Record<string, string | undefined> = {
+    ...process.env,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATABASE_URL: databaseUrl,
+    JWT_ENABLED: 'false',
+    TENANT_HEADER,
+    NODE_ENV: 'production',
+    LOG_REQUESTS: 'false',
+    LOG_LEVEL: 'warn',
+    METRICS_TOKEN,
+    RETENTION_INTERVAL_MS: '0',
+    TENANT_MAX_PARTITIONS: '0',
+    ...env,
+  };
+  // An empty value: the setting is not given at all.
+  for (const [key, value] of Object.entries(merged)) if (value === '') delete merged[key];
+  const child = spawn(process.execPath, [...startFlags(ROOT), ...nodeFlags, join(ROOT, 'dist', 'src', 'main.js')], {
+    env: merged,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stdout?.resume();
   child.stderr?.on('data', (chunk: Buffer) => {
@@ -211,7 +210,8 @@ export async function send<T = unknown>(
 
 export async function expectStatus<T>(answer: Promise<Timed<T>>, ...statuses: number[]): Promise<Timed<T>> {
   const got = await answer;
-  if (!statuses.includes(got.status)) throw new Error(`expected ${statuses.join('/')}, got ${got.status}: ${JSON.stringify(got.body)}`);
+  if (!statuses.includes(got.status))
+    throw new Error(`expected ${statuses.join('/')}, got ${got.status}: ${JSON.stringify(got.body)}`);
   return got;
 }
 
@@ -270,4 +270,20 @@ export function record(map: Map<number, number[]>, key: number, value: number): 
   const values = map.get(key);
   if (values) values.push(value);
   else map.set(key, [value]);
+}
+
+/** The value of one series of a Prometheus text exposition, or undefined when it is absent. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  let total: number | undefined;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name) || (line[name.length] !== '{' && line[name.length] !== ' ')) continue;
+    if (!Object.entries(labels).every(([key, value]) => line.includes(`${key}="${value}"`))) continue;
+    total = (total ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
+export async function scrape(base: string): Promise<string> {
+  const answer = await send<string>(base, `Bearer ${METRICS_TOKEN}`, 'GET', '/metrics');
+  return typeof answer.body === 'string' ? answer.body : '';
 }

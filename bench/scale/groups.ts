@@ -46,11 +46,22 @@ export async function groups(big: BigDatabase): Promise<ScenarioResult> {
         record(firstPop, state.size, popped.ms);
         // Back to the beginning (the group looks through the partitions again), then to the end.
         for (const target of [{ timestamp: '2000-01-01T00:00:00Z' }, { toEnd: true }]) {
-          const sought = await send(base, state.tenant, 'POST', `/api/v1/consumer-groups/${group}/queues/${state.queue}/seek`, target);
+          const sought = await send(
+            base,
+            state.tenant,
+            'POST',
+            `/api/v1/consumer-groups/${group}/queues/${state.queue}/seek`,
+            target,
+          );
           if (sought.status !== 200) failures.push(`seek at ${count(state.size)}: ${sought.status}`);
           record(seek, state.size, sought.ms);
         }
-        const deleted = await send(base, state.tenant, 'DELETE', `/api/v1/consumer-groups/${group}/queues/${state.queue}`);
+        const deleted = await send(
+          base,
+          state.tenant,
+          'DELETE',
+          `/api/v1/consumer-groups/${group}/queues/${state.queue}`,
+        );
         if (deleted.status !== 200) failures.push(`delete at ${count(state.size)}: ${deleted.status}`);
         record(remove, state.size, deleted.ms);
       }
@@ -99,7 +110,9 @@ export async function groups(big: BigDatabase): Promise<ScenarioResult> {
       },
       {
         target: 'cursor rows grow with the partitions a group touched, not partitions × groups',
-        measured: touched.map(([k, rows]) => `${k} touched: ${rows} rows`).join('; ') + ` (of ${count(largest.size)} partitions)`,
+        measured:
+          touched.map(([k, rows]) => `${k} touched: ${rows} rows`).join('; ') +
+          ` (of ${count(largest.size)} partitions)`,
         met: touched.length > 0 && touched.every(([k, rows]) => rows <= cursorLimit(k)),
       },
     ],

@@ -29,6 +29,8 @@ export async function jit(big: BigDatabase): Promise<ScenarioResult> {
       },
     ],
     curves: [],
-    notes: [`jit: ${TENANTS} new tenants, one first pop each, jit=on with jit_above_cost, jit_inline_above_cost, jit_optimize_above_cost = 0 on the database.`],
+    notes: [
+      `jit: ${TENANTS} new tenants, one first pop each, jit=on with jit_above_cost, jit_inline_above_cost, jit_optimize_above_cost = 0 on the database.`,
+    ],
   };
 }

@@ -81,7 +81,8 @@ export async function observation(big: BigDatabase): Promise<ScenarioResult> {
       {
         target: `/metrics ≤ 250 ms with every queue's depth and lag series at ${(big.partitions / 1e6).toFixed(2)}M partitions`,
         measured: `${ms(scrapeP50)} p50, ${ms(Math.max(...scrapes))} max (status ${[...scrapeStatuses].join('/')}); ${missing.length ? `missing: ${missing.join(', ')}` : 'all series present'}`,
-        met: Math.max(...scrapes) <= 250 && missing.length === 0 && scrapeStatuses.size === 1 && scrapeStatuses.has(200),
+        met:
+          Math.max(...scrapes) <= 250 && missing.length === 0 && scrapeStatuses.size === 1 && scrapeStatuses.has(200),
       },
       ...listingOutcomes,
     ],

@@ -66,7 +66,8 @@ async function main(): Promise<void> {
   }
   const chartsFolder = join(ROOT, 'bench', 'charts');
   const charts: string[] = [];
-  for (const { result } of results) for (const curve of result?.curves ?? []) charts.push(renderCurve(curve, chartsFolder));
+  for (const { result } of results)
+    for (const curve of result?.curves ?? []) charts.push(renderCurve(curve, chartsFolder));
   const commit = execSync('git rev-parse --short HEAD', { cwd: ROOT }).toString().trim();
   const header = `main ${commit}, sizes ${SIZES.join(', ')}, ${ROUNDS} rounds, ${cpus().length} cores, load ${load.toFixed(2)} at start / ${loadavg()[0].toFixed(2)} at end, ${((performance.now() - started) / 60_000).toFixed(1)} min`;
   const rows: string[] = ['| scenario | target | measured | met? |', '| --- | --- | --- | --- |'];
@@ -75,11 +76,10 @@ async function main(): Promise<void> {
     for (const outcome of result?.outcomes ?? []) rows.push(row(name, outcome));
   }
   const notes = results.flatMap(({ result }) => result?.notes ?? []);
-  console.log([header, '', ...rows, '', ...notes.map((note) => `- ${note}`), '', ...charts.map((c) => `chart: ${c}`)].join('\n'));
-  writeFileSync(
-    join(ROOT, 'bench', 'scale-results.json'),
-    `${JSON.stringify({ header, results }, null, 2)}\n`,
+  console.log(
+    [header, '', ...rows, '', ...notes.map((note) => `- ${note}`), '', ...charts.map((c) => `chart: ${c}`)].join('\n'),
   );
+  writeFileSync(join(ROOT, 'bench', 'scale-results.json'), `${JSON.stringify({ header, results }, null, 2)}\n`);
 }
 
 function row(name: string, outcome: Outcome): string {
@@ -89,7 +89,7 @@ function row(name: string, outcome: Outcome): string {
 
 const stop = () => {
   log('interrupted: cleaning up');
-  cleanUp().finally(() => process.exit(130));
+  void cleanUp().finally(() => process.exit(130));
 };
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);

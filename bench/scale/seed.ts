@@ -63,8 +63,7 @@ export async function seedQueue(
   const queueId = uuidOf(family, 0);
   const created = `now() - make_interval(secs => ${ageSeconds})`;
   const retentionCheckAt =
-    options.retentionCheckAt ??
-    `${created} + make_interval(secs => ${queueOptions.completedRetentionSeconds ?? 3600})`;
+    options.retentionCheckAt ?? `${created} + make_interval(secs => ${queueOptions.completedRetentionSeconds ?? 3600})`;
   await client.query(
     `INSERT INTO queues (tenant_id, id, name, completed_retention_seconds, created_at, updated_at)
      VALUES ($1, $2, $3, $4, ${created}, ${created})`,
