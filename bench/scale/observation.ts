@@ -23,7 +23,7 @@ import {
 
 const SCRAPES = 10;
 const SAMPLES = 20;
-const BUDGET_MS = 10_000;
+const BUDGET_MS = 5_000;
 
 const routes = (queue: string): Array<[string, string]> => [
   ['GET /api/v1/consumer-groups', '/api/v1/consumer-groups'],

@@ -32,8 +32,8 @@ import { seedQueue, uuidOf, vacuumAnalyze } from './seed';
 
 const INTERVAL_MS = 10_000;
 const PER_PARTITION = 200;
-const DELETABLE = Math.min(2_000_000, Math.max(20_000, 2 * LARGEST));
-const RATE_CAP_MS = 240_000;
+const DELETABLE = Math.min(1_000_000, Math.max(100_000, LARGEST));
+const RATE_CAP_MS = 180_000;
 
 export async function retention(): Promise<ScenarioResult> {
   const database = `${DATABASE_PREFIX}_retention`;
