@@ -1,7 +1,7 @@
 import { execSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { BigDatabase, prepareBig } from './big';
 import { brokers } from './brokers';
 import { renderCurve } from './charts';
@@ -82,9 +82,19 @@ async function main(): Promise<void> {
     for (const outcome of result?.outcomes ?? []) rows.push(row(name, outcome));
   }
   const notes = [...seedNotes, ...results.flatMap(({ result }) => result?.notes ?? [])];
-  console.log(
-    [header, '', ...rows, '', ...notes.map((note) => `- ${note}`), '', ...charts.map((c) => `chart: ${c}`)].join('\n'),
-  );
+  const report = [
+    `Run ${new Date().toISOString()}: ${header}.`,
+    '',
+    ...rows,
+    '',
+    ...notes.map((note) => `- ${note}`),
+    '',
+    ...charts.map((chart) => `![${basename(chart, '.svg')}](charts/${basename(chart)})`),
+    '',
+  ].join('\n');
+  console.log(report);
+  // The last run, for bench/RESULTS.md (which links the same charts); the raw figures beside it.
+  writeFileSync(join(ROOT, 'bench', 'scale-results.md'), report);
   writeFileSync(join(ROOT, 'bench', 'scale-results.json'), `${JSON.stringify({ header, results }, null, 2)}\n`);
 }
 
