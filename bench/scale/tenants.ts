@@ -35,6 +35,7 @@ import { uuidOf } from './seed';
 const TENANTS = Number(process.env.BENCH_SCALE_TENANTS ?? 10_000);
 const CYCLES = 120;
 const CONCURRENCY = 16;
+const PARK_BATCH = 500;
 
 export async function tenants(): Promise<ScenarioResult> {
   const many = `${DATABASE_PREFIX}_tenants`;
@@ -116,23 +117,31 @@ export async function tenants(): Promise<ScenarioResult> {
     // Parked polls: memory and wakeups.
     const heap = await heapAfterGc(inspectM);
     const baseline = { heap: await heap.used(), rss: m.rssBytes() };
+    // A poll that is refused before it parks (pool, limits) is sent again, a batch at a time, until all are parked.
     const polls: Array<Promise<Timed<Popped>>> = [];
     const answeredAt: number[] = new Array<number>(TENANTS).fill(NaN);
+    const refused = new Map<number, number>();
+    let waking = false;
+    const poll = (index: number): Promise<Timed<Popped>> =>
+      send<Popped>(
+        m.base,
+        tokens[index],
+        'GET',
+        '/api/v1/pop/queue/work?wait=true&timeout=300000&consumerGroup=waiters&subscriptionMode=new',
+      ).then(async (answer) => {
+        if (!waking && answer.status !== 200 && answer.status !== 204) {
+          refused.set(answer.status, (refused.get(answer.status) ?? 0) + 1);
+          await sleep(1000);
+          return poll(index);
+        }
+        answeredAt[index] = answer.at;
+        return answer;
+      });
     const park = async (from: number, to: number) => {
-      for (let index = from; index < to; index += 1) {
-        polls.push(
-          send<Popped>(
-            m.base,
-            tokens[index],
-            'GET',
-            '/api/v1/pop/queue/work?wait=true&timeout=300000&consumerGroup=waiters&subscriptionMode=new',
-          ).then((answer) => {
-            answeredAt[index] = answer.at;
-            return answer;
-          }),
-        );
+      for (let batch = from; batch < to; batch += PARK_BATCH) {
+        for (let index = batch; index < Math.min(to, batch + PARK_BATCH); index += 1) polls.push(poll(index));
+        await untilParked(m, Math.min(to, batch + PARK_BATCH));
       }
-      await untilParked(m, to);
     };
     const half = Math.floor(TENANTS / 2);
     await park(0, half);
@@ -140,6 +149,7 @@ export async function tenants(): Promise<ScenarioResult> {
     await park(half, TENANTS);
     const atAll = { heap: await heap.used(), rss: m.rssBytes() };
     heap.close();
+    waking = true;
     const pushedAt: number[] = new Array<number>(TENANTS).fill(NaN);
     await inParallel(TENANTS, CONCURRENCY, async (index) => {
       const pushed = await send(m.base, tokens[index], 'POST', '/api/v1/push', {
@@ -216,7 +226,7 @@ export async function tenants(): Promise<ScenarioResult> {
         },
       ],
       notes: [
-        `tenants: ${TENANTS.toLocaleString('en')} tenants made by one push each with their own token (${madeSeconds.toFixed(0)} s, ${CONCURRENCY} at a time); ${CYCLES} push/pop/ack cycles of each broker, alternated, each followed by a queue listing of another of M's tenants; polls are one per tenant (POP_MAX_WAITING_PER_TENANT is per tenant), HTTP_MAX_CONNECTIONS raised to hold them; a wake is from the answer of that tenant's push (${CONCURRENCY} pushes at a time) to its poll's answer. Heap from the inspector's HeapProfiler.collectGarbage and Runtime.getHeapUsage.`,
+        `tenants: ${TENANTS.toLocaleString('en')} tenants made by one push each with their own token (${madeSeconds.toFixed(0)} s, ${CONCURRENCY} at a time); ${CYCLES} push/pop/ack cycles of each broker, alternated, each followed by a queue listing of another of M's tenants; polls are one per tenant (POP_MAX_WAITING_PER_TENANT is per tenant), HTTP_MAX_CONNECTIONS raised to hold them, sent ${PARK_BATCH} at a time, and one refused before parking sent again (${[...refused].map(([status, times]) => `${status} ×${times}`).join(', ') || 'none was'}); a wake is from the answer of that tenant's push (${CONCURRENCY} pushes at a time) to its poll's answer. Heap from the inspector's HeapProfiler.collectGarbage and Runtime.getHeapUsage.`,
       ],
     };
   } finally {
@@ -235,15 +245,15 @@ async function inParallel(total: number, width: number, work: (index: number) =>
 }
 
 async function untilParked(broker: Broker, polls: number): Promise<void> {
-  for (let attempt = 0; attempt < 600; attempt += 1) {
+  for (let attempt = 0; attempt < 240; attempt += 1) {
     const parked = metricValue(await scrape(broker.base), 'leasehold_parked_polls') ?? 0;
     if (parked >= polls) {
-      await sleep(1000);
+      await sleep(500);
       return;
     }
     await sleep(500);
   }
-  throw new Error(`${polls} polls did not park within five minutes`);
+  throw new Error(`${polls} polls did not park within two minutes`);
 }
 
 /** The broker's V8 heap in use after a full GC, through the inspector protocol (NaN without WebSocket). */
