@@ -95,6 +95,10 @@ export interface Broker {
 }
 
 const running = new Set<Broker>();
+// However the run ends, no broker of its outlives it.
+process.on('exit', () => {
+  for (const broker of running) broker.process.kill('SIGKILL');
+});
 
 /** A broker process of ROOT with `npm start`'s V8 flags (plus `nodeFlags`), ready when it returns. */
 export async function startBroker(options: {

@@ -108,6 +108,8 @@ const stop = () => {
   void cleanUp().finally(() => process.exit(130));
 };
 process.once('SIGINT', stop);
+// A request left behind by a failed scenario must not end the run before its clean-up.
+process.on('unhandledRejection', (error) => log(`unhandled: ${String(error)}`));
 process.once('SIGTERM', stop);
 
 main().catch(async (error: unknown) => {

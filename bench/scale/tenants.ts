@@ -127,16 +127,18 @@ export async function tenants(): Promise<ScenarioResult> {
         m.base,
         tokens[index],
         'GET',
-        '/api/v1/pop/queue/work?wait=true&timeout=300000&consumerGroup=waiters&subscriptionMode=new',
-      ).then(async (answer) => {
-        if (!waking && answer.status !== 200 && answer.status !== 204) {
-          refused.set(answer.status, (refused.get(answer.status) ?? 0) + 1);
-          await sleep(1000);
-          return poll(index);
-        }
-        answeredAt[index] = answer.at;
-        return answer;
-      });
+        '/api/v1/pop/queue/work?wait=true&timeout=120000&consumerGroup=waiters&subscriptionMode=new',
+      )
+        .catch((error: unknown) => ({ status: 0, body: { error: String(error) } as unknown as Popped, ms: 0, at: NaN }))
+        .then(async (answer) => {
+          if (!waking && answer.status !== 200 && answer.status !== 204) {
+            refused.set(answer.status, (refused.get(answer.status) ?? 0) + 1);
+            await sleep(1000);
+            return poll(index);
+          }
+          answeredAt[index] = answer.at;
+          return answer;
+        });
     const park = async (from: number, to: number) => {
       for (let batch = from; batch < to; batch += PARK_BATCH) {
         for (let index = batch; index < Math.min(to, batch + PARK_BATCH); index += 1) polls.push(poll(index));
