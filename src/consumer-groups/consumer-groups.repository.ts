@@ -520,7 +520,12 @@ export class ConsumerGroupsRepository {
           WHERE c.tenant_id = $1 AND c.consumer_group = $2
             AND p.tenant_id = c.tenant_id AND p.id = c.partition_id
             AND q.tenant_id = p.tenant_id AND q.id = p.queue_id AND ($3::text IS NULL OR q.name = $3)
-         RETURNING q.name AS queue_name, p.name AS partition, p.last_offset
+         RETURNING q.name AS queue_name, p.name AS partition, p.last_offset, c.partition_id
+       ), rechecks AS (
+         -- The cursors left may now all be past messages this group held back: no cursor moved to say so.
+         INSERT INTO retention_rechecks (tenant_id, partition_id)
+         SELECT $1, g.partition_id FROM gone g ORDER BY g.partition_id
+         ON CONFLICT DO NOTHING
        ), groups AS (
          DELETE FROM consumer_groups g
           USING queues q

@@ -195,6 +195,20 @@ export class MetricsService {
     });
   }
 
+  /** See RetentionService.lagSeconds and docs/operations.md. */
+  watchRetentionLag(lagSeconds: () => number): void {
+    new Gauge({
+      name: 'leasehold_retention_lag_seconds',
+      help:
+        "How far this process's retention job is behind: seconds since the oldest work it knows of and has not " +
+        'done became due (0: none).',
+      registers: [this.registry],
+      collect() {
+        this.set(lagSeconds());
+      },
+    });
+  }
+
   /** The labels of a queue's series: its own while it holds one or there is one free for it, else `__other__`. */
   queue(tenantId: string, queue: string): Record<string, string> {
     const key = this.seriesKey(tenantId, queue);

@@ -1,4 +1,5 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { LockNamedRow } from '../queues/queues.repository';
 import { EntityManager } from 'typeorm';
@@ -64,7 +65,15 @@ const CURSORS_OF_PUSHED = `pushed AS MATERIALIZED (
 
 @Injectable()
 export class PushRepository {
-  constructor(private readonly engine: DatabaseEngine) {}
+  /** What time alone makes deletable in a pushed partition (pending retention, eviction), as SQL over queue `q`. */
+  private readonly due: string;
+
+  constructor(
+    private readonly engine: DatabaseEngine,
+    @Optional() @Inject(APP_CONFIG) config?: AppConfig,
+  ) {
+    this.due = timeDue(config?.retention.pendingSeconds ?? 0);
+  }
 
   /**
    * Looked up key by key: joined instead, a planner without fresh statistics scans the tenant's every message.
@@ -163,9 +172,10 @@ export class PushRepository {
           ORDER BY t.partition_id, t.seq
        ), ${CURSORS_OF_PUSHED}${usage ? `, ${usageCtes('$1', 12)}` : ''}
        UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
-                               retention_check_at = COALESCE(p.retention_check_at, now())
-         FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset)
-        WHERE p.tenant_id = $1 AND p.id = t.id`,
+                               retention_check_at = CASE WHEN p.last_offset = 0 THEN ${this.due}
+                                                         ELSE LEAST(p.retention_check_at, ${this.due}) END
+         FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset), queues q
+        WHERE p.tenant_id = $1 AND p.id = t.id AND q.tenant_id = $1 AND q.id = p.queue_id`,
       values: [
         tenantId,
         arrayLiteral(messages.map((message) => message.partitionId)),
@@ -186,6 +196,17 @@ export class PushRepository {
   async run(statement: NamedStatement, manager: EntityManager): Promise<void> {
     await this.engine.runPrepared(manager, statement);
   }
+}
+
+/**
+ * When the message just pushed may first be deleted by time alone: its queue's pending retention or eviction, as
+ * retentionPolicy reads them (`defaultSeconds`: RETENTION_SECONDS; 0 or less turns a rule off); null when neither
+ * applies. Completed retention waits for the groups: the job hears of it from the cursors that move.
+ */
+function timeDue(defaultSeconds: number): string {
+  const pending = `CASE WHEN q.retention_enabled IS DISTINCT FROM false
+                        THEN NULLIF(GREATEST(COALESCE(q.retention_seconds, ${Math.trunc(defaultSeconds)}), 0), 0) END`;
+  return `now() + make_interval(secs => LEAST(${pending}, NULLIF(GREATEST(q.max_wait_time_seconds, 0), 0)))`;
 }
 
 /**

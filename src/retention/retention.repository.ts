@@ -166,10 +166,15 @@ const TRIM_SQL = `
 
 /**
  * Holds the partitions in id order as a push does: an UPDATE alone takes them in whatever order its join yields, and
- * deadlocked with pushes. No look sooner than $8 ms: a partition may be of age and wait for a consumer, lease or lock.
+ * deadlocked with pushes. No look sooner than $8 ms: a partition may be of age and wait for a lease or lock.
  * The statement reads messages as of its start, but the lock may come after a push that waited for it committed: a
  * partition whose offset under the lock is not the one the snapshot read (`stale`) is neither removed nor scheduled
  * from that view; it is looked at again at once.
+ *
+ * Completed retention counts only once every cursor is past the oldest message: until then it waits for a cursor to
+ * move, which the moved-cursor index reports, and not for a timer. Each cursor is marked seen at the offset this
+ * statement's snapshot read (`observed`), so one that moved meanwhile stays reported; a cursor someone holds is left
+ * unmarked and looked at again.
  */
 const SCHEDULE_SQL = `
   WITH ${RULES}, hurried AS (
@@ -179,6 +184,9 @@ const SCHEDULE_SQL = `
       JOIN rules r ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
      ORDER BY p.id
        FOR NO KEY UPDATE OF p
+  ), observed AS MATERIALIZED (
+    SELECT c.tenant_id, c.partition_id, c.consumer_group, c.committed_offset, c.retention_seen FROM consumers c
+      JOIN rules r ON c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
   ), first AS (
     SELECT r.*, f.seq, f.created_at, a.slowest,
            EXISTS (SELECT 1 FROM consumers c WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
@@ -190,8 +198,8 @@ const SCHEDULE_SQL = `
       LEFT JOIN LATERAL (SELECT m.seq, m.created_at FROM messages m
                           WHERE m.tenant_id = r.tenant_id AND m.partition_id = r.partition_id
                           ORDER BY m.seq LIMIT 1) f ON true
-     CROSS JOIN LATERAL (SELECT min(c.committed_offset) AS slowest FROM consumers c
-                          WHERE c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id) a
+     CROSS JOIN LATERAL (SELECT min(o.committed_offset) AS slowest FROM observed o
+                          WHERE o.tenant_id = r.tenant_id AND o.partition_id = r.partition_id) a
   ), removed AS (
     DELETE FROM partitions p USING first f
      WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased AND NOT f.stale
@@ -206,7 +214,7 @@ const SCHEDULE_SQL = `
     SELECT f.tenant_id, f.partition_id, f.seq,
            LEAST(f.created_at + make_interval(secs => f.pending_s),
                  f.created_at + make_interval(secs => f.evict_s),
-                 f.created_at + make_interval(secs => f.completed_s)) AS of_age,
+                 CASE WHEN f.slowest >= f.seq THEN f.created_at + make_interval(secs => f.completed_s) END) AS of_age,
            f.grace_s, f.stale, EXISTS (SELECT 1 FROM hurried h WHERE h.partition_id = f.partition_id) AS hurry
       FROM first f
   ), scheduled AS (
@@ -221,6 +229,21 @@ const SCHEDULE_SQL = `
       FROM next n
      WHERE p.tenant_id = n.tenant_id AND p.id = n.partition_id
        AND NOT EXISTS (SELECT 1 FROM removed r WHERE r.tenant_id = p.tenant_id AND r.id = p.id)
+  ), marking AS (
+    SELECT c.tenant_id, c.partition_id, c.consumer_group FROM consumers c
+      JOIN observed o ON o.tenant_id = c.tenant_id AND o.partition_id = c.partition_id
+                     AND o.consumer_group = c.consumer_group AND o.committed_offset > o.retention_seen
+     ORDER BY c.tenant_id, c.partition_id, c.consumer_group
+       FOR NO KEY UPDATE OF c SKIP LOCKED
+  ), marked AS (
+    UPDATE consumers c SET retention_seen = o.committed_offset
+      FROM marking k
+      JOIN observed o ON o.tenant_id = k.tenant_id AND o.partition_id = k.partition_id
+                     AND o.consumer_group = k.consumer_group
+     WHERE c.tenant_id = k.tenant_id AND c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group
+  ), rechecked AS (
+    DELETE FROM retention_rechecks x USING rules r
+     WHERE x.tenant_id = r.tenant_id AND x.partition_id = r.partition_id
   )
   SELECT (SELECT count(*) FROM removed)::int AS removed`;
 
@@ -238,40 +261,76 @@ function columnsOf(rules: PartitionRules[]): unknown[] {
 
 @Injectable()
 export class RetentionRepository {
-  /** One walk of the tenants, made once a round so that claims look at a few tenants each, not at all of them. */
-  async tenantsWithDue(manager: EntityManager): Promise<string[]> {
-    const rows: Array<{ tenant_id: string }> = await manager.query(
+  /**
+   * One walk of the tenants, made once a round so that claims look at a few tenants each, not at all of them. Each
+   * comes with how long its oldest due partition has been due (null: only moved cursors or rechecks, which carry no
+   * time); a check of -infinity counts as due now.
+   */
+  async tenantsWithDue(manager: EntityManager): Promise<Array<{ tenantId: string; dueSeconds: number | null }>> {
+    const rows: Array<{ tenant_id: string; due_seconds: number | null; moved: boolean }> = await manager.query(
       `WITH RECURSIVE ${TENANTS}
-       SELECT t.tenant_id FROM tenants t
-        WHERE t.tenant_id IS NOT NULL
-          AND EXISTS (SELECT 1 FROM partitions p
-                       WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp())`,
+       SELECT t.tenant_id,
+              extract(epoch FROM clock_timestamp() - GREATEST(d.due_at, clock_timestamp() - interval '100 years'))::float8
+                AS due_seconds,
+              EXISTS (SELECT 1 FROM consumers c
+                       WHERE c.tenant_id = t.tenant_id AND c.committed_offset > c.retention_seen)
+                OR EXISTS (SELECT 1 FROM retention_rechecks x WHERE x.tenant_id = t.tenant_id) AS moved
+         FROM tenants t
+        CROSS JOIN LATERAL (SELECT min(p.retention_check_at) AS due_at FROM partitions p
+                             WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp()) d
+        WHERE t.tenant_id IS NOT NULL`,
     );
-    return rows.map((row) => row.tenant_id);
+    return rows
+      .filter((row) => row.due_seconds !== null || row.moved)
+      .map((row) => ({ tenantId: row.tenant_id, dueSeconds: row.due_seconds }));
   }
 
-  /** Advisory locks only: pushes hold their partitions' rows, and a claim skipping those would starve busy ones. */
+  /**
+   * Advisory locks only: pushes hold their partitions' rows, and a claim skipping those would starve busy ones. Due
+   * partitions come oldest check first; those found through a moved cursor or a recheck count as due now.
+   */
   async claimDue(limit: number, tenants: string[], manager: EntityManager): Promise<DuePartition[]> {
     const rows: Array<RetentionRow & { tenant_id: string; partition_id: string; dead_letter_queue: boolean }> =
       await manager.query(
-        `WITH due AS (
+        `WITH found AS (
          SELECT d.* FROM unnest($2::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
-                SELECT p.tenant_id, p.id, p.queue_id, p.retention_check_at FROM partitions p
+                SELECT p.tenant_id, p.id, p.retention_check_at AS due_at FROM partitions p
                  WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp()
                  ORDER BY p.retention_check_at LIMIT $1) d
-          ORDER BY d.retention_check_at
-          LIMIT $1 * 4
+         UNION ALL
+         SELECT m.tenant_id, m.partition_id, clock_timestamp() FROM unnest($2::uuid[]) AS t(tenant_id)
+          CROSS JOIN LATERAL (
+                SELECT DISTINCT c.tenant_id, c.partition_id FROM consumers c
+                 WHERE c.tenant_id = t.tenant_id AND c.committed_offset > c.retention_seen
+                 ORDER BY c.tenant_id, c.partition_id LIMIT $1) m
+         UNION ALL
+         SELECT x.tenant_id, x.partition_id, clock_timestamp() FROM unnest($2::uuid[]) AS t(tenant_id)
+          CROSS JOIN LATERAL (
+                SELECT x.tenant_id, x.partition_id FROM retention_rechecks x
+                 WHERE x.tenant_id = t.tenant_id ORDER BY x.partition_id LIMIT $1) x
+       ), due AS (
+         SELECT DISTINCT ON (f.tenant_id, f.id) f.tenant_id, f.id, p.queue_id, f.due_at
+           FROM found f
+           JOIN partitions p ON p.tenant_id = f.tenant_id AND p.id = f.id
+          ORDER BY f.tenant_id, f.id, f.due_at
+       ), orphans AS (
+         -- Rechecks of partitions removed since: nothing left to look at.
+         DELETE FROM retention_rechecks x USING found f
+          WHERE x.tenant_id = f.tenant_id AND x.partition_id = f.id
+            AND NOT EXISTS (SELECT 1 FROM partitions p WHERE p.tenant_id = f.tenant_id AND p.id = f.id)
+       ), candidates AS (
+         SELECT d.* FROM due d ORDER BY d.due_at LIMIT $1 * 4
        ), claimed AS (
-         SELECT d.* FROM due d
+         SELECT d.* FROM candidates d
           WHERE pg_try_advisory_xact_lock(${RETENTION_LOCK_SPACE}, hashtext(d.id::text))
-          ORDER BY d.retention_check_at
+          ORDER BY d.due_at
           LIMIT $1
        )
        SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue, ${retentionColumns('q')}
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
-        ORDER BY c.retention_check_at`,
+        ORDER BY c.due_at`,
         [limit, tenants],
       );
     return rows.map((row) => ({

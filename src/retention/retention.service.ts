@@ -31,6 +31,11 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<unknown> | undefined;
   private stopped = false;
+  /** performance.now() when the oldest work found and not done yet became due; undefined: none. */
+  private dueSince: number | undefined;
+  private untimedSince: number | undefined;
+  /** The last round stopped with work left: the next one starts at once. */
+  private behind = false;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -42,6 +47,16 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     this.settings = config.retention;
     this.defaults = retentionDefaultsOf(config);
     this.roundMs = Math.max(MIN_ROUND_MS, this.settings.intervalMs);
+    metrics.watchRetentionLag(() => this.lagSeconds());
+  }
+
+  /**
+   * Seconds since the oldest work this process's job knows of and has not done became due: a due partition's check
+   * time, or for a moved cursor or a recheck (which carry no time) the start of the first round that found it. Read
+   * at each round's start and kept until a round ends with nothing left, so a job that stalls shows a growing lag.
+   */
+  lagSeconds(): number {
+    return this.dueSince === undefined ? 0 : Math.max(0, (performance.now() - this.dueSince) / 1000);
   }
 
   onApplicationBootstrap(): void {
@@ -83,13 +98,17 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         for (const tenant of found) this.quotas.forgetStored(tenant);
         this.count(outcome, 'dead_letter', deleted);
       }
+      const found = await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager));
+      this.noteDue(found.map((tenant) => tenant.dueSeconds));
       const due = new TenantRotation(
-        await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager)),
+        found.map((tenant) => tenant.tenantId),
         CLAIM,
       );
       while (!due.done && !this.stopped && performance.now() < stopAt) {
         outcome.partitions += await this.cut(outcome, due);
       }
+      this.behind = !due.done || !lettered.done;
+      if (due.done) this.dueSince = this.untimedSince = undefined;
     } finally {
       timer();
     }
@@ -148,6 +167,20 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     return cut.rules.length;
   }
 
+  /** Due seconds per tenant found (null: only work with no time of its own, due since the first round that found it). */
+  private noteDue(found: Array<number | null>): void {
+    const now = performance.now();
+    let oldest = Number.POSITIVE_INFINITY;
+    let untimed = false;
+    for (const seconds of found) {
+      if (seconds === null) untimed = true;
+      else oldest = Math.min(oldest, now - seconds * 1000);
+    }
+    this.untimedSince = untimed ? (this.untimedSince ?? now) : undefined;
+    oldest = Math.min(oldest, this.untimedSince ?? Number.POSITIVE_INFINITY);
+    this.dueSince = Number.isFinite(oldest) ? oldest : undefined;
+  }
+
   private count(outcome: RetentionRound, reason: RetentionReason, deleted: number): void {
     outcome.deleted[reason] += deleted;
     if (deleted > 0) this.metrics.retentionDeleted.inc({ reason }, deleted);
@@ -160,7 +193,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         .catch((error: unknown) => this.logger.warn(`A retention round failed: ${errorMessage(error)}`))
         .finally(() => {
           this.round = undefined;
-          this.schedule(this.settings.intervalMs);
+          // A round that ran out of time goes on at once: the interval is for finding new work, not a pause in it.
+          this.schedule(this.behind ? 0 : this.settings.intervalMs);
         });
     }, delayMs);
     this.timer.unref();

@@ -8,6 +8,8 @@ import { PartitionEntity } from './partition.entity';
 // Claims walk only the cursors that may have work, least recently served first (see ReadyCursors).
 @Index('idx_consumers_ready', ['tenantId', 'queueId', 'consumerGroup', 'updatedAt', 'partitionId'], { where: 'ready' })
 @Index('idx_consumers_group', ['tenantId', 'queueId', 'consumerGroup', 'partitionId'])
+// The retention job finds cursors that moved since it last looked at their partition (see RetentionDue).
+@Index('idx_consumers_retention_moved', ['tenantId', 'partitionId'], { where: 'committed_offset > retention_seen' })
 @ForeignKey(() => PartitionEntity, ['tenantId', 'partitionId'], ['tenantId', 'id'], {
   name: 'fk_consumers_partition',
   onDelete: 'CASCADE',
@@ -70,6 +72,10 @@ export class ConsumerEntity {
   /** Work may be waiting here: set by pushes, cleared only under the partition's share lock (src/common/cursor-ready.ts). */
   @Column({ name: 'ready', type: 'boolean', default: true })
   ready: boolean;
+
+  /** The committed offset the retention job last looked at this partition with; below it, the cursor has moved. */
+  @Column({ name: 'retention_seen', type: 'bigint', default: 0 })
+  retentionSeen: string;
 
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;

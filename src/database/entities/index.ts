@@ -6,6 +6,7 @@ import { MaintenanceEntity } from './maintenance.entity';
 import { MessageEntity } from './message.entity';
 import { PartitionEntity } from './partition.entity';
 import { QueueEntity } from './queue.entity';
+import { RetentionRecheckEntity } from './retention-recheck.entity';
 import { TenantUsageEntity } from './tenant-usage.entity';
 import { GroupLagEntity } from './group-lag.entity';
 import { QueueStoredEntity } from './queue-stored.entity';
@@ -22,4 +23,5 @@ export const ENTITIES = [
   TenantUsageEntity,
   GroupLagEntity,
   QueueStoredEntity,
+  RetentionRecheckEntity,
 ];
