@@ -33,6 +33,7 @@ const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:
 const INTERVAL_MS = 30_000;
 const ITEMS = 1_000;
 
+let retries = 0;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A push that times out on the busy machine is sent again: its items carry no transaction id, a retry is new. */
@@ -40,9 +41,11 @@ async function push(base: string, items: unknown[]): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     const answer = await call<Array<{ status: string }>>(base, 'POST', '/api/v1/push', { items });
     if (answer.status === 201 && answer.body.every((item) => item.status === 'queued')) return;
-    if (answer.status < 500 || attempt === 5) {
+    if (answer.status < 500 || attempt === 20) {
       throw new Error(`push answered ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`);
     }
+    retries++;
+    await sleep(200 * attempt);
   }
 }
 
@@ -125,11 +128,12 @@ async function main(): Promise<void> {
       )
     ).rows as Array<{ first: number; last: number }>;
     const burstStarted = await dbNow(db);
-    const burst = pushAll(broker.base, BURST, (n) => ({ queue: 'burst', partition: `p${n}`, payload: { n } }));
+    const burst = pushAll(broker.base, BURST, (n) => ({ queue: 'burst', partition: `p${n}`, payload: { n } }), 2);
     let burstDone: number | undefined;
-    void burst.then(async () => {
+    const burstTimed = burst.then(async () => {
       burstDone = await dbNow(db);
     });
+    burstTimed.catch(() => undefined);
     let firstDeleted: number | undefined;
     let lastDeleted: number | undefined;
     let maxLag = 0;
@@ -145,7 +149,7 @@ async function main(): Promise<void> {
       if (now > deadline) break;
       await sleep(1_000);
     }
-    await burst;
+    await burstTimed;
     const burstSeconds = (burstDone ?? (await dbNow(db))) - burstStarted;
     console.log(
       JSON.stringify({
@@ -156,6 +160,7 @@ async function main(): Promise<void> {
         firstDeletedAfterDeletableSeconds: firstDeleted === undefined ? null : Math.round(firstDeleted - span.first),
         allDeletedAfterLastDeletableSeconds: lastDeleted === undefined ? null : Math.round(lastDeleted - span.last),
         maxLagSeconds: Math.round(maxLag),
+        pushRetries: retries,
       }),
     );
 

@@ -28,6 +28,8 @@ export interface QueueSummary {
 export interface QueueList {
   queues: QueueSummary[];
   next: string | null;
+  /** How long the tenant's oldest due retention work has waited (docs/operations.md). */
+  retentionLagSeconds: number;
 }
 
 export interface PartitionStats {

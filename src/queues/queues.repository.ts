@@ -355,6 +355,18 @@ export class QueuesRepository {
     return { created: row.created, retention: storedRetentionOf(row) };
   }
 
+  /** One probe of the due-partition index (see QueueListDto.retentionLagSeconds); a check of -infinity is due now. */
+  async retentionLagSeconds(tenantId: string, manager: EntityManager): Promise<number> {
+    const [row]: Array<{ lag: number }> = await manager.query(
+      `SELECT COALESCE(CASE WHEN isfinite(d.due_at) THEN extract(epoch FROM clock_timestamp() - d.due_at) END, 0)::float8
+                AS lag
+         FROM (SELECT min(p.retention_check_at) AS due_at FROM partitions p
+                WHERE p.tenant_id = $1 AND p.retention_check_at <= clock_timestamp()) d`,
+      [tenantId],
+    );
+    return Math.max(0, Math.round(row.lag * 10) / 10);
+  }
+
   /** After a queue's retention settings change, each of its partitions is looked at again by the next round. */
   async recheckRetention(tenantId: string, name: string, manager: EntityManager): Promise<void> {
     await manager.query(

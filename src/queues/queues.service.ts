@@ -114,6 +114,7 @@ export class QueuesService {
       return {
         queues: summaries.map((summary) => toSummary(summary, this.retentionDefaults)),
         next: more ? shown[shown.length - 1].name : null,
+        retentionLagSeconds: await this.queues.retentionLagSeconds(tenantId, manager),
       };
     });
   }

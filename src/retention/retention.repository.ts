@@ -270,8 +270,8 @@ export class RetentionRepository {
     const rows: Array<{ tenant_id: string; due_seconds: number | null; moved: boolean }> = await manager.query(
       `WITH RECURSIVE ${TENANTS}
        SELECT t.tenant_id,
-              extract(epoch FROM clock_timestamp() - GREATEST(d.due_at, clock_timestamp() - interval '100 years'))::float8
-                AS due_seconds,
+              CASE WHEN isfinite(d.due_at) THEN extract(epoch FROM clock_timestamp() - d.due_at)::float8
+                   WHEN d.due_at IS NOT NULL THEN 0 END AS due_seconds,
               EXISTS (SELECT 1 FROM consumers c
                        WHERE c.tenant_id = t.tenant_id AND c.committed_offset > c.retention_seen)
                 OR EXISTS (SELECT 1 FROM retention_rechecks x WHERE x.tenant_id = t.tenant_id) AS moved

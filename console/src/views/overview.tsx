@@ -4,6 +4,9 @@ import { bytes, count, duration, rate } from '../format';
 import { usePolled } from '../refresh';
 import { ratesOf, record } from '../throughput';
 
+/** One default retention interval (30 s) and the minute the retention promise allows past it. */
+const RETENTION_LAG_WARN_SECONDS = 90;
+
 interface QueueRow {
   name: string;
   depth: number;
@@ -70,6 +73,11 @@ export function Overview() {
           label="dead letters"
           value={count(totals.deadLetters)}
           tone={totals.deadLetters > 0 ? 'warn' : undefined}
+        />
+        <Stat
+          label="retention lag"
+          value={duration(data.list.retentionLagSeconds * 1000)}
+          tone={data.list.retentionLagSeconds > RETENTION_LAG_WARN_SECONDS ? 'warn' : undefined}
         />
       </section>
       {lagging.length > 0 && (

@@ -100,6 +100,14 @@ export class QueueListDto {
     description: 'Pass as `after` for the queues that did not fit; null when this answer has them all',
   })
   next: string | null;
+
+  @ApiProperty({
+    description:
+      "Seconds since the tenant's oldest retention work that is not done became due: its partition whose next " +
+      'retention look is the longest overdue (0: none). Steadily above RETENTION_INTERVAL_MS, the job is behind.',
+    example: 0,
+  })
+  retentionLagSeconds: number;
 }
 
 export class PartitionStatsDto {
