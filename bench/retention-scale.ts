@@ -104,7 +104,12 @@ async function main(): Promise<void> {
     database: 'leasehold_bench_retention_scale',
     root: ROOT,
     port: PORT,
-    env: { RETENTION_INTERVAL_MS: String(INTERVAL_MS), DB_STATEMENT_TIMEOUT_MS: '5000' },
+    env: {
+      RETENTION_INTERVAL_MS: String(INTERVAL_MS),
+      DB_STATEMENT_TIMEOUT_MS: '5000',
+      TENANT_MAX_PARTITIONS: '100000000',
+      TENANT_MAX_STORED_MESSAGES: '100000000',
+    },
   });
   const db = new Client({ connectionString: broker.databaseUrl });
   await db.connect();
@@ -117,30 +122,53 @@ async function main(): Promise<void> {
     }
     console.log(`root ${ROOT}; burst ${BURST} partitions, backlog ${BACKLOG}, bulk ${BULK}`);
 
-    // 1. Deletion on time while a burst creates partitions.
+    // 1. Deletion on time while a burst creates partitions: the backlog is pushed once the burst is under way.
     await configure(broker.base, 'backlog', { retentionSeconds: 60 });
-    await pushAll(broker.base, BACKLOG, (n) => ({ queue: 'backlog', partition: `b${n % 100}`, payload: { n } }), 1);
-    const [span] = (
-      await db.query(
-        `SELECT extract(epoch FROM min(m.created_at))::float8 + 60 AS first,
-                extract(epoch FROM max(m.created_at))::float8 + 60 AS last
-           FROM messages m`,
-      )
-    ).rows as Array<{ first: number; last: number }>;
     const burstStarted = await dbNow(db);
-    const burst = pushAll(broker.base, BURST, (n) => ({ queue: 'burst', partition: `p${n}`, payload: { n } }), 2);
+    let created = 0;
+    const burst = pushAll(
+      broker.base,
+      BURST,
+      (n) => {
+        created = Math.max(created, n);
+        return { queue: 'burst', partition: `p${n}`, payload: { n } };
+      },
+      2,
+    );
     let burstDone: number | undefined;
     const burstTimed = burst.then(async () => {
       burstDone = await dbNow(db);
     });
     burstTimed.catch(() => undefined);
+    // What autovacuum would do as the tables grow from empty: without it the push's plans go stale.
+    let analysed = 0;
+    const analyse = async () => {
+      if (created - analysed < Math.max(10_000, analysed)) return;
+      analysed = created;
+      await db.query('ANALYZE partitions, messages, consumers');
+    };
+    const analyser = setInterval(() => void analyse().catch(() => undefined), 2_000);
+    while (created < Math.min(BURST - 1, 20_000) && burstDone === undefined) await sleep(500);
+    await pushAll(broker.base, BACKLOG, (n) => ({ queue: 'backlog', partition: `b${n % 100}`, payload: { n } }), 1);
+    const [span] = (
+      await db.query(
+        `SELECT extract(epoch FROM min(m.created_at))::float8 + 60 AS first,
+                extract(epoch FROM max(m.created_at))::float8 + 60 AS last
+           FROM messages m
+           JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
+           JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+          WHERE q.name = 'backlog'`,
+      )
+    ).rows as Array<{ first: number; last: number }>;
     let firstDeleted: number | undefined;
     let lastDeleted: number | undefined;
     let maxLag = 0;
+    let createdAtDeletable: number | undefined;
     const deadline = span.last + 1_800;
     for (;;) {
       const [left, now, seen] = [await queueRows(db, 'backlog'), await dbNow(db), await lag(broker.base)];
       if (seen !== undefined) maxLag = Math.max(maxLag, seen);
+      if (createdAtDeletable === undefined && now >= span.first) createdAtDeletable = created;
       if (firstDeleted === undefined && left < BACKLOG) firstDeleted = now;
       if (left === 0) {
         lastDeleted = now;
@@ -149,12 +177,15 @@ async function main(): Promise<void> {
       if (now > deadline) break;
       await sleep(1_000);
     }
+    console.log(`backlog done; partitions created so far ${created}`);
     await burstTimed;
+    clearInterval(analyser);
     const burstSeconds = (burstDone ?? (await dbNow(db))) - burstStarted;
     console.log(
       JSON.stringify({
         phase: 'deletion on time',
         burstPartitions: BURST,
+        partitionsCreatedWhenBacklogDeletable: createdAtDeletable ?? null,
         burstSeconds: Math.round(burstSeconds),
         burstPartitionsPerSecond: Math.round(BURST / burstSeconds),
         firstDeletedAfterDeletableSeconds: firstDeleted === undefined ? null : Math.round(firstDeleted - span.first),

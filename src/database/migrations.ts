@@ -15,7 +15,7 @@ import { PayloadText1797050000000 } from '../../migrations/1797050000000-Payload
 import { StoredUsage1797500000000 } from '../../migrations/1797500000000-StoredUsage';
 import { ReadyCursors1797600000000 } from '../../migrations/1797600000000-ReadyCursors';
 import { QueueCounters1797700000000 } from '../../migrations/1797700000000-QueueCounters';
-import { RetentionDue1797700000000 } from '../../migrations/1797700000000-RetentionDue';
+import { RetentionDue1797800000000 } from '../../migrations/1797800000000-RetentionDue';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -36,5 +36,5 @@ export const MIGRATIONS = [
   StoredUsage1797500000000,
   ReadyCursors1797600000000,
   QueueCounters1797700000000,
-  RetentionDue1797700000000,
+  RetentionDue1797800000000,
 ];

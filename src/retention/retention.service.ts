@@ -19,6 +19,10 @@ export interface RetentionRound {
 /** A round's budget, and how soon a partition that could not be cut is looked at again, even with the timer off. */
 const MIN_ROUND_MS = 1_000;
 const CLAIM = 100;
+/** A cut that reads a full batch in less than this reads twice as many next time; one past four times it, half. */
+const CUT_TARGET_MS = 250;
+/** How far past RETENTION_BATCH_SIZE a cut may grow. */
+const MAX_BATCH_GROWTH = 64;
 export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
 
 /** A partition carries when it is next worth a look: a round's work grows with what to delete, not with queues. */
@@ -36,6 +40,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   private untimedSince: number | undefined;
   /** The last round stopped with work left: the next one starts at once. */
   private behind = false;
+  /** Messages one cut may read: starts at RETENTION_BATCH_SIZE and follows how long cuts take (CUT_TARGET_MS). */
+  private batch: number;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -47,6 +53,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     this.settings = config.retention;
     this.defaults = retentionDefaultsOf(config);
     this.roundMs = Math.max(MIN_ROUND_MS, this.settings.intervalMs);
+    this.batch = this.settings.batchSize;
     metrics.watchRetentionLag(() => this.lagSeconds());
   }
 
@@ -126,6 +133,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   private async cut(outcome: RetentionRound, due: TenantRotation): Promise<number> {
     const window = { size: 0 };
     const tenants = due.window();
+    const started = performance.now();
     // Run again whole after a deadlock: the rotation hears only of the claim that committed.
     const { claimed, cut } = await this.transactions.run(undefined, async (manager) => {
       const claimed = await this.retention.claimDue(CLAIM, tenants, manager);
@@ -144,7 +152,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       });
       await this.retention.cursorsForCut(rules, manager);
       // One statement reads at most about a batch of messages, however many partitions share it.
-      window.size = Math.max(10, Math.floor(this.settings.batchSize / claimed.length));
+      window.size = Math.max(10, Math.floor(this.batch / claimed.length));
       return { claimed, cut: { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) } };
     });
     due.claimed(
@@ -153,6 +161,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       claimed.length === CLAIM,
     );
     if (!cut) return 0;
+    this.pace(performance.now() - started, cut.trimmed.completed + cut.trimmed.retention + cut.trimmed.evicted);
     if (cut.trimmed.completed + cut.trimmed.retention + cut.trimmed.evicted > 0) {
       for (const rule of cut.rules) this.quotas.forgetStored(rule.tenantId);
     }
@@ -165,6 +174,18 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     this.count(outcome, 'partition', removed);
     outcome.evictedToDeadLetters += cut.trimmed.lettered;
     return cut.rules.length;
+  }
+
+  /**
+   * A backlog is deleted in as few statements as keep each one short: the batch doubles while full cuts take less
+   * than CUT_TARGET_MS and halves when one takes four times that, between RETENTION_BATCH_SIZE and 64 times it.
+   */
+  private pace(elapsedMs: number, deleted: number): void {
+    const least = this.settings.batchSize;
+    if (elapsedMs > CUT_TARGET_MS * 4) this.batch = Math.max(least, Math.floor(this.batch / 2));
+    else if (elapsedMs < CUT_TARGET_MS && deleted >= this.batch / 2) {
+      this.batch = Math.min(least * MAX_BATCH_GROWTH, this.batch * 2);
+    }
   }
 
   /** Due seconds per tenant found (null: only work with no time of its own, due since the first round that found it). */

@@ -16,8 +16,8 @@ const BATCH = 10_000;
  * the previous version set, each of which still comes (the previous version always counted completed retention in),
  * so marking existing cursors seen loses nothing.
  */
-export class RetentionDue1797700000000 implements MigrationInterface {
-  name = 'RetentionDue1797700000000';
+export class RetentionDue1797800000000 implements MigrationInterface {
+  name = 'RetentionDue1797800000000';
   transaction = false;
 
   async up(queryRunner: QueryRunner): Promise<void> {
