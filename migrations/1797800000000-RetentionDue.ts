@@ -21,9 +21,7 @@ export class RetentionDue1797800000000 implements MigrationInterface {
   transaction = false;
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(
-      'ALTER TABLE consumers ADD COLUMN IF NOT EXISTS retention_seen bigint NOT NULL DEFAULT 0',
-    );
+    await queryRunner.query('ALTER TABLE consumers ADD COLUMN IF NOT EXISTS retention_seen bigint NOT NULL DEFAULT 0');
     await queryRunner.query(
       `CREATE TABLE IF NOT EXISTS retention_rechecks (
          tenant_id uuid NOT NULL,

@@ -148,7 +148,10 @@ describe('retention: looked at when something became deletable', () => {
     expect(partition.checkAfterPush).toBeLessThan(61);
 
     await passTime(dataSource, client.tenant, 61);
-    await roundsUntil(async () => (await kept(dataSource, client.tenant)).length === 0, 'the completed messages deleted');
+    await roundsUntil(
+      async () => (await kept(dataSource, client.tenant)).length === 0,
+      'the completed messages deleted',
+    );
   });
 
   it('keeps what a group has not consumed, without polling for it, and deletes it once that group acks', async () => {
@@ -196,9 +199,12 @@ describe('retention: looked at when something became deletable', () => {
     await client.configure({ queue: 'late', options: { retentionSeconds: 60 } }).expect(200);
     await client.pushMany('late', 2);
     await passTime(dataSource, client.tenant, 60 + 120);
-    const listed = async () => ((await client.get('/api/v1/resources/queues').expect(200)).body as {
-      retentionLagSeconds: number;
-    }).retentionLagSeconds;
+    const listed = async () =>
+      (
+        (await client.get('/api/v1/resources/queues').expect(200)).body as {
+          retentionLagSeconds: number;
+        }
+      ).retentionLagSeconds;
     expect(await listed()).toBeGreaterThanOrEqual(120);
 
     // A round that fails after finding the work leaves it due: the job's lag counts from when it became due.
