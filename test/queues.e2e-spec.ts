@@ -180,11 +180,11 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       });
     });
 
-    it('answers {"queues": [], "next": null} for a tenant with no queues', async () => {
+    it('answers {"queues": [], "next": null, "retentionLagSeconds": 0} for a tenant with no queues', async () => {
       const response = await broker.client.get('/api/v1/resources/queues');
 
       expect(response.status).toBe(200);
-      expect(response.body).toEqual({ queues: [], next: null });
+      expect(response.body).toEqual({ queues: [], next: null, retentionLagSeconds: 0 });
     });
 
     it('lists queues by name in pages: limit, then after the name it gives as next', async () => {
