@@ -8,7 +8,7 @@ import { useTestBroker } from './support/test-broker';
 
 /** Each group's lag and each queue's stored messages as the counters hold them, and as the tables recount them. */
 async function counted(dataSource: DataSource, tenant: string) {
-  const [kept, recounted, stored, stores] = await Promise.all([
+  const [kept, recounted, stored, stores, shape, reshaped] = await Promise.all([
     sql<Array<{ key: string; n: string }>>(
       dataSource,
       `SELECT q.name || '/' || l.consumer_group AS key, sum(l.lag) AS n FROM group_lag l
@@ -39,17 +39,41 @@ async function counted(dataSource: DataSource, tenant: string) {
         WHERE m.tenant_id = $1 GROUP BY 1`,
       [tenant],
     ),
+    sql<Array<{ key: string; n: string }>>(
+      dataSource,
+      `SELECT q.name AS key, sum(s.partitions) || '/' || sum(s.offsets) AS n FROM queue_stored s
+         JOIN queues q ON q.tenant_id = s.tenant_id AND q.id = s.queue_id
+        WHERE s.tenant_id = $1 GROUP BY 1`,
+      [tenant],
+    ),
+    sql<Array<{ key: string; n: string }>>(
+      dataSource,
+      `SELECT q.name AS key, count(*) || '/' || sum(p.last_offset) AS n FROM partitions p
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE p.tenant_id = $1 GROUP BY 1`,
+      [tenant],
+    ),
   ]);
   // A counter at 0 may have a row or none; compare what is not 0.
   const map = (rows: Array<{ key: string; n: string }>) =>
     Object.fromEntries(rows.filter((row) => Number(row.n) !== 0).map((row) => [row.key, Number(row.n)]));
-  return { lag: map(kept), lagRecounted: map(recounted), stored: map(stored), storedRecounted: map(stores) };
+  const shapes = (rows: Array<{ key: string; n: string }>) =>
+    Object.fromEntries(rows.filter((row) => row.n !== '0/0').map((row) => [row.key, row.n]));
+  return {
+    lag: map(kept),
+    lagRecounted: map(recounted),
+    stored: map(stored),
+    storedRecounted: map(stores),
+    partitions: shapes(shape),
+    partitionsRecounted: shapes(reshaped),
+  };
 }
 
 async function expectExact(dataSource: DataSource, tenant: string): Promise<Record<string, number>> {
   const now = await counted(dataSource, tenant);
   expect(now.lag).toEqual(now.lagRecounted);
   expect(now.stored).toEqual(now.storedRecounted);
+  expect(now.partitions).toEqual(now.partitionsRecounted);
   return now.lag;
 }
 
@@ -143,6 +167,20 @@ describe('lag and stored counters kept by the writes', () => {
     }
     const afterRetention = await counted(dataSource, tenant);
     expect(afterRetention.storedRecounted).toEqual({});
+    await expectExact(dataSource, tenant);
+
+    // Emptied partitions past their grace are removed, and counted out of the queue's partitions and offsets.
+    await sql(
+      dataSource,
+      `UPDATE partitions SET last_pushed_at = now() - interval '2 hours', retention_check_at = '-infinity'
+        WHERE tenant_id = $1`,
+      [tenant],
+    );
+    for (let round = 0; round < 20; round += 1) {
+      await app.get(RetentionService).runOnce();
+      if (Object.keys((await counted(dataSource, tenant)).partitionsRecounted).length === 0) break;
+    }
+    expect((await counted(dataSource, tenant)).partitionsRecounted).toEqual({});
     await expectExact(dataSource, tenant);
 
     // Deleting a group, then the queue, takes their counters with them.

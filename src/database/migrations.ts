@@ -16,6 +16,7 @@ import { StoredUsage1797500000000 } from '../../migrations/1797500000000-StoredU
 import { ReadyCursors1797600000000 } from '../../migrations/1797600000000-ReadyCursors';
 import { QueueCounters1797700000000 } from '../../migrations/1797700000000-QueueCounters';
 import { RetentionDue1797800000000 } from '../../migrations/1797800000000-RetentionDue';
+import { QueuePartitionCounters1797900000000 } from '../../migrations/1797900000000-QueuePartitionCounters';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -37,4 +38,5 @@ export const MIGRATIONS = [
   ReadyCursors1797600000000,
   QueueCounters1797700000000,
   RetentionDue1797800000000,
+  QueuePartitionCounters1797900000000,
 ];

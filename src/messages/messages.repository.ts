@@ -275,7 +275,7 @@ export class MessagesRepository {
                 ${storedBytes('g')}, g.producer_sub, g.created_at, $5, 0
            FROM gone g JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
          RETURNING tenant_id, queue_id
-       ), ${queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, -1 AS messages FROM letter')}
+       ), ${queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, -1 AS messages, 0 AS partitions, 0 AS offsets FROM letter')}
        SELECT count(*)::int AS moved FROM letter`,
       [tenantId, partitionId, transactionId, consumerGroup, reason, deadLetterId],
     );
@@ -296,7 +296,7 @@ export class MessagesRepository {
          RETURNING ${storedBytes('m')} AS bytes
        ), ${queueStoredCte(
          'stored_counted',
-         `SELECT p.tenant_id, p.queue_id, -1 AS messages FROM message, partitions p
+         `SELECT p.tenant_id, p.queue_id, -1 AS messages, 0 AS partitions, 0 AS offsets FROM message, partitions p
            WHERE p.tenant_id = $1 AND p.id = $2`,
        )}, letters AS (
          DELETE FROM dead_letters d WHERE tenant_id = $1 AND partition_id = $2 AND transaction_id = $3
@@ -397,7 +397,7 @@ export class MessagesRepository {
           WHERE p.tenant_id = $1 AND p.queue_id = $2 AND ($3::uuid IS NULL OR p.id = $3)
             AND m.tenant_id = p.tenant_id AND m.partition_id = p.id
          RETURNING ${storedBytes('m')} AS bytes
-       ), ${queueStoredCte('stored_counted', 'SELECT $1::uuid AS tenant_id, $2::uuid AS queue_id, -count(*) AS messages FROM gone')}
+       ), ${queueStoredCte('stored_counted', 'SELECT $1::uuid AS tenant_id, $2::uuid AS queue_id, -count(*) AS messages, 0 AS partitions, 0 AS offsets FROM gone')}
        SELECT (SELECT count(*)::int FROM gone) AS messages, (SELECT COALESCE(sum(bytes), 0) FROM gone) AS bytes,
               (SELECT count(*)::int FROM partitions
                 WHERE tenant_id = $1 AND queue_id = $2 AND ($3::uuid IS NULL OR id = $3)) AS partitions,

@@ -12,6 +12,7 @@ import { ParkedPolls } from '../wakeup/parked-polls';
 import { WakeupChannel } from '../wakeup/wakeup-channel';
 import { MetricsService } from './metrics.service';
 import { errorMessage } from '../common/error-message';
+import { queueDepth } from '../consumer-groups/counters';
 
 /** Queue depth and lag are read at most this often, however often Prometheus scrapes. */
 const QUEUE_STATS_MAX_AGE_MS = 10_000;
@@ -217,14 +218,7 @@ export class ScrapeCollector {
         );
       // The furthest-behind group's lag; with no group, every message the queue stores.
       const depth: Array<{ tenant: string | null; queue: string; messages: string }> = await manager.query(
-        `SELECT ${tenant} AS tenant, q.name AS queue,
-                COALESCE((SELECT max(g.lag) FROM (SELECT sum(l.lag) AS lag FROM group_lag l
-                                                    JOIN consumer_groups cg ON cg.tenant_id = l.tenant_id
-                                                     AND cg.queue_id = l.queue_id AND cg.name = l.consumer_group
-                                                   WHERE l.tenant_id = q.tenant_id AND l.queue_id = q.id
-                                                   GROUP BY l.consumer_group) g),
-                         (SELECT sum(s.messages) FROM queue_stored s
-                           WHERE s.tenant_id = q.tenant_id AND s.queue_id = q.id), 0) AS messages
+        `SELECT ${tenant} AS tenant, q.name AS queue, ${queueDepth('q')} AS messages
            FROM queues q
           ORDER BY 3 DESC, 2
           LIMIT $1`,

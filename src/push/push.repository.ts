@@ -61,7 +61,10 @@ const CURSORS_OF_PUSHED = `pushed AS MATERIALIZED (
        FROM grown g
        JOIN consumer_groups k ON k.tenant_id = g.tenant_id AND k.queue_id = g.queue_id
        LEFT JOIN created c ON c.partition_id = g.id AND c.consumer_group = k.name`,
-  )}, ${queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, added AS messages FROM grown')}`;
+  )}, ${queueStoredCte(
+    'stored_counted',
+    'SELECT tenant_id, queue_id, added AS messages, 0 AS partitions, added AS offsets FROM grown',
+  )}`;
 
 @Injectable()
 export class PushRepository {

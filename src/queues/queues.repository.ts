@@ -4,7 +4,7 @@ import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
-import { QUEUE_STORED_OF_QUEUES } from '../consumer-groups/counters';
+import { QUEUE_STORED_OF_QUEUES, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionSettings } from './dto/configure-request.dto';
@@ -146,20 +146,6 @@ const NO_QUEUE_TOTALS: QueueTotals = {
   deadLetters: 0,
   consumerGroups: 0,
 };
-
-/**
- * Retention deletes a partition's oldest messages first, so the kept ones run from first_kept to last_offset. The
- * slowest group is by its cursor, or where it starts in a partition it has none in.
- */
-const PARTITION_COUNTS = `
-  LEFT JOIN LATERAL (SELECT COALESCE(min(m.seq), p.last_offset + 1) AS first_kept FROM messages m
-                      WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id) k ON true
-  LEFT JOIN LATERAL (SELECT min(COALESCE(c.committed_offset, ${subscriptionStartOffset('p', 'g')})) AS slowest
-                       FROM consumer_groups g
-                       LEFT JOIN consumers c ON c.tenant_id = g.tenant_id AND c.partition_id = p.id
-                                            AND c.consumer_group = g.name
-                      WHERE g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id) c ON true`;
-const PENDING = 'p.last_offset - GREATEST(k.first_kept - 1, COALESCE(c.slowest, 0))';
 
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
@@ -308,20 +294,21 @@ export class QueuesRepository {
          ORDER BY t.queue_id, t.name
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
          RETURNING tenant_id, id, queue_id
-       )
+       ), ${queueStoredCte(
+         'partitions_counted',
+         'SELECT tenant_id, queue_id, 0 AS messages, 1 AS partitions, 0 AS offsets FROM created',
+       )}
        SELECT count(*)::int AS created FROM created`,
       [tenantId, partitions.map(() => uuidv7()), queueIds, names],
     );
     return { locked: await lockAll(), created: inserted.created };
   }
 
-  /** Per queue id, its messages not yet consumed by its slowest consumer group (see PARTITION_COUNTS). */
+  /** Per queue id, its depth (queueDepth): what maxSize holds it to, read from the counters, not its partitions. */
   async pending(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, number>> {
     const rows: Array<{ queue_id: string; pending: string }> = await manager.query(
-      `SELECT p.queue_id, COALESCE(sum(${PENDING}), 0) AS pending
-         FROM partitions p ${PARTITION_COUNTS}
-        WHERE p.tenant_id = $1 AND p.queue_id = ANY($2::uuid[])
-        GROUP BY p.queue_id`,
+      `SELECT q.id AS queue_id, ${queueDepth('q')} AS pending FROM queues q
+        WHERE q.tenant_id = $1 AND q.id = ANY($2::uuid[])`,
       [tenantId, queueIds],
     );
     return new Map(rows.map((row) => [row.queue_id, Number(row.pending)]));
@@ -517,43 +504,38 @@ export class QueuesRepository {
   /**
    * Each queue's counts, the one place they are computed. Stored messages come from the queue_stored counters and
    * the groups' lag from groupTotals; pending is the lag of the furthest-behind group, or what the queue stores when it
-   * has no group, as the depth metric. Partitions and messages ever stored still read each partition's row once.
+   * has no group, as the depth metric; partitions and messages ever stored (the sum of the partitions' last offsets)
+   * from the same counters. Only dead letters are counted here.
    */
   async queueTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, QueueTotals>> {
     if (queueIds.length === 0) return new Map();
     const rows: Array<{
       id: string;
-      partitions: number;
-      messages: string;
       dead_letters: number;
       groups: string[];
     }> = await manager.query(
-      `SELECT q.id, s.partitions, s.messages,
+      `SELECT q.id,
               (SELECT count(*)::int FROM dead_letters d
                 WHERE d.tenant_id = q.tenant_id AND d.queue_id = q.id) AS dead_letters,
               ARRAY(SELECT g.name FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id) AS groups
          FROM queues q
-        CROSS JOIN LATERAL (
-              SELECT count(*)::int AS partitions, COALESCE(sum(p.last_offset), 0) AS messages
-                FROM partitions p WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id) s
         WHERE q.tenant_id = $1 AND q.id = ANY($2::uuid[])`,
       [tenantId, queueIds],
     );
-    const stored: Array<{ queue_id: string; messages: string }> = await manager.query(QUEUE_STORED_OF_QUEUES, [
-      tenantId,
-      queueIds,
-    ]);
-    const storedOf = new Map(stored.map((row) => [row.queue_id, Number(row.messages)]));
+    const stored: Array<{ queue_id: string; messages: string; partitions: string; offsets: string }> =
+      await manager.query(QUEUE_STORED_OF_QUEUES, [tenantId, queueIds]);
+    const countersOf = new Map(stored.map((row) => [row.queue_id, row]));
     const lags = await groupTotals(tenantId, queueIds, manager);
     return new Map(
       rows.map((row) => {
-        const retained = storedOf.get(row.id) ?? 0;
+        const counters = countersOf.get(row.id);
+        const retained = Number(counters?.messages ?? 0);
         const behind = row.groups.map((group) => lags.get(groupKey(row.id, group))?.totalLag ?? 0);
         return [
           row.id,
           {
-            partitions: row.partitions,
-            messages: Number(row.messages),
+            partitions: Number(counters?.partitions ?? 0),
+            messages: Number(counters?.offsets ?? 0),
             pending: behind.length === 0 ? retained : Math.max(...behind),
             retained,
             deadLetters: row.dead_letters,

@@ -145,7 +145,7 @@ const TRIM_SQL = `
     RETURNING m.tenant_id, m.partition_id, m.seq, ${storedBytes('m')} AS bytes
   ), ${queueStoredCte(
     'stored_counted',
-    `SELECT p.tenant_id, p.queue_id, -g.messages AS messages
+    `SELECT p.tenant_id, p.queue_id, -g.messages AS messages, 0 AS partitions, 0 AS offsets
        FROM (SELECT tenant_id, partition_id, count(*) AS messages FROM gone GROUP BY tenant_id, partition_id) g
        JOIN partitions p ON p.tenant_id = g.tenant_id AND p.id = g.partition_id`,
   )}, ${usageChangeCte(
@@ -204,8 +204,11 @@ const SCHEDULE_SQL = `
     DELETE FROM partitions p USING first f
      WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased AND NOT f.stale
        AND p.last_pushed_at < ${ago('f.grace_s')}
-    RETURNING p.tenant_id, p.id, p.last_offset
-  ), ${groupLagCte(
+    RETURNING p.tenant_id, p.id, p.queue_id, p.last_offset
+  ), ${queueStoredCte(
+    'partitions_counted',
+    'SELECT tenant_id, queue_id, 0 AS messages, -1 AS partitions, -last_offset AS offsets FROM removed',
+  )}, ${groupLagCte(
     'lag_counted',
     // Its cursors go with it: what they counted past their offsets (messages deleted one by one) goes too.
     `SELECT c.tenant_id, c.queue_id, c.consumer_group, c.committed_offset - r.last_offset AS lag

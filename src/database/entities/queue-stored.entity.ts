@@ -17,4 +17,11 @@ export class QueueStoredEntity {
 
   @Column({ name: 'messages', type: 'bigint', default: 0 })
   messages: string;
+
+  @Column({ name: 'partitions', type: 'bigint', default: 0 })
+  partitions: string;
+
+  /** The sum of its partitions' last offsets: messages ever pushed to the partitions it still has. */
+  @Column({ name: 'offsets', type: 'bigint', default: 0 })
+  offsets: string;
 }
