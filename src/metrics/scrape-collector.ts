@@ -21,7 +21,6 @@ const QUEUE_STATS_TIMEOUT_MS = 2_000;
 interface QueueStats {
   depth: Array<{ tenant: string | null; queue: string; messages: number }>;
   lag: Array<{ tenant: string | null; queue: string; group: string; messages: number }>;
-  retentionOverdue: number;
   deadRows: Array<{ table: string; rows: number }>;
 }
 
@@ -39,7 +38,6 @@ export class ScrapeCollector {
   readonly databaseMetrics: ReadonlySet<string> = new Set([
     'leasehold_queue_depth_messages',
     'leasehold_consumer_lag_messages',
-    'leasehold_retention_overdue_partitions',
     'leasehold_table_dead_rows',
   ]);
 
@@ -157,15 +155,6 @@ export class ScrapeCollector {
       },
     });
     new Gauge({
-      name: 'leasehold_retention_overdue_partitions',
-      help: 'Partitions whose retention has been due for longer than a round of the job (RETENTION_INTERVAL_MS): it is behind.',
-      registers,
-      aggregator: 'max',
-      async collect() {
-        this.set((await stats()).retentionOverdue);
-      },
-    });
-    new Gauge({
       name: 'leasehold_table_dead_rows',
       help: 'Rows deleted (by retention, acks of dead letters...) that autovacuum has not reclaimed yet, by table.',
       labelNames: ['table'],
@@ -191,7 +180,7 @@ export class ScrapeCollector {
       .catch((error: unknown) => {
         this.failures.inc();
         this.logger.warn(`Reading queue depth and lag failed: ${errorMessage(error)}`);
-        return this.cached?.stats ?? { depth: [], lag: [], retentionOverdue: 0, deadRows: [] };
+        return this.cached?.stats ?? { depth: [], lag: [], deadRows: [] };
       })
       .finally(() => (this.reading = undefined));
     return this.reading;
@@ -224,17 +213,11 @@ export class ScrapeCollector {
           LIMIT $1`,
         [this.maxSeries],
       );
-      const [{ overdue }]: Array<{ overdue: number }> = await manager.query(
-        `SELECT count(*)::int AS overdue FROM partitions
-          WHERE retention_check_at < clock_timestamp() - make_interval(secs => $1::double precision / 1000)`,
-        [Math.max(1_000, this.retentionIntervalMs)],
-      );
       const dead: Array<{ table: string; rows: string }> = await manager.query(
         `SELECT relname AS table, n_dead_tup AS rows FROM pg_stat_user_tables
           WHERE relname IN ('messages', 'dead_letters', 'consumers', 'partitions') ORDER BY relname`,
       );
       return {
-        retentionOverdue: overdue,
         deadRows: dead.map((row) => ({ table: row.table, rows: Number(row.rows) })),
         lag: lag.map((row) => ({
           tenant: row.tenant,
