@@ -49,3 +49,26 @@ export function preview(data: unknown, max = 80): string {
 export function pretty(data: unknown): string {
   return typeof data === 'string' ? data : JSON.stringify(data, null, 2);
 }
+
+/** The group a pop without consumerGroup reads as; the API takes and returns this raw name. */
+export const QUEUE_MODE_GROUP = '__QUEUE_MODE__';
+
+export const groupLabel = (name: string): string => (name === QUEUE_MODE_GROUP ? 'queue mode (default)' : name);
+
+/** The browser's time zone, which datetime-local inputs are read in, e.g. "Europe/Berlin (UTC+01:00)". */
+export function localZone(at = new Date()): string {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const offset = -at.getTimezoneOffset();
+  const abs = Math.abs(offset);
+  const utc = `UTC${offset < 0 ? '-' : '+'}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
+  return zone ? `${zone} (${utc})` : utc;
+}
+
+/** A datetime-local value ("2026-12-05T04:30" or with seconds) as the instant it names in the browser's zone. */
+export function localInstant(value: string): Date | undefined {
+  const match = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?$/.exec(value);
+  if (!match) return undefined;
+  const [year, month, day, hour, minute, second] = match.slice(1).map((part) => Number(part ?? 0));
+  const date = new Date(year, month - 1, day, hour, minute, second);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}

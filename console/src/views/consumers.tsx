@@ -1,7 +1,7 @@
-import { useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import { api, LeaseList, q } from '../api';
 import { ConfirmButton, PolledList, useSession } from '../components';
-import { count, duration } from '../format';
+import { count, duration, groupLabel, localInstant, localZone } from '../format';
 import { usePolled, useTicker } from '../refresh';
 import { QueueData } from './queue';
 
@@ -40,7 +40,7 @@ export function Consumers({ queue, data }: { queue: string; data: QueueData }) {
               <tbody>
                 {groups.map((group) => (
                   <tr key={group.name} data-group={group.name}>
-                    <th scope="row">{group.name}</th>
+                    <th scope="row">{groupLabel(group.name)}</th>
                     <td class="num">{count(group.totalLag)}</td>
                     <td class="num">{duration(group.maxTimeLag * 1000)}</td>
                     <td class="num">
@@ -115,7 +115,7 @@ function LeaseTable({ list, receivedAt }: { list: LeaseList; receivedAt: number 
             const tight = lease.lastRenewalSlackMs !== null && lease.lastRenewalSlackMs < 1_000;
             return (
               <tr key={`${lease.partitionId}/${lease.consumerGroup}`} data-lease={lease.leaseIdHint}>
-                <td>{lease.consumerGroup}</td>
+                <td>{groupLabel(lease.consumerGroup)}</td>
                 <td>{lease.partition}</td>
                 <td>
                   <code title="The lease id's last characters; the id itself is never shown">{lease.leaseIdHint}</code>
@@ -145,34 +145,46 @@ function LeaseTable({ list, receivedAt }: { list: LeaseList; receivedAt: number 
 function SeekButtons({ queue, group }: { queue: string; group: string }) {
   const [when, setWhen] = useState('');
   const path = `/consumer-groups/${q(group)}/queues/${q(queue)}/seek`;
+  const label = groupLabel(group);
+  const instant = localInstant(when);
+  const zoneId = useId();
   return (
     <>
       <ConfirmButton
         label="To end"
-        title={`Move ${group} to the end of ${queue}?`}
+        title={`Move ${label} to the end of ${queue}?`}
         confirmLabel="Skip everything"
         danger
         action={() => api('POST', path, { toEnd: true })}
       >
         <p>
-          Every message of <strong>{queue}</strong> not yet consumed by <strong>{group}</strong> is skipped, and its
+          Every message of <strong>{queue}</strong> not yet consumed by <strong>{label}</strong> is skipped, and its
           live leases end. Nothing is deleted: seek back to a time to read them again.
         </p>
       </ConfirmButton>
       <ConfirmButton
         label="To time…"
-        title={`Move ${group} to a point in time on ${queue}`}
+        title={`Move ${label} to a point in time on ${queue}`}
         confirmLabel="Seek"
         action={() => {
-          const instant = new Date(when);
-          if (!when || Number.isNaN(instant.getTime())) return Promise.reject(new Error('choose a date and time'));
+          if (!instant) return Promise.reject(new Error('choose a date and time'));
           return api('POST', path, { timestamp: instant.toISOString() });
         }}
       >
         <label>
           Consume again from messages pushed at or after
-          <input type="datetime-local" step="1" value={when} onInput={(event) => setWhen(event.currentTarget.value)} />
+          <input
+            type="datetime-local"
+            step="1"
+            value={when}
+            aria-describedby={zoneId}
+            onInput={(event) => setWhen(event.currentTarget.value)}
+          />
         </label>
+        <p class="muted" id={zoneId} data-testid="time-zone">
+          In this browser's time zone, {localZone(instant)}
+          {instant && `: ${instant.toISOString().replace('.000Z', 'Z')} in UTC`}.
+        </p>
         <p class="muted">The group's live leases on this queue end.</p>
       </ConfirmButton>
     </>

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, DeadLetter, DeadLetterPage, q, query } from '../api';
 import { ConfirmButton, Pager, PolledList, useSession } from '../components';
-import { preview, timestamp } from '../format';
+import { groupLabel, preview, timestamp } from '../format';
 import { usePolled } from '../refresh';
 
 const PAGE_SIZE = 50;
@@ -63,7 +63,7 @@ function DeadLetterRow({ queue, letter }: { queue: string; letter: DeadLetter })
   return (
     <tr data-transaction={letter.transactionId}>
       <td>{timestamp(letter.failedAt)}</td>
-      <td>{letter.consumerGroup}</td>
+      <td>{groupLabel(letter.consumerGroup)}</td>
       <td>{letter.partition}</td>
       <td class="error-text">{letter.errorMessage ?? <span class="muted">none given</span>}</td>
       <td class="num">{letter.retryCount}</td>
@@ -103,7 +103,8 @@ export function DeadLetterActions(props: {
       >
         <p>
           A copy (transaction id <code>dlq:{props.transactionId}</code>) goes to the end of its partition, and{' '}
-          <strong>{props.consumerGroup}</strong>'s dead letter for it is removed. A message can be retried once.
+          <strong>{groupLabel(props.consumerGroup)}</strong>'s dead letter for it is removed. A message can be retried
+          once.
         </p>
       </ConfirmButton>
       <ConfirmButton

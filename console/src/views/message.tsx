@@ -1,6 +1,6 @@
 import { api, MessageDetail, q } from '../api';
 import { PageTitle, PolledStatus } from '../components';
-import { pretty, timestamp } from '../format';
+import { groupLabel, pretty, timestamp } from '../format';
 import { usePolled } from '../refresh';
 import { DeadLetterActions } from './dead-letters';
 
@@ -62,7 +62,7 @@ export function MessagePage(props: { queue: string; partitionId: string; transac
                   <tbody>
                     {data.groups.map((group) => (
                       <tr key={group.consumerGroup}>
-                        <th scope="row">{group.consumerGroup}</th>
+                        <th scope="row">{groupLabel(group.consumerGroup)}</th>
                         <td>
                           <span class={`badge status-${group.status}`}>{group.status.replace('_', ' ')}</span>
                         </td>
@@ -100,7 +100,7 @@ export function MessagePage(props: { queue: string; partitionId: string; transac
                   <tbody>
                     {data.deadLetters.map((letter) => (
                       <tr key={letter.consumerGroup}>
-                        <th scope="row">{letter.consumerGroup}</th>
+                        <th scope="row">{groupLabel(letter.consumerGroup)}</th>
                         <td>{timestamp(letter.failedAt)}</td>
                         <td class="error-text">{letter.errorMessage ?? '—'}</td>
                         <td class="num">{letter.retryCount}</td>

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, MessagePage, MessageStatus, query } from '../api';
 import { PolledList } from '../components';
-import { preview, timestamp } from '../format';
+import { groupLabel, localInstant, localZone, preview, QUEUE_MODE_GROUP, timestamp } from '../format';
 import { usePolled } from '../refresh';
 
 const STATUSES: MessageStatus[] = ['pending', 'leased', 'completed', 'dead_letter'];
@@ -17,7 +17,7 @@ interface Filters {
 
 const NO_FILTERS: Filters = { partition: '', consumerGroup: '', status: '', from: '', to: '' };
 
-const iso = (local: string) => (local ? new Date(local).toISOString() : undefined);
+const iso = (local: string) => localInstant(local)?.toISOString();
 
 export function Messages({ queue, groups }: { queue: string; groups: string[] }) {
   const [draft, setDraft] = useState<Filters>(NO_FILTERS);
@@ -60,9 +60,9 @@ export function Messages({ queue, groups }: { queue: string; groups: string[] })
         <label>
           Status for group
           <select name="consumerGroup" {...field('consumerGroup')}>
-            {[...groups, ...(groups.includes('__QUEUE_MODE__') ? [] : ['__QUEUE_MODE__'])].map((name) => (
+            {[...groups, ...(groups.includes(QUEUE_MODE_GROUP) ? [] : [QUEUE_MODE_GROUP])].map((name) => (
               <option key={name} value={name === groups[0] ? '' : name}>
-                {name === '__QUEUE_MODE__' ? 'queue mode' : name}
+                {groupLabel(name)}
               </option>
             ))}
           </select>
@@ -80,12 +80,15 @@ export function Messages({ queue, groups }: { queue: string; groups: string[] })
         </label>
         <label>
           From
-          <input type="datetime-local" step="1" name="from" {...field('from')} />
+          <input type="datetime-local" step="1" name="from" aria-describedby="filter-zone" {...field('from')} />
         </label>
         <label>
           Until
-          <input type="datetime-local" step="1" name="to" {...field('to')} />
+          <input type="datetime-local" step="1" name="to" aria-describedby="filter-zone" {...field('to')} />
         </label>
+        <small class="muted zone" id="filter-zone" data-testid="time-zone">
+          Times are in this browser's time zone, {localZone(localInstant(draft.from) ?? localInstant(draft.to))}.
+        </small>
         <button type="submit" class="primary">
           Search
         </button>

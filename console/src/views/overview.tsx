@@ -1,6 +1,6 @@
 import { api, GroupSummary, QueueList, QuotaUsage, QuotaUse } from '../api';
 import { Loading, PageTitle, Problem, Sparkline, Stat } from '../components';
-import { bytes, count, duration, rate } from '../format';
+import { bytes, count, duration, groupLabel, rate } from '../format';
 import { usePolled } from '../refresh';
 import { ratesOf, record } from '../throughput';
 
@@ -87,7 +87,7 @@ export function Overview() {
             {lagging.map((group) => (
               <li key={`${group.queueName}/${group.name}`} class={group.state === 'Lagging' ? 'bad' : ''}>
                 <a href={`#/queues/${encodeURIComponent(group.queueName)}/consumers`}>
-                  <strong>{group.name}</strong> on {group.queueName}
+                  <strong>{groupLabel(group.name)}</strong> on {group.queueName}
                 </a>
                 <span>
                   {count(group.totalLag)} messages, oldest {duration(group.maxTimeLag * 1000)}

@@ -3,17 +3,47 @@ import { useState } from 'preact/hooks';
 import { api, QueueDetail } from '../api';
 import { ConfirmButton } from '../components';
 
+const INT32_MAX = 2_147_483_647;
+
+// Bounds as POST /configure validates them (src/queues/dto/configure-request.dto.ts).
 const EDITABLE = [
-  { key: 'leaseTime', label: 'Lease time (s)', hint: 'leaseSeconds of a pop that sends none' },
-  { key: 'retryLimit', label: 'Retry limit', hint: 'failures redelivered before dead-lettering' },
+  { key: 'leaseTime', label: 'Lease time (s)', hint: 'leaseSeconds of a pop that sends none', min: 1, max: INT32_MAX },
+  {
+    key: 'retryLimit',
+    label: 'Retry limit',
+    hint: 'failures redelivered before dead-lettering',
+    min: 0,
+    max: INT32_MAX,
+  },
   {
     key: 'delayedProcessing',
     label: 'Delayed processing (s)',
     hint: 'a message is handed out this long after its push',
+    min: 0,
+    max: INT32_MAX,
   },
-  { key: 'windowBuffer', label: 'Window buffer (s)', hint: 'a partition waits until its newest message is this old' },
-  { key: 'priority', label: 'Priority', hint: 'order of a discovery pop' },
+  {
+    key: 'windowBuffer',
+    label: 'Window buffer (s)',
+    hint: 'a partition waits until its newest message is this old',
+    min: 0,
+    max: INT32_MAX,
+  },
+  { key: 'priority', label: 'Priority', hint: 'order of a discovery pop', min: -INT32_MAX, max: INT32_MAX },
 ] as const;
+
+type Field = (typeof EDITABLE)[number];
+
+/** Why the API would refuse this value, or undefined when it takes it. */
+function refusal(field: Field, text: string): string | undefined {
+  const value = Number(text);
+  if (text.trim() !== '' && Number.isInteger(value) && value >= field.min && value <= field.max) return undefined;
+  return field.min === 1
+    ? `${field.label} must be a whole number of at least 1.`
+    : field.min === 0
+      ? `${field.label} must be a whole number, 0 or more.`
+      : `${field.label} must be a whole number.`;
+}
 
 export function Settings({ detail }: { detail: QueueDetail }) {
   const [values, setValues] = useState<Record<string, string>>({});
@@ -23,8 +53,13 @@ export function Settings({ detail }: { detail: QueueDetail }) {
     return typeof value === 'number' ? String(value) : '0';
   };
   const changed: Record<string, unknown> = {};
-  for (const { key } of EDITABLE) {
-    if (values[key] !== undefined && values[key] !== current(key)) changed[key] = Number(values[key]);
+  const refused: string[] = [];
+  for (const field of EDITABLE) {
+    const value = values[field.key];
+    if (value === undefined || value === current(field.key)) continue;
+    const why = refusal(field, value);
+    if (why) refused.push(why);
+    else changed[field.key] = Number(value);
   }
   if (deadLetters !== undefined && deadLetters !== detail.options.deadLetterQueue)
     changed.deadLetterQueue = deadLetters;
@@ -32,12 +67,13 @@ export function Settings({ detail }: { detail: QueueDetail }) {
     <section aria-labelledby="settings-title">
       <h2 id="settings-title">Options</h2>
       <form class="settings" onSubmit={(event) => event.preventDefault()}>
-        {EDITABLE.map(({ key, label, hint }) => (
+        {EDITABLE.map(({ key, label, hint, min, max }) => (
           <label key={key}>
             {label}
             <input
               type="number"
-              min={0}
+              min={min}
+              max={max}
               step={1}
               name={key}
               value={values[key] ?? current(key)}
@@ -55,9 +91,18 @@ export function Settings({ detail }: { detail: QueueDetail }) {
           />
           Keep messages that use up their retries as dead letters
         </label>
+        {refused.map((why) => (
+          <p key={why} class="problem field-problem" role="alert">
+            {why}
+          </p>
+        ))}
         <div class="actions">
-          {Object.keys(changed).length === 0 ? (
-            <span class="muted">Change a value to apply it.</span>
+          {refused.length > 0 ? (
+            <span class="muted">Correct the values above to apply them.</span>
+          ) : Object.keys(changed).length === 0 ? (
+            <span class="muted" data-testid="settings-idle">
+              Nothing changed yet. Apply appears when a value differs from the queue's, and asks before it saves.
+            </span>
           ) : (
             <ConfirmButton
               label="Apply"
