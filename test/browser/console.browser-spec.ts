@@ -51,8 +51,9 @@ describeWithBrowser('web console', () => {
   async function signIn(
     bearer: string,
     viewport = { width: 1280, height: 800 },
+    timezoneId?: string,
   ): Promise<{ page: Page; context: BrowserContext }> {
-    const context = await browser.newContext({ viewport });
+    const context = await browser.newContext({ viewport, timezoneId });
     const page = await context.newPage();
     page.setDefaultTimeout(UI_TIMEOUT_MS);
     await page.goto(`${base}/console/`);
@@ -345,6 +346,122 @@ describeWithBrowser('web console', () => {
     await context.close();
   });
 
+  describe('confirmation dialogs', () => {
+    // A queue whose default (queue-mode) group has a dead letter: every row dialog has something to act on.
+    const dialogsQ = `dialogs-${randomHex(4)}`;
+    let transactionId = '';
+    let partitionId = '';
+
+    beforeAll(async () => {
+      const writer = token(tenantA, 'read-write');
+      await api('POST', '/configure', writer, { queue: dialogsQ, options: { retryLimit: 1, leaseTime: 120 } });
+      await api('POST', '/push', writer, {
+        items: [{ queue: dialogsQ, partition: 'eu-west', payload: { order: 'a-long-enough-payload' } }],
+      });
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const popped = await api('GET', `/pop/queue/${dialogsQ}/partition/eu-west`, writer);
+        transactionId = popped.messages[0].transactionId;
+        partitionId = popped.partitionId;
+        await api('POST', '/ack', writer, {
+          transactionId,
+          partitionId,
+          leaseId: popped.leaseId,
+          status: 'failed',
+          error: 'downstream refused the order',
+        });
+      }
+    });
+
+    const VIEWPORTS = [
+      { width: 1280, height: 800 },
+      { width: 390, height: 844 },
+    ];
+
+    for (const viewport of VIEWPORTS) {
+      it(`shows every dialog's text in full at ${viewport.width}×${viewport.height}`, async () => {
+        const { page, context } = await signIn(token(tenantA, 'admin'), viewport);
+        const opened: string[] = [];
+        const check = async (opener: ReturnType<Page['locator']>, name: string) => {
+          await opener.click();
+          const dialog = page.locator('dialog[open]');
+          await dialog.waitFor();
+          expect({ dialog: name, hidden: await hiddenText(dialog) }).toEqual({ dialog: name, hidden: [] });
+          await page.keyboard.press('Escape');
+          await dialog.waitFor({ state: 'detached' });
+          opened.push(name);
+        };
+
+        await page.goto(`${base}/console/#/queues/${dialogsQ}/dead-letters`);
+        const letter = page.locator(`tr[data-transaction="${transactionId}"]`);
+        await expectText(letter, 'queue mode (default)');
+        await check(letter.getByRole('button', { name: 'Retry', exact: true }), 'dead letter: Retry');
+        await check(letter.getByRole('button', { name: 'Delete', exact: true }), 'dead letter: Delete');
+        expect(await mainText(page)).not.toContain('__QUEUE_MODE__');
+
+        await page.goto(`${base}/console/#/queues/${dialogsQ}/messages/${partitionId}/${transactionId}`);
+        const onMessage = page.locator('section[aria-labelledby="letters-title"] tbody tr').first();
+        await expectText(onMessage, 'queue mode (default)');
+        await check(onMessage.getByRole('button', { name: 'Retry', exact: true }), 'message: Retry');
+        await check(onMessage.getByRole('button', { name: 'Delete', exact: true }), 'message: Delete');
+        expect(await mainText(page)).not.toContain('__QUEUE_MODE__');
+
+        await page.goto(`${base}/console/#/queues/${dialogsQ}/consumers`);
+        const group = page.locator('tr[data-group="__QUEUE_MODE__"]');
+        await expectText(group, 'queue mode (default)');
+        await check(group.getByRole('button', { name: 'To end', exact: true }), 'seek: To end');
+        await check(group.getByRole('button', { name: 'To time…', exact: true }), 'seek: To time');
+        expect(await mainText(page)).not.toContain('__QUEUE_MODE__');
+
+        await page.goto(`${base}/console/#/queues/${dialogsQ}/messages`);
+        await expectText(page.locator('select[name="consumerGroup"]'), 'queue mode (default)');
+        expect(await mainText(page)).not.toContain('__QUEUE_MODE__');
+
+        await page.goto(`${base}/console/#/queues/${dialogsQ}/settings`);
+        await expectText(page.getByTestId('settings-idle'), 'Apply');
+        await page.getByLabel('Lease time (s)').fill('0');
+        await expectText(page.getByRole('alert'), 'at least 1');
+        expect(await page.getByRole('button', { name: 'Apply' }).count()).toBe(0);
+        await page.getByLabel('Lease time (s)').fill('30');
+        await check(page.getByRole('button', { name: 'Apply', exact: true }), 'settings: Apply');
+
+        expect(opened).toHaveLength(7);
+        await context.close();
+      });
+    }
+
+    it('names the time zone a seek time is read in, and seeks to that instant', async () => {
+      // Half an hour off UTC, and a name Chromium does not rewrite to an alias (as it does Asia/Kolkata).
+      const { page, context } = await signIn(token(tenantA, 'read-write'), undefined, 'America/St_Johns');
+      await page.goto(`${base}/console/#/queues/${dialogsQ}/messages`);
+      await expectText(page.getByTestId('time-zone'), 'America/St_Johns (UTC-03:30)');
+
+      await page.goto(`${base}/console/#/queues/${dialogsQ}/consumers`);
+      await page.locator('tr[data-group="__QUEUE_MODE__"]').getByRole('button', { name: 'To time…' }).click();
+      const dialog = page.locator('dialog[open]');
+      await dialog.locator('input[type="datetime-local"]').fill('2026-01-02T03:04:05');
+      await expectText(dialog.getByTestId('time-zone'), 'America/St_Johns (UTC-03:30): 2026-01-02T06:34:05Z in UTC');
+      const seek = page.waitForRequest((request) => request.url().endsWith('/seek'));
+      await dialog.getByRole('button', { name: 'Seek' }).click();
+      expect((await seek).postDataJSON()).toEqual({ timestamp: '2026-01-02T06:34:05.000Z' });
+      await dialog.waitFor({ state: 'detached' });
+      await context.close();
+    });
+
+    it('retries a default-group dead letter from its dialog under the raw group name', async () => {
+      const { page, context } = await signIn(token(tenantA, 'read-write'), { width: 390, height: 844 });
+      await page.goto(`${base}/console/#/queues/${dialogsQ}/dead-letters`);
+      const letter = page.locator(`tr[data-transaction="${transactionId}"]`);
+      await letter.getByRole('button', { name: 'Retry', exact: true }).click();
+      const retried = page.waitForResponse((response) => response.url().includes('/retry?'));
+      await page.locator('dialog[open]').getByRole('button', { name: 'Retry' }).click();
+      const response = await retried;
+      expect(response.status()).toBeLessThan(300);
+      expect(new URL(response.url()).searchParams.get('consumerGroup')).toBe('__QUEUE_MODE__');
+      await letter.waitFor({ state: 'detached' });
+      await context.close();
+    });
+  });
+
   async function screenshot(page: Page, name: string): Promise<void> {
     mkdirSync(SCREENSHOTS!, { recursive: true });
     await page.screenshot({ path: join(SCREENSHOTS!, name), fullPage: true });
@@ -360,6 +477,47 @@ function staleConsoleSources(): string[] {
   return readdirSync(sources, { recursive: true, encoding: 'utf8' })
     .filter((file) => statSync(join(sources, file)).isFile() && statSync(join(sources, file)).mtimeMs > built)
     .map((file) => `console/${file} is newer than the build: npm run build:console`);
+}
+
+/**
+ * What of an open dialog's content cannot be seen: an element cut off sideways, or a piece of text or
+ * an element lying outside the dialog or the viewport.
+ */
+async function hiddenText(dialog: ReturnType<Page['locator']>): Promise<string[]> {
+  return dialog.evaluate((root: any) => {
+    const window = globalThis as any;
+    const hidden: string[] = [];
+    const frame = root.getBoundingClientRect();
+    const outside = (box: any) =>
+      box.left < frame.left - 0.5 ||
+      box.right > frame.right + 0.5 ||
+      box.top < frame.top - 0.5 ||
+      box.bottom > frame.bottom + 0.5 ||
+      box.left < 0 ||
+      box.top < 0 ||
+      box.right > window.innerWidth ||
+      box.bottom > window.innerHeight;
+    for (const element of [root, ...root.querySelectorAll('*')]) {
+      const what = `${element.tagName.toLowerCase()} "${(element.textContent ?? '').trim().slice(0, 40)}"`;
+      if (element.clientWidth > 0 && element.scrollWidth > element.clientWidth) hidden.push(`${what} is cut off`);
+      const box = element.getBoundingClientRect();
+      if (element !== root && box.width > 0 && outside(box)) hidden.push(`${what} lies outside`);
+    }
+    const walker = window.document.createTreeWalker(root, window.NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.textContent.trim()) continue;
+      const range = window.document.createRange();
+      range.selectNodeContents(node);
+      for (const box of range.getClientRects()) {
+        if (outside(box)) hidden.push(`text "${node.textContent.trim().slice(0, 40)}" lies outside`);
+      }
+    }
+    return [...new Set(hidden)];
+  });
+}
+
+async function mainText(page: Page): Promise<string> {
+  return page.locator('main').innerText();
 }
 
 async function msOf(locator: ReturnType<Page['locator']>): Promise<number> {
