@@ -45,4 +45,17 @@ describe('FixedWindowThrottlerStorage', () => {
     jest.advanceTimersByTime(1);
     expect(storage.take('a\nconsume', 1_000, 1, 1)).toMatchObject({ taken: true });
   });
+
+  it('frees windows idle a minute, and keeps one renewed since though it was made first', () => {
+    storage.take('renewed\nconsume', 1_000, 5, 1);
+    storage.take('idle\nconsume', 1_000, 5, 1);
+    jest.advanceTimersByTime(30_000);
+    storage.take('renewed\nconsume', 1_000, 5, 1);
+    jest.advanceTimersByTime(31_000);
+    storage.take('new\nconsume', 1_000, 5, 1);
+
+    // The idle window went; the renewed one (31 s old) and the new one stay.
+    expect(storage.size).toBe(2);
+    expect(storage.take('renewed\nconsume', 1_000, 5, 1)).toMatchObject({ taken: true });
+  });
 });

@@ -55,17 +55,26 @@ export class FixedWindowThrottlerStorage implements ThrottlerStorage {
     let window = this.windows.get(key);
     if (!window || now - window.startsAt >= ttl) {
       window = { startsAt: now, hits: 0 };
+      // Re-inserted, so the map runs oldest window first and a sweep stops at the first one still in use.
+      this.windows.delete(key);
       this.windows.set(key, window);
     }
     return window;
   }
 
+  /** Looks only at the windows it frees, and the first it keeps: not at every tenant's, inside a request. */
   private sweep(now: number): void {
     if (now - this.sweptAt < IDLE_MS) return;
     this.sweptAt = now;
     for (const [key, window] of this.windows) {
-      if (now - window.startsAt >= IDLE_MS) this.windows.delete(key);
+      if (now - window.startsAt < IDLE_MS) break;
+      this.windows.delete(key);
     }
+  }
+
+  /** Windows held, for tests. */
+  get size(): number {
+    return this.windows.size;
   }
 }
 
