@@ -30,7 +30,7 @@ import { uuidOf } from './seed';
 const BROKERS = 16;
 const LOAD_MS = 20_000;
 const WAKE_ROUNDS = 40;
-const GUARD = 10;
+const GUARD = 5;
 
 export async function brokers(): Promise<ScenarioResult> {
   const database = `${DATABASE_PREFIX}_brokers`;
@@ -68,34 +68,33 @@ export async function brokers(): Promise<ScenarioResult> {
       return { ours: Number(counted[0].ours), all: Number(counted[0].all) };
     };
     let refused = '';
+    let loadedPeak = 0;
     for (let index = 0; index < BROKERS && !guarded; index += 1) {
+      // Room for one more broker as loaded as the busiest so far: a pool opens connections under load.
       const now = await serverNow();
-      const perBroker = index === 0 ? 0 : Math.ceil(now.ours / index);
+      const perBroker = index === 0 ? 0 : Math.ceil(loadedPeak / index);
       if (now.all + perBroker >= maxConnections - GUARD) {
-        refused = `broker ${index + 1} not started: ${index} held ${now.ours} connections (${perBroker} each), the server had ${now.all} of ${maxConnections}`;
+        refused = `broker ${index + 1} not started: ${index} held up to ${loadedPeak} connections under load (${perBroker} each), the server had ${now.all} of ${maxConnections}`;
         break;
       }
       started.push(await startBroker({ databaseUrl: url, port: BASE_PORT + 10 + index }));
-      await sleep(500);
+      const before = peak;
+      peak = 0;
+      await load(
+        started,
+        tenant,
+        () => !guarded,
+        2000,
+        () => undefined,
+      );
+      loadedPeak = Math.max(loadedPeak, peak);
+      peak = Math.max(before, peak);
     }
     const end = performance.now() + LOAD_MS;
     const running = () => !guarded && performance.now() < end;
     const errors = new Map<string, number>();
     const count = (status: string) => errors.set(status, (errors.get(status) ?? 0) + 1);
-    const loops = started.flatMap((broker, index) =>
-      [0, 1].map(async (loop) => {
-        const queue = `load-${index}-${loop}`;
-        while (running()) {
-          const pushed = await send(broker.base, tenant, 'POST', '/api/v1/push', {
-            items: [{ queue, payload: { index } }],
-          });
-          if (pushed.status !== 201) count(`push ${pushed.status}`);
-          const popped = await send<Popped>(broker.base, tenant, 'GET', `/api/v1/pop/queue/${queue}?wait=false`);
-          if (popped.status === 200) await ackAll(broker.base, tenant, popped.body);
-          else count(`pop ${popped.status}`);
-        }
-      }),
-    );
+    const loops = guarded ? Promise.resolve() : load(started, tenant, running, LOAD_MS, count);
     // Polls parked on process i, woken by a push through process i + 1.
     const wakes: number[] = [];
     let missed = 0;
@@ -117,12 +116,13 @@ export async function brokers(): Promise<ScenarioResult> {
       if (woken.status === 200 && pushed.status === 201) wakes.push(woken.at - pushed.at);
       else missed += 1;
     }
-    await Promise.all(loops);
+    await loops;
     // Connections go back to the server before anything else runs.
     await Promise.allSettled(started.map((broker) => broker.stop()));
     sampling = false;
     await sampler;
-    const met = !guarded && started.length === BROKERS && peak <= maxConnections;
+    // Stopped by the guard: the shared server was full, whoever filled it; judged only when it was not.
+    const met = peak > maxConnections ? false : !guarded && !refused && started.length === BROKERS ? true : undefined;
     return {
       outcomes: [
         {
@@ -142,7 +142,7 @@ export async function brokers(): Promise<ScenarioResult> {
       ],
       curves: [],
       notes: [
-        `brokers: default DB_POOL_SIZE; 2 push/pop/ack loops per process for ${LOAD_MS / 1000} s, ${WAKE_ROUNDS} wakes of a poll parked on one process by a push through the next${errors.size ? `; errors: ${[...errors].map(([k, v]) => `${k} ×${v}`).join(', ')}` : ''}.`,
+        `brokers: default pool settings (DB_POOL_SIZE, DB_CONNECTION_BUDGET where the broker has it); a broker is started after 2 s of load on those before it; 2 push/pop/ack loops per process for ${LOAD_MS / 1000} s, ${WAKE_ROUNDS} wakes of a poll parked on one process by a push through the next${errors.size ? `; errors: ${[...errors].map(([k, v]) => `${k} ×${v}`).join(', ')}` : ''}.`,
       ],
     };
   } finally {
@@ -150,4 +150,31 @@ export async function brokers(): Promise<ScenarioResult> {
     await monitor.end();
     await dropDatabase(database);
   }
+}
+
+/** Two push → pop → ack loops per broker for `forMs`, or until `going` says stop. */
+async function load(
+  brokers: Broker[],
+  tenant: string,
+  going: () => boolean,
+  forMs: number,
+  error: (status: string) => void,
+): Promise<void> {
+  const until = performance.now() + forMs;
+  await Promise.all(
+    brokers.flatMap((broker, index) =>
+      [0, 1].map(async (loop) => {
+        const queue = `load-${index}-${loop}`;
+        while (going() && performance.now() < until) {
+          const pushed = await send(broker.base, tenant, 'POST', '/api/v1/push', {
+            items: [{ queue, payload: { index } }],
+          });
+          if (pushed.status !== 201) error(`push ${pushed.status}`);
+          const popped = await send<Popped>(broker.base, tenant, 'GET', `/api/v1/pop/queue/${queue}?wait=false`);
+          if (popped.status === 200) await ackAll(broker.base, tenant, popped.body);
+          else error(`pop ${popped.status}`);
+        }
+      }),
+    ),
+  );
 }

@@ -75,7 +75,7 @@ async function main(): Promise<void> {
   for (const { result } of results)
     for (const curve of result?.curves ?? []) charts.push(renderCurve(curve, chartsFolder));
   const commit = execSync('git rev-parse --short HEAD', { cwd: ROOT }).toString().trim();
-  const header = `main ${commit}, sizes ${SIZES.join(', ')}, ${ROUNDS} rounds, ${cpus().length} cores, load ${load.toFixed(2)} at start / ${loadavg()[0].toFixed(2)} at end, ${((performance.now() - started) / 60_000).toFixed(1)} min`;
+  const header = `commit ${commit}, sizes ${SIZES.join(', ')}, ${ROUNDS} rounds, ${cpus().length} cores, load ${load.toFixed(2)} at start / ${loadavg()[0].toFixed(2)} at end, ${((performance.now() - started) / 60_000).toFixed(1)} min`;
   const rows: string[] = ['| scenario | target | measured | met? |', '| --- | --- | --- | --- |'];
   for (const { name, result, error } of results) {
     if (error) rows.push(`| ${name} | (all of its targets) | failed: ${error.replace(/\|/g, '/')} | not measured |`);
