@@ -57,8 +57,10 @@ async function main(): Promise<void> {
         const result = await run(big as BigDatabase);
         results.push({ name, result, seconds: (performance.now() - begun) / 1000 });
       } catch (error) {
-        log(`${name} failed: ${String(error)}`);
-        results.push({ name, error: String(error).slice(0, 300), seconds: (performance.now() - begun) / 1000 });
+        // fetch's own message says nothing; its cause does.
+        const said = `${String(error)}${error instanceof Error && error.cause ? ` (${String(error.cause)})` : ''}`;
+        log(`${name} failed: ${said}`);
+        results.push({ name, error: said.slice(0, 300), seconds: (performance.now() - begun) / 1000 });
       }
       log(`${name} done in ${((performance.now() - begun) / 1000).toFixed(0)} s`);
       if (big && !chosen.slice(chosen.findIndex(([other]) => other === name) + 1).some(([, other]) => other)) {
