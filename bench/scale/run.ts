@@ -58,7 +58,7 @@ async function main(): Promise<void> {
         results.push({ name, result, seconds: (performance.now() - begun) / 1000 });
       } catch (error) {
         // fetch's own message says nothing; its cause does.
-        const said = `${String(error)}${error instanceof Error && error.cause ? ` (${String(error.cause)})` : ''}`;
+        const said = `${String(error)}${error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : ''}`;
         log(`${name} failed: ${said}`);
         results.push({ name, error: said.slice(0, 300), seconds: (performance.now() - begun) / 1000 });
       }
