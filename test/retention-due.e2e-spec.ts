@@ -128,6 +128,41 @@ describe('retention: looked at when something became deletable', () => {
     expect(after('forever')).toEqual([null, null]);
   });
 
+  it('leaves a retention change to the job: the request touches no partition, the job looks at each in batches', async () => {
+    const { client, dataSource } = broker;
+    const items = Array.from({ length: 6_000 }, (_, n) => ({ queue: 'reconfigured', partition: `r${n}`, payload: n }));
+    await client.push(items).expect(201);
+    await passTime(dataSource, client.tenant, 120);
+    const checksBefore = await sql<Array<{ at: string }>>(
+      dataSource,
+      'SELECT retention_check_at::text AS at FROM partitions WHERE tenant_id = $1 ORDER BY id',
+      [client.tenant],
+    );
+
+    await client.configure({ queue: 'reconfigured', options: { retentionSeconds: 60 } }).expect(200);
+    // The configure changed no partition's row: only the queue's mark that a look is owed.
+    expect(
+      await sql(dataSource, 'SELECT retention_check_at::text AS at FROM partitions WHERE tenant_id = $1 ORDER BY id', [
+        client.tenant,
+      ]),
+    ).toEqual(checksBefore);
+    const [{ from }] = await sql<Array<{ from: string | null }>>(
+      dataSource,
+      `SELECT retention_recheck_from AS from FROM queues WHERE tenant_id = $1 AND name = 'reconfigured'`,
+      [client.tenant],
+    );
+    expect(from).toBe('');
+
+    // Pending messages two minutes old under a one-minute retention: the job deletes every one, over batches.
+    await roundsUntil(async () => (await kept(dataSource, client.tenant)).length === 0, 'every message deleted');
+    const [{ left }] = await sql<Array<{ left: string | null }>>(
+      dataSource,
+      `SELECT retention_recheck_from AS left FROM queues WHERE tenant_id = $1 AND name = 'reconfigured'`,
+      [client.tenant],
+    );
+    expect(left).toBeNull();
+  });
+
   it('hears of completed messages from the ack that moved the last group past them, not from a timer', async () => {
     const { client, dataSource } = broker;
     await client.configure({ queue: 'done', options: { completedRetentionSeconds: 60 } }).expect(200);

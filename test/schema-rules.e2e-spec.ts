@@ -13,10 +13,13 @@ const DISTRIBUTED_TABLES = [
   'consumer_groups',
   'consumers',
   'dead_letters',
+  'group_lag',
   'maintenance',
   'messages',
   'partitions',
+  'queue_stored',
   'queues',
+  'retention_rechecks',
   'tenant_usage',
 ];
 

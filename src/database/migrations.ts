@@ -17,6 +17,7 @@ import { ReadyCursors1797600000000 } from '../../migrations/1797600000000-ReadyC
 import { QueueCounters1797700000000 } from '../../migrations/1797700000000-QueueCounters';
 import { RetentionDue1797800000000 } from '../../migrations/1797800000000-RetentionDue';
 import { QueuePartitionCounters1797900000000 } from '../../migrations/1797900000000-QueuePartitionCounters';
+import { RetentionRecheckQueues1797950000000 } from '../../migrations/1797950000000-RetentionRecheckQueues';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -39,4 +40,5 @@ export const MIGRATIONS = [
   QueueCounters1797700000000,
   RetentionDue1797800000000,
   QueuePartitionCounters1797900000000,
+  RetentionRecheckQueues1797950000000,
 ];

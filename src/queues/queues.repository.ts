@@ -354,14 +354,16 @@ export class QueuesRepository {
     return Math.max(0, Math.round(row.lag * 10) / 10);
   }
 
-  /** After a queue's retention settings change, each of its partitions is looked at again by the next round. */
+  /**
+   * After a queue's retention settings change, the retention job looks at each of its partitions again, a batch at a
+   * time from the first (RetentionRepository.spreadRechecks): not here, where a million partitions would not fit in
+   * the request's statement timeout. A change while one is under way starts it over.
+   */
   async recheckRetention(tenantId: string, name: string, manager: EntityManager): Promise<void> {
-    await manager.query(
-      `UPDATE partitions p SET retention_check_at = clock_timestamp()
-         FROM queues q
-        WHERE q.tenant_id = $1 AND q.name = $2 AND p.tenant_id = q.tenant_id AND p.queue_id = q.id`,
-      [tenantId, name],
-    );
+    await manager.query(`UPDATE queues SET retention_recheck_from = '' WHERE tenant_id = $1 AND name = $2`, [
+      tenantId,
+      name,
+    ]);
   }
 
   /** Applies the given settings to a queue this transaction holds (see upsert); unset ones keep their value. */

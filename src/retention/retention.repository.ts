@@ -269,6 +269,54 @@ export class RetentionRepository {
    * comes with how long its oldest due partition has been due (null: only moved cursors or rechecks, which carry no
    * time); a check of -infinity counts as due now.
    */
+  /**
+   * One batch of a queue's partitions whose retention settings changed, made due now, in name order from where the
+   * last batch stopped; the queue's row is skipped while another broker takes the step. Partitions are locked in id
+   * order, as a push locks them, skipping those held (they go to retention_rechecks). Undefined when no queue has a
+   * recheck left.
+   */
+  async spreadRechecks(limit: number, manager: EntityManager): Promise<{ partitions: number } | undefined> {
+    const [row]: Array<{ queues: number; partitions: number }> = await manager.query(
+      `WITH q AS MATERIALIZED (
+         SELECT tenant_id, id, retention_recheck_from AS after FROM queues
+          WHERE retention_recheck_from IS NOT NULL
+          ORDER BY tenant_id, id
+          LIMIT 1
+            FOR UPDATE SKIP LOCKED
+       ), batch AS MATERIALIZED (
+         SELECT p.tenant_id, p.id, p.name FROM q
+          CROSS JOIN LATERAL (SELECT p.tenant_id, p.id, p.name FROM partitions p
+                               WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name > q.after
+                               ORDER BY p.name LIMIT $1) p
+       ), held AS MATERIALIZED (
+         SELECT p.tenant_id, p.id FROM partitions p JOIN batch b ON b.tenant_id = p.tenant_id AND b.id = p.id
+          ORDER BY p.id
+            FOR NO KEY UPDATE OF p SKIP LOCKED
+       ), due AS (
+         -- Never later than it was: a look already due keeps the time it became due (the job's lag).
+         UPDATE partitions p SET retention_check_at = LEAST(COALESCE(p.retention_check_at, 'infinity'), clock_timestamp())
+           FROM held h
+          WHERE p.tenant_id = h.tenant_id AND p.id = h.id
+         RETURNING 1
+       ), deferred AS (
+         -- One a push or a cut holds now is left to the rechecks, which need no lock on it.
+         INSERT INTO retention_rechecks (tenant_id, partition_id)
+         SELECT b.tenant_id, b.id FROM batch b
+          WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.tenant_id = b.tenant_id AND h.id = b.id)
+         ON CONFLICT DO NOTHING
+       ), advanced AS (
+         UPDATE queues x
+            SET retention_recheck_from = CASE WHEN (SELECT count(*) FROM batch) < $1 THEN NULL
+                                              ELSE (SELECT max(b.name) FROM batch b) END
+           FROM q
+          WHERE x.tenant_id = q.tenant_id AND x.id = q.id
+       )
+       SELECT (SELECT count(*) FROM q)::int AS queues, (SELECT count(*) FROM due)::int AS partitions`,
+      [limit],
+    );
+    return row.queues > 0 ? { partitions: row.partitions } : undefined;
+  }
+
   async tenantsWithDue(manager: EntityManager): Promise<Array<{ tenantId: string; dueSeconds: number | null }>> {
     const rows: Array<{ tenant_id: string; due_seconds: number | null; moved: boolean }> = await manager.query(
       `WITH RECURSIVE ${TENANTS}

@@ -19,6 +19,8 @@ export interface RetentionRound {
 /** A round's budget, and how soon a partition that could not be cut is looked at again, even with the timer off. */
 const MIN_ROUND_MS = 1_000;
 const CLAIM = 100;
+/** Partitions of a queue whose retention changed made due per statement. */
+const RECHECK_BATCH = 5_000;
 /** A cut that reads a full batch in less than this reads twice as many next time; one past four times it, half. */
 const CUT_TARGET_MS = 250;
 /** How far past RETENTION_BATCH_SIZE a cut may grow. */
@@ -104,6 +106,14 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         lettered.claimed(tenants, found, deleted === batch);
         for (const tenant of found) this.quotas.forgetStored(tenant);
         this.count(outcome, 'dead_letter', deleted);
+      }
+      // Queues whose retention changed: their partitions are made due, a batch per statement, before the due walk.
+      const spreadUntil = performance.now() + this.roundMs / 4;
+      while (!this.stopped && performance.now() < spreadUntil) {
+        const spread = await this.transactions.run(undefined, (manager) =>
+          this.retention.spreadRechecks(RECHECK_BATCH, manager),
+        );
+        if (spread === undefined) break;
       }
       const found = await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager));
       this.noteDue(found.map((tenant) => tenant.dueSeconds));

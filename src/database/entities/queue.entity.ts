@@ -1,7 +1,8 @@
-import { Column, Entity, PrimaryColumn, Unique } from 'typeorm';
+import { Column, Entity, Index, PrimaryColumn, Unique } from 'typeorm';
 
 @Entity({ name: 'queues' })
 @Unique('uq_queues_name', ['tenantId', 'name'])
+@Index('idx_queues_retention_recheck', ['tenantId', 'id'], { where: 'retention_recheck_from IS NOT NULL' })
 export class QueueEntity {
   @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_queues' })
   tenantId: string;
@@ -67,4 +68,11 @@ export class QueueEntity {
   /** Order of the queues a discovery pop serves, highest first. */
   @Column({ name: 'priority', type: 'integer', default: 0 })
   priority: number;
+
+  /**
+   * After its retention settings changed, the retention job looks at its partitions again, a batch at a time in name
+   * order from past this name ('' from the first); null when there is none left to look at.
+   */
+  @Column({ name: 'retention_recheck_from', type: 'text', nullable: true })
+  retentionRecheckFrom: string | null;
 }
