@@ -159,6 +159,25 @@ async function countersOf(client: Client, tenant: string, queueId: string): Prom
       GROUP BY p.tenant_id, p.queue_id`,
     [tenant, queueId],
   );
+  if (await hasColumn(client, 'queue_stored', 'partitions')) {
+    // Partitions and their offsets too, where the broker keeps them.
+    await client.query(
+      `INSERT INTO queue_stored AS s (tenant_id, queue_id, stripe, messages, partitions, offsets)
+       SELECT tenant_id, queue_id, 0, 0, count(*), sum(last_offset) FROM partitions
+        WHERE tenant_id = $1 AND queue_id = $2 GROUP BY tenant_id, queue_id
+       ON CONFLICT (tenant_id, queue_id, stripe) DO UPDATE
+          SET partitions = s.partitions + excluded.partitions, offsets = s.offsets + excluded.offsets`,
+      [tenant, queueId],
+    );
+  }
+}
+
+export async function hasColumn(client: Client, table: string, column: string): Promise<boolean> {
+  const { rows } = await client.query(
+    'SELECT 1 FROM information_schema.columns WHERE table_name = $1 AND column_name = $2',
+    [table, column],
+  );
+  return rows.length > 0;
 }
 
 /** What autovacuum would have done by now (it is off on the benchmark machine). */
