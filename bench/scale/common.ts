@@ -70,8 +70,11 @@ export async function withClient<T>(url: string, work: (client: Client) => Promi
 }
 
 const createdDatabases = new Set<string>();
+/** Set by cleanUp: a scenario still running then creates nothing more that would outlive the run. */
+let stopping = false;
 
 export async function createDatabase(name: string): Promise<string> {
+  if (stopping) throw new Error('the run is stopping');
   await withClient(ADMIN_URL, async (admin) => {
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.query(`CREATE DATABASE ${name}`);
@@ -108,6 +111,7 @@ export async function startBroker(options: {
   nodeFlags?: string[];
 }): Promise<Broker> {
   const { databaseUrl, port, env = {}, nodeFlags = [] } = options;
+  if (stopping) throw new Error('the run is stopping');
   const merged: Record<string, string | undefined> = {
     ...process.env,
     PORT: String(port),
@@ -172,6 +176,7 @@ export async function startBroker(options: {
 
 /** Every broker still running and every database still there, gone: the end of a run, failed or not. */
 export async function cleanUp(): Promise<void> {
+  stopping = true;
   await Promise.allSettled([...running].map((broker) => broker.stop()));
   for (const name of [...createdDatabases]) await dropDatabase(name).catch(() => undefined);
 }
