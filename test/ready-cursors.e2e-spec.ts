@@ -232,7 +232,7 @@ describe('retention and a group still looking through its partitions', () => {
     ]);
     // Rounds until the job has looked at every partition of this tenant: it schedules each one it looked at.
     for (let round = 0; round < 50; round += 1) {
-      await app.get(RetentionService).runOnce();
+      await app.get(RetentionService).runOnce([client.tenant]);
       const [{ unseen }] = await sql(
         dataSource,
         `SELECT count(*)::int AS unseen FROM partitions WHERE tenant_id = $1 AND retention_check_at = '-infinity'`,

@@ -32,7 +32,8 @@ describe('retention', () => {
   const broker = useTestBroker();
   const job = () => broker.app.get(RetentionService);
   /** A round, with this test's queues first in line (other files' queues share the database). */
-  const round = () => firstInLine(broker.dataSource, broker.client.tenant).then(() => job().runOnce());
+  const round = () =>
+    firstInLine(broker.dataSource, broker.client.tenant).then(() => job().runOnce([broker.client.tenant]));
 
   describe('completedRetentionSeconds', () => {
     it('deletes what every group has moved past once it is old enough, and keeps the rest', async () => {
@@ -137,7 +138,7 @@ describe('retention', () => {
         [tenants.map((tenant) => tenant.tenant)],
       );
 
-      await job().runOnce();
+      await job().runOnce(tenants.map((tenant) => tenant.tenant));
 
       const [left] = await sql<Array<{ messages: number }>>(
         dataSource,
@@ -367,7 +368,7 @@ describe('retention: empty partitions', () => {
     await client.ackAll(await client.popLeased('emptied', {}, 'p1')).expect(200);
     await ageMessages(dataSource, client.tenant, 2);
     await firstInLine(dataSource, client.tenant);
-    const outcome = await broker.app.get(RetentionService).runOnce();
+    const outcome = await broker.app.get(RetentionService).runOnce([client.tenant]);
 
     expect(outcome.deleted.partition).toBeGreaterThanOrEqual(1);
     const [{ n }] = await sql(dataSource, 'SELECT count(*)::int AS n FROM partitions WHERE tenant_id = $1', [
@@ -399,8 +400,8 @@ describe('retention: empty partitions', () => {
       let evicted = 0;
       for (let attempt = 0; attempt < 20 && (await count('messages')) > 0; attempt += 1) {
         const rounds = await Promise.all([
-          first.get(RetentionService).runOnce(),
-          second.get(RetentionService).runOnce(),
+          first.get(RetentionService).runOnce([client.tenant]),
+          second.get(RetentionService).runOnce([client.tenant]),
         ]);
         evicted += rounds[0].deleted.evicted + rounds[1].deleted.evicted;
         await firstInLine(dataSource, client.tenant);
@@ -448,7 +449,7 @@ describe('retention: empty partitions', () => {
       client.tenant,
       lowest.id,
     ]);
-    const round = broker.app.get(RetentionService).runOnce();
+    const round = broker.app.get(RetentionService).runOnce([client.tenant]);
     try {
       await waitForLockWaiter(observer, 'hurried AS');
       const pushed = await within(

@@ -48,7 +48,7 @@ describe('the stored usage counters', () => {
     await sql(broker.dataSource, `UPDATE partitions SET retention_check_at = '-infinity' WHERE tenant_id = $1`, [
       broker.client.tenant,
     ]);
-    await retention().runOnce();
+    await retention().runOnce([broker.client.tenant]);
   }
 
   async function push(client: BrokerClient, queue: string, partition: string, from: number, count: number) {

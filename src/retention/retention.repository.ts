@@ -275,11 +275,15 @@ export class RetentionRepository {
    * order, as a push locks them, skipping those held (they go to retention_rechecks). Undefined when no queue has a
    * recheck left.
    */
-  async spreadRechecks(limit: number, manager: EntityManager): Promise<{ partitions: number } | undefined> {
+  async spreadRechecks(
+    limit: number,
+    tenants: readonly string[] | undefined,
+    manager: EntityManager,
+  ): Promise<{ partitions: number } | undefined> {
     const [row]: Array<{ queues: number; partitions: number }> = await manager.query(
       `WITH q AS MATERIALIZED (
          SELECT tenant_id, id, retention_recheck_from AS after FROM queues
-          WHERE retention_recheck_from IS NOT NULL
+          WHERE retention_recheck_from IS NOT NULL AND ($2::uuid[] IS NULL OR tenant_id = ANY($2::uuid[]))
           ORDER BY tenant_id, id
           LIMIT 1
             FOR UPDATE SKIP LOCKED
@@ -312,7 +316,7 @@ export class RetentionRepository {
           WHERE x.tenant_id = q.tenant_id AND x.id = q.id
        )
        SELECT (SELECT count(*) FROM q)::int AS queues, (SELECT count(*) FROM due)::int AS partitions`,
-      [limit],
+      [limit, tenants ?? null],
     );
     return row.queues > 0 ? { partitions: row.partitions } : undefined;
   }

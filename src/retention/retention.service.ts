@@ -80,7 +80,10 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     await this.round?.catch(() => undefined);
   }
 
-  async runOnce(): Promise<RetentionRound> {
+  /** One round; with `tenants`, of those tenants' work alone (a tenant's purge now, or a test beside others). */
+  async runOnce(tenants?: readonly string[]): Promise<RetentionRound> {
+    const only = tenants === undefined ? undefined : new Set(tenants);
+    const ours = (tenant: string): boolean => only === undefined || only.has(tenant);
     const outcome: RetentionRound = {
       partitions: 0,
       deleted: { completed: 0, retention: 0, evicted: 0, dead_letter: 0, partition: 0 },
@@ -93,9 +96,11 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       const batch = this.settings.batchSize;
       const lettersUntil = performance.now() + this.roundMs / 2;
       const lettered = new TenantRotation(
-        await this.transactions.run(undefined, (manager) =>
-          this.retention.tenantsWithOldDeadLetters(this.settings.deadLetterSeconds, manager),
-        ),
+        await this.transactions
+          .run(undefined, (manager) =>
+            this.retention.tenantsWithOldDeadLetters(this.settings.deadLetterSeconds, manager),
+          )
+          .then((found) => found.filter(ours)),
         CLAIM,
       );
       while (!lettered.done && !this.stopped && performance.now() < lettersUntil) {
@@ -111,11 +116,13 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       const spreadUntil = performance.now() + this.roundMs / 4;
       while (!this.stopped && performance.now() < spreadUntil) {
         const spread = await this.transactions.run(undefined, (manager) =>
-          this.retention.spreadRechecks(RECHECK_BATCH, manager),
+          this.retention.spreadRechecks(RECHECK_BATCH, tenants, manager),
         );
         if (spread === undefined) break;
       }
-      const found = await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager));
+      const found = (
+        await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager))
+      ).filter((tenant) => ours(tenant.tenantId));
       this.noteDue(found.map((tenant) => tenant.dueSeconds));
       const due = new TenantRotation(
         found.map((tenant) => tenant.tenantId),

@@ -78,15 +78,14 @@ async function lockWaiter(observer: Client, fragment: string): Promise<{ ageSeco
           async () => ((await lockWaiter(observer, 'AS t(queue_name, name)'))?.ageSeconds ?? 0) > GRACE_SECONDS + 0.5,
           'the push waiting for the partition longer than the grace',
         );
-        // The job's schedule queues behind the push for the same row. Other tenants' due partitions may come first in
-        // a round: start rounds until this tenant's is the one waiting.
+        // The job's schedule queues behind the push for the same row: start rounds of this tenant until it waits.
         await waitFor(async () => {
           if ((await lockWaiter(observer, 'hurried AS')) !== undefined) return true;
           if (!round || roundDone) {
             roundDone = false;
             round = app
               .get(RetentionService)
-              .runOnce()
+              .runOnce([client.tenant])
               .finally(() => (roundDone = true));
           }
           return false;
