@@ -107,9 +107,15 @@ const PARTITION_COLUMNS = `g.name AS consumer_group, q.name AS queue_name, p.nam
   COALESCE(c.delivery_attempt, 0) AS delivery_attempt, COALESCE(c.retry_count, 0) AS retry_count`;
 
 /**
+ * Partitions a group still looking through has not reached that its totals count, at most: past them, what it has
+ * not reached is found as it goes. Unbounded, this read the whole queue per such group (500 at 100,000 partitions).
+ */
+const UNREACHED_COUNTED = 2_000;
+
+/**
  * Each group's totals on these queues, keyed by groupKey: the one place they are computed. Its lag comes from the
- * group_lag counters, plus, for a group still looking through its partitions, what lies in those it has not reached
- * (the counters count only cursors made). The rest looks at ready cursors only, since only they can have anything
+ * group_lag counters, plus, for a group still looking through its partitions, what lies in the first
+ * UNREACHED_COUNTED of those it has not reached (the counters count only cursors made). The rest looks at ready cursors only, since only they can have anything
  * left to read: the work grows with the partitions where groups have work, not with the queue.
  */
 export async function groupTotals(
@@ -156,7 +162,9 @@ export async function groupTotals(
      SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(p.last_offset - s.cursor), 0),
             COALESCE(max(${TIME_LAG}), 0), 0
        FROM consumer_groups g
-       JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
+      CROSS JOIN LATERAL (SELECT p.* FROM partitions p
+                           WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
+                           ORDER BY p.name LIMIT ${UNREACHED_COUNTED}) p
        ${CURSOR_OR_START}
       WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL AND c.partition_id IS NULL
       GROUP BY g.queue_id, g.name`,
