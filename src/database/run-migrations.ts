@@ -8,7 +8,14 @@ import { connectSession } from './session-settings';
 /** Arbitrary but fixed: every broker process contends for the same key. */
 const MIGRATION_LOCK_KEY = 7_346_291_044;
 
-/** TypeORM's runner takes no lock; this advisory lock's connection is outside the pool, lest a pool of one deadlock. */
+/** How often a broker waiting for another's migrations asks for the lock again. */
+const LOCK_RETRY_MS = 250;
+
+/**
+ * TypeORM's runner takes no lock; this advisory lock's connection is outside the pool, lest a pool of one deadlock.
+ * The migrations run on connections of their own without the broker's statement timeout: an index built
+ * CONCURRENTLY on a table of millions of rows takes minutes, and waits for every transaction older than it.
+ */
 export async function runMigrations(dataSource: DataSource, url: string): Promise<void> {
   if (await migrationsUpToDate(dataSource)) return;
   const logger = new Logger('Migrations');
@@ -24,11 +31,28 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   lockClient.on('error', (error) => logger.warn(`Migration lock connection lost: ${error.message}`));
   await connectSession(lockClient);
   try {
+    // Asked again and again, not waited for in one statement: a waiting statement holds a snapshot, which an index
+    // the holder builds CONCURRENTLY waits for, while the waiter waits for the holder: neither would move.
     // Simple protocol: the embedded server may interleave other connections' messages in a parameterised statement.
-    await lockClient.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
-    const applied = await dataSource.runMigrations({ transaction: 'each' });
-    if (applied.length > 0) {
-      logger.log(`Applied ${applied.map((migration) => migration.name).join(', ')}`);
+    for (;;) {
+      const [{ locked }] = (await lockClient.query(`SELECT pg_try_advisory_lock(${MIGRATION_LOCK_KEY}) AS locked`))
+        .rows as Array<{ locked: boolean }>;
+      if (locked) break;
+      await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_MS));
+    }
+    const extra = (dataSource.options as { extra?: Record<string, unknown> }).extra ?? {};
+    const migrating = new DataSource({
+      ...dataSource.options,
+      extra: { ...extra, max: 2, statement_timeout: 0, query_timeout: undefined },
+    });
+    await migrating.initialize();
+    try {
+      const applied = await migrating.runMigrations({ transaction: 'each' });
+      if (applied.length > 0) {
+        logger.log(`Applied ${applied.map((migration) => migration.name).join(', ')}`);
+      }
+    } finally {
+      await migrating.destroy();
     }
   } finally {
     await lockClient.query(`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`).catch(() => undefined);
