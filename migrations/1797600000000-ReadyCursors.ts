@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { dropInvalidIndex } from '../src/database/invalid-index';
 import { subscriptionStartOffset } from '../src/common/subscription-start';
 
 /** Rows per statement of the one-time pass over existing cursors: each commits on its own, holding locks briefly. */
@@ -26,7 +27,6 @@ export class ReadyCursors1797600000000 implements MigrationInterface {
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query('ALTER TABLE consumers ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT true');
     await queryRunner.query('ALTER TABLE consumer_groups ADD COLUMN IF NOT EXISTS backfill_from text');
-    // A build that failed half-way leaves an invalid index behind, which IF NOT EXISTS would then keep.
     await dropInvalidIndex(queryRunner, 'idx_consumers_ready');
     await dropInvalidIndex(queryRunner, 'idx_consumers_group');
     await queryRunner.query(
@@ -83,12 +83,4 @@ export class ReadyCursors1797600000000 implements MigrationInterface {
     await queryRunner.query('ALTER TABLE consumer_groups DROP COLUMN IF EXISTS backfill_from');
     await queryRunner.query('ALTER TABLE consumers DROP COLUMN IF EXISTS ready');
   }
-}
-
-async function dropInvalidIndex(queryRunner: QueryRunner, name: string): Promise<void> {
-  const invalid = (await queryRunner.query(
-    `SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1 AND NOT i.indisvalid`,
-    [name],
-  )) as unknown[];
-  if (invalid.length > 0) await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`);
 }

@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { dropInvalidIndex } from '../src/database/invalid-index';
 
 /** Cursors per statement of the one-time pass over existing cursors: each commits on its own, holding locks briefly. */
 const BATCH = 10_000;
@@ -62,12 +63,4 @@ export class RetentionDue1797800000000 implements MigrationInterface {
     await queryRunner.query('DROP TABLE IF EXISTS retention_rechecks');
     await queryRunner.query('ALTER TABLE consumers DROP COLUMN IF EXISTS retention_seen');
   }
-}
-
-async function dropInvalidIndex(queryRunner: QueryRunner, name: string): Promise<void> {
-  const invalid = (await queryRunner.query(
-    `SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1 AND NOT i.indisvalid`,
-    [name],
-  )) as unknown[];
-  if (invalid.length > 0) await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`);
 }

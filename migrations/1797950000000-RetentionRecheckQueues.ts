@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { dropInvalidIndex } from '../src/database/invalid-index';
 
 /**
  * A queue whose retention settings change has its partitions looked at again by the retention job, a batch per
@@ -12,11 +13,7 @@ export class RetentionRecheckQueues1797950000000 implements MigrationInterface {
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query('ALTER TABLE queues ADD COLUMN IF NOT EXISTS retention_recheck_from text');
-    const invalid = (await queryRunner.query(
-      `SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-        WHERE c.relname = 'idx_queues_retention_recheck' AND NOT i.indisvalid`,
-    )) as unknown[];
-    if (invalid.length > 0) await queryRunner.query('DROP INDEX CONCURRENTLY IF EXISTS idx_queues_retention_recheck');
+    await dropInvalidIndex(queryRunner, 'idx_queues_retention_recheck');
     await queryRunner.query(
       `CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_queues_retention_recheck
          ON queues (tenant_id, id) WHERE retention_recheck_from IS NOT NULL`,
