@@ -83,7 +83,11 @@ export async function createDatabase(name: string): Promise<string> {
   return dbUrl(name);
 }
 
+/** BENCH_SCALE_KEEP=1: the databases stay for a look afterwards (drop them yourself: `leasehold_bench_scale_*`). */
+export const KEEP_DATABASES = process.env.BENCH_SCALE_KEEP === '1';
+
 export async function dropDatabase(name: string): Promise<void> {
+  if (KEEP_DATABASES) return;
   await withClient(ADMIN_URL, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
   createdDatabases.delete(name);
 }

@@ -16,7 +16,8 @@ import { tenants } from './tenants';
 /*
  * `npm run bench:scale`: every target of "flat at a million partitions and ten thousand tenants", measured from
  * outside against brokers started as `npm start` starts them. BENCH_SCALE_SIZES (partitions per queue, default
- * 100,10000,100000,1000000), BENCH_SCALE_ROUNDS (3), BENCH_SCALE_SCENARIO (a `|`-separated subset of the names below).
+ * 100,10000,100000,1000000), BENCH_SCALE_ROUNDS (3), BENCH_SCALE_SCENARIO (a `|`-separated subset of the names below),
+ * BENCH_SCALE_KEEP=1 (keep the databases).
  * Prints the table and writes bench/charts/*.svg and bench/scale-results.json; drops what it created at its end.
  */
 

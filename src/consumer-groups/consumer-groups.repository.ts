@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
-import { GROUP_LAG_OF_QUEUES, groupLagCte } from './counters';
+import { GROUP_LAG_OF_QUEUES, groupLagCte, QUEUE_STORED_OF_QUEUES } from './counters';
 
 export interface GroupEntry {
   queueId: string;
@@ -154,8 +154,11 @@ export async function groupTotals(
        FROM consumer_groups g
        JOIN consumers c ON c.tenant_id = g.tenant_id AND c.queue_id = g.queue_id AND c.consumer_group = g.name
                        AND c.ready
-       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-       ${PAST_CURSOR}
+       -- From the cursor alone: joining each cursor's partition row cost as much as the rest of the statement.
+       LEFT JOIN LATERAL (
+             SELECT m.seq, m.created_at FROM messages m
+              WHERE m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.seq > c.committed_offset
+              ORDER BY m.seq LIMIT 1) o ON true
       WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
       GROUP BY g.queue_id, g.name
      UNION ALL
@@ -226,15 +229,14 @@ export class ConsumerGroupsRepository {
     return totals.get(groupKey(queueId, group)) ?? NO_TOTALS;
   }
 
-  /** Each queue's partition count; the one place it is computed, so that a kept counter can take over. */
+  /** Each queue's partition count, from the queue_stored counters: counting the partitions read the whole queue. */
   async partitionCounts(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, number>> {
     if (queueIds.length === 0) return new Map();
-    const rows: Array<{ queue_id: string; partitions: number }> = await manager.query(
-      `SELECT queue_id, count(*)::int AS partitions FROM partitions
-        WHERE tenant_id = $1 AND queue_id = ANY($2::uuid[]) GROUP BY queue_id`,
-      [tenantId, queueIds],
-    );
-    return new Map(rows.map((row) => [row.queue_id, row.partitions]));
+    const rows: Array<{ queue_id: string; partitions: string }> = await manager.query(QUEUE_STORED_OF_QUEUES, [
+      tenantId,
+      queueIds,
+    ]);
+    return new Map(rows.map((row) => [row.queue_id, Number(row.partitions)]));
   }
 
   /**

@@ -3,7 +3,7 @@ import { arrayLiteral } from '../database/array-literal';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
-import { groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
+import { GroupTotals, groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
 import { QUEUE_STORED_OF_QUEUES, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
@@ -483,24 +483,30 @@ export class QueuesRepository {
     return rows.map((row) => ({ id: row.id, name: row.name, answerBytes: Number(row.answer_bytes) }));
   }
 
-  async summaries(
+  summaries(tenantId: string, name: string | undefined, manager: EntityManager, ids?: string[]): Promise<QueueSummary[]> {
+    return this.summariesWithGroups(tenantId, name, manager, ids).then(({ summaries }) => summaries);
+  }
+
+  /** The summaries and the groups' totals they were computed from, which the queue's detail shows as well. */
+  async summariesWithGroups(
     tenantId: string,
     name: string | undefined,
     manager: EntityManager,
     ids?: string[],
-  ): Promise<QueueSummary[]> {
+  ): Promise<{ summaries: QueueSummary[]; groups: Map<string, GroupTotals> }> {
     const rows: QueueRow[] = await manager.query(
       `SELECT ${QUEUE_COLUMNS} FROM queues q
         WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2) AND ($3::uuid[] IS NULL OR q.id = ANY($3))
         ORDER BY q.name`,
       [tenantId, name ?? null, ids ?? null],
     );
-    const totals = await this.queueTotals(
-      tenantId,
-      rows.map((row) => row.id),
-      manager,
-    );
-    return rows.map((row) => ({ ...toQueue(row), ...(totals.get(row.id) ?? NO_QUEUE_TOTALS) }));
+    const queueIds = rows.map((row) => row.id);
+    const groups = await groupTotals(tenantId, queueIds, manager);
+    const totals = await this.queueTotals(tenantId, queueIds, groups, manager);
+    return {
+      summaries: rows.map((row) => ({ ...toQueue(row), ...(totals.get(row.id) ?? NO_QUEUE_TOTALS) })),
+      groups,
+    };
   }
 
   /**
@@ -509,7 +515,12 @@ export class QueuesRepository {
    * has no group, as the depth metric; partitions and messages ever stored (the sum of the partitions' last offsets)
    * from the same counters. Only dead letters are counted here.
    */
-  async queueTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, QueueTotals>> {
+  async queueTotals(
+    tenantId: string,
+    queueIds: string[],
+    lags: Map<string, GroupTotals>,
+    manager: EntityManager,
+  ): Promise<Map<string, QueueTotals>> {
     if (queueIds.length === 0) return new Map();
     const rows: Array<{
       id: string;
@@ -527,7 +538,6 @@ export class QueuesRepository {
     const stored: Array<{ queue_id: string; messages: string; partitions: string; offsets: string }> =
       await manager.query(QUEUE_STORED_OF_QUEUES, [tenantId, queueIds]);
     const countersOf = new Map(stored.map((row) => [row.queue_id, row]));
-    const lags = await groupTotals(tenantId, queueIds, manager);
     return new Map(
       rows.map((row) => {
         const counters = countersOf.get(row.id);
@@ -570,13 +580,18 @@ export class QueuesRepository {
     }));
   }
 
-  async consumerGroupTotals(tenantId: string, queueId: string, manager: EntityManager): Promise<ConsumerGroupTotals[]> {
+  /** `totals`: groupTotals of this queue, as summariesWithGroups answered them. */
+  async consumerGroupTotals(
+    tenantId: string,
+    queueId: string,
+    totals: Map<string, GroupTotals>,
+    manager: EntityManager,
+  ): Promise<ConsumerGroupTotals[]> {
     const rows: Array<{ consumer_group: string; subscription_from: string | null }> = await manager.query(
       `SELECT g.name AS consumer_group, ${isoTimestamp('g.subscription_from')} AS subscription_from
          FROM consumer_groups g WHERE g.tenant_id = $1 AND g.queue_id = $2 ORDER BY g.name`,
       [tenantId, queueId],
     );
-    const totals = await groupTotals(tenantId, [queueId], manager);
     return rows.map((row) => {
       const sums = totals.get(groupKey(queueId, row.consumer_group));
       return {

@@ -137,13 +137,16 @@ export class QueuesService {
   /** A page of the queue's partitions by name, each group's position in each of them, and the queue's totals. */
   async detail(tenantId: string, name: string, after: string | undefined, limit: number): Promise<QueueDetailDto> {
     return this.transactions.run(tenantId, async (manager) => {
-      const [summary] = await this.queues.summaries(tenantId, name, manager);
+      const {
+        summaries: [summary],
+        groups,
+      } = await this.queues.summariesWithGroups(tenantId, name, manager);
       if (!summary) {
         throw new NotFoundException({ error: 'queue not found' });
       }
       const page = await this.queues.partitionStats(tenantId, summary.id, after, limit + 1, manager);
       const partitions = page.slice(0, limit);
-      const totals = await this.queues.consumerGroupTotals(tenantId, summary.id, manager);
+      const totals = await this.queues.consumerGroupTotals(tenantId, summary.id, groups, manager);
       const consumers = await this.queues.consumerStats(
         tenantId,
         summary.id,
