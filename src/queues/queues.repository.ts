@@ -483,7 +483,12 @@ export class QueuesRepository {
     return rows.map((row) => ({ id: row.id, name: row.name, answerBytes: Number(row.answer_bytes) }));
   }
 
-  summaries(tenantId: string, name: string | undefined, manager: EntityManager, ids?: string[]): Promise<QueueSummary[]> {
+  summaries(
+    tenantId: string,
+    name: string | undefined,
+    manager: EntityManager,
+    ids?: string[],
+  ): Promise<QueueSummary[]> {
     return this.summariesWithGroups(tenantId, name, manager, ids).then(({ summaries }) => summaries);
   }
 
