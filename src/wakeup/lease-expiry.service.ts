@@ -5,6 +5,7 @@ import { DrainService } from '../lifecycle/drain.service';
 import { WakeupRepository } from './wakeup.repository';
 import { ParkedPolls, QueueWork } from './parked-polls';
 import { errorMessage } from '../common/error-message';
+import { MinHeap } from '../common/min-heap';
 
 export const EXPIRY_SWEEP_MS = 500;
 /** A sweep plans wakeups for leases ending this far ahead, so consecutive sweeps overlap. */
@@ -32,8 +33,8 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
   private readonly logger = new Logger(LeaseExpiryService.name);
   /** Per (tenant, queue, consumer group, partition). */
   private readonly planned = new Map<string, Planned>();
-  /** Min-heap of planned ends by instant. */
-  private readonly due: Array<{ key: string; at: number }> = [];
+  /** Planned ends by instant. */
+  private readonly due = new MinHeap<{ key: string; at: number }>((entry) => entry.at);
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -107,23 +108,11 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
 
   /** Into the heap; an entry a later plan replaced stays until it comes up, and is passed over then. */
   private order(key: string, at: number): void {
-    const heap = this.due;
-    if (heap.length >= HEAP_REBUILD_AT) {
-      heap.length = 0;
-      for (const [plannedKey, planned] of this.planned) heap.push({ key: plannedKey, at: planned.at });
-      heap.sort((a, b) => a.at - b.at);
+    if (this.due.size >= HEAP_REBUILD_AT) {
+      this.due.replace([...this.planned].map(([plannedKey, planned]) => ({ key: plannedKey, at: planned.at })));
       return;
     }
-    heap.push({ key, at });
-    let index = heap.length - 1;
-    const entry = heap[index];
-    while (index > 0) {
-      const parent = (index - 1) >> 1;
-      if (heap[parent].at <= entry.at) break;
-      heap[index] = heap[parent];
-      index = parent;
-    }
-    heap[index] = entry;
+    this.due.push({ key, at });
   }
 
   private arm(at: number): void {
@@ -137,15 +126,15 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     this.timer = undefined;
     this.timerAt = Infinity;
     const now = Date.now();
-    const heap = this.due;
-    while (heap.length > 0 && heap[0].at <= now) {
-      const { key, at } = popTop(heap);
+    for (let first = this.due.peek(); first && first.at <= now; first = this.due.peek()) {
+      const { key, at } = this.due.pop()!;
       const planned = this.planned.get(key);
       if (planned?.at !== at) continue;
       this.planned.delete(key);
       this.fire(key, planned.messages);
     }
-    if (heap.length > 0 && !this.stopped) this.arm(heap[0].at);
+    const next = this.due.peek();
+    if (next && !this.stopped) this.arm(next.at);
   }
 
   private fire(key: string, messages: number): void {
@@ -158,24 +147,6 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     clearInterval(this.sweepTimer);
     clearTimeout(this.timer);
     this.planned.clear();
-    this.due.length = 0;
+    this.due.clear();
   }
-}
-
-function popTop(heap: Array<{ key: string; at: number }>): { key: string; at: number } {
-  const top = heap[0];
-  const last = heap.pop()!;
-  if (heap.length === 0) return top;
-  let index = 0;
-  for (;;) {
-    const left = 2 * index + 1;
-    if (left >= heap.length) break;
-    const right = left + 1;
-    const child = right < heap.length && heap[right].at < heap[left].at ? right : left;
-    if (heap[child].at >= last.at) break;
-    heap[index] = heap[child];
-    index = child;
-  }
-  heap[index] = last;
-  return top;
 }
