@@ -1,3 +1,4 @@
+import { whenAnswered } from '../src/common/later-answer';
 import { ClientRequest, IncomingMessage, request as httpRequest, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
@@ -238,12 +239,14 @@ describe('long polls whose clients go', () => {
       return original(...args);
     });
     const service = app.get(PopService);
-    const served = [jest.spyOn(service, 'discover'), jest.spyOn(service, 'pop')];
+    const served = [jest.spyOn(service, 'discover'), jest.spyOn(service, 'popOrPark')];
     try {
       poll = openPoll(app, client.tenant, path);
       await poll.answer;
       await waitFor(() => served.some((spy) => spy.mock.results.length > 0), 'the poll is served');
-      const ended = served.flatMap((spy) => spy.mock.results.map((result) => result.value as Promise<unknown>));
+      const ended = served.flatMap((spy) =>
+        spy.mock.results.map((result) => (result.value as Promise<unknown>).then(whenAnswered)),
+      );
       await within(Promise.all(ended), 'the poll ends once its client has gone', 10_000);
       await waitFor(
         async () => (await cursors(app.get(DataSource), client.tenant, queue)).every((row) => row.leaseId === null),

@@ -15,10 +15,13 @@ import { PUSH_ROUTE } from '../src/push/push-route';
 import { ACK_BATCH_ROUTE } from '../src/ack/ack-route';
 import { POP_PARTITION_ROUTE } from '../src/pop/pop-route';
 import { PushService } from '../src/push/push.service';
+import { PopService } from '../src/pop/pop.service';
+import { LaterAnswer } from '../src/common/later-answer';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
+import { waitFor } from './support/wait';
 import { createLease, expiries, FixtureLease } from './support/lease-fixture';
 import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
 import { SENT_PAYLOADS, sentItems } from './support/sent-payloads';
@@ -841,6 +844,32 @@ describe('pop routes served ahead of the router', () => {
     expect(serve).toHaveBeenCalledTimes(2);
     expect((await requestsTimed(apps.fast, POP_PARTITION_ROUTE.path)) - timedBefore).toBe(2);
   });
+
+  it.each(['fast', 'routed'] as const)(
+    'parks a poll on the %s path with its route call returned, and answers it when a push comes',
+    async (path) => {
+      const app = apps[path];
+      const tenant = newTenant();
+      const parks = jest.spyOn(app.get(PopService), 'popOrPark');
+      const answer = onTheWire(
+        app,
+        popAs('/api/v1/pop/queue/parked-pop?wait=true&timeout=60000')(hsToken({ role: 'read-write', tenant })),
+      );
+      await waitFor(() => parks.mock.results.length > 0, 'the poll reached the route');
+
+      // The route's call is over while the poll waits: nothing between the router and the wait is suspended.
+      expect(await (parks.mock.results[0].value as Promise<unknown>)).toBeInstanceOf(LaterAnswer);
+      await app
+        .get(PushService)
+        .push(tenant, undefined, [
+          { queue: 'parked-pop', partition: 'p', payloadJson: '{"n":1}', transactionId: 'woken', traceId: undefined },
+        ]);
+
+      const response = await answer;
+      expect(response.status).toBe(200);
+      expect(JSON.parse(response.body)).toMatchObject({ messages: [{ transactionId: 'woken' }] });
+    },
+  );
 
   it.each(POP_CASES.map((testCase) => [testCase.name, testCase] as const))(
     'answers %s exactly as the router does',

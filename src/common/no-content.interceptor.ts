@@ -1,13 +1,15 @@
 import { CallHandler, ExecutionContext, HttpStatus, Injectable, NestInterceptor } from '@nestjs/common';
 import type { Response } from 'express';
-import { map, Observable } from 'rxjs';
+import { map, mergeMap, Observable } from 'rxjs';
 import { JsonText } from './json-text';
+import { whenAnswered } from './later-answer';
 
-/** Keeps controllers free of @Res(). */
+/** Keeps controllers free of @Res(); on the router's path, also waits for a LaterAnswer. */
 @Injectable()
 export class NoContentWhenEmptyInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     return next.handle().pipe(
+      mergeMap((body: unknown) => whenAnswered(body)),
       map((body: unknown) => {
         const response = context.switchToHttp().getResponse<Response>();
         if (body === undefined || body === null) {

@@ -36,6 +36,7 @@ import {
 } from '@nestjs/core';
 import type { NextFunction, Request, Response } from 'express';
 import { JsonText } from '../common/json-text';
+import { LaterAnswer, LaterListener } from '../common/later-answer';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
 import { readsOwnBody, RequestBodyInterceptor } from './request-body.interceptor';
 
@@ -187,19 +188,36 @@ export class FastPathMiddleware implements NestMiddleware {
     return { handler, status: declared ?? (post ? HttpStatus.CREATED : HttpStatus.OK), noContentWhenEmpty };
   }
 
-  private async serve(served: Served, request: Request, response: Response, next: NextFunction): Promise<void> {
+  /** No async frame of its own: a route that parks (LaterAnswer) leaves nothing of this call behind while it waits. */
+  private serve(served: Served, request: Request, response: Response, next: NextFunction): Promise<void> {
+    return served.handler(request, response, next).then(
+      (body) => {
+        if (body instanceof LaterAnswer) body.listen(new AnswerLater(this, served, request, response, next));
+        else this.answer(served, request, response, next, body);
+      },
+      (error: unknown) => this.fail(error, request, response, next),
+    );
+  }
+
+  answer(served: Served, request: Request, response: Response, next: NextFunction, body: unknown): void {
     try {
-      const body = await served.handler(request, response, next);
       // A filter that handled a failure has answered already.
       if (!response.headersSent) send(response, served, body);
     } catch (error) {
-      try {
-        await this.filterFor(error).catch(error, httpHost(request, response, next));
-      } catch (failure) {
-        // Nothing may escape as an unhandled rejection: that would stop the broker.
-        this.logger.error(`A request could not be answered: ${String(failure)}`);
-        response.destroy();
-      }
+      this.fail(error, request, response, next);
+    }
+  }
+
+  /** Nothing may escape as an unhandled rejection: that would stop the broker. */
+  fail(error: unknown, request: Request, response: Response, next: NextFunction): void {
+    const failed = (failure: unknown) => {
+      this.logger.error(`A request could not be answered: ${String(failure)}`);
+      response.destroy();
+    };
+    try {
+      Promise.resolve(this.filterFor(error).catch(error, httpHost(request, response, next))).catch(failed);
+    } catch (failure) {
+      failed(failure);
     }
   }
 
@@ -256,6 +274,25 @@ export class FastPathMiddleware implements NestMiddleware {
       }
     }
     return undefined;
+  }
+}
+
+/** What a parked request keeps of this path: the route and the exchange, until its LaterAnswer settles. */
+class AnswerLater implements LaterListener<unknown> {
+  constructor(
+    private readonly path: FastPathMiddleware,
+    private readonly served: Served,
+    private readonly request: Request,
+    private readonly response: Response,
+    private readonly next: NextFunction,
+  ) {}
+
+  answered(body: unknown): void {
+    this.path.answer(this.served, this.request, this.response, this.next, body);
+  }
+
+  failed(error: unknown): void {
+    this.path.fail(error, this.request, this.response, this.next);
   }
 }
 

@@ -14,6 +14,7 @@ import { ClientAbortSignal, HangUpSignal } from '../common/client-abort.decorato
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { JsonText } from '../common/json-text';
+import { LaterAnswer } from '../common/later-answer';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
@@ -88,8 +89,8 @@ export class PopController {
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: HangUpSignal,
     @NoRequestBody() _body: unknown,
-  ): Promise<JsonText | undefined> {
-    return this.popService.pop(tenantId, queue, undefined, options, signal);
+  ): Promise<JsonText | undefined | LaterAnswer<JsonText | undefined>> {
+    return this.popService.popOrPark(tenantId, queue, undefined, options, signal);
   }
 
   @Get(POP_PARTITION_PATH)
@@ -105,7 +106,7 @@ export class PopController {
     @Query(PopQueryPipe) options: PopOptions,
     @ClientAbortSignal() signal: HangUpSignal,
     @NoRequestBody() _body: unknown,
-  ): Promise<JsonText | undefined> {
-    return this.popService.pop(tenantId, queue, partition, options, signal);
+  ): Promise<JsonText | undefined | LaterAnswer<JsonText | undefined>> {
+    return this.popService.popOrPark(tenantId, queue, partition, options, signal);
   }
 }

@@ -3,6 +3,7 @@ import { MAINTENANCE_REFRESH_MS, MaintenanceService } from '../maintenance/maint
 import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
+import { LaterAnswer, whenAnswered } from '../common/later-answer';
 import { HangUpSignal } from '../common/client-abort.decorator';
 import { RetryLaterException } from '../common/retry-later.exception';
 import { KeyedSemaphore, TurnTimeoutError } from '../common/semaphore';
@@ -14,7 +15,7 @@ import { TenantQuotas } from '../limits/tenant-quotas';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
 import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
-import { ParkedPolls, WaitOutcome, WakeupSubscription } from '../wakeup/parked-polls';
+import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/unit-of-work';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, ClaimedRow, PopRepository } from './pop.repository';
@@ -67,10 +68,6 @@ export class PopService {
     this.pollClaims = new KeyedSemaphore(Math.max(1, Math.floor(config.database.poolSize * POLL_CLAIMS_PER_POOL)));
   }
 
-  /**
-   * The wakeup subscription is taken before each attempt, so work committed during the attempt still wakes it. One
-   * async frame from here to the wait: a parked poll holds each frame above it (about 500 bytes each).
-   */
   pop(
     tenantId: string,
     queue: string,
@@ -78,7 +75,33 @@ export class PopService {
     options: PopOptions,
     signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
-    return this.poll(tenantId, queue, partition, options, signal);
+    return this.popOrPark(tenantId, queue, partition, options, signal).then(whenAnswered);
+  }
+
+  /**
+   * As pop, but a poll that finds nothing answers a LaterAnswer at once and waits as a PollRun: while it is parked no
+   * async frame is held between the route and the wait (see LaterAnswer).
+   */
+  async popOrPark(
+    tenantId: string,
+    queue: string,
+    partition: string | undefined,
+    options: PopOptions,
+    signal: HangUpSignal,
+  ): Promise<JsonText | undefined | LaterAnswer<JsonText | undefined>> {
+    // This request's own copy: a first pop may fix its starting point for the attempts after it.
+    options = { ...options };
+    const deadline = Date.now() + options.timeoutMs;
+    const poll = options.wait ? this.polls.begin(tenantId) : undefined;
+    if (poll?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
+    const run = new PollRun(this, this.polls, tenantId, queue, partition, options, signal, poll, deadline);
+    try {
+      if (await run.attempt()) return run.later!;
+    } catch (error) {
+      poll?.end();
+      throw error;
+    }
+    return run.finished();
   }
 
   async discover(
@@ -88,7 +111,7 @@ export class PopService {
     signal: HangUpSignal,
   ): Promise<JsonText | undefined> {
     const delivery = await this.pollMany(tenantId, filter, options, signal);
-    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
+    this.counted(delivery);
     return delivery;
   }
 
@@ -168,51 +191,8 @@ export class PopService {
     return queues;
   }
 
-  private async poll(
-    tenantId: string,
-    queue: string,
-    partition: string | undefined,
-    options: PopOptions,
-    signal: HangUpSignal,
-  ): Promise<JsonText | undefined> {
-    // This request's own copy: a first pop may fix its starting point for the attempts after it.
-    options = { ...options };
-    const deadline = Date.now() + options.timeoutMs;
-    const poll = options.wait ? this.polls.begin(tenantId) : undefined;
-    if (poll?.refused) throw new RetryLaterException(HttpStatus.TOO_MANY_REQUESTS, TOO_MANY_WAITING, 1);
-    let woken = false;
-    let delivery: JsonText | undefined;
-    try {
-      for (;;) {
-        if (signal.aborted) break;
-        const subscription = poll ? this.polls.subscribe(poll, queue, options.consumerGroup, partition) : undefined;
-        try {
-          const attempt = await this.look(tenantId, queue, partition, options, deadline, woken, signal);
-          if (attempt.delivery || !subscription) {
-            delivery = attempt.delivery;
-            break;
-          }
-          const remaining = Math.max(0, deadline - Date.now());
-          const again = lookAgainIn(attempt);
-          const outcome = await subscription.wait(again === undefined ? remaining : Math.min(remaining, again), signal);
-          if (outcome === 'closing') throw new ShuttingDownException();
-          // A timeout ends the poll, unless it was the wait before looking again (a failed claim, something coming due).
-          if (outcome === 'aborted' || (outcome === 'timeout' && (again === undefined || Date.now() >= deadline))) {
-            break;
-          }
-          woken = true;
-        } finally {
-          subscription?.close();
-        }
-      }
-    } finally {
-      poll?.end();
-    }
-    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
-    return delivery;
-  }
-
-  private look(
+  /** One look for messages: PollRun's, and the discovery poll's. */
+  look(
     tenantId: string,
     queue: string,
     partition: string | undefined,
@@ -402,6 +382,11 @@ export class PopService {
     this.expiries.leased(tenantId, queue, options.consumerGroup, partitions, leaseSeconds * 1000);
   }
 
+  /** A pop ended: with messages, or empty. */
+  counted(delivery: JsonText | undefined): void {
+    this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
+  }
+
   private count(tenantId: string, queue: string, claimed: ClaimedMessage[]): void {
     const labels = this.metrics.queue(tenantId, queue);
     this.metrics.poppedMessages.inc(labels, claimed.length);
@@ -470,5 +455,94 @@ async function firstOf(
   } finally {
     signal.removeEventListener('abort', stop);
     done.abort();
+  }
+}
+
+/**
+ * One long poll on a queue (or one partition), from its first look to its answer. The wakeup subscription is taken
+ * before each look, so work committed during the look still wakes it. Parked, it is what the poll holds: this record,
+ * its subscription and its LaterAnswer (no frame, promise, closure or timer of its own).
+ */
+class PollRun implements Waiter {
+  later: LaterAnswer<JsonText | undefined> | undefined = undefined;
+  private delivery: JsonText | undefined = undefined;
+  private woken = false;
+  private subscription: WakeupSubscription | undefined = undefined;
+  /** The wait's timeout is one before looking again (a failed claim, something coming due), not the poll's end. */
+  private lookAgain = false;
+
+  constructor(
+    private readonly service: PopService,
+    private readonly polls: ParkedPolls,
+    private readonly tenantId: string,
+    private readonly queue: string,
+    private readonly partition: string | undefined,
+    private readonly options: PopOptions,
+    private readonly signal: HangUpSignal,
+    private readonly poll: LongPoll | undefined,
+    private readonly deadline: number,
+  ) {}
+
+  /** Looks once; true when it parked (and `later` will answer), false when `finished()` has the answer. */
+  async attempt(): Promise<boolean> {
+    if (this.signal.aborted) return false;
+    const { poll, options } = this;
+    const subscription = poll
+      ? this.polls.subscribe(poll, this.queue, options.consumerGroup, this.partition)
+      : undefined;
+    let parked = false;
+    try {
+      const attempt = await this.service.look(
+        this.tenantId,
+        this.queue,
+        this.partition,
+        options,
+        this.deadline,
+        this.woken,
+        this.signal,
+      );
+      if (attempt.delivery || !subscription) {
+        this.delivery = attempt.delivery;
+        return false;
+      }
+      const remaining = Math.max(0, this.deadline - Date.now());
+      const again = lookAgainIn(attempt);
+      this.lookAgain = again !== undefined;
+      this.later ??= new LaterAnswer();
+      this.subscription = subscription;
+      parked = true;
+      subscription.await(again === undefined ? remaining : Math.min(remaining, again), this.signal, this);
+      return true;
+    } finally {
+      if (!parked) subscription?.close();
+    }
+  }
+
+  settled(outcome: WaitOutcome): void {
+    this.subscription?.close();
+    this.subscription = undefined;
+    if (outcome === 'closing') return this.fail(new ShuttingDownException());
+    if (outcome === 'aborted' || (outcome === 'timeout' && (!this.lookAgain || Date.now() >= this.deadline))) {
+      return this.later!.answer(this.finished());
+    }
+    this.woken = true;
+    this.attempt().then(
+      (parked) => {
+        if (!parked) this.later!.answer(this.finished());
+      },
+      (error: unknown) => this.fail(error),
+    );
+  }
+
+  /** The poll's answer, counted; it no longer counts as waiting. */
+  finished(): JsonText | undefined {
+    this.poll?.end();
+    this.service.counted(this.delivery);
+    return this.delivery;
+  }
+
+  private fail(error: unknown): void {
+    this.poll?.end();
+    this.later!.fail(error);
   }
 }

@@ -5,8 +5,14 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { DrainService } from '../lifecycle/drain.service';
 import { HangUpSignal } from '../common/client-abort.decorator';
 import { monotonicNow } from '../database/deadline';
+import { MinHeap } from '../common/min-heap';
 
 export type WaitOutcome = 'woken' | 'timeout' | 'aborted' | 'closing';
+
+/** Told once how a wait ended. */
+export interface Waiter {
+  settled(outcome: WaitOutcome): void;
+}
 
 /** What a write made claimable in one queue: messages per partition name. */
 export type QueueWork = Map<string, number>;
@@ -40,7 +46,7 @@ export class LongPoll {
 
 /**
  * Interest in one queue, registered before looking for messages so a push committed meanwhile is not missed. It is
- * its own list node, heap entry and abort listener: a parked poll holds this object, its promise and nothing else
+ * its own list node, heap entry and abort listener: a parked poll holds this object and its waiter, nothing else
  * here (no timer, no closure).
  */
 export class WakeupSubscription {
@@ -52,7 +58,7 @@ export class WakeupSubscription {
   heapIndex = -1;
   deadline = 0;
   private outcome: WaitOutcome | undefined = undefined;
-  private resolve: ((outcome: WaitOutcome) => void) | undefined = undefined;
+  private waiter: ((outcome: WaitOutcome) => void) | Waiter | undefined = undefined;
   private signal: HangUpSignal | undefined = undefined;
 
   constructor(
@@ -68,7 +74,7 @@ export class WakeupSubscription {
   }
 
   get parked(): boolean {
-    return this.resolve !== undefined && this.outcome === undefined;
+    return this.waiter !== undefined && this.outcome === undefined;
   }
 
   /** Settled once; it leaves its list and the heap at once, so a wakeup never meets a settled one. */
@@ -79,9 +85,10 @@ export class WakeupSubscription {
     this.polls.unschedule(this);
     this.signal?.removeEventListener('abort', this);
     this.signal = undefined;
-    const resolve = this.resolve;
-    this.resolve = undefined;
-    resolve?.(outcome);
+    const waiter = this.waiter;
+    this.waiter = undefined;
+    if (typeof waiter === 'function') waiter(outcome);
+    else waiter?.settled(outcome);
   }
 
   /** The client hung up. */
@@ -92,12 +99,23 @@ export class WakeupSubscription {
   wait(timeoutMs: number, signal: HangUpSignal): Promise<WaitOutcome> {
     if (signal.aborted) this.settle('aborted');
     if (this.outcome) return Promise.resolve(this.outcome);
-    return new Promise((resolve) => {
-      this.resolve = resolve;
-      this.signal = signal;
-      signal.addEventListener('abort', this);
-      this.polls.schedule(this, timeoutMs);
-    });
+    return new Promise((resolve) => this.park(timeoutMs, signal, resolve));
+  }
+
+  /** As wait, telling `waiter` instead of settling a promise: a parked poll then holds no promise either. */
+  await(timeoutMs: number, signal: HangUpSignal, waiter: Waiter): void {
+    if (signal.aborted) this.settle('aborted');
+    const outcome = this.outcome;
+    // Never from inside the caller's own call.
+    if (outcome) queueMicrotask(() => waiter.settled(outcome));
+    else this.park(timeoutMs, signal, waiter);
+  }
+
+  private park(timeoutMs: number, signal: HangUpSignal, waiter: ((outcome: WaitOutcome) => void) | Waiter): void {
+    this.waiter = waiter;
+    this.signal = signal;
+    signal.addEventListener('abort', this);
+    this.polls.schedule(this, timeoutMs);
   }
 
   close(): void {
@@ -145,7 +163,10 @@ export class ParkedPolls {
   private polls = 0;
   private readonly maxParkedPerTenant: number;
   private closing = false;
-  private readonly deadlines: WakeupSubscription[] = [];
+  private readonly deadlines = new MinHeap<WakeupSubscription>(
+    (subscription) => subscription.deadline,
+    (subscription, index) => (subscription.heapIndex = index),
+  );
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private readonly onTimer = (): void => this.timedOut();
@@ -305,30 +326,20 @@ export class ParkedPolls {
   /** Into the deadline heap; the one timer moves only when this wait ends before every other. */
   schedule(subscription: WakeupSubscription, timeoutMs: number): void {
     subscription.deadline = monotonicNow() + Math.max(0, timeoutMs);
-    const heap = this.deadlines;
-    subscription.heapIndex = heap.length;
-    heap.push(subscription);
-    siftUp(heap, subscription.heapIndex);
+    this.deadlines.push(subscription);
     if (subscription.deadline < this.timerAt) this.arm(subscription.deadline);
   }
 
   unschedule(subscription: WakeupSubscription): void {
-    const at = subscription.heapIndex;
-    if (at < 0) return;
-    const heap = this.deadlines;
-    const last = heap.pop()!;
+    if (subscription.heapIndex < 0) return;
+    this.deadlines.remove(subscription.heapIndex);
     subscription.heapIndex = -1;
-    if (last === subscription) return;
-    heap[at] = last;
-    last.heapIndex = at;
-    siftDown(heap, at);
-    siftUp(heap, last.heapIndex);
     // The timer is left as it is: when it fires early, it sets itself for the next deadline.
   }
 
   /** Waits timed, for tests. */
   get scheduled(): number {
-    return this.deadlines.length;
+    return this.deadlines.size;
   }
 
   private arm(at: number): void {
@@ -341,9 +352,11 @@ export class ParkedPolls {
     this.timer = undefined;
     this.timerAt = Infinity;
     const now = monotonicNow();
-    const heap = this.deadlines;
-    while (heap.length > 0 && heap[0].deadline <= now) heap[0].settle('timeout');
-    if (heap.length > 0) this.arm(heap[0].deadline);
+    for (let first = this.deadlines.peek(); first && first.deadline <= now; first = this.deadlines.peek()) {
+      first.settle('timeout');
+    }
+    const next = this.deadlines.peek();
+    if (next) this.arm(next.deadline);
   }
 
   private *listed(): Generator<WakeupSubscription> {
@@ -392,35 +405,6 @@ function wakeOldest(list: WaiterList, count: number): number {
     woken += 1;
   }
   return woken;
-}
-
-function siftUp(heap: WakeupSubscription[], at: number): void {
-  const item = heap[at];
-  while (at > 0) {
-    const parent = (at - 1) >> 1;
-    if (heap[parent].deadline <= item.deadline) break;
-    heap[at] = heap[parent];
-    heap[at].heapIndex = at;
-    at = parent;
-  }
-  heap[at] = item;
-  item.heapIndex = at;
-}
-
-function siftDown(heap: WakeupSubscription[], at: number): void {
-  const item = heap[at];
-  for (;;) {
-    const left = 2 * at + 1;
-    if (left >= heap.length) break;
-    const right = left + 1;
-    const child = right < heap.length && heap[right].deadline < heap[left].deadline ? right : left;
-    if (heap[child].deadline >= item.deadline) break;
-    heap[at] = heap[child];
-    heap[at].heapIndex = at;
-    at = child;
-  }
-  heap[at] = item;
-  item.heapIndex = at;
 }
 
 function decrement(counts: Map<string, number>, key: string): void {
