@@ -133,7 +133,7 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
     expect(pages).toBeGreaterThan(1);
   });
 
-  it("lists a queue's first 1000 partitions, says so, and counts lag over all of them", async () => {
+  it("lists a queue's first 100 partitions by default and 1000 at most, says so, and counts lag over all", async () => {
     const items = Array.from({ length: 1_005 }, (_, index) => ({
       queue: 'wide',
       partition: `p${String(index).padStart(4, '0')}`,
@@ -142,8 +142,12 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
     expect((await client.push(items)).status).toBe(201);
     await client.pop('wide');
 
-    const detail = await client.get('/api/v1/resources/queues/wide');
+    const first = await client.get('/api/v1/resources/queues/wide');
+    const detail = await client.get('/api/v1/resources/queues/wide', { limit: 1_000 });
 
+    expect(first.body.partitions).toHaveLength(100);
+    expect(first.body.partitionsNext).toBe('p0099');
+    expect(first.body.consumerGroups[0].lag).toBe(1_005);
     expect(detail.body.partitionCount).toBe(1_005);
     expect(detail.body.partitions).toHaveLength(1_000);
     expect(detail.body.partitionsTruncated).toBe(true);

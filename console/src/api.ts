@@ -42,6 +42,8 @@ export interface PartitionStats {
 export interface QueueDetail extends QueueSummary {
   partitions: PartitionStats[];
   partitionsTruncated: boolean;
+  /** The `after` of the next page of partitions; null on the last. */
+  partitionsNext: string | null;
   consumerGroups: Array<{ name: string; lag: number; liveLeases: number }>;
 }
 

@@ -171,6 +171,42 @@ describeWithBrowser('web console', () => {
     await context.close();
   });
 
+  it("reads a queue's partitions from the broker a page at a time, forward and back", async () => {
+    const wide = `wide-${randomHex(4)}`;
+    const writer = token(tenantB, 'read-write');
+    await api('POST', '/push', writer, {
+      items: Array.from({ length: 120 }, (_, n) => ({
+        queue: wide,
+        partition: `c${String(n).padStart(3, '0')}`,
+        payload: n,
+      })),
+    });
+    const { page, context } = await signIn(token(tenantB, 'read-only'));
+    const asked: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes(`/resources/queues/${wide}?`)) asked.push(new URL(request.url()).search);
+    });
+    await page.goto(`${base}/console/#/queues/${wide}/partitions`);
+    const rows = page.locator('section[aria-labelledby="partitions-title"] tbody th');
+    const pager = page.getByRole('navigation', { name: 'Partition pages' });
+
+    await expectText(pager, 'Page 1 of 3');
+    expect(await rows.allTextContents()).toEqual(
+      Array.from({ length: 50 }, (_, n) => `c${String(n).padStart(3, '0')}`),
+    );
+    await pager.getByRole('button', { name: 'Next →' }).click();
+    await pager.getByRole('button', { name: 'Next →' }).click();
+    await expectText(pager, 'Page 3 of 3');
+    await expectText(rows.first(), 'c100');
+    expect(await rows.allTextContents()).toEqual(Array.from({ length: 20 }, (_, n) => `c${100 + n}`));
+    await pager.getByRole('button', { name: '← Previous' }).click();
+    await expectText(rows.first(), 'c050');
+
+    // Each page was asked of the broker by itself: 50 partitions after the last of the page before.
+    expect(asked).toEqual(expect.arrayContaining(['?limit=50', '?limit=50&after=c049', '?limit=50&after=c099']));
+    await context.close();
+  });
+
   it("shows a live lease's time left falling, and jumping after an extend", async () => {
     const worker = token(tenantA, 'read-write');
     const popped = await api(

@@ -1,22 +1,18 @@
-import { useState } from 'preact/hooks';
 import { QueueDetail } from '../api';
 import { Pager } from '../components';
 import { count, timestamp } from '../format';
 
-const PAGE = 50;
-
-export function Partitions({ detail }: { detail: QueueDetail }) {
-  const [page, setPage] = useState(0);
-  const pages = Math.ceil(detail.partitions.length / PAGE);
-  const shown = detail.partitions.slice(page * PAGE, (page + 1) * PAGE);
+/** One page of the queue's partitions, as the broker pages them (QueuePage reads them a page at a time). */
+export function Partitions(props: {
+  detail: QueueDetail;
+  page: number;
+  pages: number;
+  onPage: (page: number) => void;
+}) {
+  const { detail } = props;
   return (
     <section aria-labelledby="partitions-title">
       <h2 id="partitions-title">Partitions</h2>
-      {detail.partitionsTruncated && (
-        <p class="muted">
-          The first {count(detail.partitions.length)} of {count(detail.partitionCount)} partitions, by name.
-        </p>
-      )}
       <div class="table-wrap">
         <table>
           <thead>
@@ -29,7 +25,7 @@ export function Partitions({ detail }: { detail: QueueDetail }) {
             </tr>
           </thead>
           <tbody>
-            {shown.map((partition) => (
+            {detail.partitions.map((partition) => (
               <tr key={partition.id}>
                 <th scope="row">{partition.name}</th>
                 <td class="num">{count(partition.messages)}</td>
@@ -39,7 +35,7 @@ export function Partitions({ detail }: { detail: QueueDetail }) {
           </tbody>
         </table>
       </div>
-      <Pager page={page} pages={pages} onPage={setPage} label="Partition pages" />
+      <Pager page={props.page} pages={props.pages} onPage={props.onPage} label="Partition pages" />
     </section>
   );
 }

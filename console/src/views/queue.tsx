@@ -1,3 +1,4 @@
+import { useEffect, useState } from 'preact/hooks';
 import { api, GroupSummary, q, QueueDetail } from '../api';
 import { Loading, PageTitle, Problem, Stat, useSession } from '../components';
 import { count } from '../format';
@@ -25,16 +26,32 @@ export interface QueueData {
   groups: GroupSummary[];
 }
 
+/** Partitions per page, read from the broker a page at a time: a queue can hold millions. */
+export const PARTITION_PAGE = 50;
+
 export function QueuePage({ name, tab }: { name: string; tab: QueueTab }) {
   const session = useSession();
+  // The `after` of each page reached so far: pages are keyset pages, so a page is reached from the one before it.
+  const [afters, setAfters] = useState<Array<string | undefined>>([undefined]);
+  const [page, setPage] = useState(0);
+  useEffect(() => {
+    setAfters([undefined]);
+    setPage(0);
+  }, [name]);
+  const after = afters[page];
   const polled = usePolled(async () => {
     const [detail, groups] = await Promise.all([
-      api<QueueDetail>('GET', `/resources/queues/${q(name)}`),
+      api<QueueDetail>(
+        'GET',
+        `/resources/queues/${q(name)}?limit=${PARTITION_PAGE}${after === undefined ? '' : `&after=${q(after)}`}`,
+      ),
       api<GroupSummary[]>('GET', `/consumer-groups?queue=${q(name)}`),
     ]);
     record([detail]);
+    const next = detail.partitionsNext;
+    if (next !== null) setAfters((known) => (known[page + 1] === next ? known : [...known.slice(0, page + 1), next]));
     return { detail, groups };
-  }, `queue:${name}`);
+  }, `queue:${name}:${page}`);
   const tabs = QUEUE_TABS.filter((candidate) => candidate !== 'settings' || session.isAdmin);
   const { data, error } = polled;
   return (
@@ -69,7 +86,14 @@ export function QueuePage({ name, tab }: { name: string; tab: QueueTab }) {
         ))}
       </nav>
       {!data && !error && <Loading what="the queue" />}
-      {data && tab === 'partitions' && <Partitions detail={data.detail} />}
+      {data && tab === 'partitions' && (
+        <Partitions
+          detail={data.detail}
+          page={page}
+          pages={Math.ceil(data.detail.partitionCount / PARTITION_PAGE)}
+          onPage={(wanted) => wanted < afters.length && setPage(wanted)}
+        />
+      )}
       {data && tab === 'consumers' && <Consumers queue={name} data={data} />}
       {tab === 'messages' && <Messages queue={name} groups={data?.groups.map((group) => group.name) ?? []} />}
       {tab === 'dead-letters' && <DeadLetters queue={name} />}
