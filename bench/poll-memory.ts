@@ -96,7 +96,8 @@ function kb(bytes: number): string {
   return `${(bytes / 1024).toFixed(2)} KB`;
 }
 
-async function measure(count: number): Promise<PollMemoryRow> {
+/** N idle connections, then a poll parked on each: what a poll costs over its connection. Used by bench:scale too. */
+export async function measure(count: number, allWake = !SKIP_ALL): Promise<PollMemoryRow> {
   closing = false;
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-poll-memory-'));
   const probe = join(dir, 'probe.js');
@@ -228,7 +229,7 @@ async function measure(count: number): Promise<PollMemoryRow> {
     // All N: one message for each partition, in pushes of 1,000, one after the other (a push the database timed out
     // while the woken polls claim is sent again).
     const sentAt = performance.now();
-    for (let start = 0; start < (SKIP_ALL ? 0 : count); start += 1_000) {
+    for (let start = 0; start < (allWake ? count : 0); start += 1_000) {
       const items = [];
       for (let index = start; index < Math.min(count, start + 1_000); index += 1) {
         items.push({ queue: QUEUE, partition: `p${index}`, payload: { index }, transactionId: `all-${index}` });
@@ -242,10 +243,10 @@ async function measure(count: number): Promise<PollMemoryRow> {
         if (attempt === 5) throw new Error('a push failed six times');
       }
     }
-    const all = SKIP_ALL ? [] : (await Promise.all(woken)).map((at) => at - sentAt);
+    const all = !allWake ? [] : (await Promise.all(woken)).map((at) => at - sentAt);
 
     // Park them again, then hang up: what they held must go.
-    if (!SKIP_ALL) {
+    if (allWake) {
       for (let index = 0; index < count; index += 1) {
         void request(sockets[index], index, answeredBy, pollLine(index)).catch(() => undefined);
       }

@@ -10,6 +10,7 @@ import { cleanUp, dropDatabase, Outcome, ROOT, ROUNDS, ScenarioResult, SIZES } f
 import { groups } from './groups';
 import { jit } from './jit';
 import { observation } from './observation';
+import { polls } from './polls';
 import { retention } from './retention';
 import { tenants } from './tenants';
 
@@ -30,6 +31,7 @@ const SCENARIOS: Scenario[] = [
   ['observation', true, observation],
   ['retention', false, () => retention()],
   ['tenants', false, () => tenants()],
+  ['polls', false, () => polls()],
   ['brokers', false, () => brokers()],
 ];
 

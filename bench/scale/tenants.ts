@@ -186,9 +186,10 @@ export async function tenants(): Promise<ScenarioResult> {
           met: worstRatio <= 1.2,
         },
         {
-          target: 'a parked poll costs ≤ 5 KB of broker memory',
+          // The ≤ 5 KB target is judged on the poll alone (the `polls` scenario): this adds its connection and tenant.
+          target: 'a parked poll of its own tenant, with its connection and the tenant beside it (context for `polls`)',
           measured: `${heapKnown ? `heap after GC ${kb(fiveK.heap)} per poll at ${half.toLocaleString('en')}, ${kb(tenK.heap)} at ${TENANTS.toLocaleString('en')}; ` : 'heap not measured (no inspector); '}RSS ${kb(fiveK.rss)} and ${kb(tenK.rss)}`,
-          met: heapKnown ? Math.max(fiveK.heap, tenK.heap) <= 5 * 1024 : undefined,
+          met: undefined,
         },
         {
           target: `${TENANTS.toLocaleString('en')} parked polls wake in ≤ 100 ms p99`,
