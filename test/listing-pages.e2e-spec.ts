@@ -55,6 +55,29 @@ describe('listing pages', () => {
       expect(entries[0]).toMatchObject({ queueName: 'a-queue', name: 'g1', partitions: 1, totalLag: 1 });
     });
 
+    it('counts what each group still looking through has not reached from its own start, when several start alike', async () => {
+      const { client, dataSource } = broker;
+      for (let n = 1; n <= 3; n += 1) await client.pushMany('orders', 1, `p${n}`);
+      await ageMessages(dataSource, client.tenant, 600);
+      const [{ between }] = await sql(dataSource, `SELECT now() - interval '300 seconds' AS between`);
+      for (let n = 1; n <= 3; n += 1) await client.pushMany('orders', 1, `p${n}`, `orders-p${n}-later`);
+      // "a" and "b" start alike, from everything stored; "c" starts between the two pushes. None has a cursor.
+      for (const [group, timestamp] of [
+        ['a', '2020-01-01T00:00:00Z'],
+        ['b', '2020-01-01T00:00:00Z'],
+        ['c', (between as Date).toISOString()],
+      ]) {
+        await client.post(`/api/v1/consumer-groups/${group}/queues/orders/seek`, { timestamp }).expect(200);
+      }
+
+      const answer = await client.get('/api/v1/consumer-groups', { queue: 'orders' }).expect(200);
+
+      const totals = Object.fromEntries(
+        (answer.body as Entry[]).map((entry) => [entry.name, [entry.totalLag, entry.partitionsWithLag]]),
+      );
+      expect(totals).toEqual({ a: [6, 3], b: [6, 3], c: [3, 3] });
+    });
+
     it('refuses a page cursor it did not make', async () => {
       const { client } = broker;
       await client

@@ -148,7 +148,26 @@ export async function groupTotals(
     max_time_lag: string;
     live_leases: number;
   }> = await manager.query(
-    `SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag, 0 AS backfill_lag,
+    // Groups that start alike (most do) share one look at the partitions none has reached: each group then costs a
+    // probe of its cursors there, not the look. Per group, the look was most of the statement (72 ms of 90 at 10
+    // groups); OFFSET 0 keeps the planner from computing the starting point twice.
+    `WITH starts AS MATERIALIZED (
+       SELECT DISTINCT g.tenant_id, g.queue_id, g.backfill_from, g.subscription_from FROM consumer_groups g
+        WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL
+     ), unreached AS MATERIALIZED (
+       SELECT g.queue_id, g.backfill_from, g.subscription_from, p.tenant_id, p.id, p.last_offset, s.start, o.seq,
+              o.created_at
+         FROM starts g
+        CROSS JOIN LATERAL (SELECT p.* FROM partitions p
+                             WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
+                             ORDER BY p.name LIMIT ${UNREACHED_COUNTED}) p
+        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start OFFSET 0) s
+         LEFT JOIN LATERAL (
+               SELECT m.seq, m.created_at FROM messages m
+                WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.start AND p.last_offset > s.start
+                ORDER BY m.seq LIMIT 1) o ON true
+     )
+     SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag, 0 AS backfill_lag,
             COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
             count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
        FROM consumer_groups g
@@ -162,14 +181,14 @@ export async function groupTotals(
       WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
       GROUP BY g.queue_id, g.name
      UNION ALL
-     SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(p.last_offset - s.cursor), 0),
+     SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(o.last_offset - o.start), 0),
             COALESCE(max(${TIME_LAG}), 0), 0
        FROM consumer_groups g
-      CROSS JOIN LATERAL (SELECT p.* FROM partitions p
-                           WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
-                           ORDER BY p.name LIMIT ${UNREACHED_COUNTED}) p
-       ${CURSOR_OR_START}
-      WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL AND c.partition_id IS NULL
+       JOIN unreached o ON o.queue_id = g.queue_id AND o.backfill_from = g.backfill_from
+                       AND o.subscription_from IS NOT DISTINCT FROM g.subscription_from
+      WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM consumers c
+                         WHERE c.tenant_id = o.tenant_id AND c.partition_id = o.id AND c.consumer_group = g.name)
       GROUP BY g.queue_id, g.name`,
     [tenantId, queueIds],
   );
