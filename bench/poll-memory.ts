@@ -361,10 +361,19 @@ async function untilReady(base: string): Promise<void> {
 }
 
 async function untilParked(base: string, count: () => number): Promise<void> {
+  const since = performance.now();
+  let said = since;
   for (;;) {
     const text = await (await fetch(`${base}/metrics`)).text();
     const parked = Number(/^leasehold_parked_polls (\d+)/m.exec(text)?.[1] ?? -1);
     if (parked === count()) return;
+    // A poll that never parks (or one too many) would hold the run for ever: say so, and give up after a minute.
+    if (performance.now() - said > 10_000) {
+      said = performance.now();
+      const line = `${((said - since) / 1000).toFixed(0)} s: ${parked} polls in progress, waiting for ${count()}`;
+      if (said - since > 60_000) throw new Error(line);
+      console.error(line);
+    }
     await sleep(200);
   }
 }
