@@ -153,7 +153,11 @@ export class PushRepository {
     };
   }
 
-  /** created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets. */
+  /**
+   * created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets; one
+   * instant per statement (an InitPlan), not per row: the embedded database's clock can step back within a
+   * millisecond, which put a push's second message before its first.
+   */
   /** With `usage`, it also records what the unit stores, as its last statement (usageCtes). */
   insertStatement(
     tenantId: string,
@@ -168,7 +172,7 @@ export class PushRepository {
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
                                producer_sub, created_at)
          SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
-                $8, clock_timestamp()
+                $8, (SELECT clock_timestamp())
            FROM ROWS FROM (unnest($2::uuid[]), unnest($3::bigint[]), unnest($4::uuid[]), unnest($5::text[]),
                            unnest($6::text[]), json_array_elements($7::json), unnest($11::int[]))
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes)
