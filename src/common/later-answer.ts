@@ -1,4 +1,4 @@
-/** Told once, when a LaterAnswer settles: an object (no closure needed) or a function. */
+/** Told once, when a LaterAnswer settles; an object, so a parked request needs no closure for it. */
 export interface LaterListener<T> {
   answered(value: T): void;
   failed(error: unknown): void;

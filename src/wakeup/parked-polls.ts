@@ -58,7 +58,7 @@ export class WakeupSubscription {
   heapIndex = -1;
   deadline = 0;
   private outcome: WaitOutcome | undefined = undefined;
-  private waiter: ((outcome: WaitOutcome) => void) | Waiter | undefined = undefined;
+  private waiter: Waiter | undefined = undefined;
   private signal: HangUpSignal | undefined = undefined;
 
   constructor(
@@ -87,8 +87,7 @@ export class WakeupSubscription {
     this.signal = undefined;
     const waiter = this.waiter;
     this.waiter = undefined;
-    if (typeof waiter === 'function') waiter(outcome);
-    else waiter?.settled(outcome);
+    waiter?.settled(outcome);
   }
 
   /** The client hung up. */
@@ -99,7 +98,7 @@ export class WakeupSubscription {
   wait(timeoutMs: number, signal: HangUpSignal): Promise<WaitOutcome> {
     if (signal.aborted) this.settle('aborted');
     if (this.outcome) return Promise.resolve(this.outcome);
-    return new Promise((resolve) => this.park(timeoutMs, signal, resolve));
+    return new Promise((resolve) => this.park(timeoutMs, signal, { settled: resolve }));
   }
 
   /** As wait, telling `waiter` instead of settling a promise: a parked poll then holds no promise either. */
@@ -111,7 +110,7 @@ export class WakeupSubscription {
     else this.park(timeoutMs, signal, waiter);
   }
 
-  private park(timeoutMs: number, signal: HangUpSignal, waiter: ((outcome: WaitOutcome) => void) | Waiter): void {
+  private park(timeoutMs: number, signal: HangUpSignal, waiter: Waiter): void {
     this.waiter = waiter;
     this.signal = signal;
     signal.addEventListener('abort', this);
