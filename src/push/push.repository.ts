@@ -156,9 +156,9 @@ export class PushRepository {
   /**
    * created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets; one
    * instant per statement (an InitPlan), not per row: the embedded database's clock can step back within a
-   * millisecond, which put a push's second message before its first.
+   * millisecond, which put a push's second message before its first. With `usage`, it also records what the unit
+   * stores, as its last statement (usageCtes).
    */
-  /** With `usage`, it also records what the unit stores, as its last statement (usageCtes). */
   insertStatement(
     tenantId: string,
     producerSub: string | null,
