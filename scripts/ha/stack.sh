@@ -8,19 +8,21 @@
 #   scripts/ha/stack.sh status               Patroni's view of the cluster
 #
 # HA_DIR (default /tmp/leasehold-ha) holds data, configuration, logs and PIDs; it must be a folder
-# the postgres user can reach. HA_PORT_OFFSET (default 0, a multiple of 20) moves every port, so two
-# stacks can run on one machine: etcd 23790 (+10 for peers), HAProxy 54330, PostgreSQL 54331-54332,
-# Patroni's REST API 18008-18009, each plus the offset.
+# the postgres user can reach. The stack listens on consecutive ports from HA_PORT_BASE (default
+# 54330), so two stacks can run on one machine: HAProxy on the base, PostgreSQL on +1 and +2,
+# Patroni's REST API on +3 and +4, etcd on +5 (peers +6). A base below the kernel's ephemeral range
+# (ip_local_port_range) cannot be taken meanwhile by some program's outgoing connection.
 set -euo pipefail
 
 HA_DIR=${HA_DIR:-/tmp/leasehold-ha}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
-OFFSET=${HA_PORT_OFFSET:-0}
-ETCD_PORT=$((23790 + OFFSET))
-HAPROXY_PORT=$((54330 + OFFSET))
-NODE_PORTS=($((54331 + OFFSET)) $((54332 + OFFSET)))
-REST_PORTS=($((18008 + OFFSET)) $((18009 + OFFSET)))
-SCOPE=leasehold-ha-$OFFSET
+BASE=${HA_PORT_BASE:-54330}
+HAPROXY_PORT=$BASE
+NODE_PORTS=($((BASE + 1)) $((BASE + 2)))
+REST_PORTS=($((BASE + 3)) $((BASE + 4)))
+ETCD_PORT=$((BASE + 5))
+ETCD_PEER_PORT=$((BASE + 6))
+SCOPE=leasehold-ha-$BASE
 
 log() { echo "[ha] $*" >&2; }
 
@@ -185,9 +187,9 @@ start() {
   chmod 700 "$HA_DIR"
   spawn etcd root etcd --name ha --data-dir "$HA_DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
-    --initial-cluster "ha=http://127.0.0.1:$((ETCD_PORT + 10))"
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "ha=http://127.0.0.1:$ETCD_PEER_PORT"
   wait_until "etcd" 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
   for index in 0 1; do
     write_patroni_config "$index" "$mode"

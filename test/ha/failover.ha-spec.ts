@@ -5,7 +5,7 @@ import { consumedAll } from '../faults/support/ledger';
 import { Call, Workload } from '../faults/support/workload';
 import { TENANT_HEADER } from '../support/test-app';
 import { waitFor, within } from '../support/wait';
-import { haStack, HAPROXY_URL, Member, Replication } from './ha-stack';
+import { BROKER_PORTS, haStack, HAPROXY_URL, Member, Replication } from './ha-stack';
 
 /**
  * Two brokers behind HAProxy on a Patroni pair, under a workload that keeps
@@ -70,12 +70,10 @@ describe.each<[Replication]>([['sync'], ['async']])(
         // The two brokers count each other through the failovers, as a deployment's would.
         BROKER_HEARTBEAT_MS: '1000',
       };
-      // Fixed ports: at LOG_LEVEL=warn a broker does not log where it listens.
+      // Ports given, not chosen: at LOG_LEVEL=warn a broker does not log where it listens.
       brokers.push(
         ...(await Promise.all(
-          [6681, 6682].map((port) =>
-            BrokerProcess.start({ ...env, PORT: String(port + (replication === 'async' ? 10 : 0)) }),
-          ),
+          BROKER_PORTS[replication].map((port) => BrokerProcess.start({ ...env, PORT: String(port) })),
         )),
       );
       watcher = watchReadiness();

@@ -8,10 +8,11 @@ const ROOT = join(__dirname, '..', '..');
 const SCRIPT = join(ROOT, 'scripts', 'ha', 'stack.sh');
 
 export const HA_DIR = process.env.HA_DIR ?? '/tmp/leasehold-ha';
-/** As scripts/ha/stack.sh moves its ports. */
-const OFFSET = Number(process.env.HA_PORT_OFFSET ?? 0);
-export const HAPROXY_URL = `postgres://postgres@127.0.0.1:${54330 + OFFSET}`;
-const REST_PORTS = [18008 + OFFSET, 18009 + OFFSET];
+/** As scripts/ha/stack.sh lays out its ports; the test's brokers take the next four. */
+const BASE = Number(process.env.HA_PORT_BASE ?? 54330);
+export const HAPROXY_URL = `postgres://postgres@127.0.0.1:${BASE}`;
+const REST_PORTS = [BASE + 3, BASE + 4];
+export const BROKER_PORTS: Record<Replication, number[]> = { sync: [BASE + 7, BASE + 8], async: [BASE + 9, BASE + 10] };
 
 export type Replication = 'sync' | 'async';
 
