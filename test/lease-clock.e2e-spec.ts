@@ -79,6 +79,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
           batch: 1,
           delayedProcessing: 0,
           windowBuffer: 0,
+          retryDelayMs: 0,
         };
         await pops.claim(
           tenant,

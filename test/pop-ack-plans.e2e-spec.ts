@@ -159,6 +159,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
           maxTotalSeconds: undefined,
           delayedProcessing: 0,
           windowBuffer: 0,
+          retryDelayMs: 0,
         }),
       );
     const acks = new AckRepository({} as DatabaseEngine);
@@ -178,6 +179,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
             committedBefore: 0,
             retryCount: 0,
             releaseLease: true,
+            retryAfterMs: 0,
           })),
         ),
       ),

@@ -59,8 +59,8 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
       expect(detail.body.options).toEqual({ leaseTime: 60, retryLimit: 3, deadLetterQueue: true });
     });
 
-    it("accepts the options Queen's client sends with every queue at their defaults, and echoes them", async () => {
-      const options = { ...QUEEN_QUEUE_DEFAULTS, ttl: 3600, retryDelay: 1000 };
+    it("accepts the options Queen's client sends with every queue, puts them in force and echoes them", async () => {
+      const options = { ...QUEEN_QUEUE_DEFAULTS, ttl: 3600, retryDelay: 1000, dlqAfterMaxRetries: false };
 
       const response = await broker.client.configure({ queue: 'orders', namespace: null, task: null, options });
       const detail = await broker.client.get('/api/v1/resources/queues/orders');
@@ -71,17 +71,19 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
         leaseTime: 300,
         retryLimit: 3,
         deadLetterQueue: true,
+        retryDelay: 1000,
         maxSize: 10000,
         retentionSeconds: 0,
         completedRetentionSeconds: 0,
+        ttl: 3600,
       });
     });
 
     it.each([
       [{ visibility: 30 }, 'options.visibility is not a supported option'],
       [{ encryptionEnabled: true }, 'options.encryptionEnabled is not implemented: only false is accepted'],
-      [{ ttl: 60 }, 'options.ttl is not implemented: only 3600 is accepted'],
-      [{ retryDelay: 5000 }, 'options.retryDelay is not implemented: only 1000 is accepted'],
+      [{ ttl: -1 }, 'options.ttl must be an integer between 0 and 2147483647'],
+      [{ retryDelay: '5s' }, 'options.retryDelay must be an integer between 0 and 2147483647'],
       [{ priority: 1.5 }, 'options.priority must be an integer between -2147483647 and 2147483647'],
       [{ leaseTime: 30, 'a b': 1 }, 'options contain an option name that is not supported'],
       [{ constructor: 1 }, 'options.constructor is not a supported option'],
@@ -166,6 +168,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
           maxWaitTimeSeconds: 0,
           maxSize: 0,
           dlqRetentionSeconds: 1_209_600,
+          ttl: 0,
         },
         namespace: null,
         task: null,

@@ -193,7 +193,9 @@ describe('retention', () => {
         'waits-Default-1',
         'waits-Default-2',
       ]);
-      expect(letters.body.messages[0].errorMessage).toBe('evicted: waited longer than maxWaitTimeSeconds');
+      expect(letters.body.messages[0].errorMessage).toBe(
+        'evicted: waited longer than the queue allows (maxWaitTimeSeconds or ttl)',
+      );
       const b = await client.get('/api/v1/dlq', { queue: 'waits', consumerGroup: 'b' }).expect(200);
       expect(b.body.total).toBe(3);
       await client.pop('waits', { consumerGroup: 'a' }).expect(204);
@@ -300,6 +302,7 @@ describe('retention', () => {
         maxWaitTimeSeconds: 0,
         maxSize: 100,
         dlqRetentionSeconds: 1_209_600,
+        ttl: 0,
       });
       expect(queue.options).toMatchObject({ completedRetentionSeconds: 60, maxSize: 100 });
       expect(queue.options).not.toHaveProperty('retentionSeconds');

@@ -188,6 +188,11 @@ export interface QueueOptions {
   leaseTime?: number;
   retryLimit?: number;
   deadLetterQueue?: boolean;
+  dlqAfterMaxRetries?: boolean;
+  /** Milliseconds. */
+  retryDelay?: number;
+  /** Seconds; null resets it. */
+  ttl?: number | null;
   [option: string]: unknown;
 }
 

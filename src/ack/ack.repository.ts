@@ -18,7 +18,10 @@ export interface Cursor extends CursorKey {
   partition: string;
   lastOffset: number;
   retryLimit: number;
+  /** deadLetterQueue or dlqAfterMaxRetries: messages that use up their retries are kept. */
   deadLetterQueue: boolean;
+  /** The queue's retryDelay: a batch handed back by a failure is not claimed again before it has passed. */
+  retryDelayMs: number;
   committedOffset: number;
   /** The first message kept past the cursor (retention may have deleted some); null when there is none. */
   nextOffset: number | null;
@@ -37,6 +40,8 @@ export interface CursorUpdate extends CursorKey {
   committedBefore: number;
   retryCount: number;
   releaseLease: boolean;
+  /** Greater than 0: not claimable again for this many milliseconds from the commit. */
+  retryAfterMs: number;
 }
 
 export interface DeadLetter extends CursorKey {
@@ -89,7 +94,8 @@ export class AckRepository {
               ) c
        )
        SELECT l.partition_id, l.consumer_group, q.name AS queue, p.name AS partition, p.last_offset,
-              q.retry_limit, q.dead_letter_queue, l.committed_offset, l.delivered_offset, l.lease_end_offset,
+              q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries AS dead_letter_queue, q.retry_delay_ms,
+              l.committed_offset, l.delivered_offset, l.lease_end_offset,
               (SELECT min(m.seq) FROM messages m
                 WHERE m.tenant_id = $1 AND m.partition_id = l.partition_id AND m.seq > l.committed_offset) AS next_offset,
               l.lease_id, l.lease_epoch, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
@@ -99,7 +105,7 @@ export class AckRepository {
                WHERE p.tenant_id = $1 AND p.id = l.partition_id
                LIMIT 1) p
         CROSS JOIN LATERAL (
-              SELECT q.name, q.retry_limit, q.dead_letter_queue FROM queues q
+              SELECT q.name, q.retry_limit, q.dead_letter_queue, q.dlq_after_max_retries, q.retry_delay_ms FROM queues q
                WHERE q.tenant_id = $1 AND q.id = p.queue_id
                LIMIT 1) q
         ORDER BY l.partition_id, l.consumer_group`,
@@ -150,10 +156,13 @@ export class AckRepository {
                 lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
                 lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
                 lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
+                retry_at = CASE WHEN t.retry_after_ms > 0 THEN clock_timestamp() + t.retry_after_ms * interval '1 ms'
+                                ELSE c.retry_at END,
                 ready = ${readyAfter('c', 't.committed_offset')},
                 updated_at = now()
-           FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[], $7::bigint[])
-             AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before)
+           FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[], $7::bigint[], $8::int[])
+             AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before,
+                  retry_after_ms)
           WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
             AND c.partition_id = ANY ($2::uuid[])
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, t.committed_before - t.committed_offset AS lag
@@ -167,6 +176,7 @@ export class AckRepository {
         updates.map((update) => update.retryCount),
         updates.map((update) => update.releaseLease),
         updates.map((update) => update.committedBefore),
+        updates.map((update) => update.retryAfterMs),
       ],
     };
   }
@@ -210,6 +220,7 @@ interface CursorRow {
   last_offset: string;
   retry_limit: number;
   dead_letter_queue: boolean;
+  retry_delay_ms: number;
   committed_offset: string;
   next_offset: string | null;
   delivered_offset: string;
@@ -235,6 +246,7 @@ function toCursor(row: CursorRow): Cursor {
     lastOffset: Number(row.last_offset),
     retryLimit: row.retry_limit,
     deadLetterQueue: row.dead_letter_queue,
+    retryDelayMs: row.retry_delay_ms,
     committedOffset: Number(row.committed_offset),
     nextOffset: row.next_offset === null ? null : Number(row.next_offset),
     deliveredOffset: Number(row.delivered_offset),

@@ -28,6 +28,7 @@ function cursor(overrides: Partial<Cursor> = {}): Cursor {
     lastOffset: 10,
     retryLimit: 3,
     deadLetterQueue: true,
+    retryDelayMs: 0,
     committedOffset: 2,
     nextOffset: 3,
     deliveredOffset: 5,
@@ -62,14 +63,16 @@ interface World {
   messages?: Record<string, number>;
 }
 
-/** A saved update as the tests compare it; where it stood before is checked on its own. */
-type SavedCursor = Omit<CursorUpdate, 'committedBefore'>;
+/** A saved update as the tests compare it; where it stood before and its retry delay are checked on their own. */
+type SavedCursor = Omit<CursorUpdate, 'committedBefore' | 'retryAfterMs'>;
 
 interface Harness {
   service: AckService;
   saved: SavedCursor[][];
   /** Where each saved cursor stood when locked, as the lag counter reads it. */
   before: number[];
+  /** The retry delay each saved cursor starts (0: none). */
+  retryAfter: number[];
   letters: DeadLetter[][];
   announced: Redelivery[][];
   lockedKeys: CursorKey[][];
@@ -82,6 +85,7 @@ function harness(world: World = {}): Harness {
   const messages = world.messages ?? { [P1]: 10, [P2]: 10 };
   const saved: SavedCursor[][] = [];
   const before: number[] = [];
+  const retryAfter: number[] = [];
   const letters: DeadLetter[][] = [];
   const announced: Redelivery[][] = [];
   const lockedKeys: CursorKey[][] = [];
@@ -90,6 +94,7 @@ function harness(world: World = {}): Harness {
   // Kept as the repository reads them: the service hands over its working cursors whole.
   const save = (updates: CursorUpdate[]) => {
     before.push(...updates.map((update) => update.committedBefore));
+    retryAfter.push(...updates.map((update) => update.retryAfterMs));
     saved.push(
       updates.map(({ partitionId, consumerGroup, committedOffset, retryCount, releaseLease }) => ({
         partitionId,
@@ -150,7 +155,7 @@ function harness(world: World = {}): Harness {
   } as unknown as MetricsService;
 
   const service = new AckService(writes, acks, metrics);
-  return { service, saved, before, letters, announced, lockedKeys, counted };
+  return { service, saved, before, retryAfter, letters, announced, lockedKeys, counted };
 }
 
 const refused = (error: string) => ({ success: false, error, leaseReleased: false, dlq: false });
@@ -554,6 +559,46 @@ describe('AckService.acknowledge', () => {
         expect(result).toMatchObject(accepted(true, false));
         expect(savedFor(h)).toMatchObject({ committedOffset: 2, retryCount: 3 });
       });
+    });
+  });
+
+  describe("with the queue's retryDelay", () => {
+    const delayed = (overrides: Partial<Cursor> = {}) => cursor({ retryDelayMs: 1500, ...overrides });
+
+    it('holds back what a retry hands back for the delay', async () => {
+      const h = harness({ cursors: [delayed()] });
+
+      await h.service.acknowledge('t', [ack(3, { outcome: 'retry' })]);
+
+      expect(h.retryAfter).toEqual([1500]);
+    });
+
+    it('holds back what a failure hands back for the delay, with its retry spent', async () => {
+      const h = harness({ cursors: [delayed()] });
+
+      await h.service.acknowledge('t', [ack(3, { outcome: 'failed' })]);
+
+      expect(savedFor(h)).toMatchObject({ retryCount: 1, releaseLease: true });
+      expect(h.retryAfter).toEqual([1500]);
+    });
+
+    it('does not hold back what follows a message that left as a dead letter', async () => {
+      const h = harness({ cursors: [delayed({ retryCount: 3, retryLimit: 3 })] });
+
+      const [result] = await h.service.acknowledge('t', [ack(3, { outcome: 'failed' })]);
+
+      expect(result).toMatchObject(accepted(true, true));
+      expect(h.retryAfter).toEqual([0]);
+    });
+
+    it('does not hold back a completed batch, nor anything when the queue has no delay', async () => {
+      const withDelay = harness({ cursors: [delayed()] });
+      await withDelay.service.acknowledge('t', [ack(3), ack(4), ack(5)]);
+      const without = harness();
+      await without.service.acknowledge('t', [ack(3, { outcome: 'failed' })]);
+
+      expect(withDelay.retryAfter).toEqual([0]);
+      expect(without.retryAfter).toEqual([0]);
     });
   });
 

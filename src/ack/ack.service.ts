@@ -35,6 +35,7 @@ interface WorkingCursor extends Cursor {
   failureCounted: boolean;
   /** Where it stood when locked: the group's lag counter moves by the difference. */
   committedBefore: number;
+  retryAfterMs: number;
 }
 
 @Injectable()
@@ -74,6 +75,7 @@ export class AckService {
           releaseLease: false,
           failureCounted: false,
           committedBefore: cursor.committedOffset,
+          retryAfterMs: 0,
         }),
       ]),
     );
@@ -172,7 +174,15 @@ export class AckService {
       const cause: RedeliveryCause = command.outcome === 'retry' ? 'retry' : 'nack';
       if (leaseReleased && messages > 0) tally.handedBack.push({ queue: cursor.queue, cause, messages });
     };
+    // What a failure hands back waits out the queue's retryDelay; what a dead letter leaves behind does not.
+    const delayRetry = (): void => {
+      if (cursor.retryDelayMs > 0 && batchEnd > cursor.committedOffset) {
+        cursor.retryAfterMs = cursor.retryDelayMs;
+        cursor.changed = true;
+      }
+    };
     if (command.outcome === 'retry') {
+      delayRetry();
       handBack();
       return done(leaseReleased);
     }
@@ -203,6 +213,7 @@ export class AckService {
       cursor.failureCounted = true;
       cursor.changed = true;
     }
+    delayRetry();
     handBack();
     return done(leaseReleased);
   }

@@ -18,6 +18,7 @@ import { QueueCounters1797700000000 } from '../../migrations/1797700000000-Queue
 import { RetentionDue1797800000000 } from '../../migrations/1797800000000-RetentionDue';
 import { QueuePartitionCounters1797900000000 } from '../../migrations/1797900000000-QueuePartitionCounters';
 import { RetentionRecheckQueues1797950000000 } from '../../migrations/1797950000000-RetentionRecheckQueues';
+import { DeliveryControls1798000000000 } from '../../migrations/1798000000000-DeliveryControls';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -41,4 +42,5 @@ export const MIGRATIONS = [
   RetentionDue1797800000000,
   QueuePartitionCounters1797900000000,
   RetentionRecheckQueues1797950000000,
+  DeliveryControls1798000000000,
 ];

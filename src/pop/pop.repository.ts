@@ -29,6 +29,8 @@ export interface ClaimRequest {
   maxTotalSeconds?: number | undefined;
   delayedProcessing: number;
   windowBuffer: number;
+  /** The queue's retryDelay in milliseconds: a batch handed back by a nack or an expiry waits this long. */
+  retryDelayMs: number;
 }
 
 export interface ClaimedMessage extends WireMessage {
@@ -57,7 +59,9 @@ const CLAIM_SQL = `
      WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3 AND c.ready
        AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
        AND p.last_offset > c.committed_offset
-       AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT now FROM clock))
+       AND (c.lease_expires_at IS NULL
+            OR c.lease_expires_at + $14::int * interval '1 ms' <= (SELECT now FROM clock))
+       AND (c.retry_at IS NULL OR c.retry_at <= (SELECT now FROM clock))
        AND ($13::int = 0 OR COALESCE(${NEWEST_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $13))
        AND ($12::int = 0 OR c.committed_offset < c.delivered_offset
             OR COALESCE(${NEXT_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $12))
@@ -161,6 +165,7 @@ export interface PopTarget {
   leaseTime: number;
   delayedProcessing: number;
   windowBuffer: number;
+  retryDelayMs: number;
   partitionId: string | null;
   groupExists: boolean;
   /** The group has partitions left to look through for cursors (PopRepository.backfill). */
@@ -186,6 +191,7 @@ export class PopRepository {
       lease_time: number;
       delayed_processing: number;
       window_buffer: number;
+      retry_delay_ms: number;
       partition_id: string | null;
       group_exists: boolean;
       backfilling: boolean;
@@ -193,7 +199,7 @@ export class PopRepository {
     }> = await this.engine.prepared(
       manager,
       'leasehold_pop_target',
-      `SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer, p.id AS partition_id,
+      `SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.retry_delay_ms, p.id AS partition_id,
                 g.name IS NOT NULL AS group_exists, g.backfill_from IS NOT NULL AS backfilling,
                 p.id IS NOT NULL AND EXISTS (SELECT 1 FROM consumers c
                                               WHERE c.tenant_id = q.tenant_id AND c.partition_id = p.id
@@ -211,6 +217,7 @@ export class PopRepository {
       leaseTime: row.lease_time,
       delayedProcessing: row.delayed_processing,
       windowBuffer: row.window_buffer,
+      retryDelayMs: row.retry_delay_ms,
       partitionId: row.partition_id,
       groupExists: row.group_exists,
       backfilling: row.backfilling,
@@ -351,14 +358,16 @@ export class PopRepository {
     return rows.map((row) => row.name);
   }
 
-  /** Until something held back by delayedProcessing or windowBuffer comes due (0 or less: it already has). */
+  /** Until something held back by delayedProcessing, windowBuffer or retryDelay comes due (0 or less: it already has). */
   async nextDueInMs(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<number | undefined> {
     const [row]: Array<{ due_in_ms: string | null }> = await manager.query(
       `SELECT ceil(EXTRACT(EPOCH FROM min(s.due) - clock_timestamp()) * 1000) AS due_in_ms
          FROM (SELECT GREATEST(
                         CASE WHEN $5::int > 0 THEN ${NEWEST_CREATED_AT} + make_interval(secs => $5) END,
                         CASE WHEN $6::int > 0 AND c.committed_offset >= c.delivered_offset
-                             THEN ${NEXT_CREATED_AT} + make_interval(secs => $6) END) AS due
+                             THEN ${NEXT_CREATED_AT} + make_interval(secs => $6) END,
+                        c.retry_at,
+                        CASE WHEN $7::int > 0 THEN c.lease_expires_at + $7::int * interval '1 ms' END) AS due
                  FROM consumers c
                  JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
                 WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
@@ -372,6 +381,7 @@ export class PopRepository {
         request.partitionId ?? null,
         request.windowBuffer,
         request.delayedProcessing,
+        request.retryDelayMs,
       ],
     );
     return row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms);
@@ -423,6 +433,7 @@ export class PopRepository {
         request.maxTotalSeconds ?? null,
         request.delayedProcessing,
         request.windowBuffer,
+        request.retryDelayMs,
       ],
     };
   }

@@ -310,6 +310,7 @@ export class PopService {
         maxTotalSeconds: this.maxTotalSeconds,
         delayedProcessing: target.delayedProcessing,
         windowBuffer: target.windowBuffer,
+        retryDelayMs: target.retryDelayMs,
       };
       // Nothing follows the claim but reads, so it commits in its own round trip.
       leased = !options.autoAck;
@@ -318,7 +319,10 @@ export class PopService {
         await unit.commitWith<ClaimedRow>(this.pops.claimStatement(tenantId, request)),
       );
       leased &&= claimed.length > 0;
-      if (claimed.length === 0 && (target.delayedProcessing > 0 || target.windowBuffer > 0)) {
+      if (
+        claimed.length === 0 &&
+        (target.delayedProcessing > 0 || target.windowBuffer > 0 || target.retryDelayMs > 0)
+      ) {
         dueInMs = await this.pops.nextDueInMs(tenantId, request, manager);
       }
       if (claimed.length > 0) {

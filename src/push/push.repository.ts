@@ -206,14 +206,15 @@ export class PushRepository {
 }
 
 /**
- * When the message just pushed may first be deleted by time alone: its queue's pending retention or eviction, as
- * retentionPolicy reads them (`defaultSeconds`: RETENTION_SECONDS; 0 or less turns a rule off); null when neither
+ * When the message just pushed may first be deleted by time alone: its queue's pending retention, eviction or ttl, as
+ * retentionPolicy reads them (`defaultSeconds`: RETENTION_SECONDS; 0 or less turns a rule off); null when none
  * applies. Completed retention waits for the groups: the job hears of it from the cursors that move.
  */
 function timeDue(defaultSeconds: number): string {
   const pending = `CASE WHEN q.retention_enabled IS DISTINCT FROM false
                         THEN NULLIF(GREATEST(COALESCE(q.retention_seconds, ${Math.trunc(defaultSeconds)}), 0), 0) END`;
-  return `now() + make_interval(secs => LEAST(${pending}, NULLIF(GREATEST(q.max_wait_time_seconds, 0), 0)))`;
+  return `now() + make_interval(secs => LEAST(${pending}, NULLIF(GREATEST(q.max_wait_time_seconds, 0), 0),
+                                            NULLIF(GREATEST(q.ttl_seconds, 0), 0)))`;
 }
 
 /**

@@ -13,6 +13,8 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
         leaseTime: sent.leaseTime,
         retryLimit: sent.retryLimit,
         deadLetterQueue: sent.deadLetterQueue,
+        dlqAfterMaxRetries: sent.dlqAfterMaxRetries,
+        retryDelay: sent.retryDelay,
         delayedProcessing: sent.delayedProcessing,
         windowBuffer: sent.windowBuffer,
         priority: sent.priority,

@@ -47,11 +47,11 @@ export class QueuesController {
     summary: 'Create a queue or change its options',
     description:
       'leaseTime (default leaseSeconds of a pop), retryLimit (failures redelivered before dead-lettering), ' +
-      'deadLetterQueue (false drops messages that use up their retries), delayedProcessing, windowBuffer, ' +
-      'priority and the retention options (docs/retention.md); namespace and task, beside options, group queues ' +
-      'for a discovery pop. Options not sent keep their value. An option the broker does not implement is ' +
-      "refused with a 400 naming it; encryptionEnabled, ttl and retryDelay, which Queen's client sends with " +
-      'every queue, are accepted at their default value only.',
+      'deadLetterQueue or dlqAfterMaxRetries (both false drops messages that use up their retries), retryDelay ' +
+      '(milliseconds before a nacked or expired batch is offered again), ttl (seconds a message may go unconsumed), ' +
+      'delayedProcessing, windowBuffer, priority and the retention options (docs/retention.md); namespace and task, ' +
+      'beside options, group queues for a discovery pop. Options not sent keep their value. An option the broker ' +
+      'does not implement is refused with a 400 naming it.',
   })
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })

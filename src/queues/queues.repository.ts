@@ -18,6 +18,8 @@ export interface QueueRecord {
   leaseTime: number;
   retryLimit: number;
   deadLetterQueue: boolean;
+  dlqAfterMaxRetries: boolean;
+  retryDelay: number;
   delayedProcessing: number;
   windowBuffer: number;
   priority: number;
@@ -66,6 +68,9 @@ export interface QueueSettings {
   leaseTime?: number;
   retryLimit?: number;
   deadLetterQueue?: boolean;
+  dlqAfterMaxRetries?: boolean;
+  /** Milliseconds. */
+  retryDelay?: number;
   delayedProcessing?: number;
   windowBuffer?: number;
   priority?: number;
@@ -128,6 +133,8 @@ interface QueueRow extends RetentionRow {
   lease_time: number;
   retry_limit: number;
   dead_letter_queue: boolean;
+  dlq_after_max_retries: boolean;
+  retry_delay_ms: number;
   delayed_processing: number;
   window_buffer: number;
   priority: number;
@@ -150,7 +157,8 @@ const NO_QUEUE_TOTALS: QueueTotals = {
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
 
-const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.delayed_processing,
+const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.dlq_after_max_retries,
+  q.retry_delay_ms, q.delayed_processing,
   q.window_buffer, q.priority, q.namespace, q.task, q.options, ${retentionColumns('q')},
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
@@ -382,6 +390,9 @@ export class QueuesRepository {
                 delayed_processing = COALESCE($6, delayed_processing),
                 window_buffer = COALESCE($8, window_buffer),
                 priority = COALESCE($9, priority),
+                dlq_after_max_retries = COALESCE($12, dlq_after_max_retries),
+                retry_delay_ms = COALESCE($13, retry_delay_ms),
+                ttl_seconds = CASE WHEN $7::jsonb ? 'ttl' THEN ($7::jsonb ->> 'ttl')::int ELSE ttl_seconds END,
                 namespace = CASE WHEN $10::text IS NULL THEN namespace ELSE NULLIF($10, '') END,
                 task = CASE WHEN $11::text IS NULL THEN task ELSE NULLIF($11, '') END,
                 retention_enabled = CASE WHEN $7::jsonb ? 'retentionEnabled'
@@ -413,6 +424,8 @@ export class QueuesRepository {
         settings.priority ?? null,
         settings.namespace ?? null,
         settings.task ?? null,
+        settings.dlqAfterMaxRetries ?? null,
+        settings.retryDelay ?? null,
       ],
     );
     return toQueue(rows[0]);
@@ -726,6 +739,8 @@ function toQueue(row: QueueRow): QueueRecord {
     leaseTime: row.lease_time,
     retryLimit: row.retry_limit,
     deadLetterQueue: row.dead_letter_queue,
+    dlqAfterMaxRetries: row.dlq_after_max_retries,
+    retryDelay: row.retry_delay_ms,
     delayedProcessing: row.delayed_processing,
     windowBuffer: row.window_buffer,
     priority: row.priority,

@@ -82,6 +82,8 @@ export class QueuesService {
     const inForce: Record<string, unknown> = {
       ...DEFAULT_ONLY_OPTIONS,
       ...optionsOf(queue, this.retentionDefaults),
+      dlqAfterMaxRetries: queue.dlqAfterMaxRetries,
+      retryDelay: queue.retryDelay,
       delayedProcessing: queue.delayedProcessing,
       windowBuffer: queue.windowBuffer,
       priority: queue.priority,
@@ -212,15 +214,18 @@ function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<stri
   const retention = Object.fromEntries(
     Object.entries(inForce).filter(([name]) => queue.retention[name as keyof StoredRetention] !== null),
   );
+  // Stored before the options they name were in force: the columns win.
   return {
+    ...queue.extraOptions,
     leaseTime: queue.leaseTime,
     retryLimit: queue.retryLimit,
     deadLetterQueue: queue.deadLetterQueue,
+    ...(queue.dlqAfterMaxRetries ? { dlqAfterMaxRetries: true } : {}),
+    ...(queue.retryDelay > 0 ? { retryDelay: queue.retryDelay } : {}),
     ...(queue.delayedProcessing > 0 ? { delayedProcessing: queue.delayedProcessing } : {}),
     ...(queue.windowBuffer > 0 ? { windowBuffer: queue.windowBuffer } : {}),
     ...(queue.priority !== 0 ? { priority: queue.priority } : {}),
     ...retention,
-    ...queue.extraOptions,
   };
 }
 

@@ -33,6 +33,15 @@ describe('shortenedRetentionProblem', () => {
     );
   });
 
+  it('takes ttl as a rule of its own: setting it, or shortening it, is sooner; the same value is not', () => {
+    expect(problem(stored(), { ttl: 3_600 })).toBe(
+      'options.ttl: expiring unconsumed messages sooner than the value in force (never) needs the admin role',
+    );
+    expect(problem(stored({ ttl: 3_600 }), { ttl: 60 })).toMatch(/^options\.ttl: .*\(3600 s\)/);
+    expect(problem(stored({ ttl: 3_600 }), { ttl: 3_600 })).toBeUndefined();
+    expect(problem(stored({ ttl: 3_600 }), { ttl: 0 })).toBeUndefined();
+  });
+
   it('takes null as the broker default it stands for: back from a longer value is sooner', () => {
     expect(problem(stored({ completedRetentionSeconds: 7_200 }), { completedRetentionSeconds: null })).toMatch(
       /^options\.completedRetentionSeconds: .*\(7200 s\)/,

@@ -1,7 +1,7 @@
 import { RetentionDefaults, retentionPolicy, RetentionPolicy, StoredRetention } from '../retention/retention-policy';
 import { RETENTION_OPTIONS, RetentionOption, RetentionSettings } from './dto/configure-request.dto';
 
-type DeletingRule = 'completedSeconds' | 'pendingSeconds' | 'maxWaitSeconds' | 'deadLetterSeconds';
+type DeletingRule = 'completedSeconds' | 'pendingSeconds' | 'maxWaitSeconds' | 'ttlSeconds' | 'deadLetterSeconds';
 
 /**
  * The rules that delete or evict stored messages, each with the options that set it. maxSize deletes nothing (a push
@@ -11,6 +11,7 @@ const DELETING_RULES: ReadonlyArray<{ rule: DeletingRule; options: readonly Rete
   { rule: 'completedSeconds', options: ['completedRetentionSeconds'], doing: 'deleting consumed messages' },
   { rule: 'pendingSeconds', options: ['retentionSeconds', 'retentionEnabled'], doing: 'deleting unconsumed messages' },
   { rule: 'maxWaitSeconds', options: ['maxWaitTimeSeconds'], doing: 'evicting waiting messages' },
+  { rule: 'ttlSeconds', options: ['ttl'], doing: 'expiring unconsumed messages' },
   { rule: 'deadLetterSeconds', options: ['dlqRetentionSeconds'], doing: 'deleting dead letters' },
 ];
 
@@ -66,4 +67,5 @@ export const NOTHING_SET: StoredRetention = {
   maxWaitTimeSeconds: null,
   maxSize: null,
   dlqRetentionSeconds: null,
+  ttl: null,
 };

@@ -8,6 +8,7 @@ export interface StoredRetention {
   maxWaitTimeSeconds: number | null;
   maxSize: number | null;
   dlqRetentionSeconds: number | null;
+  ttl: number | null;
 }
 
 /** The columns of `queues` that hold its StoredRetention. */
@@ -18,6 +19,7 @@ export interface RetentionRow {
   max_wait_time_seconds: number | null;
   max_size: number | null;
   dlq_retention_seconds: number | null;
+  ttl_seconds: number | null;
 }
 
 /** Typed against RetentionRow, so a column added there and not here does not compile. */
@@ -28,6 +30,7 @@ const RETENTION_COLUMNS: Record<keyof RetentionRow, true> = {
   max_wait_time_seconds: true,
   max_size: true,
   dlq_retention_seconds: true,
+  ttl_seconds: true,
 };
 
 export const retentionColumns = (alias: string): string =>
@@ -43,6 +46,7 @@ export function storedRetentionOf(row: RetentionRow): StoredRetention {
     maxWaitTimeSeconds: row.max_wait_time_seconds,
     maxSize: row.max_size,
     dlqRetentionSeconds: row.dlq_retention_seconds,
+    ttl: row.ttl_seconds,
   };
 }
 
@@ -60,6 +64,8 @@ export interface RetentionPolicy {
   pendingSeconds: number | null;
   /** Evict a message waiting longer than this for some group: dead-letter it for that group, then remove it. */
   maxWaitSeconds: number | null;
+  /** Queen's name for the same eviction; the shorter of the two is in force (evictAfterSeconds). */
+  ttlSeconds: number | null;
   /** Most messages not yet consumed by the slowest group; pushes past it fail per item. */
   maxSize: number | null;
   deadLetterSeconds: number | null;
@@ -79,9 +85,16 @@ export function retentionPolicy(stored: StoredRetention, defaults: RetentionDefa
     pendingSeconds:
       stored.retentionEnabled === false ? null : positive(stored.retentionSeconds ?? defaults.pendingSeconds),
     maxWaitSeconds: positive(stored.maxWaitTimeSeconds),
+    ttlSeconds: positive(stored.ttl),
     maxSize: positive(stored.maxSize),
     deadLetterSeconds: positive(stored.dlqRetentionSeconds ?? defaults.deadLetterSeconds),
   };
+}
+
+/** When a message waiting for a group is evicted: the shorter of maxWaitTimeSeconds and ttl; null for never. */
+export function evictAfterSeconds(policy: RetentionPolicy): number | null {
+  const limits = [policy.maxWaitSeconds, policy.ttlSeconds].filter((seconds): seconds is number => seconds !== null);
+  return limits.length === 0 ? null : Math.min(...limits);
 }
 
 export function retentionOptionsInForce(policy: RetentionPolicy): Record<keyof StoredRetention, number | boolean> {
@@ -92,5 +105,6 @@ export function retentionOptionsInForce(policy: RetentionPolicy): Record<keyof S
     maxWaitTimeSeconds: policy.maxWaitSeconds ?? 0,
     maxSize: policy.maxSize ?? 0,
     dlqRetentionSeconds: policy.deadLetterSeconds ?? 0,
+    ttl: policy.ttlSeconds ?? 0,
   };
 }

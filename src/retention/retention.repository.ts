@@ -382,7 +382,8 @@ export class RetentionRepository {
           ORDER BY d.due_at
           LIMIT $1
        )
-       SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue, ${retentionColumns('q')}
+       SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue OR q.dlq_after_max_retries AS dead_letter_queue,
+              ${retentionColumns('q')}
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
         ORDER BY c.due_at`,

@@ -3,7 +3,7 @@ import { APP_CONFIG, AppConfig, RetentionConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
-import { RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
+import { evictAfterSeconds, RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
 import { PartitionRules, RetentionRepository } from './retention.repository';
 import { TenantRotation } from './tenant-rotation';
 import { errorMessage } from '../common/error-message';
@@ -25,7 +25,7 @@ const RECHECK_BATCH = 5_000;
 const CUT_TARGET_MS = 250;
 /** How far past RETENTION_BATCH_SIZE a cut may grow. */
 const MAX_BATCH_GROWTH = 64;
-export const EVICTED = 'evicted: waited longer than maxWaitTimeSeconds';
+export const EVICTED = 'evicted: waited longer than the queue allows (maxWaitTimeSeconds or ttl)';
 
 /** A partition carries when it is next worth a look: a round's work grows with what to delete, not with queues. */
 @Injectable()
@@ -161,7 +161,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
           tenantId: partition.tenantId,
           partitionId: partition.partitionId,
           pendingSeconds: policy.pendingSeconds,
-          evictSeconds: policy.maxWaitSeconds,
+          evictSeconds: evictAfterSeconds(policy),
           completedSeconds: policy.completedSeconds,
           letters: partition.deadLetterQueue,
           graceSeconds: this.settings.emptyPartitionGraceSeconds,

@@ -16,6 +16,13 @@ const EDITABLE = [
     max: INT32_MAX,
   },
   {
+    key: 'retryDelay',
+    label: 'Retry delay (ms)',
+    hint: 'a nacked or expired batch waits this long before it is offered again',
+    min: 0,
+    max: INT32_MAX,
+  },
+  {
     key: 'delayedProcessing',
     label: 'Delayed processing (s)',
     hint: 'a message is handed out this long after its push',

@@ -69,6 +69,10 @@ export class ConsumerEntity {
   @Column({ name: 'delivery_attempt', type: 'integer', default: 0 })
   deliveryAttempt: number;
 
+  /** After a nack on a queue with a retryDelay: not claimed again before this instant. */
+  @Column({ name: 'retry_at', type: 'timestamptz', nullable: true })
+  retryAt: Date | null;
+
   /** Work may be waiting here: set by pushes, cleared only under the partition's share lock (src/common/cursor-ready.ts). */
   @Column({ name: 'ready', type: 'boolean', default: true })
   ready: boolean;

@@ -50,6 +50,18 @@ export class QueueEntity {
   @Column({ name: 'dlq_retention_seconds', type: 'integer', nullable: true })
   dlqRetentionSeconds: number | null;
 
+  /** Seconds a message may go unconsumed (Queen's ttl); evicted as maxWaitTimeSeconds evicts. */
+  @Column({ name: 'ttl_seconds', type: 'integer', nullable: true })
+  ttlSeconds: number | null;
+
+  /** Dead letters are kept when this or deadLetterQueue is on: Queen documents the two as alternatives. */
+  @Column({ name: 'dlq_after_max_retries', type: 'boolean', default: false })
+  dlqAfterMaxRetries: boolean;
+
+  /** Milliseconds after a nack or an expired lease before the partition is offered to that group again. */
+  @Column({ name: 'retry_delay_ms', type: 'integer', default: 0 })
+  retryDelayMs: number;
+
   /** Seconds after its push before a message can be popped. */
   @Column({ name: 'delayed_processing', type: 'integer', default: 0 })
   delayedProcessing: number;

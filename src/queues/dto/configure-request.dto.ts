@@ -43,6 +43,27 @@ export class QueueOptionsDto {
   deadLetterQueue?: boolean;
 
   @ApiPropertyOptional({
+    default: false,
+    description:
+      "Queen's name for keeping the messages that use up their retries as dead letters: they are kept when this or " +
+      'deadLetterQueue is true, dropped when both are false',
+  })
+  @IsTrueOrFalse()
+  dlqAfterMaxRetries?: boolean;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    default: 0,
+    description:
+      'Milliseconds after a nack (failed or retry) or an expired lease before the partition is offered to that ' +
+      'consumer group again, so a failing message is not retried at once; a poll parked meanwhile gets it when the ' +
+      'delay has passed',
+  })
+  @IsIntegerBetween(0, INT32_MAX)
+  retryDelay?: number;
+
+  @ApiPropertyOptional({
     type: 'integer',
     minimum: 0,
     default: 0,
@@ -120,6 +141,18 @@ export class QueueOptionsDto {
     minimum: 0,
     nullable: true,
     description:
+      "Queen's time to live, in seconds from the push: a message a consumer group has not consumed by then leaves " +
+      'the queue as maxWaitTimeSeconds evicts it (a dead letter for that group when the queue keeps them), counted ' +
+      'in leasehold_retention_deleted_total{reason="evicted"}. With both set, the shorter applies. 0 or null: none.',
+  })
+  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  ttl?: number | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    nullable: true,
+    description:
       'Most messages the queue may hold that its slowest consumer group has not consumed; a push past it ' +
       'stores what fits and answers the rest `failed` with error `queue is full`. 0 or null: no limit.',
   })
@@ -146,6 +179,7 @@ export const RETENTION_OPTIONS = [
   'maxWaitTimeSeconds',
   'maxSize',
   'dlqRetentionSeconds',
+  'ttl',
 ] as const;
 
 export type RetentionOption = (typeof RETENTION_OPTIONS)[number];
@@ -154,8 +188,6 @@ export type RetentionSettings = Partial<Record<RetentionOption, number | boolean
 /** Accepted only at the value that leaves them off: Queen's client sends every option with its default. */
 export const DEFAULT_ONLY_OPTIONS: Readonly<Record<string, unknown>> = {
   encryptionEnabled: false,
-  ttl: 3600,
-  retryDelay: 1000,
 };
 
 const PRINTABLE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;

@@ -37,7 +37,9 @@ export class QueueSummaryDto {
     type: 'object',
     additionalProperties: true,
     example: { leaseTime: 60, retryLimit: 3, deadLetterQueue: true },
-    description: 'leaseTime, retryLimit, deadLetterQueue, then any stored unknown options',
+    description:
+      'Any stored options from before they were refused, then leaseTime, retryLimit, deadLetterQueue and each other ' +
+      'option once set, with the value in force',
   })
   options: Record<string, unknown>;
 
@@ -52,6 +54,7 @@ export class QueueSummaryDto {
       maxWaitTimeSeconds: 0,
       maxSize: 0,
       dlqRetentionSeconds: 1209600,
+      ttl: 0,
     },
   })
   retention: Record<string, number | boolean>;
