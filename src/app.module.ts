@@ -20,6 +20,7 @@ import { PushModule } from './push/push.module';
 import { QueuesModule } from './queues/queues.module';
 import { RetentionModule } from './retention/retention.module';
 import { TransactionModule } from './transaction/transaction.module';
+import { StreamsModule } from './streams/streams.module';
 
 @Module({
   imports: [
@@ -37,6 +38,7 @@ import { TransactionModule } from './transaction/transaction.module';
     PopModule,
     AckModule,
     TransactionModule,
+    StreamsModule,
     QueuesModule,
     DlqModule,
     ConsumerGroupsModule,

@@ -339,6 +339,9 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       'POST /api/v1/system/maintenance',
       'POST /api/v1/system/maintenance/pop',
       'POST /api/v1/transaction',
+      'POST /streams/v1/cycle',
+      'POST /streams/v1/queries',
+      'POST /streams/v1/state/get',
     ]);
     for (const [name, operation] of withBody) {
       expect([name, errorExamples(operation, '413')[0]]).toEqual([name, PAYLOAD_TOO_LARGE]);

@@ -20,6 +20,8 @@ const DISTRIBUTED_TABLES = [
   'queue_stored',
   'queues',
   'retention_rechecks',
+  'stream_queries',
+  'stream_state',
   'tenant_usage',
 ];
 

@@ -142,6 +142,30 @@ const ROUTE_TABLE: RouteRow[] = [
     }),
   },
   {
+    route: 'POST /streams/v1/queries',
+    level: 'read-write',
+    request: (queue) => ({
+      path: '/streams/v1/queries',
+      body: { name: `probe-${queue}`, source_queue: queue, config_hash: 'probe' },
+    }),
+  },
+  { route: 'GET /streams/v1/queries', level: 'read-only', request: () => ({ path: '/streams/v1/queries' }) },
+  {
+    route: 'DELETE /streams/v1/queries/:name',
+    level: 'admin',
+    request: () => ({ path: '/streams/v1/queries/probe' }),
+  },
+  {
+    route: 'POST /streams/v1/cycle',
+    level: 'read-write',
+    request: () => ({ path: '/streams/v1/cycle', body: { query_id: uuidv7(), partition_id: uuidv7() } }),
+  },
+  {
+    route: 'POST /streams/v1/state/get',
+    level: 'read-write',
+    request: () => ({ path: '/streams/v1/state/get', body: { query_id: uuidv7(), partition_id: uuidv7() } }),
+  },
+  {
     route: 'POST /api/v1/configure',
     level: 'read-write',
     request: (queue) => ({ path: '/api/v1/configure', body: { queue, options: { leaseTime: 30 } } }),

@@ -180,8 +180,12 @@ export function compileDtoCheck(type: DtoClass): Check {
   return check;
 }
 
-export function IsArrayOf(item: () => DtoClass, options: { max: number; noun: string }): PropertyDecorator {
+export function IsArrayOf(
+  item: () => DtoClass,
+  options: { max: number; noun: string; optional?: boolean },
+): PropertyDecorator {
   return contractRule('isArrayOf', (value) => {
+    if (options.optional && (value === undefined || value === null)) return undefined;
     if (!Array.isArray(value)) return 'must be an array';
     if (value.length > options.max) return `may hold at most ${options.max} ${options.noun}`;
     const type = item();

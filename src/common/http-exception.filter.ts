@@ -3,6 +3,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logge
 import type { Request, Response } from 'express';
 import { answeredDatabaseFailure } from '../logging/request-log';
 import { DatabaseFailureException, databaseFailureOf, databaseFailureText } from './database-errors';
+import { AnswerException } from './answer-exception';
 import { MethodNotAllowedException } from './method-not-allowed.exception';
 import { requestIdOf } from './request-id.middleware';
 import { RetryLaterException } from './retry-later.exception';
@@ -31,7 +32,7 @@ export class HttpExceptionFilter implements ExceptionFilter {
     if (exception instanceof RetryLaterException) {
       response.setHeader('Retry-After', String(exception.retryAfterSeconds));
     }
-    response.status(status).json({ error: message });
+    response.status(status).json(exception instanceof AnswerException ? exception.body : { error: message });
   }
 
   private describe(exception: unknown, request: Request, response: Response): [number, string] {

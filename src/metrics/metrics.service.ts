@@ -39,6 +39,7 @@ export class MetricsService {
   readonly poppedMessages: Counter<string>;
   readonly acks: Counter<'status' | 'outcome'>;
   readonly transactions: Counter<'outcome'>;
+  readonly streamCycles: Counter<'outcome'>;
   readonly pops: Counter<'outcome'>;
   readonly quotaRefusals: Counter<'quota'>;
   readonly retentionDeleted: Counter<'reason'>;
@@ -154,6 +155,14 @@ export class MetricsService {
       help:
         'Transactions (POST /api/v1/transaction), by outcome: committed, or the reason it was rolled back ' +
         '(bad_request, ack_rejected, lease_lost, duplicate, payload_too_large, db_error).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.streamCycles = new Counter({
+      name: 'leasehold_stream_cycles_total',
+      help:
+        'Stream cycles (POST /streams/v1/cycle), by outcome: committed, or the reason it was refused (lease_lost, ' +
+        'ack_rejected, queue_full, db_error).',
       labelNames: ['outcome'],
       registers,
     });

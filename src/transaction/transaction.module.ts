@@ -10,5 +10,6 @@ import { TransactionService } from './transaction.service';
   imports: [WakeupModule, PushModule, AckModule],
   controllers: [TransactionController],
   providers: [TransactionService, TransactionRepository],
+  exports: [TransactionRepository],
 })
 export class TransactionModule {}

@@ -10,6 +10,8 @@ import { RetentionRecheckEntity } from './retention-recheck.entity';
 import { TenantUsageEntity } from './tenant-usage.entity';
 import { GroupLagEntity } from './group-lag.entity';
 import { QueueStoredEntity } from './queue-stored.entity';
+import { StreamQueryEntity } from './stream-query.entity';
+import { StreamStateEntity } from './stream-state.entity';
 
 export const ENTITIES = [
   QueueEntity,
@@ -24,4 +26,6 @@ export const ENTITIES = [
   GroupLagEntity,
   QueueStoredEntity,
   RetentionRecheckEntity,
+  StreamQueryEntity,
+  StreamStateEntity,
 ];

@@ -1,0 +1,230 @@
+import { HttpStatus, Injectable, Logger, NotFoundException } from '@nestjs/common';
+import { AnswerException } from '../common/answer-exception';
+import { QueryFailedError } from 'typeorm';
+import { AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
+import { databaseFailureOf } from '../common/database-errors';
+import { TransactionRunner } from '../database/transaction-runner';
+import { TenantQuotas } from '../limits/tenant-quotas';
+import { TenantRates } from '../limits/tenant-rates';
+import { MaintenanceService } from '../maintenance/maintenance.service';
+import { MetricsService } from '../metrics/metrics.service';
+import { PushService, QUEUE_FULL } from '../push/push.service';
+import { QueuesRepository } from '../queues/queues.repository';
+import { TransactionRepository } from '../transaction/transaction.repository';
+import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
+import { CycleCommand } from './cycle-request.pipe';
+import { CycleRefusalDto, CycleResponseDto } from './dto/cycle.dto';
+import { RegisterQueryDto, RegisterQueryResponseDto, StreamQueryListDto } from './dto/register-query.dto';
+import { MAX_STATE_ROWS, StateGetDto, StateGetResponseDto } from './dto/state-get.dto';
+import { StreamsRepository } from './streams.repository';
+
+export const QUERY_NOT_FOUND = 'stream query not found';
+export const DB_ERROR_TEXT = 'the database rolled the cycle back; nothing applied';
+
+type Refusal = Pick<CycleRefusalDto, 'reason' | 'error'>;
+
+/** Thrown inside the unit of work to roll it back with the answer's reason. */
+class CycleRefused extends Error {
+  constructor(readonly refusal: Refusal) {
+    super(refusal.error);
+  }
+}
+
+/**
+ * The server side of Queen's streaming SDK. A cycle is a transaction of one ack, its sink pushes and its state
+ * writes, on the path the transaction route takes: the same locks in the same order, the same fencing of the source
+ * lease by the database clock at commit, and one statement for the state.
+ */
+@Injectable()
+export class StreamsService {
+  private readonly logger = new Logger('Streams');
+
+  constructor(
+    private readonly maintenance: MaintenanceService,
+    private readonly runner: TransactionRunner,
+    private readonly writes: Writes,
+    private readonly streams: StreamsRepository,
+    private readonly queues: QueuesRepository,
+    private readonly quotas: TenantQuotas,
+    private readonly pushes: PushService,
+    private readonly acks: AckService,
+    private readonly leases: TransactionRepository,
+    private readonly metrics: MetricsService,
+    private readonly rates: TenantRates,
+  ) {}
+
+  /** Idempotent by name; another config_hash is refused (409) unless reset is asked, which deletes the state. */
+  async register(tenantId: string, request: RegisterQueryDto): Promise<RegisterQueryResponseDto> {
+    const sinkQueue = request.sink_queue ?? null;
+    const reset = request.reset ?? false;
+    return this.runner.run(tenantId, async (manager) => {
+      let source = await this.queues.find(tenantId, request.source_queue, manager);
+      if (!source) {
+        const { created } = await this.queues.upsert(tenantId, request.source_queue, manager);
+        await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
+        source = (await this.queues.find(tenantId, request.source_queue, manager))!;
+      }
+      const queueId = source.id;
+      const { query, fresh } = await this.streams.registerByName(
+        tenantId,
+        request.name,
+        queueId,
+        sinkQueue,
+        request.config_hash,
+        manager,
+      );
+      const changed = !fresh && query.configHash !== request.config_hash;
+      if (changed && !reset) {
+        throw new AnswerException(HttpStatus.CONFLICT, {
+          success: false,
+          query_id: query.id,
+          name: request.name,
+          error:
+            `config_hash mismatch: the operator chain of query '${request.name}' changed. Register with ` +
+            'reset: true to delete its state, or use another name.',
+        });
+      }
+      if (!fresh) {
+        await this.streams.update(tenantId, query.id, queueId, sinkQueue, request.config_hash, changed, manager);
+      }
+      return {
+        success: true,
+        query_id: query.id,
+        name: request.name,
+        config_hash: request.config_hash,
+        fresh,
+        reset: changed,
+      };
+    });
+  }
+
+  async list(tenantId: string): Promise<StreamQueryListDto> {
+    return { queries: await this.runner.run(tenantId, (manager) => this.streams.list(tenantId, manager)) };
+  }
+
+  async delete(tenantId: string, name: string): Promise<void> {
+    const deleted = await this.runner.run(tenantId, (manager) => this.streams.delete(tenantId, name, manager));
+    if (!deleted) throw new NotFoundException({ error: QUERY_NOT_FOUND });
+  }
+
+  async state(tenantId: string, request: StateGetDto): Promise<StateGetResponseDto> {
+    const rows = await this.runner.run(tenantId, (manager) =>
+      this.streams.state(
+        tenantId,
+        request.query_id.toLowerCase(),
+        request.partition_id.toLowerCase(),
+        {
+          keys: request.keys ?? [],
+          keyPrefix: request.key_prefix || undefined,
+          ripeAtOrBefore: request.ripe_at_or_before ?? undefined,
+        },
+        MAX_STATE_ROWS + 1,
+        manager,
+      ),
+    );
+    if (rows === undefined) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND, rows: [] });
+    return { success: true, rows: rows.slice(0, MAX_STATE_ROWS), truncated: rows.length > MAX_STATE_ROWS };
+  }
+
+  /** All or nothing; a refusal is a 409 with its reason (404 for an unknown query), and nothing changed. */
+  async cycle(tenantId: string, producerSub: string | undefined, command: CycleCommand): Promise<CycleResponseDto> {
+    if (command.pushItems.length > 0) this.maintenance.assertPushesAllowed(tenantId);
+    if (command.ack) this.rates.charge(tenantId, 'consume', 1);
+    try {
+      const response = await this.writes.run(tenantId, (unit) => this.apply(unit, producerSub ?? null, command));
+      this.metrics.streamCycles.inc({ outcome: 'committed' });
+      return response;
+    } catch (error) {
+      const refusal = this.refusalOf(error, command);
+      if (refusal === undefined) throw error;
+      this.metrics.streamCycles.inc({ outcome: refusal.reason });
+      throw new AnswerException(HttpStatus.CONFLICT, {
+        success: false,
+        query_id: command.queryId,
+        partition_id: command.partitionId,
+        ...refusal,
+      });
+    }
+  }
+
+  private refusalOf(error: unknown, command: CycleCommand): Refusal | undefined {
+    if (error instanceof CycleRefused) return error.refusal;
+    if (error instanceof QueryFailedError && databaseFailureOf(error) === undefined) {
+      const { code } = error.driverError as { code?: string };
+      // The database's text can quote what the caller sent: it goes to the log, the caller gets a fixed one.
+      this.logger.warn(`Cycle of query ${command.queryId} rolled back by the database: ${code ?? ''} ${error.message}`);
+      return { reason: 'db_error', error: DB_ERROR_TEXT };
+    }
+    return undefined;
+  }
+
+  /**
+   * Locks as a transaction does (the acked cursor first, then the query, then the pushes' partitions), applies the
+   * ack, the state and the pushes, and checks the source lease once more by the database clock before the COMMIT.
+   */
+  private async apply(unit: UnitOfWork, producerSub: string | null, command: CycleCommand): Promise<CycleResponseDto> {
+    const { tenantId, manager } = unit;
+    const { ack } = command;
+    const required = ack?.leaseId !== undefined ? [ack.leaseId] : [];
+    const cursor = ack ? [{ partitionId: command.partitionId, consumerGroup: command.consumerGroup }] : [];
+    const liveAtStart = await this.leases.lock(tenantId, required, cursor, manager);
+
+    const found = await this.streams.lockForCycle(tenantId, command.queryId, command.partitionId, manager);
+    if (!found.query) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND });
+    if (!found.partition) {
+      throw new CycleRefused({
+        reason: 'ack_rejected',
+        error: `partition ${command.partitionId} is not a partition of the source queue ${found.sourceQueue}`,
+      });
+    }
+
+    const prepared = command.pushItems.length > 0 ? await this.pushes.prepare(unit, command.pushItems) : undefined;
+    let ackResult: CycleResponseDto['ack_result'] = null;
+    if (ack) {
+      const [result] = await this.acks.apply(unit, [ack], new TransactionAcks(new Set(required)));
+      if (!result.success) {
+        const lost = result.error === INVALID_LEASE;
+        throw new CycleRefused({ reason: lost ? 'lease_lost' : 'ack_rejected', error: `ack: ${result.error}` });
+      }
+      let released = result.leaseReleased;
+      if (command.releaseLease && ack.leaseId !== undefined && !released) {
+        const freed = await this.streams.releaseLease(
+          tenantId,
+          command.partitionId,
+          command.consumerGroup,
+          ack.leaseId,
+          manager,
+        );
+        if (freed) {
+          released = true;
+          if (freed.claimable > 0) {
+            unit.redeliver({
+              queue: found.sourceQueue!,
+              consumerGroup: command.consumerGroup,
+              partitions: new Map([[freed.partition, freed.claimable]]),
+            });
+          }
+        }
+      }
+      ackResult = { success: true, count: command.ackCount, lease_released: released, dlq: result.dlq };
+    }
+    await this.streams.applyState(tenantId, command.queryId, command.partitionId, command.stateOps, manager);
+    const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
+    const full = pushed.find((item) => item.status === 'failed');
+    if (full) {
+      throw new CycleRefused({ reason: 'queue_full', error: `push_items[${full.index}]: ${full.error ?? QUEUE_FULL}` });
+    }
+    if (required.length > 0) {
+      const lost = await this.leases.lost(tenantId, required, liveAtStart, manager);
+      if (lost.length > 0) throw new CycleRefused({ reason: 'lease_lost', error: 'ack: invalid or expired lease' });
+    }
+    return {
+      success: true,
+      query_id: command.queryId,
+      partition_id: command.partitionId,
+      state_ops_applied: command.stateOps.length,
+      push_results: pushed,
+      ack_result: ackResult,
+    };
+  }
+}
