@@ -10,6 +10,7 @@ import { AccessGuard } from './access.guard';
 import { JwtStrategy } from './jwt.strategy';
 import { Principal } from './principal';
 import { principalOf } from './principal.decorator';
+import { TokenVerifier } from './token-verifier';
 
 const SECRET = 'access-guard-spec-secret-of-thirty-two-bytes';
 const TENANT = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
@@ -44,7 +45,7 @@ function call(levels: { handler?: AccessLevel; controller?: AccessLevel }, heade
 function guardFor(env: Record<string, string>): AccessGuard {
   const config: AppConfig = loadConfig(env);
   // Registers the 'jwt' strategy with passport for this configuration.
-  new JwtStrategy(config);
+  new JwtStrategy(new TokenVerifier(config));
   return new AccessGuard(new Reflector(), config);
 }
 

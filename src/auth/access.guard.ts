@@ -16,6 +16,7 @@ import { RetryLaterException } from '../common/retry-later.exception';
 import { credentialProved } from '../http/fair-dispatch';
 import { AccessLevel, levelAllows } from './access-level';
 import { ACCESS_LEVEL_KEY } from './access.decorator';
+import { readClaim } from './claim-path';
 import { Principal, ROLES } from './principal';
 import { PRINCIPAL_KEY } from './principal.decorator';
 import { resolveTenant } from './tenant-resolution';
@@ -78,7 +79,10 @@ export class AccessGuard extends AuthGuard('jwt') {
     // RFC 6750: a 401 names the bearer scheme, with invalid_token when a token was sent but not accepted.
     const response = context.switchToHttp().getResponse<Response>();
     if (error instanceof HttpException) {
-      response.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
+      // An identity provider out of reach (503) says nothing about the token.
+      if (error instanceof UnauthorizedException) {
+        response.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
+      }
       throw error;
     }
     const text = describeTokenProblem(error ?? info);
@@ -92,16 +96,16 @@ export class AccessGuard extends AuthGuard('jwt') {
   private async authenticate(context: ExecutionContext, request: Request, level: AccessLevel): Promise<Principal> {
     await super.canActivate(context);
     const claims = request.user as TokenClaims;
-    const roles = rolesOf(claims);
+    const roles = rolesOf(claims, this.config.jwt.rolesClaim);
     if (!levelAllows(level, roles)) {
       throw new ForbiddenException({ error: INSUFFICIENT_PERMISSIONS });
     }
-    const claimName = this.config.jwt.tenantClaim;
-    if (this.config.jwt.requireTenant && !Object.hasOwn(claims, claimName)) {
+    const tenantClaim = readClaim(claims, this.config.jwt.tenantClaim);
+    if (this.config.jwt.requireTenant && tenantClaim === undefined) {
       throw new ForbiddenException({ error: TOKEN_WITHOUT_TENANT });
     }
     const tenantId = resolveTenant({
-      claim: Object.hasOwn(claims, claimName) ? { value: claims[claimName] } : undefined,
+      claim: tenantClaim,
       header: this.headerTenant(request),
       defaultTenantId: this.config.defaultTenantId,
     });

@@ -9,6 +9,7 @@ import { RATE_WINDOW_MS } from '../limits/route-class.decorator';
 import { TenantThrottlerGuard } from '../limits/tenant-throttler.guard';
 import { AccessGuard } from './access.guard';
 import { JwtStrategy } from './jwt.strategy';
+import { TokenVerifier } from './token-verifier';
 import { WhoAmIController } from './whoami.controller';
 
 const reflector = new Reflector();
@@ -39,6 +40,7 @@ const reflector = new Reflector();
   controllers: [WhoAmIController],
   // Global guards run in this order: who the caller is (and its tenant), then its tenant's rate.
   providers: [
+    TokenVerifier,
     JwtStrategy,
     { provide: APP_GUARD, useClass: AccessGuard },
     { provide: APP_GUARD, useClass: TenantThrottlerGuard },

@@ -6,6 +6,7 @@ import { decode, verify } from 'jsonwebtoken';
 import { JwtConfig } from '../config/app-config';
 import { loadConfig } from '../config/load-config';
 import { MintTokenError, mintToken, parseMintTokenArgs, MintTokenRequest } from './token-minting';
+import { TokenVerifier } from './token-verifier';
 
 const TENANT = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 const SECRET = 'token-minting-spec-secret-of-32-bytes!';
@@ -207,6 +208,49 @@ describe('mintToken', () => {
       expect(mintError({ ...request, keyFile: join(folder, 'missing.pem') }, rs256())).toMatch(
         /cannot read --key .*missing\.pem: ENOENT/,
       );
+    });
+  });
+
+  describe('other public-key algorithms', () => {
+    const pairOf = (type: 'ec' | 'ed25519') =>
+      generateKeyPairSync(type as 'ec', {
+        namedCurve: 'P-256',
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+        privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      });
+    const configFor = (algorithm: string, pair: { publicKey: string; privateKey: string }) =>
+      loadConfig({
+        JWT_ENABLED: 'true',
+        JWT_ALGORITHM: algorithm,
+        JWT_PUBLIC_KEY: pair.publicKey,
+        JWT_PRIVATE_KEY: pair.privateKey,
+        JWT_ISSUER: 'https://issuer.example.com/',
+      });
+
+    it.each(['ES256', 'EdDSA'])('signs %s with JWT_PRIVATE_KEY, accepted by the broker', async (algorithm) => {
+      const config = configFor(algorithm, pairOf(algorithm === 'EdDSA' ? 'ed25519' : 'ec'));
+      const minted = mintToken({ ...request, subject: 'worker' }, config.jwt);
+
+      await expect(new TokenVerifier(config).verify(minted.token)).resolves.toMatchObject({
+        role: 'read-write',
+        tenant: TENANT,
+        sub: 'worker',
+        iss: 'https://issuer.example.com/',
+      });
+    });
+
+    it('refuses a private key of another type than the algorithm needs', () => {
+      const jwt = configFor('EdDSA', pairOf('ed25519')).jwt;
+
+      expect(mintError(request, { ...jwt, privateKey: pairOf('ec').privateKey })).toMatch(
+        /JWT_PRIVATE_KEY must be an Ed25519 or Ed448 private key, got ec/,
+      );
+    });
+
+    it('refuses with a key set: the identity provider issues the tokens', () => {
+      const { jwt } = loadConfig({ JWT_ENABLED: 'true', JWT_JWKS_URL: 'https://auth.example.com/certs' });
+
+      expect(mintError(request, jwt)).toMatch(/JWT_JWKS_URL is set/);
     });
   });
 });

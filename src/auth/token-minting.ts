@@ -1,22 +1,24 @@
-import { createPrivateKey, createPublicKey, KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, KeyObject, sign as signBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { sign, SignOptions } from 'jsonwebtoken';
+import { Algorithm, sign, SignOptions } from 'jsonwebtoken';
 import { isUuid } from '../common/uuid';
 import { JwtConfig } from '../config/app-config';
+import { isHmac, keyMismatch } from '../config/jwt-algorithms';
 import { Role, ROLES } from './principal';
 
 export const MINT_TOKEN_USAGE = `Usage: npm run token -- --role <role> --tenant <uuid> [--ttl 1h] [--sub <subject>] [--key <pem file>]
 
 Prints a bearer token signed with the broker's configured key (JWT_ALGORITHM,
-JWT_SECRET; for RS* a private key from --key or JWT_PRIVATE_KEY), carrying
-JWT_ISSUER and JWT_AUDIENCE when they are set.
+JWT_SECRET; for RS*, PS*, ES* and EdDSA a private key from --key or
+JWT_PRIVATE_KEY), carrying JWT_ISSUER and JWT_AUDIENCE when they are set.
+With JWT_JWKS_URL the identity provider issues the tokens, not this command.
 
   --role    read-only | write-only | read-write | admin; repeat it or give a comma list
   --tenant  the tenant's UUID (the default tenant is 00000000-0000-0000-0000-000000000001)
   --ttl     lifetime such as 90s, 30m, 1h, 7d (default 1h, at most 365d)
   --sub     subject (sub claim), e.g. the service or person the token is for
-  --key     PEM private key file for RS256/RS384/RS512 (overrides JWT_PRIVATE_KEY)`;
+  --key     PEM private key file for a public-key algorithm (overrides JWT_PRIVATE_KEY)`;
 
 const TTL_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
 const MAX_TTL_SECONDS = 365 * 86_400;
@@ -96,16 +98,35 @@ export function mintToken(request: MintTokenRequest, jwt: JwtConfig, now: Date =
     ...(request.roles.length === 1 ? { role: request.roles[0] } : { roles: request.roles }),
     [jwt.tenantClaim]: request.tenant,
   };
-  const options: SignOptions = {
-    algorithm: jwt.algorithm,
-    expiresIn: request.ttlSeconds,
-    ...(request.subject !== undefined ? { subject: request.subject } : {}),
-    ...(jwt.issuer !== undefined ? { issuer: jwt.issuer } : {}),
-    ...(jwt.audience !== undefined ? { audience: jwt.audience } : {}),
-  };
   const issuedAt = Math.floor(now.getTime() / 1000);
-  const token = sign({ ...claims, iat: issuedAt }, key, options);
+  const token =
+    jwt.algorithm === 'EdDSA'
+      ? signEdDsa({ ...claims, ...standardClaims(request, jwt, issuedAt) }, key as KeyObject)
+      : sign({ ...claims, iat: issuedAt }, key, {
+          algorithm: jwt.algorithm as Algorithm,
+          expiresIn: request.ttlSeconds,
+          ...(request.subject !== undefined ? { subject: request.subject } : {}),
+          ...(jwt.issuer !== undefined ? { issuer: jwt.issuer } : {}),
+          ...(jwt.audience !== undefined ? { audience: jwt.audience } : {}),
+        } satisfies SignOptions);
   return { token, claims, expiresAt: new Date((issuedAt + request.ttlSeconds) * 1000), warnings };
+}
+
+/** What jsonwebtoken's sign options add, for the one algorithm it cannot sign. */
+function standardClaims(request: MintTokenRequest, jwt: JwtConfig, issuedAt: number): Record<string, unknown> {
+  return {
+    iat: issuedAt,
+    exp: issuedAt + request.ttlSeconds,
+    ...(jwt.audience !== undefined ? { aud: jwt.audience } : {}),
+    ...(jwt.issuer !== undefined ? { iss: jwt.issuer } : {}),
+    ...(request.subject !== undefined ? { sub: request.subject } : {}),
+  };
+}
+
+function signEdDsa(payload: Record<string, unknown>, key: KeyObject): string {
+  const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signingInput = `${encode({ alg: 'EdDSA', typ: 'JWT' })}.${encode(payload)}`;
+  return `${signingInput}.${signBytes(null, Buffer.from(signingInput), key).toString('base64url')}`;
 }
 
 function parseRoles(values: string[]): Role[] {
@@ -137,9 +158,16 @@ function parseTtl(value: string): number {
 }
 
 function signingKey(request: MintTokenRequest, jwt: JwtConfig): string | KeyObject {
-  if (jwt.algorithm.startsWith('HS')) {
+  if (jwt.jwks !== undefined) {
+    throw new MintTokenError(
+      'JWT_JWKS_URL is set: the broker accepts only tokens signed with the identity provider keys; get them there',
+    );
+  }
+  if (isHmac(jwt.algorithm)) {
     if (request.keyFile !== undefined) {
-      throw new MintTokenError(`--key is for RS* algorithms; JWT_ALGORITHM=${jwt.algorithm} signs with JWT_SECRET`);
+      throw new MintTokenError(
+        `--key is for RS* algorithms (and PS*, ES*, EdDSA); JWT_ALGORITHM=${jwt.algorithm} signs with JWT_SECRET`,
+      );
     }
     if (!jwt.secret) {
       throw new MintTokenError(`JWT_SECRET is not set; JWT_ALGORITHM=${jwt.algorithm} signs with the broker's secret`);
@@ -159,8 +187,9 @@ function signingKey(request: MintTokenRequest, jwt: JwtConfig): string | KeyObje
   } catch {
     throw new MintTokenError(`${source} is not a PEM private key`);
   }
-  if (privateKey.asymmetricKeyType !== 'rsa') {
-    throw new MintTokenError(`${source} must be an RSA private key for ${jwt.algorithm}`);
+  const mismatch = keyMismatch(createPublicKey(privateKey), jwt.algorithm);
+  if (mismatch !== undefined) {
+    throw new MintTokenError(`${source} ${mismatch.replace(' key', ' private key')}`);
   }
   // A token the broker cannot verify is worse than no token: catch a key mix-up here.
   if (jwt.publicKey && !samePublicKey(privateKey, jwt.publicKey)) {

@@ -1,4 +1,5 @@
 import { JsonWebTokenError, NotBeforeError, TokenExpiredError } from 'jsonwebtoken';
+import { SigningKeyNotFoundError } from './jwks-key-set';
 import { describeTokenProblem } from './token-problem';
 
 describe('describeTokenProblem', () => {
@@ -18,6 +19,13 @@ describe('describeTokenProblem', () => {
     ['garbage', new JsonWebTokenError('jwt malformed'), 'Invalid token: malformed'],
     ['an undecodable token', new JsonWebTokenError('invalid token'), 'Invalid token: malformed'],
     ['a non-numeric exp', new JsonWebTokenError('invalid exp value'), 'Invalid token: malformed'],
+    [
+      'an EC key of another curve',
+      new Error('"alg" parameter "ES256" requires curve "prime256v1".'),
+      'Invalid token: algorithm not accepted',
+    ],
+    ['no exp', new JsonWebTokenError('no expiry'), 'Invalid token: no expiry (exp)'],
+    ["a kid not in the provider's key set", new SigningKeyNotFoundError('x'), 'Invalid token: unknown signing key'],
   ])('describes %s', (_case, problem, text) => {
     expect(describeTokenProblem(problem)).toBe(text);
   });

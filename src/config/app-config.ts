@@ -1,4 +1,4 @@
-export type JwtAlgorithm = 'HS256' | 'HS384' | 'HS512' | 'RS256' | 'RS384' | 'RS512';
+import { JwtAlgorithm } from './jwt-algorithms';
 
 export interface DatabaseConfig {
   /** Unset means: run the embedded PostgreSQL in DATA_DIR. */
@@ -12,17 +12,35 @@ export interface DatabaseConfig {
   connectTimeoutMs: number;
 }
 
+/** Keys of an identity provider, fetched as a set and held between fetches. */
+export interface JwksConfig {
+  url: string;
+  /** How long a fetched set is used before it is fetched again (in the background: requests do not wait). */
+  cacheMs: number;
+  /** Least time between two fetches, however many unknown key ids arrive. */
+  refetchIntervalMs: number;
+  /** Longest a fetch may take, answer included. */
+  timeoutMs: number;
+}
+
 export interface JwtConfig {
   enabled: boolean;
+  /** What `npm run token` signs with; one of `algorithms`. */
   algorithm: JwtAlgorithm;
+  /** A token whose header names another algorithm is refused before any key is looked up. */
+  algorithms: JwtAlgorithm[];
   secret: string | undefined;
   publicKey: string | undefined;
+  jwks: JwksConfig | undefined;
   /** Only `npm run token` reads it (JWT_PRIVATE_KEY), to sign RS* tokens. */
   privateKey?: string;
   issuer: string | undefined;
   audience: string | undefined;
   clockToleranceSeconds: number;
+  /** A claim name, or a dotted path into nested claims (`org.id`). */
   tenantClaim: string;
+  /** Like tenantClaim; undefined reads `role` (a string) and `roles` (an array). */
+  rolesClaim: string | undefined;
   /** A token without the tenant claim is refused (403) instead of acting in the header's or the default tenant. */
   requireTenant: boolean;
 }

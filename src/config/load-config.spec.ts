@@ -291,6 +291,125 @@ describe('loadConfig', () => {
     });
   });
 
+  describe('accepted algorithms and identity providers', () => {
+    const JWKS_URL = 'https://auth.example.com/realms/main/protocol/openid-connect/certs';
+    const jwks = (env: Record<string, string> = {}) => ({ JWT_ENABLED: 'true', JWT_JWKS_URL: JWKS_URL, ...env });
+    const publicPem = (type: 'ec' | 'ed25519', namedCurve?: string) =>
+      generateKeyPairSync(type as 'ec', {
+        namedCurve: namedCurve ?? 'P-256',
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+        privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      }).publicKey;
+
+    it('accepts JWT_ALGORITHM alone by default, as before', () => {
+      expect(loadConfig({}).jwt).toMatchObject({ algorithm: 'HS256', algorithms: ['HS256'], jwks: undefined });
+    });
+
+    it('reads a key set with RS256 and the documented bounds by default', () => {
+      expect(loadConfig(jwks()).jwt).toMatchObject({
+        algorithm: 'RS256',
+        algorithms: ['RS256'],
+        jwks: { url: JWKS_URL, cacheMs: 600_000, refetchIntervalMs: 10_000, timeoutMs: 5_000 },
+      });
+    });
+
+    it('reads JWT_ALGORITHMS as an allow-list, whatever the case, without repeats', () => {
+      const { jwt } = loadConfig(jwks({ JWT_ALGORITHMS: 'rs256, ES256,eddsa,RS256' }));
+
+      expect(jwt.algorithms).toEqual(['RS256', 'ES256', 'EdDSA']);
+      expect(jwt.algorithm).toBe('RS256');
+    });
+
+    it.each([
+      [
+        'none',
+        { JWT_ALGORITHMS: 'RS256,none' },
+        /JWT_ALGORITHMS must be a comma list of HS256, .*EdDSA, got "RS256,none"/,
+      ],
+      ['an empty entry', { JWT_ALGORITHMS: 'RS256,,ES256' }, /JWT_ALGORITHMS must be a comma list/],
+      [
+        'HS256 with a key set',
+        { JWT_ALGORITHMS: 'RS256,HS256' },
+        /JWT_JWKS_URL takes public-key algorithms only, not HS256/,
+      ],
+      ['HS256 named alone with a key set', { JWT_ALGORITHM: 'HS256' }, /JWT_JWKS_URL takes public-key algorithms only/],
+      [
+        'JWT_ALGORITHM outside the list',
+        { JWT_ALGORITHM: 'ES256', JWT_ALGORITHMS: 'RS256' },
+        /JWT_ALGORITHM=ES256 must be one of JWT_ALGORITHMS/,
+      ],
+      [
+        'a static key beside the key set',
+        { JWT_PUBLIC_KEY: rsaPem(2048).publicKey },
+        /JWT_PUBLIC_KEY and JWT_JWKS_URL are both set/,
+      ],
+      [
+        'a URL of another scheme',
+        { JWT_JWKS_URL: 'ftp://auth.example.com/jwks' },
+        /JWT_JWKS_URL must start with https:\/\/ or http:\/\/, got "ftp:\/\/"/,
+      ],
+      ['something not a URL', { JWT_JWKS_URL: 'auth.example.com/jwks' }, /JWT_JWKS_URL must be a URL/],
+      [
+        'credentials in the URL',
+        { JWT_JWKS_URL: 'https://user:pw@auth.example.com/jwks' },
+        /JWT_JWKS_URL must not carry credentials/,
+      ],
+      [
+        'a timeout out of range',
+        { JWT_JWKS_TIMEOUT_MS: '0' },
+        /JWT_JWKS_TIMEOUT_MS must be an integer between 100 and 60000/,
+      ],
+    ])('stops the boot for %s', (_case, env, problem) => {
+      expect(() => loadConfig(jwks(env as Record<string, string>))).toThrow(problem);
+    });
+
+    it('refuses HMAC beside public-key algorithms without a key set too', () => {
+      expect(() => loadConfig({ JWT_ALGORITHMS: 'HS256,RS256' })).toThrow(
+        /must not mix HMAC \(HS256\) with public-key/,
+      );
+    });
+
+    it('takes plain http for a provider inside the network', () => {
+      expect(loadConfig(jwks({ JWT_JWKS_URL: 'http://keycloak:8080/certs' })).jwt.jwks?.url).toBe(
+        'http://keycloak:8080/certs',
+      );
+    });
+
+    it('accepts a static EC P-256 key for ES256 and an Ed25519 key for EdDSA', () => {
+      const es256 = { JWT_ENABLED: 'true', JWT_ALGORITHM: 'ES256', JWT_PUBLIC_KEY: publicPem('ec') };
+      const eddsa = { JWT_ENABLED: 'true', JWT_ALGORITHM: 'EdDSA', JWT_PUBLIC_KEY: publicPem('ed25519') };
+
+      expect(loadConfig(es256).jwt.algorithms).toEqual(['ES256']);
+      expect(loadConfig(eddsa).jwt.algorithms).toEqual(['EdDSA']);
+    });
+
+    it.each([
+      [
+        'a P-384 key for ES256',
+        'ES256',
+        () => publicPem('ec', 'P-384'),
+        /must be on curve P-256 for ES256, got secp384r1/,
+      ],
+      ['an RSA key for EdDSA', 'EdDSA', () => rsaPem(2048).publicKey, /must be an Ed25519 or Ed448 key, got rsa/],
+      ['an Ed25519 key for ES256', 'ES256', () => publicPem('ed25519'), /must be an EC key, got ed25519/],
+      ['an EC key among RS256 and ES256', 'RS256,ES256', () => publicPem('ec'), /must be an RSA key, got ec/],
+    ])('stops the boot for %s', (_case, algorithms, key, problem) => {
+      const env = { JWT_ENABLED: 'true', JWT_ALGORITHMS: algorithms, JWT_PUBLIC_KEY: key() };
+
+      expect(() => loadConfig(env)).toThrow(problem);
+    });
+
+    it('reads nested and namespaced claim paths, and refuses an empty segment', () => {
+      const config = loadConfig({ JWT_TENANT_CLAIM: 'org.id', JWT_ROLES_CLAIM: 'https://leasehold.example.com/roles' });
+
+      expect(config.jwt).toMatchObject({ tenantClaim: 'org.id', rolesClaim: 'https://leasehold.example.com/roles' });
+      expect(loadConfig({}).jwt).toMatchObject({ tenantClaim: 'tenant', rolesClaim: undefined });
+      expect(() => loadConfig({ JWT_ROLES_CLAIM: 'realm_access..roles' })).toThrow(
+        /JWT_ROLES_CLAIM must be a claim name or a dotted path/,
+      );
+    });
+  });
+
   it('reads JWT_PRIVATE_KEY for the token command without requiring it', () => {
     expect(loadConfig({ JWT_PRIVATE_KEY: 'line1\\nline2' }).jwt.privateKey).toBe('line1\nline2');
     expect(loadConfig({}).jwt.privateKey).toBeUndefined();

@@ -1,12 +1,12 @@
-import { createPublicKey } from 'node:crypto';
+import { createPublicKey, KeyObject } from 'node:crypto';
 import { nearMiss, SETTING_TOLERANCE } from '../common/near-miss';
-import { AppConfig, JwtAlgorithm, LogLevel } from './app-config';
+import { AppConfig, JwksConfig, JwtConfig, LogLevel } from './app-config';
 import { envFileVariables } from './env-file';
+import { isHmac, JWT_ALGORITHMS, JwtAlgorithm, keyMismatch } from './jwt-algorithms';
 
 export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512'];
 const MIN_SECRET_BYTES = 32;
 const INT32_MAX = 2_147_483_647;
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
@@ -25,29 +25,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
   const problems: string[] = [];
   const reader = new EnvReader(env, problems);
 
-  const jwtEnabled = reader.bool('JWT_ENABLED', false);
-  const algorithm = reader.oneOf('JWT_ALGORITHM', JWT_ALGORITHMS, 'HS256');
-  const secret = reader.string('JWT_SECRET');
-  const publicKey = reader.string('JWT_PUBLIC_KEY')?.replace(/\\n/g, '\n');
-  // Read for `npm run token` only: the broker itself never needs a private key.
-  const privateKey = reader.string('JWT_PRIVATE_KEY')?.replace(/\\n/g, '\n');
-  if (jwtEnabled) {
-    if (algorithm.startsWith('HS') && !secret) {
-      problems.push(`JWT_SECRET is required when JWT_ENABLED=true and JWT_ALGORITHM=${algorithm}`);
-    }
-    if (algorithm.startsWith('RS') && !publicKey) {
-      problems.push(`JWT_PUBLIC_KEY (PEM) is required when JWT_ENABLED=true and JWT_ALGORITHM=${algorithm}`);
-    }
-    if (algorithm.startsWith('RS') && publicKey) {
-      const keyProblem = rsaPublicKeyProblem(publicKey);
-      if (keyProblem) problems.push(`JWT_PUBLIC_KEY ${keyProblem}`);
-    }
-  }
-
-  if (jwtEnabled && algorithm.startsWith('HS') && secret && Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
-    // RFC 7518 asks for an HMAC key at least as long as the hash output.
-    problems.push(`JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes for ${algorithm}; use a long random secret`);
-  }
+  const jwt = jwtSettings(reader, problems);
 
   const tenantHeader = reader.string('TENANT_HEADER')?.toLowerCase();
   if (tenantHeader !== undefined && !/^[a-z0-9-]+$/.test(tenantHeader)) {
@@ -84,18 +62,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       statementTimeoutMs: reader.int('DB_STATEMENT_TIMEOUT_MS', 5_000, 1, 600_000),
       connectTimeoutMs: reader.int('DB_CONNECT_TIMEOUT_MS', 10_000, 1, 600_000),
     },
-    jwt: {
-      enabled: jwtEnabled,
-      algorithm,
-      secret,
-      publicKey,
-      privateKey,
-      issuer: reader.string('JWT_ISSUER'),
-      audience: reader.string('JWT_AUDIENCE'),
-      clockToleranceSeconds: reader.int('JWT_CLOCK_SKEW_SECONDS', 30, 0, 3600),
-      tenantClaim: reader.string('JWT_TENANT_CLAIM') ?? 'tenant',
-      requireTenant: reader.bool('JWT_REQUIRE_TENANT', jwtEnabled),
-    },
+    jwt,
     tenantHeader,
     leaseMaxExtendSeconds: reader.optionalInt('LEASE_MAX_EXTEND_SECONDS', 1, 2_147_483_647),
     leaseMaxTotalSeconds: reader.optionalInt('LEASE_MAX_TOTAL_SECONDS', 1, 2_147_483_647),
@@ -358,25 +325,130 @@ function bareOrigin(entry: string): string | undefined {
   return bare ? url.origin : undefined;
 }
 
-const MIN_RSA_BITS = 2048;
+function jwtSettings(reader: EnvReader, problems: string[]): JwtConfig {
+  const enabled = reader.bool('JWT_ENABLED', false);
+  const jwksUrl = jwksUrlOf(reader.string('JWT_JWKS_URL'), problems);
+  const named = reader.optionalOneOf('JWT_ALGORITHM', JWT_ALGORITHMS);
+  const listed = reader.list('JWT_ALGORITHMS', JWT_ALGORITHMS);
+  // Identity providers sign RS256 unless told otherwise; a shared secret is the default only without one.
+  const algorithms = listed ?? [named ?? (jwksUrl !== undefined ? 'RS256' : 'HS256')];
+  const algorithm = named ?? algorithms[0];
+  const chosen = listed ? `JWT_ALGORITHMS=${algorithms.join(',')}` : `JWT_ALGORITHM=${algorithm}`;
+  const secret = reader.string('JWT_SECRET');
+  const publicKey = reader.string('JWT_PUBLIC_KEY')?.replace(/\\n/g, '\n');
+  // Read for `npm run token` only: the broker itself never needs a private key.
+  const privateKey = reader.string('JWT_PRIVATE_KEY')?.replace(/\\n/g, '\n');
+  const jwksTimings = {
+    cacheMs: reader.int('JWT_JWKS_CACHE_MS', 600_000, 1_000, 86_400_000),
+    refetchIntervalMs: reader.int('JWT_JWKS_REFETCH_INTERVAL_MS', 10_000, 100, 3_600_000),
+    timeoutMs: reader.int('JWT_JWKS_TIMEOUT_MS', 5_000, 100, 60_000),
+  };
+  const jwks: JwksConfig | undefined = jwksUrl === undefined ? undefined : { url: jwksUrl, ...jwksTimings };
+  const tenantClaim = claimPath(reader, 'JWT_TENANT_CLAIM', problems) ?? 'tenant';
+  const rolesClaim = claimPath(reader, 'JWT_ROLES_CLAIM', problems);
 
-/** Checked at boot, else jsonwebtoken would refuse every token at request time. Never echoes the key. */
-function rsaPublicKeyProblem(pem: string): string | undefined {
-  if (/-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/.test(pem)) {
+  if (named !== undefined && listed !== undefined && !listed.includes(named)) {
+    problems.push(
+      `JWT_ALGORITHM=${named} must be one of JWT_ALGORITHMS (${listed.join(', ')}): it is what tokens are minted with`,
+    );
+  }
+  const hmac = algorithms.filter(isHmac);
+  const asymmetric = algorithms.filter((candidate) => !isHmac(candidate));
+  if (jwks !== undefined && hmac.length > 0) {
+    // A key set holds public keys; accepting HS* beside it invites a public key's text used as an HMAC secret.
+    problems.push(`JWT_JWKS_URL takes public-key algorithms only, not ${hmac.join(', ')} (algorithm confusion)`);
+  } else if (hmac.length > 0 && asymmetric.length > 0) {
+    problems.push(
+      `JWT_ALGORITHMS must not mix HMAC (${hmac.join(', ')}) with public-key algorithms (${asymmetric.join(', ')}): ` +
+        'pick one kind of key (algorithm confusion)',
+    );
+  }
+  if (jwks !== undefined && publicKey !== undefined) {
+    problems.push('JWT_PUBLIC_KEY and JWT_JWKS_URL are both set; set one: the key, or where the keys are published');
+  }
+
+  if (enabled && jwks === undefined) {
+    if (hmac.length > 0 && !secret) {
+      problems.push(`JWT_SECRET is required when JWT_ENABLED=true and ${chosen}`);
+    }
+    if (hmac.length > 0 && secret && Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
+      // RFC 7518 asks for an HMAC key at least as long as the hash output.
+      problems.push(`JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes for ${hmac[0]}; use a long random secret`);
+    }
+    if (asymmetric.length > 0 && !publicKey) {
+      problems.push(
+        `JWT_PUBLIC_KEY (PEM) is required when JWT_ENABLED=true and ${chosen} (or JWT_JWKS_URL, where an identity ` +
+          'provider publishes its keys)',
+      );
+    }
+    if (asymmetric.length > 0 && publicKey) {
+      const keyProblem = publicKeyProblem(publicKey, asymmetric);
+      if (keyProblem) problems.push(`JWT_PUBLIC_KEY ${keyProblem}`);
+    }
+  }
+
+  return {
+    enabled,
+    algorithm,
+    algorithms,
+    secret,
+    publicKey,
+    jwks,
+    privateKey,
+    issuer: reader.string('JWT_ISSUER'),
+    audience: reader.string('JWT_AUDIENCE'),
+    clockToleranceSeconds: reader.int('JWT_CLOCK_SKEW_SECONDS', 30, 0, 3600),
+    tenantClaim,
+    rolesClaim,
+    requireTenant: reader.bool('JWT_REQUIRE_TENANT', enabled),
+  };
+}
+
+/** Plain http is allowed for a provider inside the deployment's own network; anything else is a mistake. */
+function jwksUrlOf(value: string | undefined, problems: string[]): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problems.push('JWT_JWKS_URL must be a URL such as https://auth.example.com/.well-known/jwks.json');
+    return undefined;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    problems.push(`JWT_JWKS_URL must start with https:// or http://, got "${url.protocol}//"`);
+    return undefined;
+  }
+  if (url.username !== '' || url.password !== '') {
+    problems.push('JWT_JWKS_URL must not carry credentials: key sets are public');
+    return undefined;
+  }
+  return url.href;
+}
+
+/** A claim name (namespaced ones such as https://example.com/tenant included) or a dotted path into nested claims. */
+function claimPath(reader: EnvReader, name: string, problems: string[]): string | undefined {
+  const value = reader.string(name);
+  if (value !== undefined && value.split('.').some((segment) => segment.trim() === '')) {
+    problems.push(`${name} must be a claim name or a dotted path such as realm_access.roles, got "${value}"`);
+    return undefined;
+  }
+  return value;
+}
+
+/** Checked at boot, else every token would be refused at request time. Never echoes the key. */
+function publicKeyProblem(pem: string, algorithms: readonly JwtAlgorithm[]): string | undefined {
+  if (/-----BEGIN (RSA |EC |ENCRYPTED )?PRIVATE KEY-----/.test(pem)) {
     return 'holds a private key; give the broker only the public key';
   }
-  let key;
+  let key: KeyObject;
   try {
     key = createPublicKey(pem);
   } catch {
     return 'is not a PEM public key';
   }
-  if (key.asymmetricKeyType !== 'rsa') {
-    return `must be an RSA key, got ${key.asymmetricKeyType ?? 'an unknown key type'}`;
-  }
-  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-  if (bits < MIN_RSA_BITS) {
-    return `must be at least ${MIN_RSA_BITS} bits, got ${bits}`;
+  for (const algorithm of algorithms) {
+    const mismatch = keyMismatch(key, algorithm);
+    if (mismatch) return mismatch;
   }
   return undefined;
 }
@@ -430,13 +502,27 @@ class EnvReader {
   }
 
   oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    return this.optionalOneOf(name, allowed) ?? fallback;
+  }
+
+  optionalOneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined {
     const value = this.string(name);
-    if (value === undefined) return fallback;
+    if (value === undefined) return undefined;
     const found = allowed.find((candidate) => candidate.toUpperCase() === value.toUpperCase());
-    if (!found) {
-      this.problems.push(`${name} must be one of ${allowed.join(', ')}, got "${value}"`);
-      return fallback;
-    }
+    if (!found) this.problems.push(`${name} must be one of ${allowed.join(', ')}, got "${value}"`);
     return found;
+  }
+
+  /** A comma list of distinct allowed values; undefined when unset or when any entry is not allowed. */
+  list<T extends string>(name: string, allowed: readonly T[]): T[] | undefined {
+    const value = this.string(name);
+    if (value === undefined) return undefined;
+    const entries = value.split(',').map((entry) => entry.trim());
+    const found = entries.map((entry) => allowed.find((candidate) => candidate.toUpperCase() === entry.toUpperCase()));
+    if (entries.includes('') || found.includes(undefined)) {
+      this.problems.push(`${name} must be a comma list of ${allowed.join(', ')}, got "${value}"`);
+      return undefined;
+    }
+    return [...new Set(found as T[])];
   }
 }
