@@ -99,4 +99,10 @@ describe('TokenVerifier', () => {
   ])('refuses EdDSA %s', async (_case, token, reason) => {
     expect(await outcome(eddsa, token())).toBe(`Invalid token: ${reason}`);
   });
+
+  it('makes no key with auth off, where the key settings are not checked', () => {
+    const config = loadConfig({ JWT_ALGORITHM: 'RS256', JWT_PUBLIC_KEY: 'not a key' });
+
+    expect(() => new TokenVerifier(config)).not.toThrow();
+  });
 });

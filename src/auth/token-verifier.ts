@@ -30,11 +30,12 @@ export class TokenVerifier {
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.jwt = config.jwt;
     // Given a string, jsonwebtoken tries it as a public key on every verification first: a quarter of the CPU under
-    // a flood of authenticated requests. Key objects are made once.
-    this.secret = this.jwt.secret ? createSecretKey(Buffer.from(this.jwt.secret, 'utf8')) : undefined;
-    this.publicKey =
-      this.jwt.jwks === undefined && this.jwt.publicKey ? createPublicKey(this.jwt.publicKey) : undefined;
-    this.jwks = this.jwt.enabled && this.jwt.jwks ? new JwksKeySet(this.jwt.jwks) : undefined;
+    // a flood of authenticated requests. Key objects are made once. With auth off the key settings go unchecked
+    // and nothing is verified, so none are made.
+    const { enabled, secret, publicKey, jwks } = this.jwt;
+    this.secret = enabled && secret ? createSecretKey(Buffer.from(secret, 'utf8')) : undefined;
+    this.publicKey = enabled && jwks === undefined && publicKey ? createPublicKey(publicKey) : undefined;
+    this.jwks = enabled && jwks ? new JwksKeySet(jwks) : undefined;
   }
 
   async verify(token: string): Promise<TokenClaims> {
