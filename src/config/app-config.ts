@@ -1,3 +1,4 @@
+import type { EncryptionKey } from '../encryption/encryption-keys';
 import { JwtAlgorithm } from './jwt-algorithms';
 
 export interface DatabaseConfig {
@@ -137,6 +138,8 @@ export interface AppConfig {
   http: HttpConfig;
   limits: LimitsConfig;
   retention: RetentionConfig;
+  /** Keys for queues with encryptionEnabled: the first seals new payloads, every one opens stored ones. */
+  encryptionKeys: EncryptionKey[];
   docsEnabled: boolean;
   consoleEnabled: boolean;
   metrics: MetricsConfig;

@@ -1,5 +1,6 @@
 import { createPublicKey, KeyObject } from 'node:crypto';
 import { nearMiss, SETTING_TOLERANCE } from '../common/near-miss';
+import { parseEncryptionKeys } from '../encryption/encryption-keys';
 import { AppConfig, JwksConfig, JwtConfig, LogLevel } from './app-config';
 import { envFileVariables } from './env-file';
 import { isHmac, JWT_ALGORITHMS, JwtAlgorithm, keyMismatch } from './jwt-algorithms';
@@ -125,6 +126,11 @@ export function loadConfig(env: Env = process.env): AppConfig {
       emptyPartitionGraceSeconds: reader.int('EMPTY_PARTITION_GRACE_SECONDS', 3_600, 0, INT32_MAX),
       minSeconds: reader.int('QUEUE_MIN_RETENTION_SECONDS', 0, 0, INT32_MAX),
     },
+    encryptionKeys: parseEncryptionKeys(
+      reader.string('ENCRYPTION_KEYS'),
+      reader.string('QUEEN_ENCRYPTION_KEY'),
+      problems,
+    ),
     docsEnabled: reader.bool('DOCS_ENABLED', true),
     consoleEnabled: reader.bool('CONSOLE_ENABLED', true),
     defaultTenantId: DEFAULT_TENANT_ID,
