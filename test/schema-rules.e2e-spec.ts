@@ -22,6 +22,7 @@ const DISTRIBUTED_TABLES = [
   'retention_rechecks',
   'stream_queries',
   'stream_state',
+  'tenant_encryption_keys',
   'tenant_usage',
 ];
 

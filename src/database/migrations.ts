@@ -19,6 +19,7 @@ import { RetentionDue1797800000000 } from '../../migrations/1797800000000-Retent
 import { QueuePartitionCounters1797900000000 } from '../../migrations/1797900000000-QueuePartitionCounters';
 import { RetentionRecheckQueues1797950000000 } from '../../migrations/1797950000000-RetentionRecheckQueues';
 import { DeliveryControls1798000000000 } from '../../migrations/1798000000000-DeliveryControls';
+import { Encryption1798100000000 } from '../../migrations/1798100000000-Encryption';
 import { Streams1798300000000 } from '../../migrations/1798300000000-Streams';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
@@ -44,5 +45,6 @@ export const MIGRATIONS = [
   QueuePartitionCounters1797900000000,
   RetentionRecheckQueues1797950000000,
   DeliveryControls1798000000000,
+  Encryption1798100000000,
   Streams1798300000000,
 ];

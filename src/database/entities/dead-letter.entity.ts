@@ -5,6 +5,7 @@ import { QueueEntity } from './queue.entity';
 @Index('idx_dead_letters_queue', ['tenantId', 'queueId', 'consumerGroup', 'createdAt'])
 @Index('idx_dead_letters_created', ['tenantId', 'createdAt'])
 @Index('idx_dead_letters_message', ['tenantId', 'partitionId', 'transactionId'])
+@Index('idx_dead_letters_key', ['tenantId', 'keyId', 'id'], { where: 'key_id IS NOT NULL' })
 @ForeignKey(() => QueueEntity, ['tenantId', 'queueId'], ['tenantId', 'id'], {
   name: 'fk_dead_letters_queue',
   onDelete: 'CASCADE',
@@ -59,4 +60,8 @@ export class DeadLetterEntity {
 
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
+
+  /** The id of the key the payload is sealed under; null for a plain payload. */
+  @Column({ name: 'key_id', type: 'text', nullable: true })
+  keyId: string | null;
 }

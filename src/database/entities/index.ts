@@ -12,6 +12,7 @@ import { GroupLagEntity } from './group-lag.entity';
 import { QueueStoredEntity } from './queue-stored.entity';
 import { StreamQueryEntity } from './stream-query.entity';
 import { StreamStateEntity } from './stream-state.entity';
+import { TenantEncryptionKeyEntity } from './tenant-encryption-key.entity';
 
 export const ENTITIES = [
   QueueEntity,
@@ -28,4 +29,5 @@ export const ENTITIES = [
   RetentionRecheckEntity,
   StreamQueryEntity,
   StreamStateEntity,
+  TenantEncryptionKeyEntity,
 ];

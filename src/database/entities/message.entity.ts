@@ -1,8 +1,9 @@
-import { Column, Entity, ForeignKey, PrimaryColumn, Unique } from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryColumn, Unique } from 'typeorm';
 import { PartitionEntity } from './partition.entity';
 
 @Entity({ name: 'messages' })
 @Unique('uq_messages_transaction', ['tenantId', 'partitionId', 'transactionId'])
+@Index('idx_messages_key', ['tenantId', 'keyId', 'partitionId', 'seq'], { where: 'key_id IS NOT NULL' })
 @ForeignKey(() => PartitionEntity, ['tenantId', 'partitionId'], ['tenantId', 'id'], {
   name: 'fk_messages_partition',
   onDelete: 'CASCADE',
@@ -39,4 +40,8 @@ export class MessageEntity {
 
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt: Date;
+
+  /** The id of the key the payload is sealed under; null for a plain payload. */
+  @Column({ name: 'key_id', type: 'text', nullable: true })
+  keyId: string | null;
 }

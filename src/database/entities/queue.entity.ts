@@ -3,6 +3,7 @@ import { Column, Entity, Index, PrimaryColumn, Unique } from 'typeorm';
 @Entity({ name: 'queues' })
 @Unique('uq_queues_name', ['tenantId', 'name'])
 @Index('idx_queues_retention_recheck', ['tenantId', 'id'], { where: 'retention_recheck_from IS NOT NULL' })
+@Index('idx_queues_encrypted', ['tenantId'], { where: 'encryption_enabled' })
 export class QueueEntity {
   @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_queues' })
   tenantId: string;
@@ -87,4 +88,8 @@ export class QueueEntity {
    */
   @Column({ name: 'retention_recheck_from', type: 'text', nullable: true })
   retentionRecheckFrom: string | null;
+
+  /** New payloads are sealed (docs/operations.md); stored ones keep whatever they were written as. */
+  @Column({ name: 'encryption_enabled', type: 'boolean', default: false })
+  encryptionEnabled: boolean;
 }
