@@ -7,6 +7,7 @@ import { ConfigModule } from './config/config.module';
 import { ConsumerGroupsModule } from './consumer-groups/consumer-groups.module';
 import { DatabaseModule } from './database/database.module';
 import { DlqModule } from './dlq/dlq.module';
+import { EncryptionModule } from './encryption/encryption.module';
 import { HealthModule } from './health/health.module';
 import { LeaseModule } from './lease/lease.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
@@ -27,6 +28,7 @@ import { StreamsModule } from './streams/streams.module';
     ConfigModule,
     LoggingModule,
     DatabaseModule,
+    EncryptionModule,
     LifecycleModule,
     MetricsModule,
     LimitsModule,

@@ -4,6 +4,7 @@ import { EntityManager } from 'typeorm';
 import { AckRepository } from '../src/ack/ack.repository';
 import { loadConfig } from '../src/config/load-config';
 import { DatabaseEngine, NamedStatement } from '../src/database/database-engine';
+import { PayloadCipher } from '../src/encryption/payload-cipher';
 import { migrateDatabase } from '../src/database/run-migrations';
 import { PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
@@ -146,7 +147,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     const claim = (partitions: number) =>
       statement(
         `the claim of ${partitions} partitions`,
-        new PopRepository({} as DatabaseEngine).claimStatement(tenant, {
+        new PopRepository({} as DatabaseEngine, {} as PayloadCipher).claimStatement(tenant, {
           queueId,
           partitionId: undefined,
           consumerGroup: GROUP,

@@ -81,7 +81,7 @@ describe('queues: configure, resources, delete and the dead-letter queue', () =>
 
     it.each([
       [{ visibility: 30 }, 'options.visibility is not a supported option'],
-      [{ encryptionEnabled: true }, 'options.encryptionEnabled is not implemented: only false is accepted'],
+      [{ encryptionEnabled: 'yes' }, 'options.encryptionEnabled must be true or false'],
       [{ ttl: -1 }, 'options.ttl must be an integer between 0 and 2147483647'],
       [{ retryDelay: '5s' }, 'options.retryDelay must be an integer between 0 and 2147483647'],
       [{ priority: 1.5 }, 'options.priority must be an integer between -2147483647 and 2147483647'],

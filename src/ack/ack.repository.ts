@@ -187,10 +187,10 @@ export class AckRepository {
       `WITH lettered AS (
          INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq,
                                    transaction_id, trace_id, payload, payload_bytes, producer_sub, message_created_at,
-                                   error_message, retry_count)
+                                   error_message, retry_count, key_id)
          SELECT $1, t.id, p.queue_id, m.partition_id, t.consumer_group, m.id, m.seq, m.transaction_id,
                 m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, t.error_message,
-                t.retry_count
+                t.retry_count, m.key_id
            FROM unnest($2::uuid[], $3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::int[])
              AS t(id, partition_id, seq, consumer_group, error_message, retry_count)
            JOIN messages m ON m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.seq = t.seq

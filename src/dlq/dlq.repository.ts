@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { PayloadCipher } from '../encryption/payload-cipher';
 import { StoredDeadLetter } from './dead-letter-shape';
 
 export interface DeadLetterFilter {
@@ -17,6 +18,8 @@ const DEAD_LETTER_ENVELOPE_BYTES = 400;
 
 @Injectable()
 export class DlqRepository {
+  constructor(private readonly cipher: PayloadCipher) {}
+
   /** Cut short before `maxBytes` (the first one always comes): a client pages on by the number it received. */
   async page(
     tenantId: string,
@@ -35,7 +38,7 @@ export class DlqRepository {
                     + octet_length(page.partition) + octet_length(page.consumer_group) + ${DEAD_LETTER_ENVELOPE_BYTES})
                   OVER (ORDER BY page.failed_order, page.partition_id, page.seq, page.id) AS answer_bytes,
                 row_number() OVER (ORDER BY page.failed_order, page.partition_id, page.seq, page.id) AS position
-           FROM (SELECT d.id, d.message_id, d.transaction_id, d.trace_id, d.payload::text AS payload, d.producer_sub,
+           FROM (SELECT d.id, d.message_id, d.transaction_id, d.trace_id, d.payload::text AS payload, d.key_id, d.producer_sub,
                         d.error_message,
                         d.retry_count, q.name AS queue, p.name AS partition, d.partition_id, d.consumer_group, d.seq,
                         d.created_at AS failed_order,
@@ -51,22 +54,26 @@ export class DlqRepository {
        ORDER BY measured.position`,
       [tenantId, filter.queueId ?? null, filter.consumerGroup ?? null, limit, offset, maxBytes],
     );
-    return rows.map((row) => ({
-      id: row.id as string,
-      messageId: row.message_id as string,
-      transactionId: row.transaction_id as string,
-      traceId: row.trace_id as string | null,
-      dataJson: row.payload as string,
-      producerSub: row.producer_sub as string | null,
-      errorMessage: row.error_message as string | null,
-      retryCount: row.retry_count as number,
-      queue: row.queue as string,
-      partition: row.partition as string,
-      partitionId: row.partition_id as string,
-      consumerGroup: row.consumer_group as string,
-      createdAt: row.created_at as string,
-      failedAt: row.failed_at as string,
-    }));
+    return rows.map((row) => {
+      const opened = this.cipher.openOrReport(row.key_id as string | null, row.payload as string, row.id as string);
+      return {
+        id: row.id as string,
+        messageId: row.message_id as string,
+        transactionId: row.transaction_id as string,
+        traceId: row.trace_id as string | null,
+        dataJson: opened.json,
+        producerSub: row.producer_sub as string | null,
+        errorMessage: row.error_message as string | null,
+        retryCount: row.retry_count as number,
+        queue: row.queue as string,
+        partition: row.partition as string,
+        partitionId: row.partition_id as string,
+        consumerGroup: row.consumer_group as string,
+        createdAt: row.created_at as string,
+        failedAt: row.failed_at as string,
+        error: opened.error,
+      };
+    });
   }
 
   async count(tenantId: string, filter: DeadLetterFilter, manager: EntityManager): Promise<number> {

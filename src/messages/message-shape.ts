@@ -1,5 +1,6 @@
-import { ApiProperty, ApiPropertyOptions } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional, ApiPropertyOptions } from '@nestjs/swagger';
 import { isoTimestamp } from '../common/sql-timestamp';
+import type { PayloadCipher } from '../encryption/payload-cipher';
 
 const EXAMPLE_ID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 
@@ -17,6 +18,8 @@ export interface WireMessage {
   consumerGroup: string;
   deliveryAttempt: number;
   leaseEpoch: number;
+  /** Why the stored payload could not be decrypted; dataJson is then `null`. Undefined for every readable one. */
+  payloadError: string | undefined;
 }
 
 /** The pair a message is unique by: a repeated push of it is a duplicate, and an ack names a message by it. */
@@ -35,31 +38,41 @@ export interface NamedTransactionKey {
 /** What a message row itself holds; the rest of a WireMessage comes from its partition and cursor. */
 export type StoredMessage = Pick<
   WireMessage,
-  'id' | 'transactionId' | 'traceId' | 'dataJson' | 'producerSub' | 'createdAt'
+  'id' | 'transactionId' | 'traceId' | 'dataJson' | 'producerSub' | 'createdAt' | 'payloadError'
 >;
 
 /** The columns of a `messages` row `m` that a StoredMessage is read from (storedMessage). */
-export const STORED_MESSAGE_COLUMNS = `m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.producer_sub,
-  ${isoTimestamp('m.created_at')} AS created_at`;
+export const STORED_MESSAGE_COLUMNS = `m.id, m.transaction_id, m.trace_id, m.payload::text AS payload, m.key_id,
+  m.producer_sub, ${isoTimestamp('m.created_at')} AS created_at`;
 
 export interface StoredMessageRow {
   id: string;
   transaction_id: string;
   trace_id: string | null;
   payload: string;
+  /** Set when the payload is stored encrypted. */
+  key_id: string | null;
   producer_sub: string | null;
   created_at: string;
 }
 
-export function storedMessage(row: StoredMessageRow): StoredMessage {
-  return {
+/** An encrypted payload is decrypted here; one that does not decrypt is answered as null with payloadError. */
+export function storedMessage(row: StoredMessageRow, cipher: PayloadCipher): StoredMessage {
+  const message: StoredMessage = {
     id: row.id,
     transactionId: row.transaction_id,
     traceId: row.trace_id,
     dataJson: row.payload,
     producerSub: row.producer_sub,
     createdAt: row.created_at,
+    payloadError: undefined,
   };
+  if (row.key_id !== null) {
+    const opened = cipher.openOrReport(row.key_id, row.payload, row.id);
+    message.dataJson = opened.json;
+    message.payloadError = opened.error;
+  }
+  return message;
 }
 
 interface Field {
@@ -156,6 +169,7 @@ export function messageJson(message: WireMessage, extra = ''): string {
   for (let index = 0; index < MESSAGE_FIELDS.length; index += 1) {
     json += MEMBER_OPENINGS[index] + MESSAGE_FIELDS[index].write(message);
   }
+  if (message.payloadError !== undefined) json += `,"error":${text(message.payloadError)}`;
   return extra ? `${json},${extra}}` : `${json}}`;
 }
 
@@ -173,5 +187,13 @@ export class MessageDto {
   declare consumerGroup: string;
   declare deliveryAttempt: number;
   declare leaseEpoch: number;
+  declare error?: string;
 }
 for (const field of MESSAGE_FIELDS) ApiProperty(field.property)(MessageDto.prototype, field.key);
+ApiPropertyOptional({
+  type: String,
+  description:
+    'Only on a message of an encrypted queue whose stored payload could not be decrypted (its key is not ' +
+    'configured, or the stored text was altered): data is then null. Nack it or ack it with status dlq.',
+  example: 'payload cannot be decrypted: it does not authenticate under key k1',
+})(MessageDto.prototype, 'error');

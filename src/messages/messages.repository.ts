@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, UnprocessableEntityException } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { readyAfter } from '../common/cursor-ready';
 import { isoTimestamp } from '../common/sql-timestamp';
@@ -6,6 +6,7 @@ import { subscriptionStartOffset } from '../common/subscription-start';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
+import { PayloadCipher, UnreadablePayloadError } from '../encryption/payload-cipher';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow, WireMessage } from './message-shape';
 
 export type MessageStatus = 'pending' | 'leased' | 'completed' | 'dead_letter';
@@ -76,6 +77,8 @@ const GROUP_START = `LEFT JOIN LATERAL (
 
 @Injectable()
 export class MessagesRepository {
+  constructor(private readonly cipher: PayloadCipher) {}
+
   /** Ordered by creation time, then partition id and offset, which keeps pages stable; one message always comes. */
   async page(
     tenantId: string,
@@ -150,7 +153,7 @@ export class MessagesRepository {
     const pageRows = rows.length > 0 ? Number(rows[0].page_rows) : 0;
     return {
       messages: rows.map((row) =>
-        Object.assign(storedMessage(row), {
+        Object.assign(storedMessage(row, this.cipher), {
           partitionId: row.partition_id,
           partition: row.partition,
           leaseId: null,
@@ -184,7 +187,7 @@ export class MessagesRepository {
     return {
       queueId: row.queue_id,
       queue: row.queue,
-      message: Object.assign(storedMessage(row), { partitionId, partition: row.partition }),
+      message: Object.assign(storedMessage(row, this.cipher), { partitionId, partition: row.partition }),
     };
   }
 
@@ -270,9 +273,9 @@ export class MessagesRepository {
        ), letter AS (
          INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
                                    trace_id, payload, payload_bytes, producer_sub, message_created_at, error_message,
-                                   retry_count)
+                                   retry_count, key_id)
          SELECT $1, $6, p.queue_id, g.partition_id, $4, g.id, g.seq, g.transaction_id, g.trace_id, g.payload,
-                ${storedBytes('g')}, g.producer_sub, g.created_at, $5, 0
+                ${storedBytes('g')}, g.producer_sub, g.created_at, $5, 0, g.key_id
            FROM gone g JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
          RETURNING tenant_id, queue_id
        ), ${queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, -1 AS messages, 0 AS partitions, 0 AS offsets FROM letter')}
@@ -340,25 +343,39 @@ export class MessagesRepository {
     consumerGroup: string | undefined,
     manager: EntityManager,
   ): Promise<{ copy: DeadLetterCopy; removed: number; freed: UsageChange } | undefined> {
-    const rows: Array<{ queue: string; partition: string; payload: string; trace_id: string | null; bytes: number }> =
-      await manager.query(
-        `WITH gone AS (
+    const rows: Array<{
+      queue: string;
+      partition: string;
+      payload: string;
+      key_id: string | null;
+      trace_id: string | null;
+      bytes: number;
+    }> = await manager.query(
+      `WITH gone AS (
            DELETE FROM dead_letters d
             WHERE d.tenant_id = $1 AND d.partition_id = $2 AND d.transaction_id = $3
               AND ($4::text IS NULL OR d.consumer_group = $4)
-           RETURNING d.queue_id, d.partition_id, d.payload, d.trace_id, d.created_at, ${storedBytes('d')} AS bytes
+           RETURNING d.queue_id, d.partition_id, d.payload, d.key_id, d.trace_id, d.created_at, ${storedBytes('d')} AS bytes
          )
-         SELECT q.name AS queue, p.name AS partition, g.payload::text AS payload, g.trace_id, g.bytes
+         SELECT q.name AS queue, p.name AS partition, g.payload::text AS payload, g.key_id, g.trace_id, g.bytes
            FROM gone g
            JOIN queues q ON q.tenant_id = $1 AND q.id = g.queue_id
            JOIN partitions p ON p.tenant_id = $1 AND p.id = g.partition_id
           ORDER BY g.created_at`,
-        [tenantId, partitionId, transactionId, consumerGroup ?? null],
-      );
+      [tenantId, partitionId, transactionId, consumerGroup ?? null],
+    );
     if (rows.length === 0) return undefined;
     const [first] = rows;
+    // Pushed again as sent: the push encrypts it if its queue says so now.
+    let payloadJson: string;
+    try {
+      payloadJson = this.cipher.open(first.key_id, first.payload);
+    } catch (error) {
+      if (!(error instanceof UnreadablePayloadError)) throw error;
+      throw new UnprocessableEntityException({ error: `dead letter cannot be retried: ${error.message}` });
+    }
     return {
-      copy: { queue: first.queue, partition: first.partition, payloadJson: first.payload, traceId: first.trace_id },
+      copy: { queue: first.queue, partition: first.partition, payloadJson, traceId: first.trace_id },
       removed: rows.length,
       freed: { bytes: rows.reduce((sum, row) => sum + row.bytes, 0), messages: rows.length },
     };

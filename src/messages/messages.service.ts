@@ -76,7 +76,8 @@ export class MessagesService {
         `{"queue":${text(stored.queue)},"partition":${text(message.partition)},"partitionId":${text(partitionId)},` +
           `"id":${text(message.id)},"transactionId":${text(message.transactionId)},"traceId":${text(message.traceId)},` +
           `"data":${message.dataJson},"producerSub":${text(message.producerSub)},"createdAt":${text(message.createdAt)},` +
-          `"groups":${text(groups)},"deadLetters":${text(deadLetters)}}`,
+          `"groups":${text(groups)},"deadLetters":${text(deadLetters)}` +
+          `${message.payloadError === undefined ? '' : `,"error":${text(message.payloadError)}`}}`,
       );
     });
   }

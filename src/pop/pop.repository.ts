@@ -5,6 +5,7 @@ import { readyAfter } from '../common/cursor-ready';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { groupLagCte } from '../consumer-groups/counters';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
+import { PayloadCipher } from '../encryption/payload-cipher';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../messages/message-shape';
 
 /** Keys, ids, timestamps, punctuation and a claimedPartitions entry: what a message adds besides payload and names. */
@@ -176,7 +177,10 @@ export interface PopTarget {
 
 @Injectable()
 export class PopRepository {
-  constructor(private readonly engine: DatabaseEngine) {}
+  constructor(
+    private readonly engine: DatabaseEngine,
+    private readonly cipher: PayloadCipher,
+  ) {}
 
   /** Everything a pop needs before claiming, in one round trip; undefined when the queue does not exist. */
   async target(
@@ -442,7 +446,7 @@ export class PopRepository {
     const leaseId = request.autoAck ? null : request.leaseId;
     // Object.assign, not a spread: on Node 20 a spread costs microseconds per message.
     return rows.map((row) =>
-      Object.assign(storedMessage(row), {
+      Object.assign(storedMessage(row, this.cipher), {
         partitionId: row.partition_id,
         partition: row.partition,
         leaseId,

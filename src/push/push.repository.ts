@@ -16,9 +16,12 @@ export interface NewMessage {
   id: string;
   transactionId: string;
   traceId: string | null;
+  /** The payload column's JSON text: as sent, or sealed when keyId is set. */
   payloadJson: string;
-  /** What the message counts in its tenant's stored bytes. */
+  /** What the message counts in its tenant's stored bytes: the stored text's size. */
   payloadBytes: number;
+  /** The key the payload is sealed under; null for a plain one. */
+  keyId: string | null;
 }
 
 /**
@@ -157,7 +160,8 @@ export class PushRepository {
    * created_at is clock_timestamp() under the partition lock, so it never decreases along a partition's offsets; one
    * instant per statement (an InitPlan), not per row: the embedded database's clock can step back within a
    * millisecond, which put a push's second message before its first. With `usage`, it also records what the unit
-   * stores, as its last statement (usageCtes).
+   * stores, as its last statement (usageCtes). `sealed`: some payloads are encrypted, and key_id is written too; a
+   * push to plain queues leaves it out, and its statement is the same as before encryption existed.
    */
   insertStatement(
     tenantId: string,
@@ -165,17 +169,22 @@ export class PushRepository {
     messages: NewMessage[],
     lastOffsets: Map<string, number>,
     usage?: UsageRecord,
+    sealed = false,
   ): NamedStatement {
+    const usageParams = usage ? usageValues(usage) : [];
+    const keyIds = `$${12 + usageParams.length}`;
     return {
-      name: usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed',
+      name: `${usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed'}${sealed ? '_sealed' : ''}`,
       text: `WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
-                               producer_sub, created_at)
+                               producer_sub, created_at${sealed ? ', key_id' : ''})
          SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
-                $8, (SELECT clock_timestamp())
+                $8, (SELECT clock_timestamp())${sealed ? ', t.key_id' : ''}
            FROM ROWS FROM (unnest($2::uuid[]), unnest($3::bigint[]), unnest($4::uuid[]), unnest($5::text[]),
-                           unnest($6::text[]), json_array_elements($7::json), unnest($11::int[]))
-             AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes)
+                           unnest($6::text[]), json_array_elements($7::json), unnest($11::int[])${
+                             sealed ? `, unnest(${keyIds}::text[])` : ''
+                           })
+             AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${sealed ? ', key_id' : ''})
           ORDER BY t.partition_id, t.seq
        ), ${CURSORS_OF_PUSHED}${usage ? `, ${usageCtes('$1', 12)}` : ''}
        UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
@@ -195,7 +204,8 @@ export class PushRepository {
         arrayLiteral([...lastOffsets.keys()]),
         arrayLiteral([...lastOffsets.values()]),
         arrayLiteral(messages.map((message) => message.payloadBytes)),
-        ...(usage ? usageValues(usage) : []),
+        ...usageParams,
+        ...(sealed ? [arrayLiteral(messages.map((message) => message.keyId))] : []),
       ],
     };
   }

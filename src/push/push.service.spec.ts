@@ -1,6 +1,9 @@
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DatabaseEngine } from '../database/database-engine';
+import type { AppConfig } from '../config/app-config';
+import type { EncryptionKeysRepository } from '../encryption/encryption-keys.repository';
+import { PayloadCipher } from '../encryption/payload-cipher';
 import type { TenantQuotas } from '../limits/tenant-quotas';
 import { ConflictException, Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
@@ -83,6 +86,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     return {
       ids: new Map([...named.keys()].map((queue) => [queue, queueId(queue)])),
       maxSizes: new Map(),
+      encrypted: new Set(),
       locked: wanted.map(({ queue, name }) => ({
         id: partitionId(queue, name),
         queueId: queueId(queue),
@@ -101,6 +105,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       return {
         ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
         maxSizes: new Map(),
+        encrypted: new Set(),
         created: 0,
       };
     },
@@ -169,6 +174,8 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       metrics,
       quotas,
       new MaintenanceService({} as TransactionRunner, {} as DatabaseEngine),
+      new PayloadCipher({ encryptionKeys: [] } as unknown as AppConfig),
+      {} as EncryptionKeysRepository,
     ),
   });
 }
@@ -434,6 +441,7 @@ describe('PushService.push', () => {
         traceId: 'trace-a',
         payloadJson: '[1, 2]',
         payloadBytes: 6,
+        keyId: null,
       },
     ]);
   });

@@ -1,7 +1,9 @@
-import { ConflictException, Injectable } from '@nestjs/common';
+import { ConflictException, Injectable, InternalServerErrorException } from '@nestjs/common';
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { EncryptionKeysRepository } from '../encryption/encryption-keys.repository';
+import { PayloadCipher } from '../encryption/payload-cipher';
 import { uuidv7 } from '../common/uuid';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
@@ -23,6 +25,8 @@ export class PushService {
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
     private readonly maintenance: MaintenanceService,
+    private readonly cipher: PayloadCipher,
+    private readonly keys: EncryptionKeysRepository,
   ) {}
 
   /** Offsets are assigned under each partition's row lock, so a cursor can never pass an uncommitted lower offset. */
@@ -56,7 +60,7 @@ export class PushService {
         : [{ queue: item.queue, partition: item.partition, transactionId: item.transactionId }],
     );
     const { locks, existing } = await this.lockNamed(tenantId, named, chosen, manager);
-    const { ids, maxSizes, locked } = locks ?? (await this.createAndLock(tenantId, named, manager));
+    const { ids, maxSizes, encrypted, locked } = locks ?? (await this.createAndLock(tenantId, named, manager));
     const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
       named.get(queueNames.get(partition.queueId)!)!.set(partition.name, {
@@ -86,6 +90,7 @@ export class PushService {
       named,
       slots,
       maxSizes,
+      encrypted,
     };
   }
 
@@ -97,8 +102,18 @@ export class PushService {
     write: 'now' | 'with-commit' = 'now',
   ): Promise<PushResultDto[]> {
     const { tenantId, manager } = unit;
-    const { items, named, slots, transactionIds, maxSizes } = prepared;
+    const { items, named, slots, transactionIds, maxSizes, encrypted } = prepared;
     const known = prepared.stored;
+    // A push to plain queues only ever looks at this: no per-message work, no statement more.
+    const sealing = encrypted.size > 0;
+    if (sealing && !this.cipher.enabled) {
+      const queue = slots.find((slot) => encrypted.has(slot.partition.queueId))!.partition.queueId;
+      const name = items[slots.findIndex((slot) => slot.partition.queueId === queue)].queue;
+      throw new InternalServerErrorException({
+        error: `queue "${name}" has encryptionEnabled and this broker has no encryption key (ENCRYPTION_KEYS)`,
+      });
+    }
+    let sealed = false;
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
     const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);
@@ -128,7 +143,14 @@ export class PushService {
       slot.lastOffset += 1;
       slot.stored += 1;
       if (key !== undefined) known.set(key, id);
-      const payloadBytes = Buffer.byteLength(item.payloadJson);
+      let payloadJson = item.payloadJson;
+      let keyId: string | null = null;
+      if (sealing && encrypted.has(slot.partition.queueId)) {
+        ({ json: payloadJson, keyId } = this.cipher.seal(payloadJson));
+        sealed = true;
+      }
+      // What is stored counts against the quotas; MESSAGE_MAX_BYTES held the payload as sent.
+      const payloadBytes = Buffer.byteLength(payloadJson);
       freshBytes += payloadBytes;
       fresh.push({
         partitionId: slot.partition.id,
@@ -136,8 +158,9 @@ export class PushService {
         id,
         transactionId,
         traceId: item.traceId ?? null,
-        payloadJson: item.payloadJson,
+        payloadJson,
         payloadBytes,
+        keyId,
       });
       results[index] = pushResult(index, id, transactionId, item.queue, 'queued');
     }
@@ -156,10 +179,14 @@ export class PushService {
           perQueue.set(queue, (perQueue.get(queue) ?? 0) + slot.stored);
         }
       }
+      if (sealed) await this.keys.recordPrimary(unit);
       if (write === 'with-commit') {
-        unit.lastly((usage) => this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets, usage));
+        unit.lastly((usage) => this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets, usage, sealed));
       } else {
-        await this.pushes.run(this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets), manager);
+        await this.pushes.run(
+          this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets, undefined, sealed),
+          manager,
+        );
       }
       unit.afterCommit(() => {
         for (const [queue, count] of perQueue)
@@ -198,7 +225,7 @@ export class PushService {
     }
     const { locked, created } = await this.queues.lockPartitions(tenantId, wanted, manager);
     await this.quotas.admit(tenantId, 'partitions', created, manager);
-    return { ids: queues.ids, maxSizes: queues.maxSizes, locked };
+    return { ids: queues.ids, maxSizes: queues.maxSizes, encrypted: queues.encrypted, locked };
   }
 
   private async roomLeft(
@@ -229,6 +256,8 @@ export interface PreparedPush {
   readonly named: Map<string, Map<string, Slot | undefined>>;
   readonly slots: Slot[];
   readonly maxSizes: Map<string, number>;
+  /** Ids of the queues whose new payloads are sealed. */
+  readonly encrypted: Set<string>;
 }
 
 function partitionsByQueue(items: PushItem[]): Map<string, Map<string, Slot | undefined>> {

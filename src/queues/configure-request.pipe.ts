@@ -18,6 +18,7 @@ export class ConfigureRequestPipe implements PipeTransform<unknown, ConfigureCom
         delayedProcessing: sent.delayedProcessing,
         windowBuffer: sent.windowBuffer,
         priority: sent.priority,
+        encryptionEnabled: sent.encryptionEnabled,
         namespace: namespace ?? undefined,
         task: task ?? undefined,
         retention: Object.fromEntries(

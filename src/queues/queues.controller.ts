@@ -49,9 +49,9 @@ export class QueuesController {
       'leaseTime (default leaseSeconds of a pop), retryLimit (failures redelivered before dead-lettering), ' +
       'deadLetterQueue or dlqAfterMaxRetries (both false drops messages that use up their retries), retryDelay ' +
       '(milliseconds before a nacked or expired batch is offered again), ttl (seconds a message may go unconsumed), ' +
-      'delayedProcessing, windowBuffer, priority and the retention options (docs/retention.md); namespace and task, ' +
-      'beside options, group queues for a discovery pop. Options not sent keep their value. An option the broker ' +
-      'does not implement is refused with a 400 naming it.',
+      'delayedProcessing, windowBuffer, priority, encryptionEnabled (payloads of new messages stored encrypted) and ' +
+      'the retention options (docs/retention.md); namespace and task, beside options, group queues for a discovery ' +
+      'pop. Options not sent keep their value. An option the broker does not implement is refused with a 400 naming it.',
   })
   @ApiBody({ type: ConfigureRequestDto })
   @ApiOkResponse({ type: ConfigureResponseDto })
@@ -60,7 +60,8 @@ export class QueuesController {
     'Invalid queue name or option value (the error names it); nothing is changed',
     'options.leaseTime must be an integer between 1 and 2147483647',
     'options.visibility is not a supported option',
-    'options.encryptionEnabled is not implemented: only false is accepted',
+    'options.ttl is not implemented: only 3600 is accepted',
+    'options.encryptionEnabled needs an encryption key on the broker: set ENCRYPTION_KEYS (or QUEEN_ENCRYPTION_KEY)',
     'queue is required',
   )
   @ApiAuthErrors(

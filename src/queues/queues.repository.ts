@@ -23,6 +23,7 @@ export interface QueueRecord {
   delayedProcessing: number;
   windowBuffer: number;
   priority: number;
+  encryptionEnabled: boolean;
   namespace: string | null;
   task: string | null;
   retention: StoredRetention;
@@ -32,17 +33,29 @@ export interface QueueRecord {
   updatedAt: string;
 }
 
-/** The queues a push holds key-share locked: each one's id by name, and the maxSize of those that have one. */
+/**
+ * The queues a push holds key-share locked: each one's id by name, the maxSize of those that have one, and the ids of
+ * those whose new payloads are encrypted.
+ */
 export interface QueueLocks {
   ids: Map<string, string>;
   maxSizes: Map<string, number>;
+  encrypted: Set<string>;
 }
 
-function queueLocks(rows: Array<{ id: string; name: string; max_size: number | null }>): QueueLocks {
+interface QueueLockRow {
+  id: string;
+  name: string;
+  max_size: number | null;
+  encryption_enabled: boolean;
+}
+
+function queueLocks(rows: QueueLockRow[]): QueueLocks {
   const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
   return {
     ids: new Map(rows.map((row) => [row.name, row.id])),
     maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
+    encrypted: new Set(rows.filter((row) => row.encryption_enabled).map((row) => row.id)),
   };
 }
 
@@ -52,6 +65,7 @@ export interface LockNamedRow {
   queue_id: string;
   queue_name: string;
   max_size: number | null;
+  encryption_enabled: boolean;
   id: string;
   name: string;
   last_offset: string;
@@ -74,6 +88,7 @@ export interface QueueSettings {
   delayedProcessing?: number;
   windowBuffer?: number;
   priority?: number;
+  encryptionEnabled?: boolean;
   /** "" removes it. */
   namespace?: string;
   task?: string;
@@ -138,6 +153,7 @@ interface QueueRow extends RetentionRow {
   delayed_processing: number;
   window_buffer: number;
   priority: number;
+  encryption_enabled: boolean;
   namespace: string | null;
   task: string | null;
   options: Record<string, unknown>;
@@ -158,8 +174,8 @@ const NO_QUEUE_TOTALS: QueueTotals = {
 const QUEUE_ENTRY_BYTES = 300;
 
 const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.dlq_after_max_retries,
-  q.retry_delay_ms, q.delayed_processing,
-  q.window_buffer, q.priority, q.namespace, q.task, q.options, ${retentionColumns('q')},
+  q.retry_delay_ms, q.delayed_processing, q.window_buffer, q.priority, q.encryption_enabled, q.namespace, q.task,
+  q.options, ${retentionColumns('q')},
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
 
 @Injectable()
@@ -195,10 +211,10 @@ export class QueuesRepository {
     return {
       name: 'leasehold_lock_named',
       text: `WITH q AS MATERIALIZED (
-         SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
+         SELECT id, name, max_size, encryption_enabled FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
           ORDER BY name FOR KEY SHARE
        )
-       SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, p.id, p.name, p.last_offset
+       SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, q.encryption_enabled, p.id, p.name, p.last_offset
          FROM unnest($3::text[], $4::text[]) AS t(queue_name, name)
          JOIN q ON q.name = t.queue_name
          JOIN partitions p ON p.tenant_id = $1 AND p.queue_id = q.id AND p.name = t.name
@@ -214,7 +230,14 @@ export class QueuesRepository {
     for (const partitions of named.values()) wanted += partitions.size;
     if (rows.length !== wanted) return undefined;
     return {
-      ...queueLocks(rows.map((row) => ({ id: row.queue_id, name: row.queue_name, max_size: row.max_size }))),
+      ...queueLocks(
+        rows.map((row) => ({
+          id: row.queue_id,
+          name: row.queue_name,
+          max_size: row.max_size,
+          encryption_enabled: row.encryption_enabled,
+        })),
+      ),
       locked: rows.map((row) => ({
         id: row.id,
         queueId: row.queue_id,
@@ -235,10 +258,10 @@ export class QueuesRepository {
   ): Promise<QueueLocks & { created: number }> {
     const lockExisting = async () =>
       queueLocks(
-        await this.engine.prepared<{ id: string; name: string; max_size: number | null }>(
+        await this.engine.prepared<QueueLockRow>(
           manager,
           'leasehold_lock_queues',
-          `SELECT id, name, max_size FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
+          `SELECT id, name, max_size, encryption_enabled FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
             ORDER BY name FOR KEY SHARE`,
           [tenantId, names],
         ),
@@ -395,6 +418,7 @@ export class QueuesRepository {
                 ttl_seconds = CASE WHEN $7::jsonb ? 'ttl' THEN ($7::jsonb ->> 'ttl')::int ELSE ttl_seconds END,
                 namespace = CASE WHEN $10::text IS NULL THEN namespace ELSE NULLIF($10, '') END,
                 task = CASE WHEN $11::text IS NULL THEN task ELSE NULLIF($11, '') END,
+                encryption_enabled = COALESCE($14, encryption_enabled),
                 retention_enabled = CASE WHEN $7::jsonb ? 'retentionEnabled'
                                          THEN ($7::jsonb ->> 'retentionEnabled')::boolean ELSE retention_enabled END,
                 retention_seconds = CASE WHEN $7::jsonb ? 'retentionSeconds'
@@ -426,6 +450,7 @@ export class QueuesRepository {
         settings.task ?? null,
         settings.dlqAfterMaxRetries ?? null,
         settings.retryDelay ?? null,
+        settings.encryptionEnabled ?? null,
       ],
     );
     return toQueue(rows[0]);
@@ -744,6 +769,7 @@ function toQueue(row: QueueRow): QueueRecord {
     delayedProcessing: row.delayed_processing,
     windowBuffer: row.window_buffer,
     priority: row.priority,
+    encryptionEnabled: row.encryption_enabled,
     namespace: row.namespace,
     task: row.task,
     retention: storedRetentionOf(row),

@@ -1,8 +1,9 @@
-import { ForbiddenException, Inject, Injectable, NotFoundException } from '@nestjs/common';
+import { BadRequestException, ForbiddenException, Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { levelAllows, PURGE_LEVEL } from '../auth/access-level';
 import { Role } from '../auth/principal';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
+import { PayloadCipher } from '../encryption/payload-cipher';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
 import { Writes } from '../wakeup/unit-of-work';
@@ -32,6 +33,9 @@ import { ConsumerGroupTotals, ConsumerStats, QueueRecord, QueuesRepository, Queu
 
 /** A queue's answer lists this many partitions at most, by name; its totals still cover them all. */
 
+export const ENCRYPTION_WITHOUT_KEY =
+  'options.encryptionEnabled needs an encryption key on the broker: set ENCRYPTION_KEYS (or QUEEN_ENCRYPTION_KEY)';
+
 /** The listing's own keys, outside its queues. */
 const LIST_ENVELOPE_BYTES = 1_024;
 
@@ -47,6 +51,7 @@ export class QueuesService {
     private readonly queues: QueuesRepository,
     private readonly quotas: TenantQuotas,
     private readonly metrics: MetricsService,
+    private readonly cipher: PayloadCipher,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - LIST_ENVELOPE_BYTES;
@@ -59,6 +64,9 @@ export class QueuesService {
    * Shortening what a queue keeps is a purge: it needs the role clearing it needs (docs/retention.md).
    */
   async configure(tenantId: string, roles: readonly Role[], command: ConfigureCommand): Promise<ConfigureResponseDto> {
+    if (command.settings.encryptionEnabled === true && !this.cipher.enabled) {
+      throw new BadRequestException({ error: ENCRYPTION_WITHOUT_KEY });
+    }
     const queue = await this.writes.run(tenantId, async ({ manager }) => {
       const { created, retention } = await this.queues.upsert(tenantId, command.queue, manager);
       await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
@@ -87,6 +95,7 @@ export class QueuesService {
       delayedProcessing: queue.delayedProcessing,
       windowBuffer: queue.windowBuffer,
       priority: queue.priority,
+      encryptionEnabled: queue.encryptionEnabled,
       ...retentionOptionsInForce(retentionPolicy(queue.retention, this.retentionDefaults)),
     };
     return {
@@ -226,6 +235,7 @@ function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<stri
     ...(queue.windowBuffer > 0 ? { windowBuffer: queue.windowBuffer } : {}),
     ...(queue.priority !== 0 ? { priority: queue.priority } : {}),
     ...retention,
+    ...(queue.encryptionEnabled ? { encryptionEnabled: true } : {}),
   };
 }
 

@@ -114,9 +114,9 @@ const TRIM_SQL = `
   ), lettered AS (
     INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
                               trace_id, payload, payload_bytes, producer_sub, message_created_at, error_message,
-                              retry_count)
+                              retry_count, key_id)
     SELECT b.tenant_id, ${UUID_V7}, p.queue_id, m.partition_id, l.consumer_group, m.id, m.seq, m.transaction_id,
-           m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, $9, 0
+           m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, $9, 0, m.key_id
       FROM cut b
       JOIN partitions p ON p.tenant_id = b.tenant_id AND p.id = b.partition_id
       JOIN locked l ON l.tenant_id = b.tenant_id AND l.partition_id = b.partition_id

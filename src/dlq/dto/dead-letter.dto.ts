@@ -1,4 +1,4 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 
 const EXAMPLE_ID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 const TIMESTAMP = '2026-07-30T11:06:44.512873Z';
@@ -50,6 +50,14 @@ export class DeadLetterDto {
 
   @ApiProperty({ description: 'When it was dead-lettered', example: TIMESTAMP })
   failedAt: string;
+
+  @ApiPropertyOptional({
+    description:
+      'Only when the stored payload of an encrypted queue could not be decrypted (its key is not configured, or ' +
+      'the stored text was altered): data is then null',
+    example: 'payload cannot be decrypted: it does not authenticate under key k1',
+  })
+  error?: string;
 }
 
 export class DeadLetterPageDto {

@@ -169,6 +169,16 @@ export class QueueOptionsDto {
   })
   @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
   dlqRetentionSeconds?: number | null;
+
+  @ApiPropertyOptional({
+    default: false,
+    description:
+      'Store the payloads of messages pushed from now on encrypted (AES-256-GCM, under the key ENCRYPTION_KEYS ' +
+      'or QUEEN_ENCRYPTION_KEY names); pops and listings answer them decrypted. Messages already stored keep how ' +
+      'they were stored, either way. true needs a key configured on the broker (else 400).',
+  })
+  @IsTrueOrFalse()
+  encryptionEnabled?: boolean;
 }
 
 /** The retention options: stored in columns of their own, null meaning the broker's default. */
@@ -187,7 +197,6 @@ export type RetentionSettings = Partial<Record<RetentionOption, number | boolean
 
 /** Accepted only at the value that leaves them off: Queen's client sends every option with its default. */
 export const DEFAULT_ONLY_OPTIONS: Readonly<Record<string, unknown>> = {
-  encryptionEnabled: false,
 };
 
 const PRINTABLE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
