@@ -20,6 +20,7 @@ import { QueuePartitionCounters1797900000000 } from '../../migrations/1797900000
 import { RetentionRecheckQueues1797950000000 } from '../../migrations/1797950000000-RetentionRecheckQueues';
 import { DeliveryControls1798000000000 } from '../../migrations/1798000000000-DeliveryControls';
 import { Encryption1798100000000 } from '../../migrations/1798100000000-Encryption';
+import { Traces1798200000000 } from '../../migrations/1798200000000-Traces';
 import { Streams1798300000000 } from '../../migrations/1798300000000-Streams';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
@@ -46,5 +47,6 @@ export const MIGRATIONS = [
   RetentionRecheckQueues1797950000000,
   DeliveryControls1798000000000,
   Encryption1798100000000,
+  Traces1798200000000,
   Streams1798300000000,
 ];

@@ -13,6 +13,10 @@ import { QueueStoredEntity } from './queue-stored.entity';
 import { StreamQueryEntity } from './stream-query.entity';
 import { StreamStateEntity } from './stream-state.entity';
 import { TenantEncryptionKeyEntity } from './tenant-encryption-key.entity';
+import { TraceEntity } from './trace.entity';
+import { TraceNameEntity } from './trace-name.entity';
+import { TraceNameMessageEntity } from './trace-name-message.entity';
+import { TraceNameTotalEntity } from './trace-name-total.entity';
 
 export const ENTITIES = [
   QueueEntity,
@@ -30,4 +34,8 @@ export const ENTITIES = [
   StreamQueryEntity,
   StreamStateEntity,
   TenantEncryptionKeyEntity,
+  TraceEntity,
+  TraceNameEntity,
+  TraceNameMessageEntity,
+  TraceNameTotalEntity,
 ];
