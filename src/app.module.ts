@@ -20,6 +20,7 @@ import { PopModule } from './pop/pop.module';
 import { PushModule } from './push/push.module';
 import { QueuesModule } from './queues/queues.module';
 import { RetentionModule } from './retention/retention.module';
+import { TracesModule } from './traces/traces.module';
 import { TransactionModule } from './transaction/transaction.module';
 import { StreamsModule } from './streams/streams.module';
 
@@ -46,6 +47,7 @@ import { StreamsModule } from './streams/streams.module';
     ConsumerGroupsModule,
     MessagesModule,
     RetentionModule,
+    TracesModule,
   ],
   providers: [{ provide: FAST_ROUTES, useValue: FAST_ROUTE_TABLE }, FastPathMiddleware],
 })

@@ -61,6 +61,26 @@ const ROUTES: Route[] = [
     call: (http) => http.delete('/api/v1/resources/queues/q'),
   },
   { name: 'GET /api/v1/dlq', allowed: ['read-only', 'read-write', 'admin'], call: (http) => http.get('/api/v1/dlq') },
+  {
+    name: 'POST /api/v1/traces',
+    allowed: ['read-write', 'admin'],
+    call: (http) => http.post('/api/v1/traces').send({ transactionId: 't', partitionId: ANY_UUID, data: {} }),
+  },
+  {
+    name: 'GET /api/v1/traces/:partitionId/:transactionId',
+    allowed: ['read-only', 'read-write', 'admin'],
+    call: (http) => http.get(`/api/v1/traces/${ANY_UUID}/t`),
+  },
+  {
+    name: 'GET /api/v1/traces/by-name/:name',
+    allowed: ['read-only', 'read-write', 'admin'],
+    call: (http) => http.get('/api/v1/traces/by-name/n'),
+  },
+  {
+    name: 'GET /api/v1/traces/names',
+    allowed: ['read-only', 'read-write', 'admin'],
+    call: (http) => http.get('/api/v1/traces/names'),
+  },
 ];
 const ROLES: Role[] = ['read-only', 'write-only', 'read-write', 'admin'];
 

@@ -24,6 +24,10 @@ const DISTRIBUTED_TABLES = [
   'stream_state',
   'tenant_encryption_keys',
   'tenant_usage',
+  'trace_name_messages',
+  'trace_name_totals',
+  'trace_names',
+  'traces',
 ];
 
 /** Tables of the deployment, not of a tenant: they stay on the coordinator, like the migrations ledger. */

@@ -253,6 +253,22 @@ const ROUTE_TABLE: RouteRow[] = [
     level: 'admin',
     request: (queue) => ({ path: `/api/v1/queues/${queue}/clear` }),
   },
+  {
+    route: 'POST /api/v1/traces',
+    level: 'read-write',
+    request: () => ({ path: '/api/v1/traces', body: { partitionId: uuidv7(), transactionId: 'probe', data: {} } }),
+  },
+  {
+    route: 'GET /api/v1/traces/:partitionId/:transactionId',
+    level: 'read-only',
+    request: () => ({ path: `/api/v1/traces/${uuidv7()}/probe` }),
+  },
+  {
+    route: 'GET /api/v1/traces/by-name/:name',
+    level: 'read-only',
+    request: () => ({ path: '/api/v1/traces/by-name/probe' }),
+  },
+  { route: 'GET /api/v1/traces/names', level: 'read-only', request: () => ({ path: '/api/v1/traces/names' }) },
   { route: 'GET /api/v1/system/maintenance', level: 'admin', request: () => ({ path: '/api/v1/system/maintenance' }) },
   {
     route: 'POST /api/v1/system/maintenance',
@@ -869,6 +885,20 @@ describe('security', () => {
         name: "move the owner's message to the dead-letter queue",
         route: 'POST /api/v1/messages/:partitionId/:transactionId/dlq',
         request: (ids) => ({ method: 'POST', path: `/api/v1/messages/${ids.partitionId}/${ids.transactionId}/dlq` }),
+      },
+      {
+        name: "trace the owner's message",
+        route: 'POST /api/v1/traces',
+        request: (ids) => ({
+          method: 'POST',
+          path: '/api/v1/traces',
+          body: { partitionId: ids.partitionId, transactionId: ids.transactionId, data: { probe: true } },
+        }),
+      },
+      {
+        name: "read the owner's message's traces",
+        route: 'GET /api/v1/traces/:partitionId/:transactionId',
+        request: (ids) => ({ method: 'GET', path: `/api/v1/traces/${ids.partitionId}/${ids.transactionId}` }),
       },
       {
         name: "clear the owner's queue",

@@ -110,6 +110,10 @@ const TENANT_TABLES = [
   'consumers',
   'dead_letters',
   'tenant_usage',
+  'traces',
+  'trace_names',
+  'trace_name_messages',
+  'trace_name_totals',
 ];
 
 /**

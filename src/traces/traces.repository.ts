@@ -1,0 +1,231 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { isoTimestamp } from '../common/sql-timestamp';
+import { StoredTrace } from './trace-shape';
+
+export interface NewTrace {
+  id: string;
+  partitionId: string;
+  transactionId: string;
+  eventType: string;
+  dataJson: string;
+  consumerGroup: string;
+  workerId: string;
+  traceNames: string[];
+}
+
+export type Recorded = 'recorded' | 'message not found' | 'message full';
+
+export interface TracePageRequest {
+  limit: number;
+  offset: number;
+  after: { createdAt: string; id: string } | undefined;
+}
+
+export interface TraceName {
+  name: string;
+  traceCount: number;
+  messageCount: number;
+  lastSeen: string;
+}
+
+/** What a trace adds to an answer besides its data, names and payload: keys, ids, timestamps. */
+const TRACE_ENVELOPE_BYTES = 400;
+
+interface TraceRow {
+  id: string;
+  transaction_id: string;
+  partition_id: string;
+  event_type: string;
+  data: string;
+  consumer_group: string;
+  worker_id: string;
+  created_at: string;
+  queue_name: string;
+  partition_name: string;
+  payload?: string;
+  trace_names: string[];
+}
+
+function storedTrace(row: TraceRow): StoredTrace {
+  return {
+    id: row.id,
+    transactionId: row.transaction_id,
+    partitionId: row.partition_id,
+    eventType: row.event_type,
+    dataJson: row.data,
+    consumerGroup: row.consumer_group,
+    workerId: row.worker_id,
+    createdAt: row.created_at,
+    queueName: row.queue_name,
+    partitionName: row.partition_name,
+    payloadJson: row.payload,
+    traceNames: row.trace_names,
+  };
+}
+
+/**
+ * One statement: the message is looked up, the trace and its names stored and the names' totals counted, or nothing.
+ * Totals are taken in name order, as every trace takes them.
+ */
+const RECORD_SQL = `
+  WITH message AS (
+    SELECT m.tenant_id, m.partition_id, m.seq FROM messages m
+     WHERE m.tenant_id = $1 AND m.partition_id = $2 AND m.transaction_id = $3
+  ), kept AS (
+    SELECT count(*) AS traces FROM (
+      SELECT 1 FROM traces t JOIN message m ON t.tenant_id = m.tenant_id AND t.partition_id = m.partition_id
+                                            AND t.message_seq = m.seq
+       LIMIT $10) x
+  ), trace AS (
+    INSERT INTO traces (tenant_id, id, partition_id, message_seq, event_type, data, consumer_group, worker_id, trace_names)
+    SELECT m.tenant_id, $4, m.partition_id, m.seq, $5, $6::json, $7, $8, $9::text[]
+      FROM message m, kept k WHERE k.traces < $10
+    RETURNING tenant_id, id, partition_id, message_seq, created_at
+  ), labels AS (
+    SELECT DISTINCT unnest($9::text[]) AS name
+  ), named AS (
+    INSERT INTO trace_names (tenant_id, name, created_at, trace_id)
+    SELECT t.tenant_id, l.name, t.created_at, t.id FROM trace t, labels l
+  ), per_message AS (
+    INSERT INTO trace_name_messages AS x (tenant_id, name, partition_id, message_seq, traces, last_seen)
+    SELECT t.tenant_id, l.name, t.partition_id, t.message_seq, 1, t.created_at FROM trace t, labels l
+     ORDER BY l.name
+    ON CONFLICT (tenant_id, name, partition_id, message_seq) DO UPDATE
+       SET traces = x.traces + 1, last_seen = GREATEST(x.last_seen, excluded.last_seen)
+    RETURNING x.tenant_id, x.name, x.traces = 1 AS first, x.last_seen
+  ), totals AS (
+    INSERT INTO trace_name_totals AS s (tenant_id, name, trace_count, message_count, last_seen)
+    SELECT tenant_id, name, 1, CASE WHEN first THEN 1 ELSE 0 END, last_seen FROM per_message
+     ORDER BY name
+    ON CONFLICT (tenant_id, name) DO UPDATE
+       SET trace_count = s.trace_count + 1, message_count = s.message_count + excluded.message_count,
+           last_seen = GREATEST(s.last_seen, excluded.last_seen)
+  )
+  SELECT (SELECT count(*)::int FROM message) AS found, (SELECT count(*)::int FROM trace) AS recorded`;
+
+@Injectable()
+export class TracesRepository {
+  async record(tenantId: string, trace: NewTrace, perMessage: number, manager: EntityManager): Promise<Recorded> {
+    const [row]: Array<{ found: number; recorded: number }> = await manager.query(RECORD_SQL, [
+      tenantId,
+      trace.partitionId,
+      trace.transactionId,
+      trace.id,
+      trace.eventType,
+      trace.dataJson,
+      trace.consumerGroup,
+      trace.workerId,
+      trace.traceNames,
+      perMessage,
+    ]);
+    if (row.found === 0) return 'message not found';
+    return row.recorded === 0 ? 'message full' : 'recorded';
+  }
+
+  /** Oldest first; at most TRACES_PER_MESSAGE_MAX of them exist. The payload is not read: the answer omits it. */
+  async ofMessage(
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+    manager: EntityManager,
+  ): Promise<StoredTrace[]> {
+    const rows: TraceRow[] = await manager.query(
+      `SELECT t.id, m.transaction_id, t.partition_id, t.event_type, t.data::text AS data, t.consumer_group,
+              t.worker_id, ${isoTimestamp('t.created_at')} AS created_at, t.trace_names, q.name AS queue_name,
+              p.name AS partition_name
+         FROM messages m
+         JOIN traces t ON t.tenant_id = m.tenant_id AND t.partition_id = m.partition_id AND t.message_seq = m.seq
+         JOIN partitions p ON p.tenant_id = m.tenant_id AND p.id = m.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+        WHERE m.tenant_id = $1 AND m.partition_id = $2 AND m.transaction_id = $3
+        ORDER BY t.created_at, t.id`,
+      [tenantId, partitionId, transactionId],
+    );
+    return rows.map(storedTrace);
+  }
+
+  /**
+   * Newest first from the name's index, walking only that name's rows; cut short before `maxBytes` (the first one
+   * always comes). `more` when traces are left after the page.
+   */
+  async byName(
+    tenantId: string,
+    name: string,
+    page: TracePageRequest,
+    maxBytes: number,
+    manager: EntityManager,
+  ): Promise<{ traces: StoredTrace[]; more: boolean }> {
+    const rows: Array<TraceRow & { page_rows: string }> = await manager.query(
+      `WITH page AS (
+         SELECT n.created_at, n.trace_id FROM trace_names n
+          WHERE n.tenant_id = $1 AND n.name = $2
+            AND ($5::timestamptz IS NULL OR (n.created_at, n.trace_id) < ($5::timestamptz, $6::uuid))
+          ORDER BY n.created_at DESC, n.trace_id DESC
+          LIMIT $3 + 1 OFFSET $4
+       ), measured AS (
+         SELECT x.*, count(*) OVER () AS page_rows,
+                sum(x.bytes) OVER (ORDER BY x.created_at DESC, x.trace_id DESC) AS answer_bytes,
+                row_number() OVER (ORDER BY x.created_at DESC, x.trace_id DESC) AS position
+           FROM (SELECT g.created_at, g.trace_id, t.partition_id, t.message_seq,
+                        octet_length(t.data::text) + octet_length(array_to_string(t.trace_names, ',')) * 2
+                          + COALESCE(m.payload_bytes, octet_length(m.payload::text), 4) + octet_length(m.transaction_id)
+                          + octet_length(t.event_type) + octet_length(t.consumer_group) + octet_length(t.worker_id)
+                          + octet_length(q.name) + octet_length(p.name) + ${TRACE_ENVELOPE_BYTES} AS bytes
+                   FROM page g
+                   JOIN traces t ON t.tenant_id = $1 AND t.id = g.trace_id
+                   JOIN messages m ON m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.seq = t.message_seq
+                   JOIN partitions p ON p.tenant_id = $1 AND p.id = t.partition_id
+                   JOIN queues q ON q.tenant_id = $1 AND q.id = p.queue_id) x
+       )
+       SELECT t.id, m.transaction_id, t.partition_id, t.event_type, t.data::text AS data, t.consumer_group, t.worker_id,
+              ${isoTimestamp('t.created_at')} AS created_at, t.trace_names, q.name AS queue_name,
+              p.name AS partition_name, COALESCE(m.payload::text, 'null') AS payload, z.page_rows
+         FROM measured z
+         JOIN traces t ON t.tenant_id = $1 AND t.id = z.trace_id
+         JOIN messages m ON m.tenant_id = $1 AND m.partition_id = z.partition_id AND m.seq = z.message_seq
+         JOIN partitions p ON p.tenant_id = $1 AND p.id = z.partition_id
+         JOIN queues q ON q.tenant_id = $1 AND q.id = p.queue_id
+        WHERE z.position <= $3 AND (z.answer_bytes <= $7 OR z.position = 1)
+        ORDER BY z.created_at DESC, z.trace_id DESC`,
+      [tenantId, name, page.limit, page.offset, page.after?.createdAt ?? null, page.after?.id ?? null, maxBytes],
+    );
+    const pageRows = rows.length > 0 ? Number(rows[0].page_rows) : 0;
+    return { traces: rows.map(storedTrace), more: rows.length < pageRows };
+  }
+
+  async nameTotal(tenantId: string, name: string, manager: EntityManager): Promise<number> {
+    const rows: Array<{ trace_count: string }> = await manager.query(
+      'SELECT trace_count FROM trace_name_totals WHERE tenant_id = $1 AND name = $2',
+      [tenantId, name],
+    );
+    return rows.length > 0 ? Number(rows[0].trace_count) : 0;
+  }
+
+  /** Most recently seen first, from the totals: one row per name, never the traces. */
+  async names(tenantId: string, limit: number, offset: number, manager: EntityManager): Promise<TraceName[]> {
+    const rows: Array<{ name: string; trace_count: string; message_count: string; last_seen: string }> =
+      await manager.query(
+        `SELECT name, trace_count, message_count, ${isoTimestamp('last_seen')} AS last_seen
+           FROM trace_name_totals
+          WHERE tenant_id = $1
+          ORDER BY last_seen DESC, name DESC
+          LIMIT $2 OFFSET $3`,
+        [tenantId, limit, offset],
+      );
+    return rows.map((row) => ({
+      name: row.name,
+      traceCount: Number(row.trace_count),
+      messageCount: Number(row.message_count),
+      lastSeen: row.last_seen,
+    }));
+  }
+
+  async nameCount(tenantId: string, manager: EntityManager): Promise<number> {
+    const [row]: Array<{ total: number }> = await manager.query(
+      'SELECT count(*)::int AS total FROM trace_name_totals WHERE tenant_id = $1',
+      [tenantId],
+    );
+    return row.total;
+  }
+}
