@@ -2,13 +2,16 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * Traces consumers record on a message (POST /api/v1/traces), gone with their message: a foreign key with ON DELETE
- * CASCADE from every table below to messages, so the statements that delete messages (retention, a message or queue
- * delete, a clear) need not know about them. Each cascade is an index probe per deleted message.
+ * CASCADE from traces to messages, so the statements that delete messages (retention, a message or queue delete, a
+ * clear, a move to the dead-letter queue) need not know about them; the cascade is one index probe per deleted
+ * message.
  *
  * trace_names holds one row per (trace, name) for the by-name listing; trace_name_messages one per (name, message),
  * which is what a name's message count counts; trace_name_totals one per name, so the names listing reads one row per
- * name, never the traces. Inserts add to the totals; a trigger takes a message's share away when its row of
- * trace_name_messages goes (a cascade cannot run a statement of ours).
+ * name, never the traces. Inserts add to them; a trigger on traces takes away what a delete removed, once per
+ * statement: PostgreSQL gathers every row the cascades of one statement delete into its transition table. A trigger
+ * per row would update a name's totals once per trace, and a row updated thousands of times in one transaction
+ * grows a chain each update walks.
  */
 export class Traces1798200000000 implements MigrationInterface {
   name = 'Traces1798200000000';
@@ -40,11 +43,8 @@ export class Traces1798200000000 implements MigrationInterface {
         name       text        NOT NULL,
         created_at timestamptz NOT NULL,
         trace_id   uuid        NOT NULL,
-        CONSTRAINT pk_trace_names PRIMARY KEY (tenant_id, name, created_at, trace_id),
-        CONSTRAINT fk_trace_names_trace FOREIGN KEY (tenant_id, trace_id)
-          REFERENCES traces (tenant_id, id) ON DELETE CASCADE
+        CONSTRAINT pk_trace_names PRIMARY KEY (tenant_id, name, created_at, trace_id)
       )`);
-    await queryRunner.query('CREATE INDEX idx_trace_names_trace ON trace_names (tenant_id, trace_id)');
     await queryRunner.query(`
       CREATE TABLE trace_name_messages (
         tenant_id    uuid        NOT NULL,
@@ -53,13 +53,8 @@ export class Traces1798200000000 implements MigrationInterface {
         message_seq  bigint      NOT NULL,
         traces       integer     NOT NULL,
         last_seen    timestamptz NOT NULL,
-        CONSTRAINT pk_trace_name_messages PRIMARY KEY (tenant_id, name, partition_id, message_seq),
-        CONSTRAINT fk_trace_name_messages_message FOREIGN KEY (tenant_id, partition_id, message_seq)
-          REFERENCES messages (tenant_id, partition_id, seq) ON DELETE CASCADE
+        CONSTRAINT pk_trace_name_messages PRIMARY KEY (tenant_id, name, partition_id, message_seq)
       )`);
-    await queryRunner.query(
-      'CREATE INDEX idx_trace_name_messages_message ON trace_name_messages (tenant_id, partition_id, message_seq)',
-    );
     await queryRunner.query(
       'CREATE INDEX idx_trace_name_messages_seen ON trace_name_messages (tenant_id, name, last_seen)',
     );
@@ -75,36 +70,63 @@ export class Traces1798200000000 implements MigrationInterface {
     await queryRunner.query(
       'CREATE INDEX idx_trace_name_totals_seen ON trace_name_totals (tenant_id, last_seen, name)',
     );
-    // Per row, so that only messages that had traces with names pay for it; last_seen falls back to the newest left.
+    // Totals rows are locked in key order, as inserts take them, before any is changed. A statement that deleted
+    // no trace (the cascade of a message that had none) ends at once.
     await queryRunner.query(`
-      CREATE FUNCTION leasehold_trace_name_message_gone() RETURNS trigger
+      CREATE FUNCTION leasehold_traces_gone() RETURNS trigger
       LANGUAGE plpgsql AS $$
-      DECLARE
-        left_messages bigint;
       BEGIN
-        UPDATE trace_name_totals t
-           SET trace_count = t.trace_count - OLD.traces,
-               message_count = t.message_count - 1,
-               last_seen = COALESCE((SELECT max(x.last_seen) FROM trace_name_messages x
-                                      WHERE x.tenant_id = OLD.tenant_id AND x.name = OLD.name), t.last_seen)
-         WHERE t.tenant_id = OLD.tenant_id AND t.name = OLD.name
-        RETURNING t.message_count INTO left_messages;
-        IF left_messages <= 0 THEN
-          DELETE FROM trace_name_totals WHERE tenant_id = OLD.tenant_id AND name = OLD.name;
+        IF NOT EXISTS (SELECT 1 FROM gone) THEN
+          RETURN NULL;
         END IF;
+        DELETE FROM trace_names n
+         USING (SELECT g.tenant_id, g.id, g.created_at, x.name
+                  FROM gone g CROSS JOIN LATERAL unnest(g.trace_names) AS x(name)) g
+         WHERE n.tenant_id = g.tenant_id AND n.name = g.name AND n.created_at = g.created_at AND n.trace_id = g.id;
+        PERFORM 1 FROM trace_name_totals t
+          JOIN (SELECT DISTINCT g.tenant_id, x.name FROM gone g CROSS JOIN LATERAL unnest(g.trace_names) AS x(name)) l
+            ON t.tenant_id = l.tenant_id AND t.name = l.name
+         ORDER BY t.tenant_id, t.name
+           FOR UPDATE OF t;
+        WITH counted AS (
+          UPDATE trace_name_messages m SET traces = m.traces - l.traces
+            FROM (SELECT g.tenant_id, x.name, g.partition_id, g.message_seq, count(*)::int AS traces
+                 FROM gone g CROSS JOIN LATERAL unnest(g.trace_names) AS x(name)
+                GROUP BY 1, 2, 3, 4) l
+           WHERE m.tenant_id = l.tenant_id AND m.name = l.name AND m.partition_id = l.partition_id
+             AND m.message_seq = l.message_seq
+          RETURNING m.tenant_id, m.name, l.traces AS lost, CASE WHEN m.traces <= 0 THEN 1 ELSE 0 END AS emptied
+        )
+        UPDATE trace_name_totals t SET trace_count = t.trace_count - c.lost, message_count = t.message_count - c.emptied
+          FROM (SELECT tenant_id, name, sum(lost) AS lost, sum(emptied) AS emptied FROM counted GROUP BY 1, 2) c
+         WHERE t.tenant_id = c.tenant_id AND t.name = c.name;
+        DELETE FROM trace_name_messages m
+         USING (SELECT g.tenant_id, x.name, g.partition_id, g.message_seq, count(*)::int AS traces
+                 FROM gone g CROSS JOIN LATERAL unnest(g.trace_names) AS x(name)
+                GROUP BY 1, 2, 3, 4) l
+         WHERE m.tenant_id = l.tenant_id AND m.name = l.name AND m.partition_id = l.partition_id
+           AND m.message_seq = l.message_seq AND m.traces <= 0;
+        DELETE FROM trace_name_totals t
+         USING (SELECT DISTINCT g.tenant_id, x.name FROM gone g CROSS JOIN LATERAL unnest(g.trace_names) AS x(name)) l
+         WHERE t.tenant_id = l.tenant_id AND t.name = l.name AND t.message_count <= 0;
+        UPDATE trace_name_totals t
+           SET last_seen = (SELECT max(m.last_seen) FROM trace_name_messages m
+                             WHERE m.tenant_id = t.tenant_id AND m.name = t.name)
+          FROM (SELECT DISTINCT g.tenant_id, x.name FROM gone g CROSS JOIN LATERAL unnest(g.trace_names) AS x(name)) l
+         WHERE t.tenant_id = l.tenant_id AND t.name = l.name;
         RETURN NULL;
       END
       $$`);
     await queryRunner.query(`
-      CREATE TRIGGER trg_trace_name_messages_gone AFTER DELETE ON trace_name_messages
-        FOR EACH ROW EXECUTE FUNCTION leasehold_trace_name_message_gone()`);
+      CREATE TRIGGER trg_traces_gone AFTER DELETE ON traces
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION leasehold_traces_gone()`);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query('DROP TABLE traces');
+    await queryRunner.query('DROP FUNCTION leasehold_traces_gone()');
     await queryRunner.query('DROP TABLE trace_name_totals');
     await queryRunner.query('DROP TABLE trace_name_messages');
-    await queryRunner.query('DROP FUNCTION leasehold_trace_name_message_gone()');
     await queryRunner.query('DROP TABLE trace_names');
-    await queryRunner.query('DROP TABLE traces');
   }
 }

@@ -225,6 +225,10 @@ describe('OpenAPI documentation of the message routes', () => {
       '/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek',
       ['200', '400', '401', '403', '404', '413', '429', '500'],
     ],
+    ['post', '/api/v1/traces', ['201', '400', '401', '403', '404', '409', '413', '429', '500']],
+    ['get', '/api/v1/traces/{partitionId}/{transactionId}', ['200', '400', '401', '403', '429', '500']],
+    ['get', '/api/v1/traces/by-name/{name}', ['200', '400', '401', '403', '429', '500']],
+    ['get', '/api/v1/traces/names', ['200', '400', '401', '403', '429', '500']],
   ])('documents %s %s with its statuses and bearer auth', async (method, path, statuses) => {
     const response = await request(app.getHttpServer()).get('/docs-json');
     const operation = response.body.paths[path][method];
@@ -338,6 +342,7 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       'POST /api/v1/push',
       'POST /api/v1/system/maintenance',
       'POST /api/v1/system/maintenance/pop',
+      'POST /api/v1/traces',
       'POST /api/v1/transaction',
       'POST /streams/v1/cycle',
       'POST /streams/v1/queries',
@@ -361,6 +366,7 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
     expect(description('/api/v1/consumer-groups/{group}/queues/{queue}/seek')).toMatch(/^The body is above 1 KiB/);
     expect(description('/api/v1/push')).toMatch(/^The body is above BODY_LIMIT/);
     expect(description('/api/v1/ack/batch')).toMatch(/^The body is above BODY_LIMIT/);
+    expect(description('/api/v1/traces')).toMatch(/^The body is above 128 KiB/);
   });
 
   it('shows the 200 body of both pops and both acks, with its schema', () => {

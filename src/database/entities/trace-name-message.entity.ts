@@ -1,14 +1,8 @@
-import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
-import { MessageEntity } from './message.entity';
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
-/** A name's traces on one message: what the name's message count counts; its deletion updates trace_name_totals. */
+/** A name's traces on one message: what the name's message count counts; kept by the trigger on traces. */
 @Entity({ name: 'trace_name_messages' })
-@Index('idx_trace_name_messages_message', ['tenantId', 'partitionId', 'messageSeq'])
 @Index('idx_trace_name_messages_seen', ['tenantId', 'name', 'lastSeen'])
-@ForeignKey(() => MessageEntity, ['tenantId', 'partitionId', 'messageSeq'], ['tenantId', 'partitionId', 'seq'], {
-  name: 'fk_trace_name_messages_message',
-  onDelete: 'CASCADE',
-})
 export class TraceNameMessageEntity {
   @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_trace_name_messages' })
   tenantId: string;

@@ -1,13 +1,10 @@
-import { Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
-import { TraceEntity } from './trace.entity';
+import { Entity, PrimaryColumn } from 'typeorm';
 
-/** A trace under one of its names, newest last in the key: the by-name listing walks it backwards. */
+/**
+ * A trace under one of its names, newest last in the key: the by-name listing walks it backwards. Deleted with its
+ * trace by the trigger on traces (migration Traces), which knows its names.
+ */
 @Entity({ name: 'trace_names' })
-@Index('idx_trace_names_trace', ['tenantId', 'traceId'])
-@ForeignKey(() => TraceEntity, ['tenantId', 'traceId'], ['tenantId', 'id'], {
-  name: 'fk_trace_names_trace',
-  onDelete: 'CASCADE',
-})
 export class TraceNameEntity {
   @PrimaryColumn({ name: 'tenant_id', type: 'uuid', primaryKeyConstraintName: 'pk_trace_names' })
   tenantId: string;
