@@ -122,6 +122,17 @@ export interface MessageDetail {
   deadLetters: Array<{ consumerGroup: string; errorMessage: string | null; retryCount: number; failedAt: string }>;
 }
 
+/** GET /traces/:partitionId/:transactionId keeps Queen's snake_case keys. */
+export interface MessageTrace {
+  id: string;
+  event_type: string;
+  data: unknown;
+  consumer_group: string;
+  worker_id: string;
+  created_at: string;
+  trace_names: string[];
+}
+
 export interface DeadLetter {
   id: string;
   messageId: string;

@@ -382,6 +382,34 @@ describeWithBrowser('web console', () => {
     await context.close();
   });
 
+  it("shows a message's traces as a timeline, oldest first: type, group, names and data", async () => {
+    const writer = token(tenantA, 'read-write');
+    const tracedQ = `traced-${randomHex(4)}`;
+    await api('POST', '/push', writer, {
+      items: [{ queue: tracedQ, payload: { orderId: 7 }, transactionId: 'order-7' }],
+    });
+    const { partitionId } = await api('GET', `/pop/queue/${tracedQ}?autoAck=true`, writer);
+    const traced = { partitionId, transactionId: 'order-7' };
+    await api('POST', '/traces', writer, { ...traced, data: { text: 'reserved stock' }, traceNames: ['order-7'] });
+    await api('POST', '/traces', writer, {
+      ...traced,
+      data: { text: 'charged the card' },
+      eventType: 'processing',
+      consumerGroup: 'billing',
+    });
+    const { page, context } = await signIn(token(tenantA, 'read-only'));
+
+    await page.goto(`${base}/console/#/queues/${tracedQ}/messages/${partitionId}/order-7`);
+    const entries = page.locator('section[aria-labelledby="traces-title"] ol.timeline li');
+    await expectText(entries.nth(1), 'charged the card');
+
+    expect(await entries.count()).toBe(2);
+    const [first, second] = [await entries.nth(0).innerText(), await entries.nth(1).innerText()];
+    for (const text of ['info', 'queue mode (default)', 'order-7', 'reserved stock']) expect(first).toContain(text);
+    for (const text of ['processing', 'billing', 'charged the card']) expect(second).toContain(text);
+    await context.close();
+  });
+
   describe('confirmation dialogs', () => {
     // A queue whose default (queue-mode) group has a dead letter: every row dialog has something to act on.
     const dialogsQ = `dialogs-${randomHex(4)}`;

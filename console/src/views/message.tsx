@@ -1,5 +1,5 @@
-import { api, MessageDetail, q } from '../api';
-import { PageTitle, PolledStatus } from '../components';
+import { api, MessageDetail, MessageTrace, q } from '../api';
+import { PageTitle, PolledList, PolledStatus } from '../components';
 import { groupLabel, pretty, timestamp } from '../format';
 import { usePolled } from '../refresh';
 import { DeadLetterActions } from './dead-letters';
@@ -9,6 +9,10 @@ export function MessagePage(props: { queue: string; partitionId: string; transac
   const message = usePolled(
     () => api<MessageDetail>('GET', `/messages/${q(props.partitionId)}/${q(props.transactionId)}`),
     `message:${props.partitionId}/${props.transactionId}`,
+  );
+  const traces = usePolled(
+    () => api<{ traces: MessageTrace[] }>('GET', `/traces/${q(props.partitionId)}/${q(props.transactionId)}`),
+    `traces:${props.partitionId}/${props.transactionId}`,
   );
   const data = message.data;
   return (
@@ -121,6 +125,34 @@ export function MessagePage(props: { queue: string; partitionId: string; transac
               </div>
             </section>
           )}
+          <section aria-labelledby="traces-title">
+            <h2 id="traces-title">Traces</h2>
+            <PolledList
+              polled={traces}
+              what="the traces"
+              entries={(found) => found.traces}
+              empty="No worker has recorded a trace on this message."
+            >
+              {(found) => (
+                <ol class="timeline">
+                  {found.traces.map((trace) => (
+                    <li key={trace.id}>
+                      <p class="timeline-head">
+                        <span class="badge">{trace.event_type}</span> <time>{timestamp(trace.created_at)}</time>{' '}
+                        {groupLabel(trace.consumer_group)}
+                        {trace.trace_names.length > 0 && (
+                          <span class="timeline-names"> · {trace.trace_names.join(', ')}</span>
+                        )}
+                      </p>
+                      <pre class="payload" tabIndex={0}>
+                        {pretty(trace.data)}
+                      </pre>
+                    </li>
+                  ))}
+                </ol>
+              )}
+            </PolledList>
+          </section>
         </>
       )}
     </main>
