@@ -150,6 +150,17 @@ describe('traces', () => {
       });
     });
 
+    it("answers an encrypted queue's message payload by name as it was pushed", async () => {
+      const { client } = broker;
+      await client.configure({ queue: 'sealed', options: { encryptionEnabled: true } }).expect(200);
+      const [sealed] = await messages(client, 'sealed', 's');
+      await trace(client, sealed, { traceNames: ['sealed-flow'] }).expect(201);
+
+      const flow = await byName(client, 'sealed-flow').expect(200);
+
+      expect(flow.body.traces[0].message_payload).toEqual({ n: 0 });
+    });
+
     it('pages by name with limit and offset, and with next at any depth; pages the names', async () => {
       const { client } = broker;
       const [order] = await messages(client, 'orders', 'o');

@@ -60,7 +60,7 @@ export class QueuesController {
     'Invalid queue name or option value (the error names it); nothing is changed',
     'options.leaseTime must be an integer between 1 and 2147483647',
     'options.visibility is not a supported option',
-    'options.ttl is not implemented: only 3600 is accepted',
+    'options.retryDelay must be an integer between 0 and 2147483647',
     'options.encryptionEnabled needs an encryption key on the broker: set ENCRYPTION_KEYS (or QUEEN_ENCRYPTION_KEY)',
     'queue is required',
   )

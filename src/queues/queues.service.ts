@@ -14,7 +14,7 @@ import {
   retentionPolicy,
   StoredRetention,
 } from '../retention/retention-policy';
-import { ConfigureCommand, DEFAULT_ONLY_OPTIONS } from './dto/configure-request.dto';
+import { ConfigureCommand } from './dto/configure-request.dto';
 import { LeaseListDto } from './dto/lease-list.dto';
 import {
   ConfigureResponseDto,
@@ -88,7 +88,6 @@ export class QueuesService {
       return queue;
     });
     const inForce: Record<string, unknown> = {
-      ...DEFAULT_ONLY_OPTIONS,
       ...optionsOf(queue, this.retentionDefaults),
       dlqAfterMaxRetries: queue.dlqAfterMaxRetries,
       retryDelay: queue.retryDelay,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
+import { PayloadCipher, UnreadablePayloadError } from '../encryption/payload-cipher';
 import { StoredTrace } from './trace-shape';
 
 export interface NewTrace {
@@ -44,6 +45,8 @@ interface TraceRow {
   queue_name: string;
   partition_name: string;
   payload?: string;
+  /** The key the payload was encrypted under; null when stored plain. */
+  key_id?: string | null;
   trace_names: string[];
 }
 
@@ -106,6 +109,8 @@ const RECORD_SQL = `
 
 @Injectable()
 export class TracesRepository {
+  constructor(private readonly cipher: PayloadCipher) {}
+
   async record(tenantId: string, trace: NewTrace, perMessage: number, manager: EntityManager): Promise<Recorded> {
     const [row]: Array<{ found: number; recorded: number }> = await manager.query(RECORD_SQL, [
       tenantId,
@@ -180,7 +185,7 @@ export class TracesRepository {
        )
        SELECT t.id, m.transaction_id, t.partition_id, t.event_type, t.data::text AS data, t.consumer_group, t.worker_id,
               ${isoTimestamp('t.created_at')} AS created_at, t.trace_names, q.name AS queue_name,
-              p.name AS partition_name, COALESCE(m.payload::text, 'null') AS payload, z.page_rows
+              p.name AS partition_name, COALESCE(m.payload::text, 'null') AS payload, m.key_id, z.page_rows
          FROM measured z
          JOIN traces t ON t.tenant_id = $1 AND t.id = z.trace_id
          JOIN messages m ON m.tenant_id = $1 AND m.partition_id = z.partition_id AND m.seq = z.message_seq
@@ -191,7 +196,18 @@ export class TracesRepository {
       [tenantId, name, page.limit, page.offset, page.after?.createdAt ?? null, page.after?.id ?? null, maxBytes],
     );
     const pageRows = rows.length > 0 ? Number(rows[0].page_rows) : 0;
-    return { traces: rows.map(storedTrace), more: rows.length < pageRows };
+    return { traces: rows.map((row) => storedTrace(this.opened(row))), more: rows.length < pageRows };
+  }
+
+  /** An encrypted queue's payload answered as sent; one that does not decrypt as null, as the message routes do. */
+  private opened(row: TraceRow): TraceRow {
+    if (row.key_id === null || row.key_id === undefined || row.payload === undefined) return row;
+    try {
+      return { ...row, payload: this.cipher.open(row.key_id, row.payload) };
+    } catch (error) {
+      if (!(error instanceof UnreadablePayloadError)) throw error;
+      return { ...row, payload: 'null' };
+    }
   }
 
   async nameTotal(tenantId: string, name: string, manager: EntityManager): Promise<number> {

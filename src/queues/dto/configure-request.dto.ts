@@ -195,26 +195,15 @@ export const RETENTION_OPTIONS = [
 export type RetentionOption = (typeof RETENTION_OPTIONS)[number];
 export type RetentionSettings = Partial<Record<RetentionOption, number | boolean | null>>;
 
-/** Accepted only at the value that leaves them off: Queen's client sends every option with its default. */
-export const DEFAULT_ONLY_OPTIONS: Readonly<Record<string, unknown>> = {
-};
-
 const PRINTABLE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** Any option the broker would not honour is refused by name, rather than stored and ignored. */
 function unsupportedOptionProblem(undeclared: Record<string, unknown>): Problem {
-  for (const [name, value] of Object.entries(undeclared)) {
-    if (!Object.hasOwn(DEFAULT_ONLY_OPTIONS, name)) {
-      if (!PRINTABLE_NAME.test(name)) return 'contain an option name that is not supported';
-      const guess = nearMiss(name, declaredProperties(QueueOptionsDto), KEY_TOLERANCE);
-      return `.${name} is not a supported option${guess === undefined ? '' : `; did you mean "${guess}"?`}`;
-    }
-    const accepted = DEFAULT_ONLY_OPTIONS[name];
-    if (value !== null && value !== accepted) {
-      return `.${name} is not implemented: only ${JSON.stringify(accepted)} is accepted`;
-    }
-  }
-  return undefined;
+  const [name] = Object.keys(undeclared);
+  if (name === undefined) return undefined;
+  if (!PRINTABLE_NAME.test(name)) return 'contain an option name that is not supported';
+  const guess = nearMiss(name, declaredProperties(QueueOptionsDto), KEY_TOLERANCE);
+  return `.${name} is not a supported option${guess === undefined ? '' : `; did you mean "${guess}"?`}`;
 }
 
 /** A namespace or task: a name, "" to remove it, null or absent to keep it. */
@@ -243,9 +232,7 @@ export class ConfigureRequestDto {
 
   @ApiPropertyOptional({
     type: QueueOptionsDto,
-    description:
-      'Options to set; others keep their value. An option the broker does not implement is refused by name; ' +
-      `${Object.keys(DEFAULT_ONLY_OPTIONS).join(', ')} are accepted at their default value only.`,
+    description: 'Options to set; others keep their value. An option the broker does not implement is refused by name.',
   })
   @IsObjectOf(() => QueueOptionsDto, { rest: unsupportedOptionProblem })
   options?: (QueueOptionsDto & Record<string, unknown>) | null;
