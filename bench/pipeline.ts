@@ -7,10 +7,12 @@ import { call, percentile } from './http';
  * twice per mode: draining a backlog (end-to-end messages per second), and
  * under a steady feed well below that (end-to-end latency, push to the final
  * ack, and stage one's cycle). Every output must reach stage two exactly
- * once.
+ * once. A third mode runs stage one as Queen's streaming SDK would with a
+ * running sum per partition: read the partition's state, then one cycle of
+ * the state write, the pushes and the ack of the batch's last message.
  */
 
-export type PipelineMode = 'transaction' | 'push then ack';
+export type PipelineMode = 'transaction' | 'push then ack' | 'stream cycle';
 
 export interface PipelineRow {
   mode: PipelineMode;
@@ -41,7 +43,7 @@ export async function measurePipeline(
   mode: PipelineMode,
   phase: PipelineRow['phase'],
 ): Promise<PipelineRow> {
-  const tag = `${mode === 'transaction' ? 'tx' : 'split'}-${phase}`;
+  const tag = `${mode === 'transaction' ? 'tx' : mode === 'stream cycle' ? 'stream' : 'split'}-${phase}`;
   const input = `bench-pipe-in-${tag}`;
   const output = `bench-pipe-out-${tag}`;
   const expected = phase === 'backlog' ? BACKLOG : STEADY_PER_SECOND * STEADY_SECONDS;
@@ -63,6 +65,19 @@ export async function measurePipeline(
     const pushed = await call(base, 'POST', '/api/v1/push', { items });
     if (pushed.status !== 201) errors += 1;
   };
+
+  let queryId = '';
+  if (mode === 'stream cycle') {
+    const registered = await call<{ query_id: string }>(base, 'POST', '/streams/v1/queries', {
+      name: `bench-${tag}`,
+      source_queue: input,
+      sink_queue: output,
+      config_hash: 'bench',
+      reset: true,
+    });
+    if (registered.status !== 200) throw new Error(`register: ${registered.status}`);
+    queryId = registered.body.query_id;
+  }
 
   const pop = (queue: string) =>
     call<Popped>(base, 'GET', `/api/v1/pop/queue/${queue}?batch=${BATCH}&wait=true&timeout=500&leaseSeconds=30`);
@@ -89,7 +104,24 @@ export async function measurePipeline(
         leaseId,
         leaseEpoch: message.leaseEpoch,
       }));
-      if (mode === 'transaction') {
+      if (mode === 'stream cycle') {
+        const last = messages[messages.length - 1];
+        const partitionId = last.partitionId;
+        const state = await call<{ rows: Array<{ value: { sum: number } }> }>(base, 'POST', '/streams/v1/state/get', {
+          query_id: queryId,
+          partition_id: partitionId,
+          keys: ['sum'],
+        });
+        const sum = (state.body.rows?.[0]?.value.sum ?? 0) + messages.length;
+        const committed = await call<{ success: boolean }>(base, 'POST', '/streams/v1/cycle', {
+          query_id: queryId,
+          partition_id: partitionId,
+          state_ops: [{ type: 'upsert', key: 'sum', value: { sum } }],
+          push_items: outputs,
+          ack: { transactionId: last.transactionId, leaseId, leaseEpoch: last.leaseEpoch, count: messages.length },
+        });
+        if (state.status !== 200 || committed.status !== 200 || !committed.body.success) errors += 1;
+      } else if (mode === 'transaction') {
         const committed = await call<{ success: boolean }>(base, 'POST', '/api/v1/transaction', {
           operations: [...acks.map((ack) => ({ type: 'ack', ...ack })), { type: 'push', items: outputs }],
           requiredLeases: [leaseId],

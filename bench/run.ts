@@ -536,11 +536,25 @@ function summarise(scenario: string, connections: number, result: Result): Row {
 /** Each phase with the two modes back to back, so that a drift of the machine hits both alike. */
 async function measurePipelines(pipelines: PipelineRow[]): Promise<void> {
   for (const phase of ['backlog', 'steady'] as const) {
-    for (const mode of ['transaction', 'push then ack'] as PipelineMode[]) {
+    for (const mode of ['transaction', 'push then ack', 'stream cycle'] as PipelineMode[]) {
       log(`two-stage pipeline, ${phase}: ${mode}`);
       pipelines.push(await measurePipeline(BROKER, mode, phase));
     }
   }
+}
+
+/** The backlog's ratios the targets name: transactions against push-then-ack, stream cycles against transactions. */
+function pipelineRatios(pipelines: PipelineRow[]): string[] {
+  const rate = (mode: PipelineMode) =>
+    pipelines.find((row) => row.phase === 'backlog' && row.mode === mode)?.messagesPerSecond;
+  const [transaction, split, stream] = [rate('transaction'), rate('push then ack'), rate('stream cycle')];
+  if (transaction === undefined || split === undefined || stream === undefined) return [];
+  const ratio = (a: number, b: number) => (b === 0 ? 0 : Math.round((a / b) * 100) / 100);
+  return [
+    `- backlog, transaction ÷ push then ack: ${ratio(transaction, split)}× (target ≥ 1.1×): ` +
+      (transaction >= 1.1 * split ? 'met' : '**missed**'),
+    `- backlog, stream cycle (with its state read) ÷ transaction: ${ratio(stream, transaction)}×`,
+  ];
 }
 
 /** The C++ broker's figures from its side-by-side run on this machine (medians of 3 rounds). */
@@ -632,7 +646,9 @@ function writeResults(
     '',
     'Stage one (4 workers) pops batches of 10 from one queue of 8 partitions and, for each batch, acks its input and pushes ' +
       'its output to a second queue, either in one `POST /api/v1/transaction` (with its lease required and each epoch sent) ' +
-      'or as a push followed by an ack; stage two (4 workers) pops the output and acks it. Backlog: 3000 messages pushed ' +
+      "or as a push followed by an ack, or as Queen's streaming SDK would keep a running sum per partition (a state read, " +
+      'then one `POST /streams/v1/cycle` of the state write, the pushes and the ack of the last message); stage two ' +
+      '(4 workers) pops the output and acks it. Backlog: 3000 messages pushed ' +
       'first, end-to-end messages per second until the last is acked at stage two. Steady: 300 messages/s fed for 8 s; ' +
       'milliseconds from the push to the ack at stage two, and for stage one from its pop answer to its output committed. ' +
       'Every output must reach stage two exactly once (errors otherwise).',
@@ -643,6 +659,8 @@ function writeResults(
       (row) =>
         `| ${row.phase} | ${row.mode} | ${row.messages} | ${row.messagesPerSecond} | ${row.endToEndP50} | ${row.endToEndP99} | ${row.stageOneP50} | ${row.stageOneP99} | ${row.errors} |`,
     ),
+    '',
+    ...pipelineRatios(pipelines),
     '',
     '## Redelivery to a parked consumer',
     '',
