@@ -6,7 +6,23 @@ import { INSUFFICIENT_PERMISSIONS } from '../src/auth/access.guard';
 import { AUTHENTICATION_REQUIRED } from '../src/auth/token-problem';
 import { PAYLOAD_TOO_LARGE } from '../src/http/request-body';
 import { TOO_MANY_REQUESTS } from '../src/limits/route-class.decorator';
-import { createTestApp } from './support/test-app';
+import { createTestApp, newTenant, TENANT_HEADER } from './support/test-app';
+
+interface RequestMedia {
+  example?: unknown;
+  examples?: Record<string, { value: unknown }>;
+}
+
+/** What a caller would type into Swagger UI's empty path parameters. */
+const PATH_VALUES: Record<string, string> = {
+  queue: 'orders',
+  partition: 'Default',
+  leaseId: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a91',
+  partitionId: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a92',
+  transactionId: 'order-42-created',
+  group: 'billing',
+  name: 'orders.per_customer_per_min',
+};
 
 interface Operation {
   parameters?: Array<{
@@ -383,6 +399,48 @@ describe('OpenAPI documentation: titles, per-status examples and path parameters
       expect(ok(path, 'post').example?.[0]).toMatchObject({ success: true, leaseReleased: false });
     }
     expect(Object.keys(document.components.schemas.PopResponseDto.properties)).toContain('messages');
+  });
+
+  it('lists the message routes first in Swagger UI, push then pop, and every tag it uses', () => {
+    const tags = (document as unknown as { tags: Array<{ name: string }> }).tags.map((tag) => tag.name);
+    const used = new Set(
+      operations.flatMap(([, operation]) => (operation as unknown as { tags?: string[] }).tags ?? []),
+    );
+    const messages = operations.filter(([, operation]) =>
+      ((operation as unknown as { tags?: string[] }).tags ?? []).includes('messages'),
+    );
+
+    expect(tags[0]).toBe('messages');
+    expect([...used].filter((tag) => !tags.includes(tag))).toEqual([]);
+    expect(messages.slice(0, 2).map(([name]) => name)).toEqual(['POST /api/v1/push', 'GET /api/v1/pop/queue/{queue}']);
+  });
+
+  it('gives every request body a working example: sent as it is, through Swagger UI, it is not refused', async () => {
+    const tenant = newTenant();
+    const withBody = operations.filter(([, operation]) => operation.requestBody !== undefined);
+    const tried: Array<[string, number]> = [];
+    const missing: string[] = [];
+    for (const [name, operation] of withBody) {
+      const media = (operation.requestBody as { content: Record<string, RequestMedia> }).content['application/json'];
+      const examples =
+        media.examples !== undefined
+          ? Object.values(media.examples).map((example) => example.value)
+          : media.example !== undefined
+            ? [media.example]
+            : [];
+      if (examples.length === 0) missing.push(name);
+      const [method, path] = name.split(' ');
+      const url = path.replace(/\{(\w+)\}/g, (_, parameter: string) => PATH_VALUES[parameter] ?? 'probe');
+      for (const example of examples) {
+        const response = await request(app.getHttpServer())
+          [method.toLowerCase() as 'post'](url)
+          .set(TENANT_HEADER, tenant)
+          .send(example as object);
+        tried.push([name, response.status]);
+      }
+    }
+    expect(missing).toEqual([]);
+    expect(tried.filter(([, status]) => status === 400 || status === 413 || status === 422)).toEqual([]);
   });
 
   it('pre-fills no path parameter in Swagger UI, and describes the lease id instead', () => {

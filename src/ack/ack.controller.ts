@@ -19,6 +19,7 @@ import { AckService } from './ack.service';
 import { ACK_BATCH_PATH, ACK_CONTROLLER_PATH } from './ack-route';
 import { ACK_BODY_MAX_BYTES, AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
+import { EXAMPLE_LEASE_ID, EXAMPLE_PARTITION_ID, EXAMPLE_TRANSACTION_ID } from '../common/api-examples';
 
 const ACK_DESCRIPTION =
   'completed commits the cursor up to the message (never backwards) and releases the lease once its whole batch ' +
@@ -68,7 +69,30 @@ export class AckController {
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge one message', description: ACK_DESCRIPTION })
-  @ApiBody({ type: AckRequestDto })
+  @ApiBody({
+    type: AckRequestDto,
+    examples: {
+      completed: {
+        summary: 'Done',
+        value: {
+          transactionId: EXAMPLE_TRANSACTION_ID,
+          partitionId: EXAMPLE_PARTITION_ID,
+          leaseId: EXAMPLE_LEASE_ID,
+          status: 'completed',
+        },
+      },
+      failed: {
+        summary: 'Failed: redeliver, spending a retry',
+        value: {
+          transactionId: EXAMPLE_TRANSACTION_ID,
+          partitionId: EXAMPLE_PARTITION_ID,
+          leaseId: EXAMPLE_LEASE_ID,
+          status: 'failed',
+          error: 'payment service unavailable',
+        },
+      },
+    },
+  })
   @ApiOkResponse(ACK_ANSWER)
   @AcceptsBody(ACK_BODY_MAX_BYTES, JSON_BODY_ELEMENTS)
   @ReadsOwnBody()
@@ -80,7 +104,20 @@ export class AckController {
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge several messages in order, in one transaction', description: ACK_DESCRIPTION })
-  @ApiBody({ type: AckBatchRequestDto })
+  @ApiBody({
+    type: AckBatchRequestDto,
+    examples: {
+      batch: {
+        summary: 'A batch of one group',
+        value: {
+          consumerGroup: 'billing',
+          acknowledgments: [
+            { transactionId: EXAMPLE_TRANSACTION_ID, partitionId: EXAMPLE_PARTITION_ID, leaseId: EXAMPLE_LEASE_ID },
+          ],
+        },
+      },
+    },
+  })
   @ApiOkResponse(ACK_ANSWER)
   @AcceptsBody('BODY_LIMIT', JSON_BODY_ELEMENTS)
   @ReadsOwnBody()

@@ -47,7 +47,11 @@ export class LeaseController {
       'The leaseId the pop returned, minted by the broker: a UUIDv7 in its 36-character form, 8-4-4-4-12 ' +
       'hexadecimal digits. Any other value answers 200 with renewed 0.',
   })
-  @ApiBody({ type: ExtendLeaseRequestDto, required: false })
+  @ApiBody({
+    type: ExtendLeaseRequestDto,
+    required: false,
+    examples: { extend: { summary: 'One more minute', value: { seconds: 60 } } },
+  })
   @ApiOkResponse({
     type: ExtendLeaseResponseDto,
     description: 'The renewal ran, whether or not it renewed anything.',

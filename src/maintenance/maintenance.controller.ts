@@ -48,7 +48,13 @@ export class MaintenanceController {
       'twice. Pops, acks and lease extensions go on. ' +
       SCOPE,
   })
-  @ApiBody({ type: MaintenanceSwitchDto })
+  @ApiBody({
+    type: MaintenanceSwitchDto,
+    examples: {
+      pause: { summary: 'Pause', value: { enabled: true } },
+      resume: { summary: 'Resume', value: { enabled: false } },
+    },
+  })
   @ApiOkResponse({ type: MaintenanceStateDto })
   @ApiErrorResponse(400, 'enabled is not a boolean; nothing changes', 'enabled must be true or false')
   @AcceptsBody(1024)
@@ -66,7 +72,13 @@ export class MaintenanceController {
       'as usual if pops resume meanwhile). Acks and lease extensions go on, so work in hand can finish. ' +
       SCOPE,
   })
-  @ApiBody({ type: MaintenanceSwitchDto })
+  @ApiBody({
+    type: MaintenanceSwitchDto,
+    examples: {
+      pause: { summary: 'Pause', value: { enabled: true } },
+      resume: { summary: 'Resume', value: { enabled: false } },
+    },
+  })
   @ApiOkResponse({ type: MaintenanceStateDto })
   @ApiErrorResponse(400, 'enabled is not a boolean; nothing changes', 'enabled must be true or false')
   @AcceptsBody(1024)

@@ -14,6 +14,7 @@ import { PushResultDto } from './dto/push-result.dto';
 import { PushRequestPipe } from './push-request.pipe';
 import { PUSH_CONTROLLER_PATH } from './push-route';
 import { PushService } from './push.service';
+import { EXAMPLE_PARTITION, EXAMPLE_QUEUE, EXAMPLE_TRANSACTION_ID } from '../common/api-examples';
 
 @ApiTags('messages')
 @ApiBearerAuth()
@@ -32,7 +33,24 @@ export class PushController {
       'created on first push. A transactionId already stored in the partition is reported as duplicate with ' +
       'the original message_id and not stored again. Wakes long polls parked on the queues, on every broker process.',
   })
-  @ApiBody({ type: PushRequestDto })
+  @ApiBody({
+    type: PushRequestDto,
+    examples: {
+      push: {
+        summary: "One order, in its customer's partition",
+        value: {
+          items: [
+            {
+              queue: EXAMPLE_QUEUE,
+              partition: EXAMPLE_PARTITION,
+              transactionId: EXAMPLE_TRANSACTION_ID,
+              payload: { orderId: 42, total: 99.5 },
+            },
+          ],
+        },
+      },
+    },
+  })
   @ApiCreatedResponse({ type: [PushResultDto], description: 'One result per item, in request order' })
   @ApiErrorResponse(
     400,

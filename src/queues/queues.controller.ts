@@ -26,6 +26,7 @@ import {
   TasksDto,
 } from './dto/queue-response.dto';
 import { QueuesService } from './queues.service';
+import { EXAMPLE_QUEUE } from '../common/api-examples';
 
 @ApiTags('queues')
 @ApiBearerAuth()
@@ -53,7 +54,18 @@ export class QueuesController {
       'the retention options (docs/retention.md); namespace and task, beside options, group queues for a discovery ' +
       'pop. Options not sent keep their value. An option the broker does not implement is refused with a 400 naming it.',
   })
-  @ApiBody({ type: ConfigureRequestDto })
+  @ApiBody({
+    type: ConfigureRequestDto,
+    examples: {
+      configure: {
+        summary: 'A queue whose handlers take up to a minute',
+        value: {
+          queue: EXAMPLE_QUEUE,
+          options: { leaseTime: 60, retryLimit: 3, deadLetterQueue: true, retryDelay: 1000 },
+        },
+      },
+    },
+  })
   @ApiOkResponse({ type: ConfigureResponseDto })
   @ApiErrorResponse(
     400,

@@ -38,6 +38,7 @@ import {
 } from './dto/traces.dto';
 import { TraceRequestPipe } from './trace-request.pipe';
 import { TracesService } from './traces.service';
+import { EXAMPLE_PARTITION_ID, EXAMPLE_TRANSACTION_ID } from '../common/api-examples';
 
 @Injectable()
 class PartitionIdPipe implements PipeTransform<unknown, string> {
@@ -67,7 +68,22 @@ export class TracesController {
       'traces; they are deleted with it (a message delete, retention, a queue delete or clear, a move to the ' +
       'dead-letter queue). Traces do not count toward the storage quotas.',
   })
-  @ApiBody({ type: TraceRequestDto })
+  @ApiBody({
+    type: TraceRequestDto,
+    examples: {
+      trace: {
+        summary: 'A step of order 42',
+        value: {
+          transactionId: EXAMPLE_TRANSACTION_ID,
+          partitionId: EXAMPLE_PARTITION_ID,
+          consumerGroup: 'billing',
+          eventType: 'info',
+          traceNames: ['order-42'],
+          data: { step: 'charged', amount: 99.5 },
+        },
+      },
+    },
+  })
   @ApiCreatedResponse({ type: TraceCreatedDto })
   @ApiErrorResponse(
     400,

@@ -12,6 +12,7 @@ import { TransactionRequestDto } from './dto/transaction-request.dto';
 import { TransactionResultDto } from './dto/transaction-result.dto';
 import { TransactionRequest, TransactionRequestPipe } from './transaction-request.pipe';
 import { TransactionService } from './transaction.service';
+import { EXAMPLE_LEASE_ID, EXAMPLE_PARTITION_ID, EXAMPLE_TRANSACTION_ID } from '../common/api-examples';
 
 @ApiTags('messages')
 @ApiBearerAuth()
@@ -39,7 +40,29 @@ export class TransactionController {
       'retry only when its pushes carry their own transactionIds: a replay of a committed transaction then ' +
       'answers reason duplicate, while minted ids would store its messages twice.',
   })
-  @ApiBody({ type: TransactionRequestDto })
+  @ApiBody({
+    type: TransactionRequestDto,
+    examples: {
+      stage: {
+        summary: 'A pipeline stage: ack the input, push the output',
+        value: {
+          operations: [
+            {
+              type: 'ack',
+              transactionId: EXAMPLE_TRANSACTION_ID,
+              partitionId: EXAMPLE_PARTITION_ID,
+              leaseId: EXAMPLE_LEASE_ID,
+            },
+            {
+              type: 'push',
+              items: [{ queue: 'invoices', transactionId: 'invoice-for-order-42', payload: { orderId: 42 } }],
+            },
+          ],
+          requiredLeases: [EXAMPLE_LEASE_ID],
+        },
+      },
+    },
+  })
   @ApiOkResponse({
     type: TransactionResultDto,
     description: 'Committed (success true, one result per operation) or rolled back (success false, a reason)',
