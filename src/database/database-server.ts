@@ -2,6 +2,12 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { EmbeddedPostgres } from './embedded-postgres';
 
+/**
+ * Connections the embedded server takes beside the pool's: the wakeup LISTEN client, the migrations' lock client,
+ * the readiness probe's and reachability check's own clients, and a few for psql while it runs.
+ */
+const EMBEDDED_SPARE_CONNECTIONS = 10;
+
 @Injectable()
 export class DatabaseServer {
   private readonly logger = new Logger(DatabaseServer.name);
@@ -22,7 +28,7 @@ export class DatabaseServer {
       );
       this.embedded = await EmbeddedPostgres.start({
         dataDir: database.dataDir,
-        maxConnections: database.poolSize + 10,
+        maxConnections: database.poolSize + EMBEDDED_SPARE_CONNECTIONS,
       });
       this.logger.log(`Embedded PostgreSQL (PGlite) serving ${database.dataDir}`);
     }

@@ -170,6 +170,9 @@ const NO_QUEUE_TOTALS: QueueTotals = {
   consumerGroups: 0,
 };
 
+/** Rounds of insert-then-lock a push makes for queues deleted under it (ensureQueues). */
+const QUEUE_CREATE_ROUNDS = 3;
+
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
 
@@ -271,6 +274,8 @@ export class QueuesRepository {
     if (existing.ids.size === names.length) return { ...existing, created: 0 };
     let created = 0;
     for (let attempt = 1; ; attempt++) {
+      // A delete racing every round is a tenant deleting its own queues while it pushes to them: the push then
+      // answers that its queue is missing rather than loop.
       const [inserted]: Array<{ created: number }> = await manager.query(
         `WITH created AS (
            INSERT INTO queues (tenant_id, id, name)
@@ -283,7 +288,7 @@ export class QueuesRepository {
       );
       created += inserted.created;
       const locked = await lockExisting();
-      if (locked.ids.size === names.length || attempt === 3) return { ...locked, created };
+      if (locked.ids.size === names.length || attempt === QUEUE_CREATE_ROUNDS) return { ...locked, created };
     }
   }
 
