@@ -418,6 +418,19 @@ describe('AckService.acknowledge', () => {
       ]);
     });
 
+    it('with releaseLease, ends the lease mid-batch, and only with the leaseId it names', async () => {
+      const h = harness();
+      const unleased = harness();
+
+      const [result] = await h.service.acknowledge('t', [ack(3, { releaseLease: true })]);
+      const [without] = await unleased.service.acknowledge('t', [ack(3, { releaseLease: true, leaseId: undefined })]);
+
+      expect(result).toMatchObject(accepted(true));
+      expect(savedFor(h)).toMatchObject({ committedOffset: 3, releaseLease: true });
+      expect(without).toMatchObject(accepted(false));
+      expect(savedFor(unleased)).toMatchObject({ committedOffset: 3, releaseLease: false });
+    });
+
     it('wakes the group for the messages past the cursor once a released lease leaves some', async () => {
       const h = harness();
 

@@ -162,7 +162,8 @@ export class AckService {
         cursor.changed = true;
       }
       const spanDone = cursor.leaseEndOffset !== null && cursor.committedOffset >= cursor.leaseEndOffset;
-      return done(spanDone && this.release(cursor));
+      const endLease = spanDone || (command.releaseLease === true && command.leaseId !== undefined);
+      return done(endLease && this.release(cursor));
     }
 
     if (seq <= cursor.committedOffset) return refused(ALREADY_ACKNOWLEDGED);

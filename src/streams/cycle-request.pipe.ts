@@ -26,7 +26,6 @@ export interface CycleCommand {
   ack: AckCommand | undefined;
   /** Messages the ack covers as the SDK counts them; echoed in ack_result. */
   ackCount: number;
-  releaseLease: boolean;
 }
 
 /** A cycle is bounded as a transaction is: its state operations and push items count against the same cap. */
@@ -62,18 +61,21 @@ export class CycleRequestPipe implements PipeTransform<unknown, CycleCommand> {
     const consumerGroup = request.consumer_group ?? QUEUE_MODE_GROUP;
     const sent = request.ack;
     const ack = sent
-      ? toCommand(
-          {
-            transactionId: sent.transactionId,
-            partitionId,
+      ? {
+          ...toCommand(
+            {
+              transactionId: sent.transactionId,
+              partitionId,
+              consumerGroup,
+              status: sent.status ?? undefined,
+              leaseId: sent.leaseId ?? undefined,
+              leaseEpoch: sent.leaseEpoch,
+              error: sent.error,
+            },
             consumerGroup,
-            status: sent.status ?? undefined,
-            leaseId: sent.leaseId ?? undefined,
-            leaseEpoch: sent.leaseEpoch,
-            error: sent.error,
-          },
-          consumerGroup,
-        )
+          ),
+          releaseLease: request.release_lease ?? true,
+        }
       : undefined;
     return {
       queryId: request.query_id.toLowerCase(),
@@ -83,7 +85,6 @@ export class CycleRequestPipe implements PipeTransform<unknown, CycleCommand> {
       pushItems,
       ack,
       ackCount: sent?.count ?? 1,
-      releaseLease: request.release_lease ?? true,
     };
   }
 }

@@ -142,28 +142,6 @@ export class StreamsRepository {
     );
   }
 
-  /** Ends the lease on the cycle's own partition only: a pop of several partitions leases them all under one id. */
-  async releaseLease(
-    tenantId: string,
-    partitionId: string,
-    consumerGroup: string,
-    leaseId: string,
-    manager: EntityManager,
-  ): Promise<{ partition: string; claimable: number } | undefined> {
-    const rows: Array<{ partition: string; claimable: string }> = await manager.query(
-      `WITH released AS (
-         UPDATE consumers c
-            SET lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, updated_at = now()
-          WHERE c.tenant_id = $1 AND c.partition_id = $2 AND c.consumer_group = $3 AND c.lease_id = $4
-         RETURNING c.tenant_id, c.partition_id, c.committed_offset
-       )
-       SELECT p.name AS partition, p.last_offset - r.committed_offset AS claimable
-         FROM released r JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id`,
-      [tenantId, partitionId, consumerGroup, leaseId],
-    );
-    return rows.length === 0 ? undefined : { partition: rows[0].partition, claimable: Number(rows[0].claimable) };
-  }
-
   async state(
     tenantId: string,
     queryId: string,

@@ -186,27 +186,7 @@ export class StreamsService {
         const lost = result.error === INVALID_LEASE;
         throw new CycleRefused({ reason: lost ? 'lease_lost' : 'ack_rejected', error: `ack: ${result.error}` });
       }
-      let released = result.leaseReleased;
-      if (command.releaseLease && ack.leaseId !== undefined && !released) {
-        const freed = await this.streams.releaseLease(
-          tenantId,
-          command.partitionId,
-          command.consumerGroup,
-          ack.leaseId,
-          manager,
-        );
-        if (freed) {
-          released = true;
-          if (freed.claimable > 0) {
-            unit.redeliver({
-              queue: found.sourceQueue!,
-              consumerGroup: command.consumerGroup,
-              partitions: new Map([[freed.partition, freed.claimable]]),
-            });
-          }
-        }
-      }
-      ackResult = { success: true, count: command.ackCount, lease_released: released, dlq: result.dlq };
+      ackResult = { success: true, count: command.ackCount, lease_released: result.leaseReleased, dlq: result.dlq };
     }
     await this.streams.applyState(tenantId, command.queryId, command.partitionId, command.stateOps, manager);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];

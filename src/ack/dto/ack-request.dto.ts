@@ -17,6 +17,8 @@ export interface AckCommand {
   leaseId: string | undefined;
   leaseEpoch?: number | undefined;
   error: string | null;
+  /** A completed ack with its leaseId ends that lease mid-batch too (a stream cycle's release_lease). */
+  releaseLease?: boolean;
 }
 
 export class AckRequestDto {
