@@ -7,6 +7,7 @@ import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
 import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { TransactionKey } from '../messages/message-shape';
+import { keepsDeadLetters } from '../queues/keeps-dead-letters';
 
 export interface CursorKey {
   partitionId: string;
@@ -94,7 +95,7 @@ export class AckRepository {
               ) c
        )
        SELECT l.partition_id, l.consumer_group, q.name AS queue, p.name AS partition, p.last_offset,
-              q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries AS dead_letter_queue, q.retry_delay_ms,
+              q.retry_limit, ${keepsDeadLetters('q')} AS dead_letter_queue, q.retry_delay_ms,
               l.committed_offset, l.delivered_offset, l.lease_end_offset,
               (SELECT min(m.seq) FROM messages m
                 WHERE m.tenant_id = $1 AND m.partition_id = l.partition_id AND m.seq > l.committed_offset) AS next_offset,

@@ -21,7 +21,7 @@ export interface ValidationLimits {
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 // Half a surrogate pair: the driver would store U+FFFD (a name would not match itself); escaped, PostgreSQL cannot decode it.
-const UNPAIRED_SURROGATE = /\p{Cs}/u;
+export const UNPAIRED_SURROGATE = /\p{Cs}/u;
 const INTEGER = /^-?\d+$/;
 // Offsets stop at 15:59: PostgreSQL refuses larger displacements, which JavaScript's Date accepts.
 const ISO_TIMESTAMP =

@@ -5,6 +5,7 @@ import { subscriptionStartOffset } from '../common/subscription-start';
 import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
+import { keepsDeadLetters } from '../queues/keeps-dead-letters';
 
 export interface DuePartition {
   tenantId: string;
@@ -382,7 +383,7 @@ export class RetentionRepository {
           ORDER BY d.due_at
           LIMIT $1
        )
-       SELECT c.tenant_id, c.id AS partition_id, q.dead_letter_queue OR q.dlq_after_max_retries AS dead_letter_queue,
+       SELECT c.tenant_id, c.id AS partition_id, ${keepsDeadLetters('q')} AS dead_letter_queue,
               ${retentionColumns('q')}
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id

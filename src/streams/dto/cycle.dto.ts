@@ -6,6 +6,7 @@ import {
   IsOptionalText,
   IsTrueOrFalse,
   IsUuidText,
+  UNPAIRED_SURROGATE,
 } from '../../common/contract-validators';
 import { AcceptsKey, IsArrayOf, IsObjectOf } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
@@ -24,7 +25,7 @@ export function stateKeyProblem(value: unknown): string | undefined {
     return `must be 1 to ${STATE_KEY_MAX_LENGTH} characters long`;
   }
   if (value.includes('\u0000')) return 'must not contain the character \\u0000';
-  if (/\p{Cs}/u.test(value)) return 'must not contain an unpaired UTF-16 surrogate';
+  if (UNPAIRED_SURROGATE.test(value)) return 'must not contain an unpaired UTF-16 surrogate';
   return undefined;
 }
 
