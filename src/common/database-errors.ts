@@ -1,5 +1,5 @@
 import { InternalServerErrorException } from '@nestjs/common';
-import { QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
 import { errorMessage } from './error-message';
 
 export class PoolUnavailableError extends Error {
@@ -82,6 +82,17 @@ export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   if (/query read timeout/i.test(message)) return 'timeout';
   if (UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) return 'unavailable';
   return undefined;
+}
+
+/**
+ * A statement a healthy database refused for what it was sent (a constraint, a bad value), as "SQLSTATE text" for the
+ * log: the text can quote what the caller sent, so it goes to the log and the caller gets a fixed answer. Undefined
+ * for anything else, a failure of the database included.
+ */
+export function refusedStatementOf(error: unknown): string | undefined {
+  if (!(error instanceof QueryFailedError) || databaseFailureOf(error) !== undefined) return undefined;
+  const { code } = error.driverError as { code?: string };
+  return `${code ?? ''} ${error.message}`;
 }
 
 /** PostgreSQL gave up this transaction, not the work: it rolled it back, and running it again can succeed. */

@@ -368,14 +368,14 @@ export class QueuesRepository {
     tenantId: string,
     name: string,
     manager: EntityManager,
-  ): Promise<{ created: boolean; retention: StoredRetention }> {
-    const [row]: Array<RetentionRow & { created: boolean }> = await manager.query(
+  ): Promise<{ id: string; created: boolean; retention: StoredRetention }> {
+    const [row]: Array<RetentionRow & { id: string; created: boolean }> = await manager.query(
       `INSERT INTO queues AS q (tenant_id, id, name) VALUES ($1, $2, $3)
        ON CONFLICT (tenant_id, name) DO UPDATE SET updated_at = now()
-       RETURNING q.xmax = 0 AS created, ${retentionColumns('q')}`,
+       RETURNING q.id, q.xmax = 0 AS created, ${retentionColumns('q')}`,
       [tenantId, uuidv7(), name],
     );
-    return { created: row.created, retention: storedRetentionOf(row) };
+    return { id: row.id, created: row.created, retention: storedRetentionOf(row) };
   }
 
   /** One probe of the due-partition index (see QueueListDto.retentionLagSeconds); a check of -infinity is due now. */

@@ -1,8 +1,7 @@
 import { HttpStatus, Injectable, Logger, NotFoundException } from '@nestjs/common';
 import { AnswerException } from '../common/answer-exception';
-import { QueryFailedError } from 'typeorm';
 import { AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
-import { databaseFailureOf } from '../common/database-errors';
+import { refusedStatementOf } from '../common/database-errors';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { TenantRates } from '../limits/tenant-rates';
@@ -58,13 +57,12 @@ export class StreamsService {
     const sinkQueue = request.sink_queue ?? null;
     const reset = request.reset ?? false;
     return this.runner.run(tenantId, async (manager) => {
-      let source = await this.queues.find(tenantId, request.source_queue, manager);
-      if (!source) {
-        const { created } = await this.queues.upsert(tenantId, request.source_queue, manager);
-        await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
-        source = (await this.queues.find(tenantId, request.source_queue, manager))!;
+      let queueId = (await this.queues.find(tenantId, request.source_queue, manager))?.id;
+      if (queueId === undefined) {
+        const source = await this.queues.upsert(tenantId, request.source_queue, manager);
+        await this.quotas.admit(tenantId, 'queues', source.created ? 1 : 0, manager);
+        queueId = source.id;
       }
-      const queueId = source.id;
       const { query, fresh } = await this.streams.registerByName(
         tenantId,
         request.name,
@@ -149,10 +147,9 @@ export class StreamsService {
 
   private refusalOf(error: unknown, command: CycleCommand): Refusal | undefined {
     if (error instanceof CycleRefused) return error.refusal;
-    if (error instanceof QueryFailedError && databaseFailureOf(error) === undefined) {
-      const { code } = error.driverError as { code?: string };
-      // The database's text can quote what the caller sent: it goes to the log, the caller gets a fixed one.
-      this.logger.warn(`Cycle of query ${command.queryId} rolled back by the database: ${code ?? ''} ${error.message}`);
+    const refusedStatement = refusedStatementOf(error);
+    if (refusedStatement !== undefined) {
+      this.logger.warn(`Cycle of query ${command.queryId} rolled back by the database: ${refusedStatement}`);
       return { reason: 'db_error', error: DB_ERROR_TEXT };
     }
     return undefined;

@@ -1,10 +1,9 @@
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { Injectable, Logger } from '@nestjs/common';
-import { QueryFailedError } from 'typeorm';
 import { ALREADY_ACKNOWLEDGED, AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
 import { AckCommand, MAX_ACKS } from '../ack/dto/ack-request.dto';
 import { compositeKey } from '../common/composite-key';
-import { databaseFailureOf } from '../common/database-errors';
+import { refusedStatementOf } from '../common/database-errors';
 import { uuidv7 } from '../common/uuid';
 import { TenantRates } from '../limits/tenant-rates';
 import { MetricsService } from '../metrics/metrics.service';
@@ -64,10 +63,9 @@ export class TransactionService {
       return { transactionId, success: true, results };
     } catch (error) {
       if (error instanceof TransactionRefused) return this.refused(transactionId, error.refusal);
-      if (error instanceof QueryFailedError && databaseFailureOf(error) === undefined) {
-        const { code } = error.driverError as { code?: string };
-        // The database's text can quote what the caller sent: it goes to the log, the caller gets a fixed one.
-        this.logger.warn(`Transaction ${transactionId} rolled back by the database: ${code ?? ''} ${error.message}`);
+      const refusedStatement = refusedStatementOf(error);
+      if (refusedStatement !== undefined) {
+        this.logger.warn(`Transaction ${transactionId} rolled back by the database: ${refusedStatement}`);
         return this.refused(transactionId, { reason: 'db_error', error: DB_ERROR_TEXT });
       }
       throw error;
