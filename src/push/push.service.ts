@@ -107,10 +107,9 @@ export class PushService {
     // A push to plain queues only ever looks at this: no per-message work, no statement more.
     const sealing = encrypted.size > 0;
     if (sealing && !this.cipher.enabled) {
-      const queue = slots.find((slot) => encrypted.has(slot.partition.queueId))!.partition.queueId;
-      const name = items[slots.findIndex((slot) => slot.partition.queueId === queue)].queue;
+      const { queue } = items[slots.findIndex((slot) => encrypted.has(slot.partition.queueId))];
       throw new InternalServerErrorException({
-        error: `queue "${name}" has encryptionEnabled and this broker has no encryption key (ENCRYPTION_KEYS)`,
+        error: `queue "${queue}" has encryptionEnabled and this broker has no encryption key (ENCRYPTION_KEYS)`,
       });
     }
     let sealed = false;
