@@ -9,6 +9,7 @@ import { DatabaseModule } from './database/database.module';
 import { DlqModule } from './dlq/dlq.module';
 import { EncryptionModule } from './encryption/encryption.module';
 import { HealthModule } from './health/health.module';
+import { HistoryModule } from './history/history.module';
 import { LeaseModule } from './lease/lease.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { LimitsModule } from './limits/limits.module';
@@ -32,6 +33,7 @@ import { StreamsModule } from './streams/streams.module';
     EncryptionModule,
     LifecycleModule,
     MetricsModule,
+    HistoryModule,
     LimitsModule,
     MaintenanceModule,
     AuthModule,

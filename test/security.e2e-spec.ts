@@ -182,6 +182,16 @@ const ROUTE_TABLE: RouteRow[] = [
     level: 'read-only',
     request: (queue) => ({ path: `/api/v1/resources/queues/${queue}/leases` }),
   },
+  {
+    route: 'GET /api/v1/resources/queues/:queue/history',
+    level: 'read-only',
+    request: (queue) => ({ path: `/api/v1/resources/queues/${queue}/history?range=day` }),
+  },
+  {
+    route: 'GET /api/v1/resources/history',
+    level: 'read-only',
+    request: () => ({ path: '/api/v1/resources/history' }),
+  },
   { route: 'GET /api/v1/whoami', level: 'any-role', request: () => ({ path: '/api/v1/whoami' }) },
   {
     route: 'DELETE /api/v1/resources/queues/:queue',

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { Redelivery } from '../wakeup/parked-polls';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
@@ -154,7 +155,14 @@ function harness(world: World = {}): Harness {
     queue: (_tenantId: string, queue: string) => ({ queue }),
   } as unknown as MetricsService;
 
-  const service = new AckService(writes, acks, metrics);
+  const history = {
+    acked: (_tenantId: string, queue: string, value: number) =>
+      void counted.push({ metric: 'history.acked', labels: { queue }, value }),
+    deadLettered: (_tenantId: string, queue: string, value: number) =>
+      void counted.push({ metric: 'history.deadLettered', labels: { queue }, value }),
+  } as unknown as HistoryRecorder;
+
+  const service = new AckService(writes, acks, metrics, history);
   return { service, saved, before, retryAfter, letters, announced, lockedKeys, counted };
 }
 
@@ -527,6 +535,7 @@ describe('AckService.acknowledge', () => {
           [{ partitionId: P1, consumerGroup: GROUP, committedOffset: 3, retryCount: 0, releaseLease: true }],
         ]);
         expect(h.counted).toContainEqual({ metric: 'deadLettered', labels: { queue: 'jobs' }, value: 1 });
+        expect(h.counted).toContainEqual({ metric: 'history.deadLettered', labels: { queue: 'jobs' }, value: 1 });
       });
 
       it('drops the message at the cursor without a dead letter when the queue keeps none', async () => {
@@ -660,6 +669,16 @@ describe('AckService.acknowledge', () => {
     expect(h.counted.filter((entry) => entry.metric === 'acks')).toEqual([
       { metric: 'acks', labels: { status: 'completed', outcome: 'accepted' }, value: 1 },
       { metric: 'acks', labels: { status: 'failed', outcome: 'refused' }, value: 1 },
+    ]);
+  });
+
+  it("adds the accepted completed acks to each queue's history once committed, and no refused one", async () => {
+    const h = harness();
+
+    await h.service.acknowledge('t', [ack(3), ack(99), ack(2, { outcome: 'failed' })]);
+
+    expect(h.counted.filter((entry) => entry.metric.startsWith('history.'))).toEqual([
+      { metric: 'history.acked', labels: { queue: 'jobs' }, value: 1 },
     ]);
   });
 });

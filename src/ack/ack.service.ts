@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { compositeKey } from '../common/composite-key';
+import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService, RedeliveryCause } from '../metrics/metrics.service';
 import { Redelivery } from '../wakeup/parked-polls';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
@@ -44,6 +45,7 @@ export class AckService {
     private readonly writes: Writes,
     private readonly acks: AckRepository,
     private readonly metrics: MetricsService,
+    private readonly history: HistoryRecorder,
   ) {}
 
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
@@ -58,13 +60,17 @@ export class AckService {
     for (const { queue, cause, messages } of tally.handedBack) {
       this.metrics.redeliveredMessages.inc({ ...this.metrics.queue(tenantId, queue), cause }, messages);
     }
-    for (const queue of tally.deadLettered) this.metrics.deadLettered.inc(this.metrics.queue(tenantId, queue));
+    for (const queue of tally.deadLettered) {
+      this.metrics.deadLettered.inc(this.metrics.queue(tenantId, queue));
+      this.history.deadLettered(tenantId, queue, 1);
+    }
+    for (const [queue, messages] of tally.completed) this.history.acked(tenantId, queue, messages);
   }
 
   /** Shared with transactions: wakeups and counts happen only once the unit of work has committed. */
   async apply(unit: UnitOfWork, commands: AckCommand[], transaction?: TransactionAcks): Promise<AckResultDto[]> {
     const { tenantId, manager } = unit;
-    const tally: Tally = { handedBack: [], deadLettered: [] };
+    const tally: Tally = { handedBack: [], deadLettered: [], completed: new Map() };
     const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
     const locked = await this.acks.lock(tenantId, keys, commands, manager);
     const cursors = new Map<string, WorkingCursor>(
@@ -161,6 +167,7 @@ export class AckService {
         cursor.retryCount = 0;
         cursor.changed = true;
       }
+      tally.completed.set(cursor.queue, (tally.completed.get(cursor.queue) ?? 0) + 1);
       const spanDone = cursor.leaseEndOffset !== null && cursor.committedOffset >= cursor.leaseEndOffset;
       const endLease = spanDone || (command.releaseLease === true && command.leaseId !== undefined);
       return done(endLease && this.release(cursor));
@@ -236,6 +243,8 @@ export class AckService {
 interface Tally {
   handedBack: Array<{ queue: string; cause: RedeliveryCause; messages: number }>;
   deadLettered: string[];
+  /** Completed acks accepted, per queue. */
+  completed: Map<string, number>;
 }
 
 function claimableAgain(cursors: WorkingCursor[]): Redelivery[] {

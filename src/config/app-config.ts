@@ -114,6 +114,13 @@ export interface RetentionConfig {
   minSeconds: number;
 }
 
+export interface HistoryConfig {
+  /** How often this process adds its counts to the minute buckets; 0 keeps no history. */
+  flushMs: number;
+  /** Buckets older than this are deleted by the retention job. */
+  retentionDays: number;
+}
+
 export interface AppConfig {
   port: number;
   host: string;
@@ -138,6 +145,7 @@ export interface AppConfig {
   http: HttpConfig;
   limits: LimitsConfig;
   retention: RetentionConfig;
+  history: HistoryConfig;
   /** Keys for queues with encryptionEnabled: the first seals new payloads, every one opens stored ones. */
   encryptionKeys: EncryptionKey[];
   docsEnabled: boolean;

@@ -126,6 +126,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
       emptyPartitionGraceSeconds: reader.int('EMPTY_PARTITION_GRACE_SECONDS', 3_600, 0, INT32_MAX),
       minSeconds: reader.int('QUEUE_MIN_RETENTION_SECONDS', 0, 0, INT32_MAX),
     },
+    history: {
+      flushMs: reader.int('HISTORY_FLUSH_MS', 60_000, 0, 3_600_000),
+      retentionDays: reader.int('HISTORY_RETENTION_DAYS', 7, 1, 366),
+    },
     encryptionKeys: parseEncryptionKeys(
       reader.string('ENCRYPTION_KEYS'),
       reader.string('QUEEN_ENCRYPTION_KEY'),

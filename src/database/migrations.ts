@@ -22,6 +22,7 @@ import { DeliveryControls1798000000000 } from '../../migrations/1798000000000-De
 import { Encryption1798100000000 } from '../../migrations/1798100000000-Encryption';
 import { Traces1798200000000 } from '../../migrations/1798200000000-Traces';
 import { Streams1798300000000 } from '../../migrations/1798300000000-Streams';
+import { QueueHistory1798400000000 } from '../../migrations/1798400000000-QueueHistory';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -49,4 +50,5 @@ export const MIGRATIONS = [
   Encryption1798100000000,
   Traces1798200000000,
   Streams1798300000000,
+  QueueHistory1798400000000,
 ];

@@ -29,6 +29,7 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
   private notifyIdle: (() => void) | undefined;
   private listenerClosed: Promise<void> = Promise.resolve();
   private cut = 0;
+  private drainedOnce: Promise<void> | undefined;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -101,7 +102,13 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
     });
   }
 
-  async drained(): Promise<void> {
+  /** Once, however many wait for it: what flushes at shutdown waits for the last request's counts. */
+  drained(): Promise<void> {
+    this.drainedOnce ??= this.drain();
+    return this.drainedOnce;
+  }
+
+  private async drain(): Promise<void> {
     this.begin();
     await this.listenerClosed;
     const startedAt = this.startedAt!;

@@ -134,7 +134,8 @@ export class MetricsService {
       name: 'leasehold_retention_deleted_total',
       help:
         'Rows the retention job deleted, by reason: completed (consumed by every group), retention (past ' +
-        'retentionSeconds), evicted (past maxWaitTimeSeconds), dead_letter, partition (empty partitions).',
+        'retentionSeconds), evicted (past maxWaitTimeSeconds), dead_letter, partition (empty partitions), history ' +
+        "(the console's minute buckets past HISTORY_RETENTION_DAYS).",
       labelNames: ['reason'],
       registers,
     });

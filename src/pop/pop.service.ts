@@ -13,6 +13,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { monotonicNow } from '../database/deadline';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { ShuttingDownException } from '../lifecycle/shutting-down.exception';
+import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '../wakeup/parked-polls';
@@ -61,6 +62,7 @@ export class PopService {
     private readonly expiries: LeaseExpiryService,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
+    private readonly history: HistoryRecorder,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
@@ -379,7 +381,7 @@ export class PopService {
     claimed: ClaimedMessage[],
     leaseSeconds: number,
   ): void {
-    this.count(tenantId, queue, claimed);
+    this.count(tenantId, queue, claimed, options.autoAck);
     if (options.autoAck) return;
     const partitions = new Map<string, number>();
     for (const { partition } of claimed) partitions.set(partition, (partitions.get(partition) ?? 0) + 1);
@@ -391,9 +393,14 @@ export class PopService {
     this.metrics.pops.inc({ outcome: delivery ? 'messages' : 'empty' });
   }
 
-  private count(tenantId: string, queue: string, claimed: ClaimedMessage[]): void {
+  private count(tenantId: string, queue: string, claimed: ClaimedMessage[], autoAck: boolean): void {
     const labels = this.metrics.queue(tenantId, queue);
     this.metrics.poppedMessages.inc(labels, claimed.length);
+    let oldest = claimed[0].createdAt;
+    for (const message of claimed) if (message.createdAt < oldest) oldest = message.createdAt;
+    this.history.popped(tenantId, queue, claimed.length, oldest);
+    // Delivered and committed at once: consumed, as far as the chart of acks is concerned.
+    if (autoAck) this.history.acked(tenantId, queue, claimed.length);
     const lost = claimed.filter((message) => message.leaseLost);
     if (lost.length === 0) return;
     this.metrics.leasesLost.inc(labels, new Set(lost.map((message) => message.partitionId)).size);

@@ -8,6 +8,7 @@ import type { TenantQuotas } from '../limits/tenant-quotas';
 import { ConflictException, Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
+import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueuesRepository } from '../queues/queues.repository';
 import { QueueWork } from '../wakeup/parked-polls';
@@ -45,6 +46,7 @@ interface Harness {
   announced: Array<Map<string, QueueWork>>;
   notified: number;
   pushedCounts: Array<{ queue: string; value: number }>;
+  historyCounts: Array<{ queue: string; value: number }>;
   /** What each unit of work recorded as stored, for the storage quotas. */
   stored: Array<UnitOfWork['storedChange']>;
   /** The id the fake gives a partition: `<queue>/<name>`. */
@@ -73,6 +75,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
     announced: [],
     notified: 0,
     pushedCounts: [],
+    historyCounts: [],
     stored: [],
     partitionId,
   };
@@ -176,6 +179,9 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       new MaintenanceService({} as TransactionRunner, {} as DatabaseEngine),
       new PayloadCipher({ encryptionKeys: [] } as unknown as AppConfig),
       {} as EncryptionKeysRepository,
+      {
+        pushed: (_tenantId: string, queue: string, value: number) => void h.historyCounts.push({ queue, value }),
+      } as unknown as HistoryRecorder,
     ),
   });
 }
@@ -406,6 +412,7 @@ describe('PushService.push', () => {
       expect(h.notified).toBe(0);
       expect(h.announced).toEqual([new Map()]);
       expect(h.pushedCounts).toEqual([]);
+      expect(h.historyCounts).toEqual([]);
     });
   });
 
@@ -474,6 +481,7 @@ describe('PushService.push', () => {
       { queue: 'q', value: 3 },
       { queue: 'z', value: 1 },
     ]);
+    expect(h.historyCounts).toEqual(h.pushedCounts);
   });
 
   it('refuses with 409 and writes nothing when a queue is deleted before the push could lock it', async () => {

@@ -6,6 +6,7 @@ import { EncryptionKeysRepository } from '../encryption/encryption-keys.reposito
 import { PayloadCipher } from '../encryption/payload-cipher';
 import { uuidv7 } from '../common/uuid';
 import { TenantQuotas } from '../limits/tenant-quotas';
+import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { LockedPartition, NamedLocks, QueueLocks, QueuesRepository } from '../queues/queues.repository';
 import { UnitOfWork, Writes } from '../wakeup/unit-of-work';
@@ -27,6 +28,7 @@ export class PushService {
     private readonly maintenance: MaintenanceService,
     private readonly cipher: PayloadCipher,
     private readonly keys: EncryptionKeysRepository,
+    private readonly history: HistoryRecorder,
   ) {}
 
   /** Offsets are assigned under each partition's row lock, so a cursor can never pass an uncommitted lower offset. */
@@ -188,8 +190,10 @@ export class PushService {
         );
       }
       unit.afterCommit(() => {
-        for (const [queue, count] of perQueue)
+        for (const [queue, count] of perQueue) {
           this.metrics.pushedMessages.inc(this.metrics.queue(tenantId, queue), count);
+          this.history.pushed(tenantId, queue, count);
+        }
       });
     }
     return results;

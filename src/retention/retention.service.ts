@@ -2,13 +2,14 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdo
 import { APP_CONFIG, AppConfig, RetentionConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
+import { HistoryRepository } from '../history/history.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { evictAfterSeconds, RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
 import { PartitionRules, RetentionRepository } from './retention.repository';
 import { TenantRotation } from './tenant-rotation';
 import { errorMessage } from '../common/error-message';
 
-export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition';
+export type RetentionReason = 'completed' | 'retention' | 'evicted' | 'dead_letter' | 'partition' | 'history';
 
 export interface RetentionRound {
   partitions: number;
@@ -25,6 +26,8 @@ const RECHECK_BATCH = 5_000;
 const CUT_TARGET_MS = 250;
 /** How far past RETENTION_BATCH_SIZE a cut may grow. */
 const MAX_BATCH_GROWTH = 64;
+/** The console's minute buckets age by the minute: a look every ten minutes keeps them within ten of their limit. */
+const HISTORY_CHECK_MS = 600_000;
 export const EVICTED = 'evicted: waited longer than the queue allows (maxWaitTimeSeconds or ttl)';
 
 /** A partition carries when it is next worth a look: a round's work grows with what to delete, not with queues. */
@@ -44,10 +47,14 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   private behind = false;
   /** Messages one cut may read: starts at RETENTION_BATCH_SIZE and follows how long cuts take (CUT_TARGET_MS). */
   private batch: number;
+  private readonly historyDays: number;
+  /** performance.now() of the last look for old history; undefined: none yet. */
+  private historyCheckedAt: number | undefined;
 
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly retention: RetentionRepository,
+    private readonly history: HistoryRepository,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
     @Inject(APP_CONFIG) config: AppConfig,
@@ -56,6 +63,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     this.defaults = retentionDefaultsOf(config);
     this.roundMs = Math.max(MIN_ROUND_MS, this.settings.intervalMs);
     this.batch = this.settings.batchSize;
+    this.historyDays = config.history.retentionDays;
     metrics.watchRetentionLag(() => this.lagSeconds());
   }
 
@@ -86,7 +94,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const ours = (tenant: string): boolean => only === undefined || only.has(tenant);
     const outcome: RetentionRound = {
       partitions: 0,
-      deleted: { completed: 0, retention: 0, evicted: 0, dead_letter: 0, partition: 0 },
+      deleted: { completed: 0, retention: 0, evicted: 0, dead_letter: 0, partition: 0, history: 0 },
       evictedToDeadLetters: 0,
     };
     const stopAt = performance.now() + this.roundMs;
@@ -112,6 +120,11 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         for (const tenant of found) this.quotas.forgetStored(tenant);
         this.count(outcome, 'dead_letter', deleted);
       }
+      const historyDue =
+        tenants !== undefined ||
+        this.historyCheckedAt === undefined ||
+        performance.now() - this.historyCheckedAt >= HISTORY_CHECK_MS;
+      if (historyDue) await this.deleteOldHistory(outcome, ours, performance.now() + this.roundMs / 8);
       // Queues whose retention changed: their partitions are made due, a batch per statement, before the due walk.
       const spreadUntil = performance.now() + this.roundMs / 4;
       while (!this.stopped && performance.now() < spreadUntil) {
@@ -191,6 +204,28 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     this.count(outcome, 'partition', removed);
     outcome.evictedToDeadLetters += cut.trimmed.lettered;
     return cut.rules.length;
+  }
+
+  /** Buckets past HISTORY_RETENTION_DAYS, tenant by tenant, a batch per statement, within the budget. */
+  private async deleteOldHistory(
+    outcome: RetentionRound,
+    ours: (tenant: string) => boolean,
+    until: number,
+  ): Promise<void> {
+    const batch = this.settings.batchSize;
+    const found = (
+      await this.transactions.run(undefined, (manager) => this.history.tenantsWithOld(this.historyDays, manager))
+    ).filter(ours);
+    for (const tenant of found) {
+      for (let deleted = batch; deleted >= batch;) {
+        if (this.stopped || performance.now() >= until) return;
+        deleted = await this.transactions.run(undefined, (manager) =>
+          this.history.deleteOld(tenant, this.historyDays, batch, manager),
+        );
+        this.count(outcome, 'history', deleted);
+      }
+    }
+    this.historyCheckedAt = performance.now();
   }
 
   /**

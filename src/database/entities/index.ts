@@ -9,10 +9,12 @@ import { QueueEntity } from './queue.entity';
 import { RetentionRecheckEntity } from './retention-recheck.entity';
 import { TenantUsageEntity } from './tenant-usage.entity';
 import { GroupLagEntity } from './group-lag.entity';
+import { QueueHistoryEntity } from './queue-history.entity';
 import { QueueStoredEntity } from './queue-stored.entity';
 import { StreamQueryEntity } from './stream-query.entity';
 import { StreamStateEntity } from './stream-state.entity';
 import { TenantEncryptionKeyEntity } from './tenant-encryption-key.entity';
+import { TenantHistoryEntity } from './tenant-history.entity';
 import { TraceEntity } from './trace.entity';
 import { TraceNameEntity } from './trace-name.entity';
 import { TraceNameMessageEntity } from './trace-name-message.entity';
@@ -38,4 +40,6 @@ export const ENTITIES = [
   TraceNameEntity,
   TraceNameMessageEntity,
   TraceNameTotalEntity,
+  QueueHistoryEntity,
+  TenantHistoryEntity,
 ];
