@@ -148,7 +148,7 @@ describe('queue and tenant history', () => {
     await client.get('/api/v1/resources/history', { range: 'year' }).expect(400, {
       error: 'range must be one of hour, day, week',
     });
-    await client.get('/api/v1/resources/queues/x/history', { range: ['hour', 'day'] }).expect(400);
+    await client.get('/api/v1/resources/queues/x/history?range=hour&range=day').expect(400);
     await client.get('/api/v1/resources/history', { since: 'yesterday' }).expect(400);
   });
 

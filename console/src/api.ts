@@ -234,3 +234,24 @@ export function query(params: Record<string, string | number | undefined>): stri
   const entries = Object.entries(params).filter(([, value]) => value !== undefined && value !== '');
   return entries.length ? `?${new URLSearchParams(entries.map(([k, v]) => [k, String(v)])).toString()}` : '';
 }
+
+export type HistoryRange = 'hour' | 'day' | 'week';
+
+export interface HistoryPoint {
+  at: string;
+  pushed: number;
+  popped: number;
+  acked: number;
+  deadLettered: number;
+  maxWaitSeconds: number | null;
+  /** Queue history only: messages waiting at the step's last activity. */
+  lag?: number | null;
+}
+
+export interface History {
+  range: HistoryRange;
+  stepSeconds: number;
+  from: string;
+  to: string;
+  points: HistoryPoint[];
+}

@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { DataSource } from 'typeorm';
 import { CONSOLE_DIR, CONSOLE_SOURCE_DIR } from '../../src/console/console-paths';
+import { HistoryRecorder } from '../../src/history/history-recorder';
 import { randomHex } from '../support/tenant-fixture';
 import { createTestApp, newTenant } from '../support/test-app';
 import { hsToken, TEST_JWT_SECRET } from '../support/tokens';
@@ -95,6 +97,7 @@ describeWithBrowser('web console', () => {
     // A group that took one message and left the rest: the queue behind.
     await api('GET', `/pop/queue/${behindA}?consumerGroup=mailer&autoAck=true&batch=1`, writerA);
     await api('POST', '/push', token(tenantB, 'read-write'), { items: [{ queue: queueB, payload: { invoice: 1 } }] });
+    if (SCREENSHOTS) await seedHistory(app.get(DataSource), tenantA, [queueA, behindA]);
   });
 
   afterAll(async () => {
@@ -205,6 +208,54 @@ describeWithBrowser('web console', () => {
     // Each page was asked of the broker by itself: 50 partitions after the last of the page before.
     expect(asked).toEqual(expect.arrayContaining(['?limit=50', '?limit=50&after=c049', '?limit=50&after=c099']));
     await context.close();
+  });
+
+  it('draws the last hour, day and week the broker kept, on the queue page and the overview, at phone width too', async () => {
+    const kept = `kept-${randomHex(4)}`;
+    const writer = token(tenantB, 'read-write');
+    await api('POST', '/push', writer, {
+      items: Array.from({ length: 7 }, (_, n) => ({ queue: kept, partition: `p${n % 2}`, payload: n })),
+    });
+    await api('GET', `/pop/queue/${kept}?autoAck=true&batch=3&partitions=1`, writer);
+    await app.get(HistoryRecorder).flush();
+
+    for (const viewport of [undefined, { width: 390, height: 844 }]) {
+      const { page, context } = await signIn(token(tenantB, 'read-only'), viewport);
+      const asked: string[] = [];
+      page.on('request', (request) => {
+        if (request.url().includes('/history')) asked.push(new URL(request.url()).search);
+      });
+      await page.goto(`${base}/console/#/queues/${kept}/partitions`);
+      const panel = page.locator('section.history');
+      await expectText(panel.getByTestId('history-totals'), '7 in · 3 out · 3 acked · 0 dead-lettered');
+      const charts = panel.locator('figure.chart');
+      expect(await charts.count()).toBe(2);
+      expect(await charts.first().getByRole('img').getAttribute('aria-label')).toContain('in: highest 7');
+      expect(await charts.nth(1).getByRole('img').getAttribute('aria-label')).toContain('waiting: highest 4');
+      await charts.first().locator('canvas').waitFor();
+
+      await panel.getByRole('button', { name: 'Last week' }).click();
+      await page.locator('section.history[data-range="week"]').getByTestId('history-totals').waitFor();
+      await expectText(panel.getByTestId('history-totals'), '7 in · 3 out');
+      expect(asked).toEqual(expect.arrayContaining(['?range=hour', '?range=week']));
+      expect(await panel.getByRole('button', { name: 'Last week' }).getAttribute('aria-pressed')).toBe('true');
+
+      // Nothing of the panel leaves the screen sideways.
+      const overflow = await panel.evaluate((element: any) => {
+        const window = globalThis as any;
+        return [...element.querySelectorAll('figure, canvas, .history-head')]
+          .map((child: any) => child.getBoundingClientRect())
+          .filter((box: any) => box.left < 0 || box.right > window.innerWidth + 0.5).length;
+      });
+      expect(overflow).toBe(0);
+
+      await page.goto(`${base}/console/#/`);
+      const totals = page.locator('section.history').getByTestId('history-totals');
+      await totals.waitFor();
+      expect(Number((await totals.textContent())!.split(' in')[0].replace(/,/g, ''))).toBeGreaterThanOrEqual(7);
+      expect(await page.locator('section.history figure.chart').count()).toBe(2);
+      await context.close();
+    }
   });
 
   it("shows a live lease's time left falling, and jumping after an extend", async () => {
@@ -525,6 +576,34 @@ describeWithBrowser('web console', () => {
       await context.close();
     });
   });
+
+  /**
+   * An hour of history for the screenshots: the test cannot wait an hour for the broker to write one, so the
+   * buckets it would have written are made here, shaped like a queue that fell behind and caught up.
+   */
+  async function seedHistory(dataSource: DataSource, tenant: string, queues: string[]): Promise<void> {
+    for (const [index, queue] of queues.entries()) {
+      await dataSource.query(
+        `INSERT INTO queue_history (tenant_id, queue_id, minute, pushed, popped, acked, dead_lettered, max_wait_ms, lag)
+         SELECT $1, q.id, date_trunc('minute', now()) - make_interval(mins => m),
+                p.pushed, p.popped, p.popped, (m % 17 = 3)::int, 200 + 1000 * greatest(0, 25 - abs(m - 30)), p.lag
+           FROM queues q, generate_series(1, 59) m,
+                LATERAL (SELECT (60 + 25 * sin(m / 6.0) + 40 * $3)::int AS pushed,
+                                (CASE WHEN m BETWEEN 22 AND 36 THEN 20 ELSE 75 END + 40 * $3)::int AS popped,
+                                (greatest(0, 400 - 18 * abs(m - 22)) * (1 - $3))::int AS lag) p
+          WHERE q.tenant_id = $1 AND q.name = $2
+         ON CONFLICT DO NOTHING`,
+        [tenant, queue, index],
+      );
+    }
+    await dataSource.query(
+      `INSERT INTO tenant_history (tenant_id, minute, pushed, popped, acked, dead_lettered, max_wait_ms)
+       SELECT tenant_id, minute, sum(pushed), sum(popped), sum(acked), sum(dead_lettered), max(max_wait_ms)
+         FROM queue_history WHERE tenant_id = $1 GROUP BY tenant_id, minute
+       ON CONFLICT DO NOTHING`,
+      [tenant],
+    );
+  }
 
   async function screenshot(page: Page, name: string): Promise<void> {
     mkdirSync(SCREENSHOTS!, { recursive: true });

@@ -1,6 +1,7 @@
 import { api, GroupSummary, QueueList, QuotaUsage, QuotaUse } from '../api';
 import { Loading, PageTitle, Problem, Sparkline, Stat } from '../components';
 import { bytes, count, duration, groupLabel, rate } from '../format';
+import { HistoryPanel } from '../history';
 import { usePolled } from '../refresh';
 import { ratesOf, record } from '../throughput';
 
@@ -80,6 +81,7 @@ export function Overview() {
           tone={data.list.retentionLagSeconds > RETENTION_LAG_WARN_SECONDS ? 'warn' : undefined}
         />
       </section>
+      <HistoryPanel />
       {lagging.length > 0 && (
         <section aria-labelledby="lagging-title">
           <h2 id="lagging-title">Most behind</h2>

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, GroupSummary, q, QueueDetail } from '../api';
 import { Loading, PageTitle, Problem, Stat, useSession } from '../components';
 import { count } from '../format';
+import { HistoryPanel } from '../history';
 import { usePolled } from '../refresh';
 import { record } from '../throughput';
 import { Consumers } from './consumers';
@@ -74,6 +75,7 @@ export function QueuePage({ name, tab }: { name: string; tab: QueueTab }) {
           />
         </section>
       )}
+      <HistoryPanel queue={name} key={name} />
       <nav class="tabs" aria-label="Queue sections">
         {tabs.map((candidate) => (
           <a
