@@ -43,7 +43,7 @@ export interface HistorySeries {
  * (src/consumer-groups/counters.ts), a few rows per queue, for the queues this flush names alone. A queue deleted
  * since its counts were taken is left out of its rows, not of its tenant's.
  */
-const ADD_SQL = `
+export const ADD_HISTORY_SQL = `
   WITH d AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[],
                          $7::bigint[], $8::bigint[])
@@ -132,7 +132,7 @@ export class HistoryRepository {
   /** On no tenant's behalf: one statement for every tenant this process counted for. */
   async add(counts: readonly MinuteCounts[]): Promise<void> {
     await this.transactions.run(undefined, (manager) =>
-      manager.query(ADD_SQL, [
+      manager.query(ADD_HISTORY_SQL, [
         counts.map((c) => c.tenantId),
         counts.map((c) => c.queue),
         counts.map((c) => new Date(c.minute).toISOString()),
