@@ -131,7 +131,9 @@ async function main(): Promise<void> {
       }
       reads[path] = { p50: round(percentile(ms, 0.5)), p99: round(percentile(ms, 0.99)), points };
     }
-    console.log(JSON.stringify({ bench: 'history', partitions: PARTITIONS, queues: QUEUES, seedSeconds, flush, reads }));
+    console.log(
+      JSON.stringify({ bench: 'history', partitions: PARTITIONS, queues: QUEUES, seedSeconds, flush, reads }),
+    );
   } finally {
     await db.end();
     await broker.stop();
