@@ -435,6 +435,82 @@ describe('streams (/streams/v1)', () => {
       await client.post('/streams/v1/state/get', { query_id: queryId, partition_id: queryId }).expect(404);
     });
   });
+
+  describe('state and the storage quotas', () => {
+    const usage = async (client: BrokerClient) => {
+      const quotas = (await client.get('/api/v1/resources/quotas').expect(200)).body.quotas as Array<{
+        quota: string;
+        used: number;
+      }>;
+      const used = (quota: string) => quotas.find((entry) => entry.quota === quota)!.used;
+      return { bytes: used('storedBytes'), entries: used('storedMessages') };
+    };
+    const stateCycle = (client: BrokerClient, queryId: string, partition: string, stateOps: unknown[]) =>
+      client.post('/streams/v1/cycle', { query_id: queryId, partition_id: partition, state_ops: stateOps });
+    const sourceWithQuery = async (client: BrokerClient, source: string, name: string) => {
+      const queryId = (await register(client, name, source).expect(200)).body.query_id as string;
+      await pushReadings(client, source, 'p0', [{ ts: 0, amount: 1 }], name);
+      const popped = await client.popLeased(source, { consumerGroup: 'look', autoAck: 'true' });
+      return { queryId, partition: popped.partitionId };
+    };
+    // As PostgreSQL writes a jsonb value out: key and value are what a state entry counts.
+    const value = { acc: 12, windowEnd: 60_000, windowStart: 0 };
+    const bytesOf = (key: string) =>
+      Buffer.byteLength(key) + Buffer.byteLength('{"acc": 12, "windowEnd": 60000, "windowStart": 0}');
+
+    it('counts each entry and its bytes while kept, and frees them with a delete, a reset, the query and its queue', async () => {
+      const { client } = broker;
+      const { queryId, partition } = await sourceWithQuery(client, 'metered', 'm');
+      const base = await usage(client);
+
+      await stateCycle(client, queryId, partition, [
+        { type: 'upsert', key: 'k1', value },
+        { type: 'upsert', key: 'k2', value },
+      ]).expect(200);
+      expect(await usage(client)).toEqual({
+        bytes: base.bytes + bytesOf('k1') + bytesOf('k2'),
+        entries: base.entries + 2,
+      });
+
+      await stateCycle(client, queryId, partition, [
+        { type: 'upsert', key: 'k1', value },
+        { type: 'delete', key: 'k2' },
+      ]).expect(200);
+      expect(await usage(client)).toEqual({ bytes: base.bytes + bytesOf('k1'), entries: base.entries + 1 });
+
+      await register(client, 'm', 'metered', { config_hash: 'b'.repeat(64), reset: true }).expect(200);
+      expect(await usage(client)).toEqual(base);
+
+      await stateCycle(client, queryId, partition, [{ type: 'upsert', key: 'k3', value }]).expect(200);
+      await client.delete('/streams/v1/queries/m').expect(200);
+      expect(await usage(client)).toEqual(base);
+
+      const again = (await register(client, 'm2', 'metered').expect(200)).body.query_id as string;
+      await stateCycle(client, again, partition, [{ type: 'upsert', key: 'k4', value }]).expect(200);
+      await client.delete('/api/v1/resources/queues/metered').expect(200);
+      expect(await usage(client)).toEqual({ bytes: 0, entries: 0 });
+    });
+
+    describe('at TENANT_MAX_STORED_BYTES', () => {
+      const small = useTestBroker({ TENANT_MAX_STORED_BYTES: '300' });
+
+      it('refuses a cycle whose state would pass it, with 403, and keeps nothing of it', async () => {
+        const { client, dataSource } = small;
+        const { queryId, partition } = await sourceWithQuery(client, 'tight', 't');
+
+        const refused = await stateCycle(client, queryId, partition, [
+          { type: 'upsert', key: 'big', value: { text: 'x'.repeat(400) } },
+        ]).expect(403);
+
+        expect(refused.body.error).toBe(
+          'quota exceeded: a tenant may store at most 300 payload bytes (TENANT_MAX_STORED_BYTES)',
+        );
+        expect(await stateRows(dataSource, client.tenant)).toBe(0);
+        await stateCycle(client, queryId, partition, [{ type: 'upsert', key: 'ok', value: 1 }]).expect(200);
+        expect(await stateRows(dataSource, client.tenant)).toBe(1);
+      });
+    });
+  });
 });
 
 async function partitionId(

@@ -23,6 +23,7 @@ import { Encryption1798100000000 } from '../../migrations/1798100000000-Encrypti
 import { Traces1798200000000 } from '../../migrations/1798200000000-Traces';
 import { Streams1798300000000 } from '../../migrations/1798300000000-Streams';
 import { QueueHistory1798400000000 } from '../../migrations/1798400000000-QueueHistory';
+import { StreamStateUsage1798500000000 } from '../../migrations/1798500000000-StreamStateUsage';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -51,4 +52,5 @@ export const MIGRATIONS = [
   Traces1798200000000,
   Streams1798300000000,
   QueueHistory1798400000000,
+  StreamStateUsage1798500000000,
 ];

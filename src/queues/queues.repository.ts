@@ -497,8 +497,12 @@ export class QueuesRepository {
          DELETE FROM group_lag WHERE tenant_id = $1 AND queue_id = $2
        ), stored_gone AS (
          DELETE FROM queue_stored WHERE tenant_id = $1 AND queue_id = $2
+       ), state_gone AS (
+         DELETE FROM stream_state s USING stream_queries sq
+          WHERE sq.tenant_id = $1 AND sq.source_queue_id = $2 AND s.tenant_id = sq.tenant_id AND s.query_id = sq.id
+         RETURNING s.bytes
        ), freed AS (
-         SELECT bytes FROM messages_gone UNION ALL SELECT bytes FROM letters_gone
+         SELECT bytes FROM messages_gone UNION ALL SELECT bytes FROM letters_gone UNION ALL SELECT bytes FROM state_gone
        )
        SELECT count(*)::int AS messages, COALESCE(sum(bytes), 0) AS bytes FROM freed`,
       [tenantId, queue.id],

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { UsageChange } from '../limits/stored-usage.repository';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { uuidv7 } from '../common/uuid';
 import { StateOp } from './cycle-request.pipe';
@@ -62,7 +63,7 @@ export class StreamsRepository {
     return { query: { id: row.id, name, configHash: row.config_hash }, fresh: false };
   }
 
-  /** Takes the registration's queues and hash; with `reset`, its state goes first. */
+  /** Takes the registration's queues and hash; with `reset`, its state goes first. Answers what that freed. */
   async update(
     tenantId: string,
     queryId: string,
@@ -71,15 +72,24 @@ export class StreamsRepository {
     configHash: string,
     reset: boolean,
     manager: EntityManager,
-  ): Promise<void> {
-    if (reset) {
-      await manager.query('DELETE FROM stream_state WHERE tenant_id = $1 AND query_id = $2', [tenantId, queryId]);
-    }
+  ): Promise<UsageChange> {
+    const freed = reset ? await this.deleteState(tenantId, queryId, manager) : { bytes: 0, messages: 0 };
     await manager.query(
       `UPDATE stream_queries SET source_queue_id = $3, sink_queue = $4, config_hash = $5, updated_at = now()
         WHERE tenant_id = $1 AND id = $2`,
       [tenantId, queryId, sourceQueueId, sinkQueue, configHash],
     );
+    return freed;
+  }
+
+  /** A query's whole state, and what it counted (negative: freed). */
+  private async deleteState(tenantId: string, queryId: string, manager: EntityManager): Promise<UsageChange> {
+    const [row]: Array<{ bytes: string; entries: number }> = await manager.query(
+      `WITH gone AS (DELETE FROM stream_state WHERE tenant_id = $1 AND query_id = $2 RETURNING bytes)
+       SELECT -COALESCE(sum(bytes), 0) AS bytes, -count(*)::int AS entries FROM gone`,
+      [tenantId, queryId],
+    );
+    return { bytes: Number(row.bytes), messages: row.entries };
   }
 
   /**
@@ -114,32 +124,44 @@ export class StreamsRepository {
     return { query: true, partition: rows[0].partition_ok, sourceQueue: rows[0].source_queue };
   }
 
-  /** In request order: a later operation on a key wins over an earlier one. One statement however many. */
+  /**
+   * In request order: a later operation on a key wins over an earlier one. One statement however many; it answers
+   * what the tenant stores more (or less) for it: entries, and their keys' and values' bytes.
+   */
   async applyState(
     tenantId: string,
     queryId: string,
     partitionId: string,
     ops: StateOp[],
     manager: EntityManager,
-  ): Promise<void> {
-    if (ops.length === 0) return;
-    await manager.query(
+  ): Promise<UsageChange> {
+    if (ops.length === 0) return { bytes: 0, messages: 0 };
+    const [row]: Array<{ bytes: string; entries: number }> = await manager.query(
       `WITH ops AS (
          SELECT o.op ->> 'type' AS type, o.op ->> 'key' AS key, o.op -> 'value' AS value, o.n
            FROM jsonb_array_elements($4::jsonb) WITH ORDINALITY AS o(op, n)
        ), last AS (
          SELECT DISTINCT ON (key) type, key, value FROM ops ORDER BY key, n DESC
+       ), old AS (
+         SELECT s.key, s.bytes FROM stream_state s JOIN last l ON l.key = s.key
+          WHERE s.tenant_id = $1 AND s.query_id = $2 AND s.partition_id = $3
        ), deleted AS (
          DELETE FROM stream_state s USING last l
           WHERE s.tenant_id = $1 AND s.query_id = $2 AND s.partition_id = $3 AND s.key = l.key AND l.type = 'delete'
          RETURNING 1
+       ), upserted AS (
+         INSERT INTO stream_state (tenant_id, query_id, partition_id, key, value, bytes, updated_at)
+         SELECT $1, $2, $3, l.key, l.value, octet_length(l.key) + octet_length(l.value::text), clock_timestamp()
+           FROM last l WHERE l.type = 'upsert' ORDER BY l.key
+         ON CONFLICT (tenant_id, query_id, partition_id, key)
+         DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes, updated_at = EXCLUDED.updated_at
+         RETURNING bytes
        )
-       INSERT INTO stream_state (tenant_id, query_id, partition_id, key, value, updated_at)
-       SELECT $1, $2, $3, l.key, l.value, clock_timestamp() FROM last l WHERE l.type = 'upsert' ORDER BY l.key
-       ON CONFLICT (tenant_id, query_id, partition_id, key)
-       DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at`,
+       SELECT COALESCE((SELECT sum(bytes) FROM upserted), 0) - COALESCE((SELECT sum(bytes) FROM old), 0) AS bytes,
+              (SELECT count(*) FROM upserted)::int - (SELECT count(*) FROM old)::int AS entries`,
       [tenantId, queryId, partitionId, stateOpsJson(ops)],
     );
+    return { bytes: Number(row.bytes), messages: row.entries };
   }
 
   async state(
@@ -185,13 +207,16 @@ export class StreamsRepository {
   }
 
   /** Its state goes with it (cascade). False when there was none by that name. */
-  async delete(tenantId: string, name: string, manager: EntityManager): Promise<boolean> {
-    const [row]: Array<{ deleted: number }> = await manager.query(
-      `WITH d AS (DELETE FROM stream_queries WHERE tenant_id = $1 AND name = $2 RETURNING id)
-       SELECT count(*)::int AS deleted FROM d`,
+  /** The query and its state; undefined when there was none, else what its state counted (negative: freed). */
+  async delete(tenantId: string, name: string, manager: EntityManager): Promise<UsageChange | undefined> {
+    const [row]: Array<{ deleted: number; bytes: string; entries: number }> = await manager.query(
+      `WITH d AS (DELETE FROM stream_queries WHERE tenant_id = $1 AND name = $2 RETURNING id),
+            gone AS (DELETE FROM stream_state s USING d WHERE s.tenant_id = $1 AND s.query_id = d.id RETURNING s.bytes)
+       SELECT (SELECT count(*) FROM d)::int AS deleted, -COALESCE((SELECT sum(bytes) FROM gone), 0) AS bytes,
+              -(SELECT count(*) FROM gone)::int AS entries`,
       [tenantId, name],
     );
-    return row.deleted > 0;
+    return row.deleted > 0 ? { bytes: Number(row.bytes), messages: row.entries } : undefined;
   }
 }
 

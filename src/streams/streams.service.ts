@@ -56,7 +56,8 @@ export class StreamsService {
   async register(tenantId: string, request: RegisterQueryDto): Promise<RegisterQueryResponseDto> {
     const sinkQueue = request.sink_queue ?? null;
     const reset = request.reset ?? false;
-    return this.runner.run(tenantId, async (manager) => {
+    return this.writes.run(tenantId, async (unit) => {
+      const { manager } = unit;
       let queueId = (await this.queues.find(tenantId, request.source_queue, manager))?.id;
       if (queueId === undefined) {
         const source = await this.queues.upsert(tenantId, request.source_queue, manager);
@@ -83,7 +84,9 @@ export class StreamsService {
         });
       }
       if (!fresh) {
-        await this.streams.update(tenantId, query.id, queueId, sinkQueue, request.config_hash, changed, manager);
+        unit.stores(
+          await this.streams.update(tenantId, query.id, queueId, sinkQueue, request.config_hash, changed, manager),
+        );
       }
       return {
         success: true,
@@ -101,7 +104,11 @@ export class StreamsService {
   }
 
   async delete(tenantId: string, name: string): Promise<void> {
-    const deleted = await this.runner.run(tenantId, (manager) => this.streams.delete(tenantId, name, manager));
+    const deleted = await this.writes.run(tenantId, async (unit) => {
+      const freed = await this.streams.delete(tenantId, name, unit.manager);
+      if (freed) unit.stores(freed);
+      return freed !== undefined;
+    });
     if (!deleted) throw new NotFoundException({ error: QUERY_NOT_FOUND });
   }
 
@@ -185,7 +192,15 @@ export class StreamsService {
       }
       ackResult = { success: true, count: command.ackCount, lease_released: result.leaseReleased, dlq: result.dlq };
     }
-    await this.streams.applyState(tenantId, command.queryId, command.partitionId, command.stateOps, manager);
+    // State is stored like messages: growth is held to the storage quotas, as a push is.
+    const state = await this.streams.applyState(
+      tenantId,
+      command.queryId,
+      command.partitionId,
+      command.stateOps,
+      manager,
+    );
+    unit.stores(state, state.bytes > 0 || state.messages > 0);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
     const full = pushed.find((item) => item.status === 'failed');
     if (full) {

@@ -23,6 +23,10 @@ export class StreamStateEntity {
   @Column({ name: 'value', type: 'jsonb' })
   value: unknown;
 
+  /** Key and value, as counted toward the tenant's stored bytes. */
+  @Column({ name: 'bytes', type: 'integer', default: 0 })
+  bytes: number;
+
   @Column({ name: 'updated_at', type: 'timestamptz', default: () => 'now()' })
   updatedAt: Date;
 }
