@@ -76,9 +76,9 @@ export interface TenantQuotas {
   queues: number;
   partitions: number;
   consumerGroups: number;
-  /** Payload bytes of its messages and dead letters. */
+  /** Payload bytes of its messages and dead letters, and its stream state. */
   storedBytes: number;
-  /** Its messages and dead letters. */
+  /** Its messages, dead letters and stream state entries. */
   storedMessages: number;
 }
 

@@ -171,7 +171,7 @@ const QUOTA_NAMES: Record<QuotaUse['quota'], string> = {
   partitions: 'Partitions',
   consumerGroups: 'Consumer groups',
   storedBytes: 'Stored payload bytes',
-  storedMessages: 'Stored messages and dead letters',
+  storedMessages: 'Stored messages, dead letters and stream state',
 };
 
 /** What this tenant uses of each quota; a write past a storage quota is refused with 403. */

@@ -9,11 +9,11 @@ export class TenantUsageEntity {
   @PrimaryColumn({ name: 'stripe', type: 'smallint', primaryKeyConstraintName: 'pk_tenant_usage' })
   stripe: number;
 
-  /** Payload bytes of its messages and dead letters. */
+  /** Payload bytes of its messages and dead letters, and its stream state. */
   @Column({ name: 'stored_bytes', type: 'bigint', default: 0 })
   storedBytes: string;
 
-  /** Its messages and dead letters. */
+  /** Its messages, dead letters and stream state entries. */
   @Column({ name: 'stored_messages', type: 'bigint', default: 0 })
   storedMessages: string;
 }
