@@ -319,6 +319,33 @@ describe('the client against a live broker', () => {
   const transactionIds = (delivery: Delivery) => delivery.messages.map((message) => message.transactionId);
   const attempts = (delivery: Delivery) => delivery.messages.map((message) => message.deliveryAttempt);
 
+  it("records a handler's traces, which the broker answers by message with the consumer's group", async () => {
+    await pushJobs(1);
+    const traced: Array<string | null> = [];
+    const consumer = startConsumer({
+      leaseSeconds: 30,
+      handler: async (messages, context) => {
+        traced.push(await context.trace(messages[0], { charged: 12 }, { eventType: 'processing', traceNames: 'job' }));
+      },
+    });
+
+    await waitFor(() => ackAnswered(consumer), 'the message is handled and acked', 15_000);
+
+    expect(traced).toEqual([expect.any(String)]);
+    const [message] = consumer.deliveries[0].messages;
+    const traces = await fetch(`${baseUrl}/api/v1/traces/${message.partitionId}/${message.transactionId}`, {
+      headers: { 'x-queen-tenant': tenant },
+    }).then((response) => response.json() as Promise<{ traces: unknown[] }>);
+    expect(traces.traces).toEqual([
+      expect.objectContaining({
+        id: traced[0],
+        event_type: 'processing',
+        data: { charged: 12 },
+        consumer_group: GROUP,
+      }),
+    ]);
+  });
+
   it('started before its queue exists, waits in a long poll and gets the first message pushed, without a single onError call', async () => {
     const consumer = startConsumer({ leaseSeconds: 30, waitTimeoutMs: 120_000 });
     const wakeup = app.get(ParkedPolls);

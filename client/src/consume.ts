@@ -5,19 +5,25 @@ import { notify } from './notify';
 import { linkSignals } from './signals';
 import { backoffDelay, monotonicNow, sleep } from './timing';
 import { Transaction, TransactionFailedError } from './transaction';
-import type { AckResult, Acknowledgment, Message, PopOptions, PopResponse } from './types';
+import type { AckResult, Acknowledgment, Message, PopOptions, PopResponse, TraceOptions } from './types';
 
-export type ConsumerClient = Pick<LeaseholdClient, 'pop' | 'extend' | 'ackBatch' | 'nackBatch'>;
+export type ConsumerClient = Pick<LeaseholdClient, 'pop' | 'extend' | 'ackBatch' | 'nackBatch'> &
+  Partial<Pick<LeaseholdClient, 'trace'>>;
 
 export interface ConsumeContext<T = unknown> {
   signal: AbortSignal;
   leaseId: string;
   pop: PopResponse<T>;
+  /**
+   * Records what the handler did with one of its messages. Never rejects: a trace that could not be recorded goes to
+   * `onError` (stage `trace`) and resolves with null, so tracing cannot fail the batch.
+   */
+  trace(message: Message<T>, data: unknown, options?: TraceOptions): Promise<string | null>;
 }
 
 export type ConsumeHandler<T = unknown> = (messages: Message<T>[], context: ConsumeContext<T>) => unknown;
 
-export type ConsumeStage = 'pop' | 'handler' | 'ack' | 'nack' | 'commit';
+export type ConsumeStage = 'pop' | 'handler' | 'ack' | 'nack' | 'commit' | 'trace';
 
 export interface ConsumeOptions<T = unknown> extends Pick<
   PopOptions,
@@ -144,6 +150,7 @@ class Consumer<T> {
           signal: handlerSignal.signal,
           leaseId: pop.leaseId,
           pop,
+          trace: (message, data, options) => this.trace(message, data, options),
         }),
         abandonOnStop,
       );
@@ -251,6 +258,16 @@ class Consumer<T> {
 
   private leaseLost(error: LeaseLostError, messages: Message<T>[]): void {
     notify(() => this.options.onLeaseLost?.(error, messages));
+  }
+
+  private async trace(message: Message<T>, data: unknown, options?: TraceOptions): Promise<string | null> {
+    try {
+      if (!this.client.trace) throw new Error('this client cannot record traces');
+      return (await this.client.trace(message, data, options)).traceId;
+    } catch (error) {
+      this.report(error, 'trace');
+      return null;
+    }
   }
 
   private report(error: unknown, stage: ConsumeStage): void {

@@ -13,6 +13,7 @@ import type {
   ExtendResult,
   LeaseholdClientOptions,
   LeaseStatus,
+  Message,
   PopOptions,
   PopResponse,
   PushItem,
@@ -20,6 +21,9 @@ import type {
   PushResult,
   QueueOptions,
   RequestOptions,
+  TraceOptions,
+  TraceRequest,
+  TraceResult,
   TransactionRequest,
   TransactionResult,
 } from './types';
@@ -157,6 +161,24 @@ export class LeaseholdClient {
       })),
       options,
     );
+  }
+
+  /**
+   * Records what a worker did with a message, to read back by message or by name (`/api/v1/traces`). Throws like any
+   * request; `consume` hands handlers a `trace` that never does.
+   */
+  async trace(
+    message: Pick<Message, 'transactionId' | 'partitionId' | 'consumerGroup'>,
+    data: unknown,
+    options: TraceOptions & RequestOptions = {},
+  ): Promise<TraceResult> {
+    const { eventType, traceNames, consumerGroup, signal } = options;
+    const body: TraceRequest = { transactionId: message.transactionId, partitionId: message.partitionId, data };
+    const group = consumerGroup ?? message.consumerGroup ?? undefined;
+    if (group !== undefined) body.consumerGroup = group;
+    if (eventType !== undefined) body.eventType = eventType;
+    if (traceNames !== undefined) body.traceNames = traceNames;
+    return this.request<TraceResult>('POST', '/api/v1/traces', body, { signal });
   }
 
   /** A builder of acks and pushes committed together: see Transaction. */

@@ -210,3 +210,27 @@ export interface ConfigureResponse {
 export interface BrokerErrorBody {
   error: string;
 }
+
+/** What a trace records beside its data (POST /api/v1/traces). */
+export interface TraceOptions {
+  /** A label of your own; the broker's default is `info`. */
+  eventType?: string | undefined;
+  /** Names to find the trace by later (`GET /api/v1/traces/by-name/:name`), at most 10. */
+  traceNames?: string | string[] | undefined;
+  /** The group whose worker traces; the message's own group unless given. */
+  consumerGroup?: string | undefined;
+}
+
+export interface TraceRequest {
+  transactionId: string;
+  partitionId: string;
+  data: unknown;
+  consumerGroup?: string;
+  eventType?: string;
+  traceNames?: string | string[];
+}
+
+export interface TraceResult {
+  success: true;
+  traceId: string;
+}

@@ -86,6 +86,33 @@ describe('consume', () => {
     await expect(client.pop('jobs')).resolves.toBeNull();
   });
 
+  it('lets the handler trace a message under its own group, and a trace that fails neither throws nor fails the batch', async () => {
+    await client.push([{ queue: 'jobs', payload: 'traced' }]);
+    broker.failNext('traces', 503, '{"error":"shutting down"}');
+    const ids: Array<string | null> = [];
+    void start<string>(
+      async (messages, context) => {
+        ids.push(await context.trace(messages[0], { step: 1 }, { eventType: 'processing', traceNames: 'order-1' }));
+        ids.push(await context.trace(messages[0], { step: 2 }));
+      },
+      { consumerGroup: 'billing' },
+    );
+
+    await waitFor(() => broker.requestsTo('ack-batch').length === 1);
+
+    expect(ids).toEqual([null, expect.any(String)]);
+    expect(errors.map(([, stage]) => stage)).toEqual(['trace']);
+    const traces = broker.requestsTo('traces').map((request) => request.body);
+    expect(traces[1]).toEqual({
+      transactionId: expect.any(String),
+      partitionId: expect.any(String),
+      consumerGroup: 'billing',
+      data: { step: 2 },
+    });
+    expect(traces[0]).toMatchObject({ eventType: 'processing', traceNames: 'order-1', data: { step: 1 } });
+    expect(acknowledgments(broker.requestsTo('ack-batch')[0])[0].status).toBe('completed');
+  });
+
   it('keeps the lease of a handler that works 2.5 times longer than it, so nobody else gets the batch', async () => {
     await client.push([{ queue: 'jobs', payload: 'slow' }]);
     const competitor = new LeaseholdClient({ baseUrl: broker.baseUrl });

@@ -18,7 +18,7 @@ export interface Fault {
   body: string;
 }
 
-type Route = 'push' | 'pop' | 'extend' | 'ack' | 'ack-batch' | 'configure' | 'transaction';
+type Route = 'push' | 'pop' | 'extend' | 'ack' | 'ack-batch' | 'configure' | 'transaction' | 'traces';
 
 interface StoredMessage {
   id: string;
@@ -298,6 +298,13 @@ export class FakeBroker {
         return [200, this.configure(queues, body)];
       case 'transaction':
         return [200, this.transaction(req, queues, body)];
+      case 'traces': {
+        const { transactionId, partitionId } = (body ?? {}) as { transactionId?: unknown; partitionId?: unknown };
+        if (typeof transactionId !== 'string' || typeof partitionId !== 'string') {
+          return [400, { error: 'transactionId and partitionId are required' }];
+        }
+        return [201, { success: true, traceId: randomUUID() }];
+      }
     }
   }
 
@@ -765,6 +772,7 @@ function routeOf(method: string, path: string): { route: Route; params: string[]
     ['POST', /^\/api\/v1\/ack\/batch$/, 'ack-batch'],
     ['POST', /^\/api\/v1\/configure$/, 'configure'],
     ['POST', /^\/api\/v1\/transaction$/, 'transaction'],
+    ['POST', /^\/api\/v1\/traces$/, 'traces'],
   ];
   for (const [verb, pattern, route] of patterns) {
     const match = method === verb ? pattern.exec(path) : null;

@@ -47,6 +47,30 @@ describe('LeaseholdClient', () => {
     });
   });
 
+  describe('trace', () => {
+    it("records a trace of a popped message under the message's group, and throws what the broker refuses", async () => {
+      await client.push([{ queue: 'jobs', payload: { n: 1 } }]);
+      const pop = (await client.pop<{ n: number }>('jobs', { consumerGroup: 'workers' }))!;
+
+      const result = await client.trace(pop.messages[0], { charged: 12 }, { eventType: 'processing' });
+
+      expect(result).toEqual({ success: true, traceId: expect.any(String) });
+      expect(broker.requestsTo('traces')[0].body).toEqual({
+        transactionId: pop.messages[0].transactionId,
+        partitionId: pop.messages[0].partitionId,
+        consumerGroup: 'workers',
+        eventType: 'processing',
+        data: { charged: 12 },
+      });
+      await expect(
+        client.trace({ transactionId: 't', partitionId: 'p', consumerGroup: null }, 1, { consumerGroup: 'other' }),
+      ).resolves.toMatchObject({ success: true });
+      expect(broker.requestsTo('traces')[1].body).toMatchObject({ consumerGroup: 'other' });
+      broker.failNext('traces', 400, '{"error":"partitionId must be a UUID"}');
+      await expect(client.trace(pop.messages[0], 1)).rejects.toBeInstanceOf(LeaseholdError);
+    });
+  });
+
   describe('pop', () => {
     it('returns null when the broker answers 204', async () => {
       await expect(client.pop('empty')).resolves.toBeNull();
