@@ -2,10 +2,10 @@ import { Inject, Injectable, PipeTransform } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { bodyLimitsOf } from '../http/request-body.interceptor';
 import { BodyLimits, parseJsonBody } from '../http/request-body';
+import { INT32_MAX } from './input';
 
 export const DEFAULT_EXTEND_SECONDS = 60;
-const INT32_MAX = 2_147_483_647;
-const INT32_MIN = -2_147_483_648;
+const INT32_MIN = -INT32_MAX - 1;
 
 /** Never fails: the reference page promises no 400 on this route. */
 @Injectable()

@@ -1,4 +1,5 @@
 import { createPublicKey, KeyObject } from 'node:crypto';
+import { INT32_MAX } from '../common/input';
 import { nearMiss, SETTING_TOLERANCE } from '../common/near-miss';
 import { parseEncryptionKeys } from '../encryption/encryption-keys';
 import { AppConfig, JwksConfig, JwtConfig, LogLevel } from './app-config';
@@ -9,7 +10,6 @@ export const DEFAULT_TENANT_ID = '00000000-0000-0000-0000-000000000001';
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const MIN_SECRET_BYTES = 32;
-const INT32_MAX = 2_147_483_647;
 const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
 
 export class ConfigError extends Error {
@@ -65,8 +65,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     },
     jwt,
     tenantHeader,
-    leaseMaxExtendSeconds: reader.optionalInt('LEASE_MAX_EXTEND_SECONDS', 1, 2_147_483_647),
-    leaseMaxTotalSeconds: reader.optionalInt('LEASE_MAX_TOTAL_SECONDS', 1, 2_147_483_647),
+    leaseMaxExtendSeconds: reader.optionalInt('LEASE_MAX_EXTEND_SECONDS', 1, INT32_MAX),
+    leaseMaxTotalSeconds: reader.optionalInt('LEASE_MAX_TOTAL_SECONDS', 1, INT32_MAX),
     leaseRenewalConcurrency: reader.int('LEASE_RENEWAL_CONCURRENCY', 2, 1, 1000),
     leaseRenewalBatchSize: reader.int('LEASE_RENEWAL_BATCH_SIZE', 256, 1, 10_000),
     leaseRenewalBatchRows: reader.int('LEASE_RENEWAL_BATCH_ROWS', 2_000, 1, 1_000_000),

@@ -28,6 +28,7 @@ import {
   SeekResponseDto,
 } from './dto/consumer-group-response.dto';
 import { SEEK_BODY_MAX_BYTES, SeekRequestDto } from './dto/seek-request.dto';
+import { INT32_MAX } from '../common/input';
 
 const SEEK_DESCRIPTION =
   'Body {"toEnd": true} moves the cursor past the last message (the group skips everything stored); ' +
@@ -89,7 +90,7 @@ export class ConsumerGroupsController {
   @ApiErrorResponse(
     400,
     'Invalid query parameter',
-    'minLagSeconds must be an integer between 0 and 2147483647',
+    `minLagSeconds must be an integer between 0 and ${INT32_MAX}`,
     NOT_A_PAGE_CURSOR,
   )
   @ApiDatabaseErrors('Nothing was changed.')

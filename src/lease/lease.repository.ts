@@ -10,6 +10,7 @@ import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
 import { driverPool } from '../database/guarded-pool';
 import { arrayLiteral } from '../database/array-literal';
+import { INT32_MAX } from '../common/input';
 
 export interface RenewalRequest {
   tenantId: string;
@@ -43,7 +44,7 @@ export class RenewalFailedError extends Error {
 }
 
 const RENEWAL_RECORD = `lease_renewals = c.lease_renewals + 1, lease_renewed_at = l.now,
-           lease_renewal_slack_ms = LEAST(extract(epoch FROM l.old_expires_at - l.now) * 1000, 2147483647)::int`;
+           lease_renewal_slack_ms = LEAST(extract(epoch FROM l.old_expires_at - l.now) * 1000, ${INT32_MAX})::int`;
 
 /*
  * Row locks in primary-key order, liveness re-checked after each lock. See docs/internals.md. A row another transaction

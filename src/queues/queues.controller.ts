@@ -27,6 +27,7 @@ import {
 } from './dto/queue-response.dto';
 import { QueuesService } from './queues.service';
 import { EXAMPLE_QUEUE } from '../common/api-examples';
+import { INT32_MAX } from '../common/input';
 
 @ApiTags('queues')
 @ApiBearerAuth()
@@ -70,9 +71,9 @@ export class QueuesController {
   @ApiErrorResponse(
     400,
     'Invalid queue name or option value (the error names it); nothing is changed',
-    'options.leaseTime must be an integer between 1 and 2147483647',
+    `options.leaseTime must be an integer between 1 and ${INT32_MAX}`,
     'options.visibility is not a supported option',
-    'options.retryDelay must be an integer between 0 and 2147483647',
+    `options.retryDelay must be an integer between 0 and ${INT32_MAX}`,
     'options.encryptionEnabled needs an encryption key on the broker: set ENCRYPTION_KEYS (or QUEEN_ENCRYPTION_KEY)',
     'queue is required',
   )

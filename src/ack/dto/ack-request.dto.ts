@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIntegerBetween, IsName, IsOptionalText, IsUuidText } from '../../common/contract-validators';
+import { IsName, IsOptionalText, IsUuidText } from '../../common/contract-validators';
 import { IsArrayOf } from '../../common/dto-validation';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export const MAX_ACKS = 10_000;
 export const ERROR_TEXT_MAX_LENGTH = 10_000;
@@ -54,18 +55,15 @@ export class AckRequestDto {
   @IsUuidText({ optional: true })
   leaseId?: string;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: Number.MAX_SAFE_INTEGER,
+  @IntegerParameter(1, Number.MAX_SAFE_INTEGER, {
     nullable: true,
     description:
       'The leaseEpoch of this message from the pop: the fencing token of its claim. With it the ack is refused ' +
       "(invalid or expired lease) unless the partition's latest claim for this group is that one, whatever " +
       'leaseId says.',
     example: 3,
+    nullMeansAbsent: true,
   })
-  @IsIntegerBetween(1, Number.MAX_SAFE_INTEGER, { nullMeansAbsent: true })
   leaseEpoch?: number | null;
 
   @ApiPropertyOptional({

@@ -1,12 +1,7 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  contractRule,
-  IsIntegerBetween,
-  IsName,
-  ToQueryBoolean,
-  ToQueryInteger,
-} from '../../common/contract-validators';
+import { contractRule, IsName, ToQueryBoolean, ToQueryInteger } from '../../common/contract-validators';
 import { INT32_MAX } from '../../common/input';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export const GROUP_LIST_MAX = 1_000;
 export const GROUP_DETAIL_MAX_PARTITIONS = 1_000;
@@ -26,15 +21,11 @@ export class ConsumerGroupListQueryDto {
   @IsName({ optional: true, inQuery: true })
   queue?: string;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: GROUP_LIST_MAX,
+  @IntegerParameter(1, GROUP_LIST_MAX, {
     default: GROUP_LIST_MAX,
     description: 'At most this many (group, queue) entries, by queue then group name',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, GROUP_LIST_MAX)
   limit = GROUP_LIST_MAX;
 
   @ApiPropertyOptional({ type: String, description: AFTER_DESCRIPTION })
@@ -43,26 +34,18 @@ export class ConsumerGroupListQueryDto {
 }
 
 export class LaggingQueryDto {
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 0,
-    maximum: INT32_MAX,
+  @IntegerParameter(0, INT32_MAX, {
     default: 60,
     description: 'Only partitions whose oldest unconsumed message is at least this many seconds old',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(0, INT32_MAX)
   minLagSeconds = 60;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: 1_000,
+  @IntegerParameter(1, 1_000, {
     default: 100,
     description: 'At most this many entries, each page worst first',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, 1_000)
   limit = 100;
 
   @ApiPropertyOptional({ type: String, description: AFTER_DESCRIPTION })
@@ -75,15 +58,11 @@ export class ConsumerGroupDetailQueryDto {
   @IsName({ optional: true, inQuery: true })
   queue?: string;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: GROUP_DETAIL_MAX_PARTITIONS,
+  @IntegerParameter(1, GROUP_DETAIL_MAX_PARTITIONS, {
     default: GROUP_DETAIL_MAX_PARTITIONS,
     description: 'At most this many partitions in all, by queue then partition name',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, GROUP_DETAIL_MAX_PARTITIONS)
   limit = GROUP_DETAIL_MAX_PARTITIONS;
 
   @ApiPropertyOptional({ type: String, description: AFTER_DESCRIPTION })

@@ -1,12 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  contractRule,
-  IsIntegerBetween,
-  IsName,
-  ToQueryInteger,
-  zonedTimestamp,
-} from '../../common/contract-validators';
+import { contractRule, IsName, ToQueryInteger, zonedTimestamp } from '../../common/contract-validators';
 import { MessageDto } from '../message-shape';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export const MESSAGE_STATUSES = ['pending', 'leased', 'completed', 'dead_letter'] as const;
 const TIMESTAMP = '2026-07-30T11:06:44.512873Z';
@@ -49,9 +44,8 @@ export class MessageListQueryDto {
   @IsQueryTimestamp()
   to?: string;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000, default: 100, description: 'Page size' })
+  @IntegerParameter(1, 1_000, { default: 100, description: 'Page size' })
   @ToQueryInteger()
-  @IsIntegerBetween(1, 1_000)
   limit = 100;
 
   @ApiPropertyOptional({ type: String, description: 'The next of the previous page' })

@@ -3,7 +3,6 @@ import { Transform } from 'class-transformer';
 import { ValidateIf } from 'class-validator/cjs/decorator/common/ValidateIf';
 import {
   contractRule,
-  IsIntegerBetween,
   IsName,
   IsTrueOrFalse,
   ToQueryBoolean,
@@ -13,6 +12,7 @@ import {
 import { IgnoresKeys } from '../../common/dto-validation';
 import { INT32_MAX } from '../../common/input';
 import { QUEUE_MODE_GROUP } from '../../common/queue-mode';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export type SubscriptionMode = 'all' | 'new';
 
@@ -36,26 +36,18 @@ export function isNow(value: unknown): boolean {
  */
 @IgnoresKeys('namespace', 'task', 'autopilot')
 export class PopQueryDto {
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: 10_000,
+  @IntegerParameter(1, 10_000, {
     default: 200,
     description: 'Most messages in total',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, 10_000)
   batch = 200;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: 1_000,
+  @IntegerParameter(1, 1_000, {
     default: 1,
     description: 'Most partitions claimed',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, 1_000)
   partitions = 1;
 
   @ApiPropertyOptional({ type: 'boolean', default: false, description: 'Long poll for messages or timeout' })
@@ -63,25 +55,15 @@ export class PopQueryDto {
   @IsTrueOrFalse()
   wait = false;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 0,
-    maximum: 600_000,
+  @IntegerParameter(0, 600_000, {
     default: 30_000,
     description: 'Long-poll timeout in ms',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(0, 600_000)
   timeout = 30_000;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: INT32_MAX,
-    description: "Default: the queue's leaseTime",
-  })
+  @IntegerParameter(1, INT32_MAX, { description: "Default: the queue's leaseTime" })
   @ToQueryInteger()
-  @IsIntegerBetween(1, INT32_MAX)
   leaseSeconds?: number;
 
   @ApiPropertyOptional({ type: String, default: QUEUE_MODE_GROUP, description: 'The consumer group' })

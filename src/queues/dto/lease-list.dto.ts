@@ -1,5 +1,6 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIntegerBetween, ToQueryInteger } from '../../common/contract-validators';
+import { ApiProperty } from '@nestjs/swagger';
+import { ToQueryInteger } from '../../common/contract-validators';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 const TIMESTAMP = '2026-07-30T11:06:44.512873Z';
 
@@ -73,8 +74,7 @@ export class LeaseListDto {
 export const LEASE_LIST_MAX = 1_000;
 
 export class LeaseListQueryDto {
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: LEASE_LIST_MAX, default: 200 })
+  @IntegerParameter(1, LEASE_LIST_MAX, { default: 200 })
   @ToQueryInteger()
-  @IsIntegerBetween(1, LEASE_LIST_MAX)
   limit = 200;
 }

@@ -1,5 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIntegerBetween, IsName, ToQueryInteger } from '../../common/contract-validators';
+import { IsName, ToQueryInteger } from '../../common/contract-validators';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export const QUEUE_LIST_MAX = 1_000;
 export const DETAIL_MAX_PARTITIONS = 1_000;
@@ -11,15 +12,11 @@ export class QueueListQueryDto {
   @IsName({ optional: true, inQuery: true })
   after?: string;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: QUEUE_LIST_MAX,
+  @IntegerParameter(1, QUEUE_LIST_MAX, {
     default: QUEUE_LIST_MAX,
     description: 'Most queues',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, QUEUE_LIST_MAX)
   limit = QUEUE_LIST_MAX;
 }
 
@@ -31,14 +28,10 @@ export class QueueDetailQueryDto {
   @IsName({ optional: true, inQuery: true })
   after?: string;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 1,
-    maximum: DETAIL_MAX_PARTITIONS,
+  @IntegerParameter(1, DETAIL_MAX_PARTITIONS, {
     default: DETAIL_DEFAULT_PARTITIONS,
     description: "Most partitions listed, each with every group's position in it",
   })
   @ToQueryInteger()
-  @IsIntegerBetween(1, DETAIL_MAX_PARTITIONS)
   limit = DETAIL_DEFAULT_PARTITIONS;
 }

@@ -1,7 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import {
   contractRule,
-  IsIntegerBetween,
   IsName,
   IsOptionalText,
   IsTrueOrFalse,
@@ -13,6 +12,7 @@ import { INT32_MAX } from '../../common/input';
 import { QUEUE_MODE_GROUP } from '../../common/queue-mode';
 import { MAX_PUSH_ITEMS, PushItemDto } from '../../push/dto/push-request.dto';
 import { PushResultDto } from '../../push/dto/push-result.dto';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export const MAX_STATE_OPS = 10_000;
 export const STATE_KEY_MAX_LENGTH = 1_024;
@@ -67,20 +67,21 @@ export class CycleAckDto {
   @IsUuidText({ optional: true })
   leaseId?: string | null;
 
-  @ApiPropertyOptional({
-    type: 'integer',
+  @IntegerParameter(1, Number.MAX_SAFE_INTEGER, {
     description:
       'The claim the lease came from (leaseEpoch of the pop): a later claim of the partition refuses the cycle',
+    nullMeansAbsent: true,
   })
-  @IsIntegerBetween(1, Number.MAX_SAFE_INTEGER, { nullMeansAbsent: true })
   leaseEpoch?: number | null;
 
   @ApiPropertyOptional({ default: 'completed', description: 'As on POST /api/v1/ack: completed, failed, retry or dlq' })
   @IsOptionalText()
   status?: string | null;
 
-  @ApiPropertyOptional({ type: 'integer', description: 'Messages the cycle consumed, as the SDK counts them' })
-  @IsIntegerBetween(0, INT32_MAX, { nullMeansAbsent: true })
+  @IntegerParameter(0, INT32_MAX, {
+    description: 'Messages the cycle consumed, as the SDK counts them',
+    nullMeansAbsent: true,
+  })
   count?: number | null;
 
   @ApiPropertyOptional({ description: 'Why it failed, kept with a dead letter' })

@@ -1,23 +1,19 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { contractRule, IsIntegerBetween, ToQueryInteger } from '../../common/contract-validators';
+import { contractRule, ToQueryInteger } from '../../common/contract-validators';
 import { INT32_MAX } from '../../common/input';
 import { MessageTraceDto, NamedTraceDto } from '../trace-shape';
+import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export class TracesByNameQueryDto {
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000, default: 100, description: 'Page size' })
+  @IntegerParameter(1, 1_000, { default: 100, description: 'Page size' })
   @ToQueryInteger()
-  @IsIntegerBetween(1, 1_000)
   limit = 100;
 
-  @ApiPropertyOptional({
-    type: 'integer',
-    minimum: 0,
-    maximum: INT32_MAX,
+  @IntegerParameter(0, INT32_MAX, {
     default: 0,
     description: 'Traces to skip (Queen paging); each skipped one is still read: prefer after for deep pages',
   })
   @ToQueryInteger()
-  @IsIntegerBetween(0, INT32_MAX)
   offset = 0;
 
   @ApiPropertyOptional({
@@ -31,14 +27,12 @@ export class TracesByNameQueryDto {
 }
 
 export class TraceNamesQueryDto {
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000, default: 50, description: 'Page size' })
+  @IntegerParameter(1, 1_000, { default: 50, description: 'Page size' })
   @ToQueryInteger()
-  @IsIntegerBetween(1, 1_000)
   limit = 50;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: INT32_MAX, default: 0, description: 'Names to skip' })
+  @IntegerParameter(0, INT32_MAX, { default: 0, description: 'Names to skip' })
   @ToQueryInteger()
-  @IsIntegerBetween(0, INT32_MAX)
   offset = 0;
 }
 
