@@ -7,23 +7,24 @@ import { GroupTotals, groupKey, groupTotals } from '../consumer-groups/consumer-
 import { QUEUE_STORED_OF_QUEUES, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
-import { RetentionSettings } from './dto/configure-request.dto';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from '../retention/retention-policy';
+import {
+  optionColumns,
+  QUEUE_OPTIONS,
+  QueueOptionRow,
+  RetentionSettings,
+  SentOptions,
+  StoredOptions,
+  storedOptionsOf,
+} from './queue-options';
 import { LEASE_HINT_CHARS, LeaseListDto } from './dto/lease-list.dto';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 
 export interface QueueRecord {
   id: string;
   name: string;
-  leaseTime: number;
-  retryLimit: number;
-  deadLetterQueue: boolean;
-  dlqAfterMaxRetries: boolean;
-  retryDelay: number;
-  delayedProcessing: number;
-  windowBuffer: number;
-  priority: number;
-  encryptionEnabled: boolean;
+  /** Every option by key, as stored (QUEUE_OPTIONS). */
+  options: StoredOptions;
   namespace: string | null;
   task: string | null;
   retention: StoredRetention;
@@ -79,20 +80,12 @@ export interface LockedPartition {
 }
 
 export interface QueueSettings {
-  leaseTime?: number;
-  retryLimit?: number;
-  deadLetterQueue?: boolean;
-  dlqAfterMaxRetries?: boolean;
-  /** Milliseconds. */
-  retryDelay?: number;
-  delayedProcessing?: number;
-  windowBuffer?: number;
-  priority?: number;
-  encryptionEnabled?: boolean;
+  /** Options not sent keep their value; a retention option sent as null resets it to the broker's default. */
+  options: SentOptions;
   /** "" removes it. */
   namespace?: string;
   task?: string;
-  /** Retention options sent; null resets one to the broker's default. */
+  /** The retention ones among the options. */
   retention: RetentionSettings;
 }
 
@@ -142,18 +135,9 @@ export interface ConsumerStats {
   deliveryAttempt: number;
 }
 
-interface QueueRow extends RetentionRow {
+interface QueueRow extends QueueOptionRow {
   id: string;
   name: string;
-  lease_time: number;
-  retry_limit: number;
-  dead_letter_queue: boolean;
-  dlq_after_max_retries: boolean;
-  retry_delay_ms: number;
-  delayed_processing: number;
-  window_buffer: number;
-  priority: number;
-  encryption_enabled: boolean;
   namespace: string | null;
   task: string | null;
   options: Record<string, unknown>;
@@ -176,10 +160,16 @@ const QUEUE_CREATE_ROUNDS = 3;
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
 
-const QUEUE_COLUMNS = `q.id, q.name, q.lease_time, q.retry_limit, q.dead_letter_queue, q.dlq_after_max_retries,
-  q.retry_delay_ms, q.delayed_processing, q.window_buffer, q.priority, q.encryption_enabled, q.namespace, q.task,
-  q.options, ${retentionColumns('q')},
+const QUEUE_COLUMNS = `q.id, q.name, ${optionColumns('q')}, q.namespace, q.task, q.options,
   ${isoTimestamp('q.created_at')} AS created_at, ${isoTimestamp('q.updated_at')} AS updated_at`;
+
+/** Each option from configure's $3 (a JSON object of those sent): absent keeps the value, null resets a retention one. */
+const OPTION_ASSIGNMENTS = QUEUE_OPTIONS.map((option) => {
+  const sent = `($3::jsonb ->> '${option.key}')::${option.type}`;
+  return option.retention
+    ? `${option.column} = CASE WHEN $3::jsonb ? '${option.key}' THEN ${sent} ELSE ${option.column} END`
+    : `${option.column} = COALESCE(${sent}, ${option.column})`;
+}).join(',\n                ');
 
 @Injectable()
 export class QueuesRepository {
@@ -412,51 +402,15 @@ export class QueuesRepository {
     const rows: QueueRow[] = await manager.query(
       `WITH q AS (
          UPDATE queues
-            SET lease_time = COALESCE($3, lease_time),
-                retry_limit = COALESCE($4, retry_limit),
-                dead_letter_queue = COALESCE($5, dead_letter_queue),
-                delayed_processing = COALESCE($6, delayed_processing),
-                window_buffer = COALESCE($8, window_buffer),
-                priority = COALESCE($9, priority),
-                dlq_after_max_retries = COALESCE($12, dlq_after_max_retries),
-                retry_delay_ms = COALESCE($13, retry_delay_ms),
-                ttl_seconds = CASE WHEN $7::jsonb ? 'ttl' THEN ($7::jsonb ->> 'ttl')::int ELSE ttl_seconds END,
-                namespace = CASE WHEN $10::text IS NULL THEN namespace ELSE NULLIF($10, '') END,
-                task = CASE WHEN $11::text IS NULL THEN task ELSE NULLIF($11, '') END,
-                encryption_enabled = COALESCE($14, encryption_enabled),
-                retention_enabled = CASE WHEN $7::jsonb ? 'retentionEnabled'
-                                         THEN ($7::jsonb ->> 'retentionEnabled')::boolean ELSE retention_enabled END,
-                retention_seconds = CASE WHEN $7::jsonb ? 'retentionSeconds'
-                                         THEN ($7::jsonb ->> 'retentionSeconds')::int ELSE retention_seconds END,
-                completed_retention_seconds = CASE WHEN $7::jsonb ? 'completedRetentionSeconds'
-                                         THEN ($7::jsonb ->> 'completedRetentionSeconds')::int
-                                         ELSE completed_retention_seconds END,
-                max_wait_time_seconds = CASE WHEN $7::jsonb ? 'maxWaitTimeSeconds'
-                                         THEN ($7::jsonb ->> 'maxWaitTimeSeconds')::int ELSE max_wait_time_seconds END,
-                max_size = CASE WHEN $7::jsonb ? 'maxSize' THEN ($7::jsonb ->> 'maxSize')::int ELSE max_size END,
-                dlq_retention_seconds = CASE WHEN $7::jsonb ? 'dlqRetentionSeconds'
-                                         THEN ($7::jsonb ->> 'dlqRetentionSeconds')::int ELSE dlq_retention_seconds END,
+            SET ${OPTION_ASSIGNMENTS},
+                namespace = CASE WHEN $4::text IS NULL THEN namespace ELSE NULLIF($4, '') END,
+                task = CASE WHEN $5::text IS NULL THEN task ELSE NULLIF($5, '') END,
                 updated_at = now()
           WHERE tenant_id = $1 AND name = $2
          RETURNING *
        )
        SELECT ${QUEUE_COLUMNS} FROM q`,
-      [
-        tenantId,
-        name,
-        settings.leaseTime ?? null,
-        settings.retryLimit ?? null,
-        settings.deadLetterQueue ?? null,
-        settings.delayedProcessing ?? null,
-        JSON.stringify(settings.retention),
-        settings.windowBuffer ?? null,
-        settings.priority ?? null,
-        settings.namespace ?? null,
-        settings.task ?? null,
-        settings.dlqAfterMaxRetries ?? null,
-        settings.retryDelay ?? null,
-        settings.encryptionEnabled ?? null,
-      ],
+      [tenantId, name, JSON.stringify(settings.options), settings.namespace ?? null, settings.task ?? null],
     );
     return toQueue(rows[0]);
   }
@@ -770,15 +724,7 @@ function toQueue(row: QueueRow): QueueRecord {
   return {
     id: row.id,
     name: row.name,
-    leaseTime: row.lease_time,
-    retryLimit: row.retry_limit,
-    deadLetterQueue: row.dead_letter_queue,
-    dlqAfterMaxRetries: row.dlq_after_max_retries,
-    retryDelay: row.retry_delay_ms,
-    delayedProcessing: row.delayed_processing,
-    windowBuffer: row.window_buffer,
-    priority: row.priority,
-    encryptionEnabled: row.encryption_enabled,
+    options: storedOptionsOf(row),
     namespace: row.namespace,
     task: row.task,
     retention: storedRetentionOf(row),

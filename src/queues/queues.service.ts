@@ -12,7 +12,6 @@ import {
   retentionDefaultsOf,
   retentionOptionsInForce,
   retentionPolicy,
-  StoredRetention,
 } from '../retention/retention-policy';
 import { ConfigureCommand } from './dto/configure-request.dto';
 import { LeaseListDto } from './dto/lease-list.dto';
@@ -29,7 +28,8 @@ import {
 } from './dto/queue-response.dto';
 import { QueueListQuery } from './queue-list-query.pipe';
 import { shortenedRetentionProblem } from './shortened-retention';
-import { ConsumerGroupTotals, ConsumerStats, QueueRecord, QueuesRepository, QueueSummary } from './queues.repository';
+import { ConsumerGroupTotals, ConsumerStats, QueuesRepository, QueueSummary } from './queues.repository';
+import { listedOptions, optionsInForce } from './queue-options';
 
 /** A queue's answer lists this many partitions at most, by name; its totals still cover them all. */
 
@@ -64,7 +64,7 @@ export class QueuesService {
    * Shortening what a queue keeps is a purge: it needs the role clearing it needs (docs/retention.md).
    */
   async configure(tenantId: string, roles: readonly Role[], command: ConfigureCommand): Promise<ConfigureResponseDto> {
-    if (command.settings.encryptionEnabled === true && !this.cipher.enabled) {
+    if (command.settings.options.encryptionEnabled === true && !this.cipher.enabled) {
       throw new BadRequestException({ error: ENCRYPTION_WITHOUT_KEY });
     }
     const queue = await this.writes.run(tenantId, async ({ manager }) => {
@@ -87,16 +87,10 @@ export class QueuesService {
       }
       return queue;
     });
-    const inForce: Record<string, unknown> = {
-      ...optionsOf(queue, this.retentionDefaults),
-      dlqAfterMaxRetries: queue.dlqAfterMaxRetries,
-      retryDelay: queue.retryDelay,
-      delayedProcessing: queue.delayedProcessing,
-      windowBuffer: queue.windowBuffer,
-      priority: queue.priority,
-      encryptionEnabled: queue.encryptionEnabled,
-      ...retentionOptionsInForce(retentionPolicy(queue.retention, this.retentionDefaults)),
-    };
+    const inForce = optionsInForce(
+      queue.options,
+      retentionOptionsInForce(retentionPolicy(queue.retention, this.retentionDefaults)),
+    );
     return {
       configured: true,
       queue: queue.name,
@@ -216,33 +210,12 @@ function groupedBy(summaries: QueueSummary[], key: 'namespace' | 'task'): QueueG
   return [...groups.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** The options a queue was given: the delivery and retention ones only once set, each with the value in force. */
-function optionsOf(queue: QueueRecord, defaults: RetentionDefaults): Record<string, unknown> {
-  const inForce = retentionOptionsInForce(retentionPolicy(queue.retention, defaults));
-  const retention = Object.fromEntries(
-    Object.entries(inForce).filter(([name]) => queue.retention[name as keyof StoredRetention] !== null),
-  );
-  // Stored before the options they name were in force: the columns win.
-  return {
-    ...queue.extraOptions,
-    leaseTime: queue.leaseTime,
-    retryLimit: queue.retryLimit,
-    deadLetterQueue: queue.deadLetterQueue,
-    ...(queue.dlqAfterMaxRetries ? { dlqAfterMaxRetries: true } : {}),
-    ...(queue.retryDelay > 0 ? { retryDelay: queue.retryDelay } : {}),
-    ...(queue.delayedProcessing > 0 ? { delayedProcessing: queue.delayedProcessing } : {}),
-    ...(queue.windowBuffer > 0 ? { windowBuffer: queue.windowBuffer } : {}),
-    ...(queue.priority !== 0 ? { priority: queue.priority } : {}),
-    ...retention,
-    ...(queue.encryptionEnabled ? { encryptionEnabled: true } : {}),
-  };
-}
-
 function toSummary(summary: QueueSummary, defaults: RetentionDefaults): QueueSummaryDto {
+  const retention = retentionOptionsInForce(retentionPolicy(summary.retention, defaults));
   return {
     name: summary.name,
-    options: optionsOf(summary, defaults),
-    retention: retentionOptionsInForce(retentionPolicy(summary.retention, defaults)),
+    options: listedOptions(summary.options, retention, summary.extraOptions),
+    retention,
     namespace: summary.namespace,
     task: summary.task,
     partitionCount: summary.partitions,

@@ -1,5 +1,5 @@
 import { StoredRetention } from '../retention/retention-policy';
-import { RetentionSettings } from './dto/configure-request.dto';
+import { RetentionSettings } from './queue-options';
 import { NOTHING_SET, shortenedRetentionProblem } from './shortened-retention';
 
 const DEFAULTS = { completedSeconds: 3_600, pendingSeconds: 1_209_600, deadLetterSeconds: 1_209_600 };

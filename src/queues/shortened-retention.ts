@@ -1,5 +1,5 @@
 import { RetentionDefaults, retentionPolicy, RetentionPolicy, StoredRetention } from '../retention/retention-policy';
-import { RETENTION_OPTIONS, RetentionOption, RetentionSettings } from './dto/configure-request.dto';
+import { RETENTION_OPTIONS, RetentionOption, RetentionSettings } from './queue-options';
 
 type DeletingRule = 'completedSeconds' | 'pendingSeconds' | 'maxWaitSeconds' | 'ttlSeconds' | 'deadLetterSeconds';
 
