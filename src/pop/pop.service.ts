@@ -1,4 +1,3 @@
-import { messageJson } from '../messages/message-shape';
 import { MAINTENANCE_REFRESH_MS, MaintenanceService } from '../maintenance/maintenance.service';
 import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
@@ -18,6 +17,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/unit-of-work';
+import { popAnswerJson } from './dto/pop-response.dto';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, ClaimedRow, PopRepository } from './pop.repository';
 import { errorMessage } from '../common/error-message';
@@ -407,31 +407,8 @@ export class PopService {
     this.metrics.redeliveredMessages.inc({ ...labels, cause: 'expiry' }, lost.length);
   }
 
-  /**
-   * Written by hand so that each payload goes out as the JSON text PostgreSQL stored, never parsed and serialised. All
-   * messages of one claim carry its lease (null with autoAck) and group.
-   */
   private answer(queue: string, claimed: ClaimedMessage[]): JsonText {
-    const text = JSON.stringify;
-    const messages = claimed.map((message) => messageJson(message));
-    const partitions = new Map<string, { first: ClaimedMessage; messages: number }>();
-    for (const message of claimed) {
-      const seen = partitions.get(message.partitionId);
-      if (seen) seen.messages += 1;
-      else partitions.set(message.partitionId, { first: message, messages: 1 });
-    }
-    const claims = [...partitions.values()].map(
-      ({ first, messages: count }) =>
-        `{"partitionId":${text(first.partitionId)},"partition":${text(first.partition)},` +
-        `"leaseEpoch":${first.leaseEpoch},"messages":${count}}`,
-    );
-    return new JsonText(
-      `{"success":true,"queue":${text(queue)},"partition":${text(claimed[0].partition)},` +
-        `"partitionId":${text(claimed[0].partitionId)},"leaseId":${text(claimed[0].leaseId)},` +
-        `"consumerGroup":${text(claimed[0].consumerGroup)},` +
-        `"messages":[${messages.join(',')}],"partitionsClaimed":${claims.length},` +
-        `"claimedPartitions":[${claims.join(',')}]}`,
-    );
+    return new JsonText(popAnswerJson(queue, claimed));
   }
 }
 
