@@ -67,6 +67,8 @@ export interface Message<T = unknown> {
   // store that refuses a lower one than it has seen shuts out a holder whose lease ran out.
   // Absent from brokers that predate it.
   leaseEpoch: number;
+  // Only when the stored payload of an encrypted queue could not be decrypted: data is then null.
+  error?: string;
 }
 
 export interface ClaimedPartition {
@@ -191,14 +193,27 @@ export interface QueueOptions {
   dlqAfterMaxRetries?: boolean;
   /** Milliseconds. */
   retryDelay?: number;
-  /** Seconds; null resets it. */
+  delayedProcessing?: number;
+  windowBuffer?: number;
+  priority?: number;
+  // The retention ones, in seconds: null resets one to the broker's default.
+  completedRetentionSeconds?: number | null;
+  retentionEnabled?: boolean | null;
+  retentionSeconds?: number | null;
+  maxWaitTimeSeconds?: number | null;
   ttl?: number | null;
+  maxSize?: number | null;
+  dlqRetentionSeconds?: number | null;
+  encryptionEnabled?: boolean;
   [option: string]: unknown;
 }
 
 export interface ConfigureRequest {
   queue: string;
-  options: QueueOptions;
+  // "" removes it; null or absent keeps it.
+  namespace?: string | null;
+  task?: string | null;
+  options?: QueueOptions;
 }
 
 export interface ConfigureResponse {

@@ -57,6 +57,7 @@ export interface GroupSummary {
   liveLeases: number;
   subscriptionMode: 'all' | 'new';
   state: 'Lagging' | 'Stable';
+  subscriptionTimestamp: string | null;
   createdAt: string;
 }
 
@@ -89,11 +90,18 @@ export interface ListedMessage {
   transactionId: string;
   traceId: string | null;
   data: unknown;
+  producerSub: string | null;
   createdAt: string;
   partitionId: string;
   partition: string;
+  /** Always null in a listing. */
+  leaseId: null;
   consumerGroup: string;
+  deliveryAttempt: number;
+  leaseEpoch: number;
   status: MessageStatus;
+  /** Only when an encrypted payload could not be decrypted; data is then null. */
+  error?: string;
 }
 
 export interface MessagePage {
@@ -137,7 +145,11 @@ export interface DeadLetter {
   id: string;
   messageId: string;
   transactionId: string;
+  traceId: string | null;
   data: unknown;
+  producerSub: string | null;
+  /** Only when an encrypted payload could not be decrypted; data is then null. */
+  error?: string;
   errorMessage: string | null;
   retryCount: number;
   queue: string;

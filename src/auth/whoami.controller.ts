@@ -1,5 +1,5 @@
 import { Controller, Get, Inject, Req } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiOperation, ApiProperty, ApiTags } from '@nestjs/swagger';
 import type { Request } from 'express';
 import { ApiAuthErrors } from '../common/api-errors.decorator';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
@@ -15,13 +15,13 @@ export class WhoAmIDto {
   @ApiProperty({ enum: ROLES, isArray: true, description: 'Every role when auth is off' })
   roles: string[];
 
-  @ApiPropertyOptional({ type: String, nullable: true, example: 'billing-worker', description: "The token's sub" })
+  @ApiProperty({ type: String, nullable: true, example: 'billing-worker', description: "The token's sub" })
   subject: string | null;
 
   @ApiProperty({ description: 'JWT_ENABLED: whether calls need a token' })
   authEnabled: boolean;
 
-  @ApiPropertyOptional({ type: String, nullable: true, description: "The token's exp; null without a token" })
+  @ApiProperty({ type: String, nullable: true, description: "The token's exp; null without a token" })
   expiresAt: string | null;
 }
 
