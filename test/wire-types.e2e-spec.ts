@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
@@ -6,9 +7,12 @@ import { createTestApp } from './support/test-app';
 
 const ROOT = join(__dirname, '..');
 const SOURCES = { client: join(ROOT, 'client/src/types.ts'), console: join(ROOT, 'console/src/api.ts') };
+const CONSOLE_SETTINGS = join(ROOT, 'console/src/views/settings.tsx');
 
 interface Schema {
   $ref?: string;
+  minimum?: number;
+  maximum?: number;
   type?: string;
   items?: Schema;
   properties?: Record<string, Schema>;
@@ -175,6 +179,53 @@ class WireTypes {
   }
 }
 
+/** The number a constant expression of `file` stands for: a literal, a negation, or a constant declared there. */
+function numberOf(expression: ts.Expression, file: ts.SourceFile): number {
+  if (ts.isNumericLiteral(expression)) return Number(expression.text.replace(/_/g, ''));
+  if (ts.isPrefixUnaryExpression(expression) && expression.operator === ts.SyntaxKind.MinusToken) {
+    return -numberOf(expression.operand, file);
+  }
+  if (ts.isIdentifier(expression)) return numberOf(constant(file, expression.text), file);
+  throw new Error(`not a constant number: ${expression.getText(file)}`);
+}
+
+function constant(file: ts.SourceFile, name: string): ts.Expression {
+  for (const statement of file.statements) {
+    if (!ts.isVariableStatement(statement)) continue;
+    for (const declaration of statement.declarationList.declarations) {
+      if (ts.isIdentifier(declaration.name) && declaration.name.text === name && declaration.initializer) {
+        const initializer = declaration.initializer;
+        return ts.isAsExpression(initializer) ? initializer.expression : initializer;
+      }
+    }
+  }
+  throw new Error(`${file.fileName} declares no constant ${name}`);
+}
+
+/** The settings page's editable options, each with the bounds it checks before sending. */
+function consoleBounds(): Array<{ key: string; min: number; max: number }> {
+  const file = ts.createSourceFile(
+    CONSOLE_SETTINGS,
+    readFileSync(CONSOLE_SETTINGS, 'utf8'),
+    ts.ScriptTarget.ES2022,
+    true,
+  );
+  const editable = constant(file, 'EDITABLE');
+  if (!ts.isArrayLiteralExpression(editable)) throw new Error('EDITABLE is not an array literal');
+  return editable.elements.map((element) => {
+    const fields = new Map(
+      (element as ts.ObjectLiteralExpression).properties
+        .filter(ts.isPropertyAssignment)
+        .map((property) => [property.name.getText(file), property.initializer]),
+    );
+    return {
+      key: (fields.get('key') as ts.StringLiteral).text,
+      min: numberOf(fields.get('min')!, file),
+      max: numberOf(fields.get('max')!, file),
+    };
+  });
+}
+
 describe("the client's and the console's wire types", () => {
   let app: NestExpressApplication;
   let document: Document;
@@ -203,6 +254,14 @@ describe("the client's and the console's wire types", () => {
       expect(problems).toEqual([]);
     },
   );
+
+  it("bounds each option the console's settings page edits as configure's schema does", () => {
+    const options = document.components.schemas.QueueOptionsDto.properties!;
+
+    for (const { key, min, max } of consoleBounds()) {
+      expect({ key, min, max }).toEqual({ key, min: options[key]?.minimum, max: options[key]?.maximum });
+    }
+  });
 
   it('compares every exported interface of both, directly or inside another, unless it is not a wire shape', () => {
     for (const entry of MODELLED) {

@@ -5,7 +5,7 @@ import { ConfirmButton } from '../components';
 
 const INT32_MAX = 2_147_483_647;
 
-// Bounds as POST /configure validates them (src/queues/dto/configure-request.dto.ts).
+// Bounds as POST /configure validates them (src/queues/queue-options.ts); test/wire-types.e2e-spec.ts holds them to it.
 const EDITABLE = [
   { key: 'leaseTime', label: 'Lease time (s)', hint: 'leaseSeconds of a pop that sends none', min: 1, max: INT32_MAX },
   {
