@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { HttpException } from '@nestjs/common';
 import { getMetadataArgsStorage } from 'typeorm';
 import { declaredProperties } from '../common/dto-validation';
@@ -72,6 +74,35 @@ describe('QUEUE_OPTIONS', () => {
 
   it('gives QueueOptionsDto one validated property per option, in the table order', () => {
     expect(declaredProperties(QueueOptionsDto)).toEqual(QUEUE_OPTIONS.map((option) => option.key));
+  });
+});
+
+describe('docs/api.md', () => {
+  /** The first two cells of each row of the Queue options table: the options it names and their default. */
+  function documented(): Map<string, string> {
+    const api = readFileSync(join(__dirname, '..', '..', 'docs', 'api.md'), 'utf8');
+    const section = api.split('\n## Queue options')[1].split('\n## ')[0];
+    const rows = new Map<string, string>();
+    for (const line of section.split('\n').filter((row) => row.startsWith('| `'))) {
+      const [names, fallback] = line.split(' | ');
+      for (const [, name] of names.matchAll(/`(\w+)`/g)) rows.set(name, fallback);
+    }
+    return rows;
+  }
+
+  it('documents every option in the Queue options table, each with its default', () => {
+    const rows = documented();
+    for (const option of QUEUE_OPTIONS) {
+      const fallback = rows.get(option.key);
+      expect({ option: option.key, documented: fallback !== undefined }).toEqual({
+        option: option.key,
+        documented: true,
+      });
+      if (!option.retention && fallback !== undefined) {
+        const shown = typeof option.default === 'boolean' ? `\`${option.default}\`` : String(option.default);
+        expect({ option: option.key, default: fallback.split(' ')[0] }).toEqual({ option: option.key, default: shown });
+      }
+    }
   });
 });
 
