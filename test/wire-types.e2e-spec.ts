@@ -64,6 +64,8 @@ const MODELLED: Array<{
   { source: 'client', type: 'ConfigureRequest', models: 'POST /api/v1/configure body' },
   { source: 'client', type: 'ConfigureResponse', models: 'POST /api/v1/configure' },
   { source: 'client', type: 'BrokerErrorBody', models: '#ErrorResponseDto' },
+  { source: 'client', type: 'TraceRequest', models: 'POST /api/v1/traces body' },
+  { source: 'client', type: 'TraceResult', models: 'POST /api/v1/traces' },
   { source: 'console', type: 'WhoAmI', models: 'GET /api/v1/whoami' },
   { source: 'console', type: 'QueueList', models: 'GET /api/v1/resources/queues' },
   {
@@ -100,6 +102,7 @@ const NOT_WIRE: Record<string, string> = {
   PopOptions: 'query parameters, not a JSON body',
   AckBatchOptions: 'per call settings of the client',
   ExtendResult: 'ExtendResponse with what the client reads from the answer headers',
+  TraceOptions: "per call settings of the client: TraceRequest's optional members",
 };
 
 function jsonSchema(media: Media | undefined): Schema | undefined {
