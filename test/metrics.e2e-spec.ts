@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { sign } from 'jsonwebtoken';
 import request from 'supertest';
@@ -50,6 +52,17 @@ describe('GET /metrics', () => {
 
     afterAll(async () => {
       await app.close();
+    });
+
+    it("names every metric it registers in docs/operations.md's table, the process's own aside", () => {
+      const documented = readFileSync(join(__dirname, '..', 'docs', 'operations.md'), 'utf8');
+      const registered = metrics.registry
+        .getMetricsAsArray()
+        .map((metric) => metric.name)
+        .filter((name) => !metrics.processMetrics.has(name));
+
+      expect(registered.length).toBeGreaterThan(20);
+      expect(registered.filter((name) => !documented.includes(`| \`${name}\``))).toEqual([]);
     });
 
     it('push, pop, renew, an expired lease, a nack, a retry, a dead letter', async () => {
