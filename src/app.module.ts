@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
-import { FAST_ROUTE_TABLE } from './fast-routes';
-import { FAST_ROUTES, FastPathMiddleware } from './http/fast-path.middleware';
+import { DiscoveryModule } from '@nestjs/core';
+import { FastPathMiddleware } from './http/fast-path.middleware';
+import { FastRouteTable } from './http/fast-route-table';
 import { AckModule } from './ack/ack.module';
 import { AuthModule } from './auth/auth.module';
 import { ConfigModule } from './config/config.module';
@@ -27,6 +28,7 @@ import { StreamsModule } from './streams/streams.module';
 
 @Module({
   imports: [
+    DiscoveryModule,
     ConfigModule,
     LoggingModule,
     DatabaseModule,
@@ -51,6 +53,6 @@ import { StreamsModule } from './streams/streams.module';
     RetentionModule,
     TracesModule,
   ],
-  providers: [{ provide: FAST_ROUTES, useValue: FAST_ROUTE_TABLE }, FastPathMiddleware],
+  providers: [FastRouteTable, FastPathMiddleware],
 })
 export class AppModule {}

@@ -12,8 +12,8 @@ import { APP_CONFIG, AppConfig } from './config/app-config';
 import { RequestBodyInterceptor } from './http/request-body.interceptor';
 import { crossSiteCheck } from './http/cross-site';
 import { FastPathMiddleware } from './http/fast-path.middleware';
+import { FastRouteTable } from './http/fast-route-table';
 import { DOCS_HEADERS, DOCS_JSON_PATH, DOCS_PATH, DOCS_YAML_PATH, withHeaders } from './http/pages';
-import { decodesCleanly, matchLeaseExtend } from './lease/lease-route';
 import { ProbeService } from './health/probe.service';
 import { DrainService } from './lifecycle/drain.service';
 import { requestLogger } from './logging/request-log';
@@ -39,17 +39,21 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
   // No conditional GETs on a queue API: hashing every response body for an ETag is wasted work.
   app.set('etag', false);
   const fastPath = (options.fastPath ?? true) ? app.get(FastPathMiddleware) : undefined;
+  fastPath?.enable();
+  const routes = app.get(FastRouteTable);
+  app.get(MetricsService).watchFastPath(() => fastPath?.routes ?? []);
   const beforeRoutes = inSequence([
     requestIdMiddleware,
     observeRequests(
       app.get(MetricsService),
+      routes,
       config.log.requests ? requestLogger(app.get<RootLogger>(ROOT_LOGGER)) : undefined,
     ),
     app.get(DrainService).middleware,
     crossSiteCheck(config.http.allowedOrigins),
     app.get(ProbeService).middleware,
     ...(fastPath ? [fastPath.use.bind(fastPath) as RequestHandler] : []),
-    beforeRouting,
+    keepUndecodableSegments(routes),
   ]);
   const adapter = app.getHttpAdapter();
   if (adapter instanceof LeaseholdHttpAdapter) app.get(MetricsService).watchDispatch(adapter.dispatch);
@@ -77,16 +81,16 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
 }
 
 /**
- * A lease id that is not a UUID answers 200 with renewed 0 like any unknown one, never a 400 that would set it apart,
- * even when its percent-encoding does not decode, which Express would refuse: escaping its % signs avoids that.
+ * A segment of a @KeepsUndecodable() parameter reaches the router's handler as sent, as on the fast path, where Express
+ * would refuse it with 400: e.g. a lease id that is not a UUID answers 200 with renewed 0 like any unknown one.
  */
-const beforeRouting: RequestHandler = (request, _response, next) => {
-  const lease = matchLeaseExtend(request.url);
-  if (lease && !decodesCleanly(lease.segment)) {
-    request.url = `${lease.prefix}${lease.segment.replace(/%/g, '%25')}${lease.suffix}`;
-  }
-  next();
-};
+function keepUndecodableSegments(routes: FastRouteTable): RequestHandler {
+  return (request, _response, next) => {
+    const escaped = routes.escapeUndecodable(request.url);
+    if (escaped !== undefined) request.url = escaped;
+    next();
+  };
+}
 
 function setupSwagger(app: NestExpressApplication): void {
   const document = SwaggerModule.createDocument(

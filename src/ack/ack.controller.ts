@@ -12,11 +12,11 @@ import { TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { FastRoute } from '../http/fast-route.decorator';
 import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { AckBatchRequestPipe, AckRequestPipe } from './ack-request.pipe';
 import { AckService } from './ack.service';
-import { ACK_BATCH_PATH, ACK_CONTROLLER_PATH } from './ack-route';
 import { ACK_BODY_MAX_BYTES, AckBatchRequestDto, AckCommand, AckRequestDto } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
 import { EXAMPLE_LEASE_ID, EXAMPLE_PARTITION_ID, EXAMPLE_TRANSACTION_ID } from '../common/api-examples';
@@ -61,11 +61,12 @@ const ACK_ANSWER: ApiResponseNoStatusOptions = {
     'redelivers when its lease expires.',
 )
 @RateLimited('consume')
-@Controller(ACK_CONTROLLER_PATH)
+@Controller('api/v1/ack')
 export class AckController {
   constructor(private readonly ackService: AckService) {}
 
   @Post()
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge one message', description: ACK_DESCRIPTION })
@@ -100,7 +101,8 @@ export class AckController {
     return this.ackService.acknowledge(tenantId, commands);
   }
 
-  @Post(ACK_BATCH_PATH)
+  @Post('batch')
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({ summary: 'Acknowledge several messages in order, in one transaction', description: ACK_DESCRIPTION })

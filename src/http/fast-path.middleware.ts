@@ -2,13 +2,12 @@ import {
   ArgumentsHost,
   ExceptionFilter,
   HttpStatus,
-  Inject,
   Injectable,
   Logger,
   NestMiddleware,
+  OnApplicationBootstrap,
   ParamData,
   RequestMethod,
-  Type,
 } from '@nestjs/common';
 // Nest's route metadata keys and parameter kinds: @nestjs/common's own, stable, not re-exported at its root.
 import {
@@ -17,6 +16,7 @@ import {
   FILTER_CATCH_EXCEPTIONS,
   GUARDS_METADATA,
   HEADERS_METADATA,
+  HOST_METADATA,
   HTTP_CODE_METADATA,
   INTERCEPTORS_METADATA,
   METHOD_METADATA,
@@ -31,30 +31,25 @@ import {
   BaseExceptionFilter,
   ExternalContextCreator,
   HttpAdapterHost,
-  ModuleRef,
   ParamsFactory,
 } from '@nestjs/core';
 import type { NextFunction, Request, Response } from 'express';
 import { JsonText } from '../common/json-text';
 import { LaterAnswer, LaterListener } from '../common/later-answer';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
+import { FastRouteEntry, FastRouteTable, fastRouteError } from './fast-route-table';
 import { readsOwnBody, RequestBodyInterceptor } from './request-body.interceptor';
-
-export interface FastRoute {
-  controller: Type<object>;
-  handler: string;
-  match(request: { method?: string; url?: string }): Record<string, string> | null;
-}
-
-export const FAST_ROUTES = Symbol('FAST_ROUTES');
+import { MatchedRoute, RouteMatcher } from './route-matcher';
 
 type RouteHandler = (request: Request, response: Response, next: NextFunction) => Promise<unknown>;
 
-interface Served {
+interface ServedRoute extends MatchedRoute {
   handler: RouteHandler;
   status: number;
   /** The route declares NoContentWhenEmptyInterceptor, whose answer this path writes itself. */
   noContentWhenEmpty: boolean;
+  /** Requests served; the counter reads it at each scrape, so that serving one costs an addition. */
+  served: number;
 }
 
 /** Route interceptors whose whole effect this path reproduces (see send). */
@@ -118,59 +113,62 @@ export class ExpressParamsFactory implements ParamsFactory {
 }
 
 /**
- * Express's dispatch and Nest's interceptor chain cost the hottest routes more than their own work. Steps aside for
- * what it does not run: global interceptors, a prefix, versioning, request-scoped or route-level enhancers.
+ * Express's dispatch and Nest's interceptor chain cost the hottest routes more than their own work. Serves the
+ * handlers marked @FastRoute(), and refuses to start when one of them needs what it does not run.
  */
 @Injectable()
-export class FastPathMiddleware implements NestMiddleware {
+export class FastPathMiddleware implements NestMiddleware, OnApplicationBootstrap {
   private readonly logger = new Logger(FastPathMiddleware.name);
-  private readonly served = new Map<FastRoute, Served | null>();
+  private matcher = new RouteMatcher<ServedRoute>([]);
+  private enabled = false;
   private unhandled?: BaseExceptionFilter;
 
   constructor(
-    @Inject(FAST_ROUTES) private readonly routes: readonly FastRoute[],
-    private readonly moduleRef: ModuleRef,
+    private readonly table: FastRouteTable,
     private readonly contexts: ExternalContextCreator,
     private readonly applicationConfig: ApplicationConfig,
     private readonly adapterHost: HttpAdapterHost,
   ) {}
 
+  /** Each route served and how many requests it served. */
+  get routes(): ReadonlyArray<{ readonly path: string; readonly served: number }> {
+    return this.matcher.routes;
+  }
+
+  /** The application serves its fast routes here (setupApp); without this call the router serves them. */
+  enable(): void {
+    this.enabled = true;
+  }
+
+  /** Once the application is set up (global enhancers, prefix) and before any request. */
+  onApplicationBootstrap(): void {
+    if (!this.enabled) return;
+    const refused = this.table.routes.flatMap((route) => {
+      const reason = this.reasonForRouter(route);
+      return reason ? [fastRouteError(route.name, reason).message] : [];
+    });
+    if (refused.length > 0) throw new Error(refused.join('; '));
+    this.unhandled = new BaseExceptionFilter(this.adapterHost.httpAdapter);
+    this.matcher = new RouteMatcher(this.table.routes.map((route) => this.create(route)));
+  }
+
   accepts(request: { method?: string; url?: string }): boolean {
-    return this.routes.some((route) => route.match(request) !== null);
+    return this.matcher.match(request) !== null;
   }
 
   use(request: Request, response: Response, next: NextFunction): void {
-    for (const route of this.routes) {
-      const params = route.match(request);
-      if (params === null) continue;
-      const served = this.servedFor(route);
-      if (!served) return next();
-      request.params = params;
-      void this.serve(served, request, response, next);
-      return;
-    }
-    next();
+    const matched = this.matcher.match(request);
+    if (matched === null) return next();
+    request.params = matched.params;
+    matched.route.served += 1;
+    void this.serve(matched.route, request, response, next);
   }
 
-  /** Null when the router serves the route; decided once per route. */
-  servedFor(route: FastRoute): Served | null {
-    let served = this.served.get(route);
-    if (served === undefined) {
-      const reason = this.reasonForRouter(route);
-      if (reason) this.logger.warn(`The router serves ${routeName(route)}: ${reason}`);
-      served = reason ? null : this.create(route);
-      this.served.set(route, served);
-    }
-    return served;
-  }
-
-  private create(route: FastRoute): Served {
+  private create(route: FastRouteEntry): ServedRoute {
     const method = handlerOf(route);
-    // The module that provides the controller (see LeaseModule), so that the context resolves the route's pipes there.
-    const controller = this.moduleRef.get(route.controller, { strict: false });
-    this.unhandled ??= new BaseExceptionFilter(this.adapterHost.httpAdapter);
     const handler = this.contexts.create(
-      controller,
+      // The provider of the controller's module (see LeaseModule), so that the context resolves the route's pipes there.
+      route.host!.providers.get(route.controller)!.instance as object,
       method,
       route.handler,
       ROUTE_ARGS_METADATA,
@@ -185,11 +183,19 @@ export class FastPathMiddleware implements NestMiddleware {
     const noContentWhenEmpty = [route.controller, method].some((target) =>
       enhancersOf(INTERCEPTORS_METADATA, target).includes(NoContentWhenEmptyInterceptor),
     );
-    return { handler, status: declared ?? (post ? HttpStatus.CREATED : HttpStatus.OK), noContentWhenEmpty };
+    return {
+      method: route.method,
+      path: route.path,
+      keepsUndecodable: route.keepsUndecodable,
+      handler,
+      status: declared ?? (post ? HttpStatus.CREATED : HttpStatus.OK),
+      noContentWhenEmpty,
+      served: 0,
+    };
   }
 
   /** No async frame of its own: a route that parks (LaterAnswer) leaves nothing of this call behind while it waits. */
-  private serve(served: Served, request: Request, response: Response, next: NextFunction): Promise<void> {
+  private serve(served: ServedRoute, request: Request, response: Response, next: NextFunction): Promise<void> {
     return served.handler(request, response, next).then(
       (body) => {
         if (body instanceof LaterAnswer) body.listen(new AnswerLater(this, served, request, response, next));
@@ -199,7 +205,7 @@ export class FastPathMiddleware implements NestMiddleware {
     );
   }
 
-  answer(served: Served, request: Request, response: Response, next: NextFunction, body: unknown): void {
+  answer(served: ServedRoute, request: Request, response: Response, next: NextFunction, body: unknown): void {
     try {
       // A filter that handled a failure has answered already.
       if (!response.headersSent) send(response, served, body);
@@ -233,10 +239,13 @@ export class FastPathMiddleware implements NestMiddleware {
     return this.unhandled!;
   }
 
-  private reasonForRouter(route: FastRoute): string | undefined {
+  private reasonForRouter(route: FastRouteEntry): string | undefined {
     const config = this.applicationConfig;
-    if (config.getGlobalPrefix()) return 'a global prefix is set';
     if (config.getVersioning()) return 'versioning is enabled';
+    if (Reflect.getMetadata(HOST_METADATA, route.controller) !== undefined) return 'its controller is bound to a host';
+    if (!route.host?.providers.has(route.controller)) {
+      return `${route.controller.name} is not also a provider of its module, where Nest resolves the route's pipes`;
+    }
     const requestScoped = [
       config.getGlobalRequestGuards(),
       config.getGlobalRequestInterceptors(),
@@ -270,7 +279,7 @@ export class FastPathMiddleware implements NestMiddleware {
       // Custom decorators (createParamDecorator) carry their own factory; the rest are `type:index`.
       const [type] = key.split(':');
       if (!key.includes(CUSTOM_ROUTE_ARGS_METADATA) && !SERVED_PARAMS.has(Number(type))) {
-        return `the route takes a parameter of kind ${type}`;
+        return `the route takes a parameter of kind ${RouteParamtypes[Number(type)] ?? type}`;
       }
     }
     return undefined;
@@ -281,7 +290,7 @@ export class FastPathMiddleware implements NestMiddleware {
 class AnswerLater implements LaterListener<unknown> {
   constructor(
     private readonly path: FastPathMiddleware,
-    private readonly served: Served,
+    private readonly served: ServedRoute,
     private readonly request: Request,
     private readonly response: Response,
     private readonly next: NextFunction,
@@ -296,12 +305,8 @@ class AnswerLater implements LaterListener<unknown> {
   }
 }
 
-function handlerOf(route: FastRoute): (...args: unknown[]) => unknown {
+function handlerOf(route: FastRouteEntry): (...args: unknown[]) => unknown {
   return (route.controller.prototype as Record<string, (...args: unknown[]) => unknown>)[route.handler];
-}
-
-function routeName(route: FastRoute): string {
-  return `${route.controller.name}.${route.handler}`;
 }
 
 function enhancersOf(key: string, target: object): unknown[] {
@@ -309,7 +314,7 @@ function enhancersOf(key: string, target: object): unknown[] {
 }
 
 /** What Express's res.json (or res.send of a JsonText's text) sends; written directly, it costs a tenth less. */
-function send(response: Response, served: Served, body: unknown): void {
+function send(response: Response, served: ServedRoute, body: unknown): void {
   if (body === undefined || body === null) {
     response.statusCode = served.noContentWhenEmpty ? HttpStatus.NO_CONTENT : served.status;
     response.end();

@@ -5,12 +5,12 @@ import { Access } from '../auth/access.decorator';
 import { TenantId } from '../auth/principal.decorator';
 import { ApiAuthErrors, ApiErrorResponse } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { FastRoute, KeepsUndecodable } from '../http/fast-route.decorator';
 import { LenientSecondsPipe } from '../common/lenient-seconds.pipe';
 import { RawRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { ExtendLeaseRequestDto } from './dto/extend-lease-request.dto';
 import { ExtendLeaseResponseDto } from './dto/extend-lease-response.dto';
-import { LEASE_BODY_MAX_BYTES, LEASE_CONTROLLER_PATH, LEASE_EXTEND_PATH } from './lease-route';
 import { LeaseService } from './lease.service';
 import {
   DEADLINE_AFTER_HEADER,
@@ -21,14 +21,20 @@ import {
   RENEW_JITTER,
 } from './renewal-hints';
 
+/** The body is `{"seconds": N}`: a few bytes, and nothing else in it is read. */
+const LEASE_BODY_MAX_BYTES = 1024;
+
 @ApiTags('lease')
 @ApiBearerAuth()
 @RateLimited('renew')
-@Controller(LEASE_CONTROLLER_PATH)
+@Controller('api/v1/lease')
 export class LeaseController {
   constructor(private readonly leaseService: LeaseService) {}
 
-  @Post(LEASE_EXTEND_PATH)
+  @Post(':leaseId/extend')
+  @FastRoute()
+  // Not a UUID answers renewed 0 like any unknown id, never a 400 that would set it apart.
+  @KeepsUndecodable('leaseId')
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({

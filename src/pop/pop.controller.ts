@@ -18,12 +18,12 @@ import { LaterAnswer } from '../common/later-answer';
 import { MethodNotAllowedException } from '../common/method-not-allowed.exception';
 import { NamePipe } from '../common/name.pipe';
 import { NoContentWhenEmptyInterceptor } from '../common/no-content.interceptor';
+import { FastRoute } from '../http/fast-route.decorator';
 import { NoRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { PopQueryDto } from './dto/pop-query.dto';
 import { PopResponseDto } from './dto/pop-response.dto';
 import { PopOptions, PopQueryPipe } from './pop-query.pipe';
-import { POP_CONTROLLER_PATH, POP_PARTITION_PATH, POP_QUEUE_PATH } from './pop-route';
 import { PopService, TOO_MANY_WAITING } from './pop.service';
 
 const POP_DESCRIPTION =
@@ -35,6 +35,9 @@ const POP_DESCRIPTION =
   'claimable through any broker process (a push, a nack or retry, a lease released by an ack or expiring), ' +
   'or answers 204 at the timeout. A queue or partition that does not exist yet parks the same way: the push ' +
   'that creates it wakes the poll.';
+
+const QUEUE_PATH = ':queue';
+const PARTITION_PATH = ':queue/partition/:partition';
 
 /** Per route: the 200 that @HttpCode declares on a route would hide one declared on the class. */
 const POP_ANSWER = { type: PopResponseDto, description: 'Messages claimed under one new lease' };
@@ -65,19 +68,20 @@ const POP_ANSWER = { type: PopResponseDto, description: 'Messages claimed under 
   when: 'with wait=true, the tenant already has POP_MAX_WAITING_PER_TENANT polls waiting on this process',
   error: TOO_MANY_WAITING,
 })
-@Controller(POP_CONTROLLER_PATH)
+@Controller('api/v1/pop/queue')
 export class PopController {
   constructor(private readonly popService: PopService) {}
 
   /** Express answers HEAD with the GET handler, which would lease messages nobody receives: declared first. */
-  @Head([POP_QUEUE_PATH, POP_PARTITION_PATH])
+  @Head([QUEUE_PATH, PARTITION_PATH])
   @Access('public')
   @ApiExcludeEndpoint()
   refuseHead(): never {
     throw new MethodNotAllowedException('GET');
   }
 
-  @Get(POP_QUEUE_PATH)
+  @Get(QUEUE_PATH)
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @ReadsOwnBody()
   @Access('read-write')
@@ -93,7 +97,8 @@ export class PopController {
     return this.popService.popOrPark(tenantId, queue, undefined, options, signal);
   }
 
-  @Get(POP_PARTITION_PATH)
+  @Get(PARTITION_PATH)
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @ReadsOwnBody()
   @Access('read-write')

@@ -6,24 +6,25 @@ import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { FastRoute } from '../http/fast-route.decorator';
 import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { quotaRefusal, STORAGE_QUOTA_REFUSALS } from '../limits/tenant-quotas';
 import { PushItem, PushRequestDto } from './dto/push-request.dto';
 import { PushResultDto } from './dto/push-result.dto';
 import { PushRequestPipe } from './push-request.pipe';
-import { PUSH_CONTROLLER_PATH } from './push-route';
 import { PushService } from './push.service';
 import { EXAMPLE_PARTITION, EXAMPLE_QUEUE, EXAMPLE_TRANSACTION_ID } from '../common/api-examples';
 
 @ApiTags('messages')
 @ApiBearerAuth()
 @RateLimited('produce')
-@Controller(PUSH_CONTROLLER_PATH)
+@Controller('api/v1/push')
 export class PushController {
   constructor(private readonly pushService: PushService) {}
 
   @Post()
+  @FastRoute()
   @HttpCode(HttpStatus.CREATED)
   @Access('write')
   @ApiOperation({

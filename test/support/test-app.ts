@@ -47,7 +47,13 @@ export async function createTestApp(
   );
   setupApp(app, setup);
   beforeInit(app);
-  await app.init();
+  try {
+    await app.init();
+  } catch (error) {
+    // A start refused (e.g. a fast route that cannot be served) leaves pools and timers open otherwise.
+    await app.close().catch(() => undefined);
+    throw error;
+  }
   return app;
 }
 
