@@ -86,7 +86,7 @@ export function setupApp(app: NestExpressApplication, options: SetupOptions = {}
  */
 function keepUndecodableSegments(routes: FastRouteTable): RequestHandler {
   return (request, _response, next) => {
-    const escaped = routes.escapeUndecodable(request.url);
+    const escaped = routes.escapeUndecodable(request.url, request.method);
     if (escaped !== undefined) request.url = escaped;
     next();
   };

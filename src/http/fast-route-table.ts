@@ -62,13 +62,13 @@ export class FastRouteTable implements OnModuleInit {
     return this.matcher.match(request);
   }
 
-  /** The route pattern of a request's path, whatever its method. */
-  pathOf(url: string): string | undefined {
-    return this.matcher.routeOfPath(url)?.path;
+  /** The route pattern of a request's path: its method's route, else another method's. */
+  pathOf(url: string, method?: string): string | undefined {
+    return this.matcher.routeOfPath(url, method)?.path;
   }
 
-  escapeUndecodable(url: string): string | undefined {
-    return this.matcher.escapeUndecodable(url);
+  escapeUndecodable(url: string, method?: string): string | undefined {
+    return this.matcher.escapeUndecodable(url, method);
   }
 
   private pathsOf(controller: Type<object>, method: object, host: Module | undefined, name: string): string[][] {

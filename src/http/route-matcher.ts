@@ -69,21 +69,19 @@ export class RouteMatcher<T extends MatchedRoute> {
     return { route: compiled.route, params };
   }
 
-  /** The route whose path this is, whatever the method: what a request is counted under. */
-  routeOfPath(url: string): T | undefined {
-    const found = this.anyMethod.pattern.exec(url);
-    return found === null ? undefined : matchedOf(this.anyMethod, found).route;
+  /** The route whose path this is, the method's first, else any method's: what a request is counted under. */
+  routeOfPath(url: string, method?: string): T | undefined {
+    return this.pathMatch(url, method)?.compiled.route;
   }
 
   /**
    * The url with the `%` of each kept segment that does not decode escaped, so that Express, which refuses such a
    * segment with 400, gives the handler the segment as sent; undefined when nothing needs it.
    */
-  escapeUndecodable(url: string): string | undefined {
-    const found = this.anyMethod.pattern.exec(url);
-    if (found === null) return undefined;
-    const compiled = matchedOf(this.anyMethod, found);
-    if (compiled.kept.size === 0) return undefined;
+  escapeUndecodable(url: string, method?: string): string | undefined {
+    const matched = this.pathMatch(url, method);
+    if (matched === undefined || matched.compiled.kept.size === 0) return undefined;
+    const { found, compiled } = matched;
     let escaped: string | undefined;
     for (let index = compiled.names.length - 1; index >= 0; index -= 1) {
       const group = compiled.group + 1 + index;
@@ -94,6 +92,14 @@ export class RouteMatcher<T extends MatchedRoute> {
       escaped = `${text.slice(0, start)}${segment.replace(/%/g, '%25')}${text.slice(start + segment.length)}`;
     }
     return escaped;
+  }
+
+  private pathMatch(url: string, method?: string): { found: RegExpExecArray; compiled: Compiled<T> } | undefined {
+    for (const alternation of [this.byMethod.get(method ?? ''), this.anyMethod]) {
+      const found = alternation?.pattern.exec(url);
+      if (found) return { found, compiled: matchedOf(alternation!, found) };
+    }
+    return undefined;
   }
 }
 

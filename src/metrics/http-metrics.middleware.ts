@@ -7,7 +7,7 @@ import { MetricsService } from './metrics.service';
 
 /** The routes served ahead of the router, whose requests Express never gives a route. */
 interface RoutesAhead {
-  pathOf(url: string): string | undefined;
+  pathOf(url: string, method?: string): string | undefined;
 }
 
 /** By route pattern, never by the raw path: a lease id or queue name in a label would make a series per id. */
@@ -33,7 +33,7 @@ export function routeOf(request: Request, ahead: RoutesAhead): string {
   // Nest answers unknown paths from a catch-all route: not a route of the API.
   if (typeof route === 'string' && !route.includes('*')) return `${request.baseUrl}${route}`;
   // Served ahead of the router (FastPathMiddleware, ProbeService), so Express never sets their route.
-  const fast = ahead.pathOf(request.originalUrl);
+  const fast = ahead.pathOf(request.originalUrl, request.method);
   if (fast !== undefined) return fast;
   if (PROBE_PATHS.includes(request.path)) return request.path;
   if (request.path === CONSOLE_PATH || request.path.startsWith(`${CONSOLE_PATH}/`)) return CONSOLE_PATH;
