@@ -14,6 +14,10 @@ import { PopService } from '../src/pop/pop.service';
 import { LaterAnswer } from '../src/common/later-answer';
 import { RENEW_FRACTION, RENEW_JITTER } from '../src/lease/renewal-hints';
 import { MetricsService } from '../src/metrics/metrics.service';
+import { MaintenanceService } from '../src/maintenance/maintenance.service';
+import { DrainService } from '../src/lifecycle/drain.service';
+import { ParkedPolls } from '../src/wakeup/parked-polls';
+import { FastRouteTable } from '../src/http/fast-route-table';
 import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
 import { waitFor } from './support/wait';
@@ -254,13 +258,13 @@ interface BothPaths {
 }
 
 /** The application twice, with the fast path and without it, for the describe block that calls this. */
-function bothPaths(): BothPaths {
+function bothPaths(env: Record<string, string> = ENV): BothPaths {
   const apps = {} as BothPaths;
   // One after the other: on the embedded database, statements of two applications racing each other can
   // interleave (see DatabaseEngine).
   beforeAll(async () => {
-    apps.fast = await createTestApp(ENV);
-    apps.routed = await createTestApp(ENV, { fastPath: false });
+    apps.fast = await createTestApp(env);
+    apps.routed = await createTestApp(env, { fastPath: false });
   });
 
   afterAll(async () => {
@@ -327,6 +331,19 @@ describe('lease route served ahead of the router', () => {
     expect(filter).toHaveBeenCalledTimes(1);
     // A refusal the filter answered is not an error of the broker's.
     expect(logged).not.toHaveBeenCalled();
+  });
+
+  it('reads the fast routes from their handlers at start-up', () => {
+    const routes = apps.fast.get(FastRouteTable).routes.map((route) => `${route.method} ${route.path} ${route.name}`);
+
+    expect(routes.sort()).toEqual([
+      'GET /api/v1/pop/queue/:queue PopController.popQueue',
+      'GET /api/v1/pop/queue/:queue/partition/:partition PopController.popPartition',
+      'POST /api/v1/ack AckController.ack',
+      'POST /api/v1/ack/batch AckController.ackBatch',
+      'POST /api/v1/lease/:leaseId/extend LeaseController.extend',
+      'POST /api/v1/push PushController.push',
+    ]);
   });
 
   it('leaves the route to the router when turned off', async () => {
@@ -883,6 +900,120 @@ describe('pop routes served ahead of the router', () => {
       await expectRoutersAnswer(apps, testCase.status, answer, comparablePop);
     },
   );
+});
+
+interface RouteRequest {
+  name: string;
+  head: (token: string) => string;
+  body?: string;
+}
+
+const UNKNOWN_LEASE = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
+const unknownAck = JSON.stringify({
+  transactionId: 'order-1',
+  partitionId: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a91',
+  leaseId: UNKNOWN_LEASE,
+  status: 'completed',
+});
+const unknownAckBatch = JSON.stringify({ acknowledgments: [JSON.parse(unknownAck) as unknown] });
+const withToken = (token: string) => `Authorization: Bearer ${token}`;
+
+/** One request of each fast route, for a tenant with nothing stored. */
+const EVERY_FAST_ROUTE: RouteRequest[] = [
+  {
+    name: 'an extend',
+    head: (t) => post(`/api/v1/lease/${UNKNOWN_LEASE}/extend`, withToken(t), ...json(seconds90)),
+    body: seconds90,
+  },
+  { name: 'a push', head: (t) => post('/api/v1/push', withToken(t), ...json(twoItems)), body: twoItems },
+  { name: 'an ack', head: (t) => post('/api/v1/ack', withToken(t), ...json(unknownAck)), body: unknownAck },
+  {
+    name: 'an ack batch',
+    head: (t) => post('/api/v1/ack/batch', withToken(t), ...json(unknownAckBatch)),
+    body: unknownAckBatch,
+  },
+  { name: 'a pop from a queue', head: (t) => get('/api/v1/pop/queue/limits', withToken(t)) },
+  { name: 'a pop from a partition', head: (t) => get('/api/v1/pop/queue/limits/partition/p0', withToken(t)) },
+];
+
+const routeRows = (rows: RouteRequest[]) => rows.map((row) => [row.name, row] as const);
+
+describe('fast routes over their rate limit', () => {
+  const apps = bothPaths({ ...ENV, RATE_LIMIT_RENEW: '1', RATE_LIMIT_PRODUCE: '1', RATE_LIMIT_CONSUME: '1' });
+
+  it.each(routeRows(EVERY_FAST_ROUTE))('answer 429 to %s exactly as the router does', async (_name, row) => {
+    const answer = async (app: NestExpressApplication) => {
+      const token = hsToken({ role: 'read-write', tenant: newTenant() });
+      await onTheWire(app, row.head(token), row.body);
+      return onTheWire(app, row.head(token), row.body);
+    };
+
+    await expectRoutersAnswer(apps, 429, answer);
+  });
+});
+
+describe('fast routes when no database connection is free', () => {
+  const apps = bothPaths({ ...ENV, DB_POOL_SIZE: '1', DB_ACQUIRE_TIMEOUT_MS: '300' });
+
+  it.each(routeRows(EVERY_FAST_ROUTE))('answer 500 pool to %s exactly as the router does', async (_name, row) => {
+    const answer = async (app: NestExpressApplication) => {
+      const token = hsToken({ role: 'read-write', tenant: newTenant() });
+      // The pool's only connection, taken for the duration of the request.
+      const runner = app.get(DataSource).createQueryRunner();
+      await runner.connect();
+      try {
+        return await onTheWire(app, row.head(token), row.body);
+      } finally {
+        await runner.release();
+      }
+    };
+
+    await expectRoutersAnswer(apps, 500, answer);
+    expect(JSON.parse((await answer(apps.fast)).body)).toEqual({ error: 'pool' });
+  });
+});
+
+describe('fast routes refusing with 503', () => {
+  const apps = bothPaths();
+
+  it('answer a push while pushes are paused exactly as the router does', async () => {
+    const answer = async (app: NestExpressApplication) => {
+      const tenant = newTenant();
+      await app.get(MaintenanceService).set(tenant, { pushes: true });
+      return onTheWire(app, pushAs(hsToken({ role: 'read-write', tenant }), undefined, ...json(twoItems)), twoItems);
+    };
+
+    await expectRoutersAnswer(apps, 503, answer);
+  });
+
+  it('answer a parked poll when the broker begins to drain exactly as the router does, and refuse what comes next', async () => {
+    const answer = async (app: NestExpressApplication) => {
+      const token = hsToken({ role: 'read-write', tenant: newTenant() });
+      const parked = onTheWire(app, popAs('/api/v1/pop/queue/drained?wait=true&timeout=60000')(token));
+      await waitFor(() => app.get(ParkedPolls).total > 0, 'the poll parked');
+      const server = app.getHttpServer();
+      const { port } = server.address() as AddressInfo;
+      // Taken before the listener closes, as a request already on its way would be.
+      const next = connect(port, '127.0.0.1');
+      await new Promise((resolve) => next.once('connect', resolve));
+      app.get(DrainService).begin();
+      const later = await new Promise<string>((resolve) => {
+        const chunks: Buffer[] = [];
+        next.on('data', (chunk) => chunks.push(chunk));
+        next.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        next.write(`${extendOwn({ tenant: '', token, leaseId: UNKNOWN_LEASE })}\r\nHost: leasehold\r\n\r\n`);
+      });
+      return { parked: await parked, later: later.split('\r\n')[0] };
+    };
+
+    const fast = await answer(apps.fast);
+    const routed = await answer(apps.routed);
+
+    expect(fast.parked.status).toBe(503);
+    expect(comparableMasked(fast.parked)).toEqual(comparableMasked(routed.parked));
+    expect(fast.later).toBe('HTTP/1.1 503 Service Unavailable');
+    expect(fast.later).toBe(routed.later);
+  });
 });
 
 /** Marks every response it sees, so a test can tell the router served it. */
