@@ -76,6 +76,16 @@ describe('RouteMatcher.escapeUndecodable', () => {
   });
 });
 
+describe('RouteMatcher without routes', () => {
+  it('matches nothing, the root path included', () => {
+    const none = new RouteMatcher([]);
+
+    expect(none.match({ method: 'GET', url: '/' })).toBeNull();
+    expect(none.routeOfPath('/')).toBeUndefined();
+    expect(none.escapeUndecodable('/%zz')).toBeUndefined();
+  });
+});
+
 describe('routePathProblem', () => {
   it.each([
     ['/files/*path', 'is not literal but :name'],

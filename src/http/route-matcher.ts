@@ -38,6 +38,7 @@ interface Alternation<T> {
 export class RouteMatcher<T extends MatchedRoute> {
   private readonly byMethod = new Map<string, Alternation<T>>();
   private readonly anyMethod: Alternation<T>;
+  private readonly keepsAny: boolean;
 
   constructor(readonly routes: readonly T[]) {
     for (const route of routes) {
@@ -49,6 +50,7 @@ export class RouteMatcher<T extends MatchedRoute> {
     }
     const byPath = new Map(routes.map((route) => [route.path.toLowerCase(), route]));
     this.anyMethod = alternation([...byPath.values()]);
+    this.keepsAny = routes.some((route) => (route.keepsUndecodable?.length ?? 0) > 0);
   }
 
   match(request: { method?: string; url?: string }): RouteMatch<T> | null {
@@ -79,6 +81,8 @@ export class RouteMatcher<T extends MatchedRoute> {
    * segment with 400, gives the handler the segment as sent; undefined when nothing needs it.
    */
   escapeUndecodable(url: string, method?: string): string | undefined {
+    // Every request the router serves comes here: most have nothing to decode, and cost no match.
+    if (!this.keepsAny || !url.includes('%')) return undefined;
     const matched = this.pathMatch(url, method);
     if (matched === undefined || matched.compiled.kept.size === 0) return undefined;
     const { found, compiled } = matched;
@@ -121,6 +125,8 @@ function alternation<T extends MatchedRoute>(routes: readonly T[]): Alternation<
     sources.push(`(${source})`);
     group += 1 + names.length;
   }
+  // No routes match nothing (an empty alternation would match the root path).
+  if (sources.length === 0) return { pattern: /(?!)/, routes: compiled };
   return { pattern: new RegExp(`^(?:${sources.join('|')})${PATH_END}$`, 'i'), routes: compiled };
 }
 
