@@ -5,7 +5,7 @@ import type { Module } from '@nestjs/core/injector/module';
 // Nest's own joining of prefix, module, controller and method paths, so a fast route is where the router puts it.
 import { RoutePathFactory } from '@nestjs/core/router/route-path-factory';
 import { FAST_ROUTE_METADATA, KEEPS_UNDECODABLE_METADATA } from './fast-route.decorator';
-import { MatchedRoute, RouteMatch, RouteMatcher, routePathProblem } from './route-matcher';
+import { MatchedRoute, RouteMatcher, routePathProblem } from './route-matcher';
 
 export interface FastRouteEntry extends MatchedRoute {
   readonly controller: Type<object>;
@@ -56,10 +56,6 @@ export class FastRouteTable implements OnModuleInit {
       }
     }
     this.matcher = new RouteMatcher(routes);
-  }
-
-  match(request: { method?: string; url?: string }): RouteMatch<FastRouteEntry> | null {
-    return this.matcher.match(request);
   }
 
   /** The route pattern of a request's path: its method's route, else another method's. */
