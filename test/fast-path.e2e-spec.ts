@@ -343,6 +343,7 @@ describe('lease route served ahead of the router', () => {
       'POST /api/v1/ack/batch AckController.ackBatch',
       'POST /api/v1/lease/:leaseId/extend LeaseController.extend',
       'POST /api/v1/push PushController.push',
+      'POST /api/v1/transaction TransactionController.commit',
     ]);
   });
 
@@ -902,6 +903,80 @@ describe('pop routes served ahead of the router', () => {
   );
 });
 
+const TRANSACTION_ROUTE = '/api/v1/transaction';
+const pushTransaction = JSON.stringify({ operations: [{ type: 'push', items: [{ queue: 'tx', payload: { n: 1 } }] }] });
+const transactionAs = (token: string, body: string) => post('/api/v1/transaction', withToken(token), ...json(body));
+
+/** A stage's transaction (ack its input under the required lease, push its output), and ways to get one wrong. */
+const TRANSACTION_CASES: Array<{ name: string; status: number; body: (lease: FixtureLease) => string }> = [
+  {
+    name: 'an ack and a push under the required lease',
+    status: 200,
+    body: (l) =>
+      JSON.stringify({
+        operations: [
+          { type: 'ack', ...l.messages[0], leaseId: l.leaseId, status: 'completed' },
+          { type: 'push', items: [{ queue: 'tx-out', transactionId: 'out-1', payload: { n: 1 } }] },
+        ],
+        requiredLeases: [l.leaseId],
+      }),
+  },
+  {
+    name: 'a lease that is not held (rolled back)',
+    status: 200,
+    body: (l) =>
+      JSON.stringify({
+        operations: [{ type: 'ack', ...l.messages[0], leaseId: UNKNOWN_LEASE, status: 'completed' }],
+        requiredLeases: [UNKNOWN_LEASE],
+      }),
+  },
+  { name: 'an unknown operation type (rolled back)', status: 200, body: () => '{"operations":[{"type":"merge"}]}' },
+  { name: 'no operations', status: 400, body: () => '{"operations":[]}' },
+  { name: 'malformed JSON', status: 400, body: () => '{"operations":' },
+];
+
+describe('transaction route served ahead of the router', () => {
+  const apps = bothPaths();
+
+  async function leaseIn(app: NestExpressApplication): Promise<{ token: string; lease: FixtureLease }> {
+    const tenant = newTenant();
+    return { token: hsToken({ role: 'read-write', tenant }), lease: await createLease(app, tenant, [30]) };
+  }
+
+  it('serves transactions itself and times them under their route', async () => {
+    const { token, lease } = await leaseIn(apps.fast);
+    const timedBefore = await requestsTimed(apps.fast, TRANSACTION_ROUTE);
+    const servedBefore = await servedFast(apps.fast, TRANSACTION_ROUTE);
+
+    const committed = await onTheWire(
+      apps.fast,
+      transactionAs(token, TRANSACTION_CASES[0].body(lease)),
+      TRANSACTION_CASES[0].body(lease),
+    );
+
+    expect(committed.status).toBe(200);
+    expect(JSON.parse(committed.body)).toMatchObject({
+      success: true,
+      results: [{ type: 'ack', success: true }, { type: 'push' }],
+    });
+    expect((await servedFast(apps.fast, TRANSACTION_ROUTE)) - servedBefore).toBe(1);
+    expect((await requestsTimed(apps.fast, TRANSACTION_ROUTE)) - timedBefore).toBe(1);
+  });
+
+  it.each(TRANSACTION_CASES.map((testCase) => [testCase.name, testCase] as const))(
+    'answers %s exactly as the router does',
+    async (_name, testCase) => {
+      const answer = async (app: NestExpressApplication) => {
+        const { token, lease } = await leaseIn(app);
+        const body = testCase.body(lease);
+        return onTheWire(app, transactionAs(token, body), body);
+      };
+
+      await expectRoutersAnswer(apps, testCase.status, answer);
+    },
+  );
+});
+
 interface RouteRequest {
   name: string;
   head: (token: string) => string;
@@ -934,6 +1009,11 @@ const EVERY_FAST_ROUTE: RouteRequest[] = [
   },
   { name: 'a pop from a queue', head: (t) => get('/api/v1/pop/queue/limits', withToken(t)) },
   { name: 'a pop from a partition', head: (t) => get('/api/v1/pop/queue/limits/partition/p0', withToken(t)) },
+  {
+    name: 'a transaction',
+    head: (t) => post('/api/v1/transaction', withToken(t), ...json(pushTransaction)),
+    body: pushTransaction,
+  },
 ];
 
 const routeRows = (rows: RouteRequest[]) => rows.map((row) => [row.name, row] as const);

@@ -51,7 +51,7 @@ export class HeavyReadInterceptor implements NestInterceptor {
  * A read whose work grows with what the tenant stores (listings, browsing): a tenant runs at most
  * TENANT_MAX_HEAVY_READS of them at once in this process, so its dashboards cannot hold the pool that its own pushes,
  * pops and acks, and every other tenant, need. On the route, not global: a global interceptor would turn off the fast
- * path of push, pop, ack and extend, which runs no interceptor.
+ * path of push, pop, ack, extend and transactions, which runs no interceptor.
  */
 export const HeavyRead = () =>
   applyDecorators(

@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
+import { Controller, HttpCode, HttpStatus, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Access } from '../auth/access.decorator';
 import { Principal } from '../auth/principal';
@@ -6,6 +6,8 @@ import { CurrentPrincipal, TenantId } from '../auth/principal.decorator';
 import { ApiDatabaseErrors } from '../common/api-database-errors.decorator';
 import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/api-errors.decorator';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { FastRoute } from '../http/fast-route.decorator';
+import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { quotaRefusal, STORAGE_QUOTA_REFUSALS } from '../limits/tenant-quotas';
 import { TransactionRequestDto } from './dto/transaction-request.dto';
@@ -26,6 +28,7 @@ export class TransactionController {
   constructor(private readonly transactionService: TransactionService) {}
 
   @Post()
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @ApiOperation({
@@ -139,10 +142,11 @@ export class TransactionController {
     'The transaction may or may not have committed: retry it with the same push transactionIds, and a ' +
       'committed one answers reason duplicate.',
   )
+  @ReadsOwnBody()
   commit(
     @TenantId() tenantId: string,
     @CurrentPrincipal() principal: Principal | undefined,
-    @Body(TransactionRequestPipe) request: TransactionRequest,
+    @JsonRequestBody(TransactionRequestPipe) request: TransactionRequest,
   ): Promise<TransactionResultDto> {
     return this.transactionService.commit(tenantId, principal?.subject, request);
   }

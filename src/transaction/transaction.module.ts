@@ -9,7 +9,8 @@ import { TransactionService } from './transaction.service';
 @Module({
   imports: [WakeupModule, PushModule, AckModule],
   controllers: [TransactionController],
-  providers: [TransactionService, TransactionRepository],
+  // A provider too, for the fast path: Nest resolves a handler's enhancers and pipes from its host's module.
+  providers: [TransactionService, TransactionRepository, TransactionController],
   exports: [TransactionRepository],
 })
 export class TransactionModule {}
