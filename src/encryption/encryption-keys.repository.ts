@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { UnitOfWork } from '../wakeup/unit-of-work';
+import { UnitOfWork } from '../database/unit-of-work';
 import { PayloadCipher } from './payload-cipher';
 
 /** A broker's view of the stored key ids, for the start-up check. */

@@ -6,7 +6,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { TransactionRunner } from '../database/transaction-runner';
 import { PushService } from '../push/push.service';
 import { QueuesRepository } from '../queues/queues.repository';
-import { Writes } from '../wakeup/unit-of-work';
+import { Writes } from '../wakeup/writes';
 import { UsageChange } from '../limits/stored-usage.repository';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
 import { messageJson } from './message-shape';

@@ -16,7 +16,7 @@ import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '../wakeup/parked-polls';
-import { Writes } from '../wakeup/unit-of-work';
+import { Writes } from '../wakeup/writes';
 import { popAnswerJson } from './dto/pop-response.dto';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, ClaimedRow, PopRepository } from './pop.repository';

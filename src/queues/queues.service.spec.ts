@@ -8,7 +8,7 @@ import type { MetricsService } from '../metrics/metrics.service';
 import type { GroupTotals } from '../consumer-groups/consumer-groups.repository';
 import type { UsageChange } from '../limits/stored-usage.repository';
 import { StoredRetention } from '../retention/retention-policy';
-import type { Writes } from '../wakeup/unit-of-work';
+import type { Writes } from '../wakeup/writes';
 import { ConfigureRequestPipe } from './configure-request.pipe';
 import { QUEUE_OPTIONS, StoredOptions } from './queue-options';
 import type {

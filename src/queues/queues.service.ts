@@ -6,7 +6,7 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { PayloadCipher } from '../encryption/payload-cipher';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { MetricsService } from '../metrics/metrics.service';
-import { Writes } from '../wakeup/unit-of-work';
+import { Writes } from '../wakeup/writes';
 import {
   RetentionDefaults,
   retentionDefaultsOf,

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { LeaseExpiryService } from './lease-expiry.service';
 import { ParkedPolls } from './parked-polls';
-import { Writes } from './unit-of-work';
+import { Writes } from './writes';
 import { WakeupChannel } from './wakeup-channel';
 import { WakeupRepository } from './wakeup.repository';
 

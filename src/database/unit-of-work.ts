@@ -1,13 +1,10 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Logger } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
-import { NamedStatement } from '../database/database-engine';
-import { UsageChange, UsageRecord } from '../limits/stored-usage.repository';
-import { TenantQuotas } from '../limits/tenant-quotas';
-import { OpenTransaction, TransactionRunner } from '../database/transaction-runner';
-import { ParkedPolls, QueueWork, Redelivery } from './parked-polls';
-import { WakeupChannel } from './wakeup-channel';
-import { notifyStatements } from './wakeup.repository';
+import { NamedStatement } from './database-engine';
+import type { UsageChange, UsageRecord } from '../limits/stored-usage.repository';
+import { OpenTransaction } from './transaction-runner';
+import type { QueueWork, Redelivery } from '../wakeup/parked-polls';
 import { errorMessage } from '../common/error-message';
 
 /** A unit's last statement that records, as well, what the unit stores (undefined: nothing changed). */
@@ -90,50 +87,5 @@ export class UnitOfWork {
         logger.error(`An effect after commit failed: ${errorMessage(error)}`);
       }
     }
-  }
-}
-
-/** Other processes hear of a write by NOTIFYs sent with its COMMIT; this one's parked polls are woken directly. */
-@Injectable()
-export class Writes {
-  private readonly logger = new Logger('Writes');
-
-  constructor(
-    private readonly transactions: TransactionRunner,
-    private readonly polls: ParkedPolls,
-    private readonly channel: WakeupChannel,
-    private readonly quotas: TenantQuotas,
-  ) {}
-
-  async run<T>(tenantId: string, work: (unit: UnitOfWork) => Promise<T>): Promise<T> {
-    let unit: UnitOfWork | undefined;
-    let result: T;
-    try {
-      result = await this.transactions.run(
-        tenantId,
-        (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
-        () => {
-          const change = unit!.storedChange;
-          const record = change && this.quotas.usageRecord(change, change.held);
-          const last = unit!.lastStatement;
-          const recording = typeof last === 'function';
-          return {
-            statement: recording ? last(record) : last,
-            usage: record && !recording ? this.quotas.usageStatement(tenantId, record) : undefined,
-            before: notifyStatements(
-              this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues),
-            ),
-          };
-        },
-      );
-    } catch (error) {
-      throw this.quotas.refusalOf(tenantId, error) ?? error;
-    }
-    const change = unit!.storedChange;
-    if (change && (change.bytes < 0 || change.messages < 0)) this.quotas.forgetStored(tenantId);
-    this.polls.pushed(tenantId, unit!.pushed);
-    this.polls.redelivered(tenantId, unit!.redelivered);
-    unit!.runEffects(this.logger);
-    return result;
   }
 }

@@ -1,0 +1,52 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { TransactionRunner } from '../database/transaction-runner';
+import { UnitOfWork } from '../database/unit-of-work';
+import { TenantQuotas } from '../limits/tenant-quotas';
+import { ParkedPolls } from './parked-polls';
+import { WakeupChannel } from './wakeup-channel';
+import { notifyStatements } from './wakeup.repository';
+
+/** Other processes hear of a write by NOTIFYs sent with its COMMIT; this one's parked polls are woken directly. */
+@Injectable()
+export class Writes {
+  private readonly logger = new Logger('Writes');
+
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly polls: ParkedPolls,
+    private readonly channel: WakeupChannel,
+    private readonly quotas: TenantQuotas,
+  ) {}
+
+  async run<T>(tenantId: string, work: (unit: UnitOfWork) => Promise<T>): Promise<T> {
+    let unit: UnitOfWork | undefined;
+    let result: T;
+    try {
+      result = await this.transactions.run(
+        tenantId,
+        (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
+        () => {
+          const change = unit!.storedChange;
+          const record = change && this.quotas.usageRecord(change, change.held);
+          const last = unit!.lastStatement;
+          const recording = typeof last === 'function';
+          return {
+            statement: recording ? last(record) : last,
+            usage: record && !recording ? this.quotas.usageStatement(tenantId, record) : undefined,
+            before: notifyStatements(
+              this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues),
+            ),
+          };
+        },
+      );
+    } catch (error) {
+      throw this.quotas.refusalOf(tenantId, error) ?? error;
+    }
+    const change = unit!.storedChange;
+    if (change && (change.bytes < 0 || change.messages < 0)) this.quotas.forgetStored(tenantId);
+    this.polls.pushed(tenantId, unit!.pushed);
+    this.polls.redelivered(tenantId, unit!.redelivered);
+    unit!.runEffects(this.logger);
+    return result;
+  }
+}
