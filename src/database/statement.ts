@@ -1,0 +1,91 @@
+/**
+ * What a repository hands out for every query: the SQL, its parameters, and how its rows become the answer, so a caller
+ * runs it (UnitOfWork) without knowing its rows. Named: prepared once per connection (unnamed on the embedded database).
+ */
+export interface Statement<T> {
+  readonly name?: string;
+  readonly text: string;
+  readonly values: unknown[];
+  parse(rows: any[]): T;
+}
+
+/** A value written more than once in a statement: each `${it}` is the same parameter. */
+export class Shared<T = unknown> {
+  constructor(readonly value: T) {}
+}
+
+export function shared<T>(value: T): Shared<T> {
+  return new Shared(value);
+}
+
+/** SQL text written in as it is (a column list, a CTE from a helper), never a parameter: only code may build one. */
+export class RawSql {
+  constructor(readonly text: string) {}
+}
+
+export function raw(text: string): RawSql {
+  return new RawSql(text);
+}
+
+/** A piece of SQL whose parameters are numbered when it becomes a statement, so pieces compose. */
+export class Sql {
+  constructor(
+    readonly strings: readonly string[],
+    readonly parts: readonly unknown[],
+  ) {}
+}
+
+/**
+ * Every `${value}` is a parameter ($1, $2, ... in order), but a Shared one keeps its first number, a nested sql`` is
+ * written in place and raw() as text.
+ */
+export function sql(strings: TemplateStringsArray, ...parts: unknown[]): Sql {
+  return new Sql(strings, parts);
+}
+
+export const NO_SQL = raw('');
+
+export function numbered(query: Sql): { text: string; values: unknown[] } {
+  const values: unknown[] = [];
+  const numbers = new Map<Shared, string>();
+  const write = ({ strings, parts }: Sql): string => {
+    let text = strings[0];
+    for (let index = 0; index < parts.length; index += 1) {
+      const part = parts[index];
+      if (part instanceof RawSql) text += part.text;
+      else if (part instanceof Sql) text += write(part);
+      else if (part instanceof Shared) {
+        let number = numbers.get(part);
+        if (number === undefined) {
+          number = `$${values.push(part.value)}`;
+          numbers.set(part, number);
+        }
+        text += number;
+      } else text += `$${values.push(part)}`;
+      text += strings[index + 1];
+    }
+    return text;
+  };
+  const text = write(query);
+  return { text, values };
+}
+
+/** Parsed by `parse`; prepared under `name` per connection. */
+export function prepared<T, R = any>(name: string, query: Sql, parse: (rows: R[]) => T): Statement<T> {
+  const { text, values } = numbered(query);
+  return { name, text, values, parse };
+}
+
+/** Sent unnamed: parsed by PostgreSQL every time, for statements too rare or too varied to keep prepared. */
+export function statement<T, R = any>(query: Sql, parse: (rows: R[]) => T): Statement<T> {
+  const { text, values } = numbered(query);
+  return { text, values, parse };
+}
+
+/** For a statement whose rows are its answer as they come. */
+export function rows<R>(rows: R[]): R[] {
+  return rows;
+}
+
+/** For a statement run for what it does: its rows are not read. */
+export function nothing(): void {}
