@@ -67,7 +67,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       const queues = app.get(QueuesRepository);
       const pops = app.get(PopRepository);
 
-      const [row] = await app.get(TransactionRunner).run(tenant, async (manager) => {
+      const [row] = await app.get(TransactionRunner).run(tenant, async (manager, transaction) => {
         await manager.query('SELECT pg_sleep(1.5)');
         const queue = (await queues.find(tenant, 'clock', manager))!;
         await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
@@ -81,10 +81,15 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
           windowBuffer: 0,
           retryDelayMs: 0,
         };
-        await pops.claim(
-          tenant,
-          { ...request, leaseId: uuidv7(), leaseSeconds: 10, maxPartitions: 1, autoAck: false, maxBytes: 1024 ** 2 },
-          manager,
+        await transaction.rows(
+          pops.claim(tenant, {
+            ...request,
+            leaseId: uuidv7(),
+            leaseSeconds: 10,
+            maxPartitions: 1,
+            autoAck: false,
+            maxBytes: 1024 ** 2,
+          }),
         );
         return manager.query(
           'SELECT extract(epoch FROM lease_expires_at - now()) AS after_start FROM consumers WHERE tenant_id = $1',

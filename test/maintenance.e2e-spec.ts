@@ -70,7 +70,7 @@ describe('maintenance', () => {
       const { client, app } = broker;
       await client.pushMany('resume', 1);
       await client.post(`${MAINTENANCE}/pop`, { enabled: true }).expect(200);
-      const claims = jest.spyOn(app.get(PopRepository), 'claimStatement');
+      const claims = jest.spyOn(app.get(PopRepository), 'claim');
       const poll = client.pop('resume', { wait: true, timeout: 30_000 }).then((response) => response);
       await waitFor(
         () => app.get(ParkedPolls).parkedCount(client.tenant, 'resume', '__QUEUE_MODE__') === 1,

@@ -1,9 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { EntityManager } from 'typeorm';
 import { AckRepository } from '../src/ack/ack.repository';
 import { loadConfig } from '../src/config/load-config';
-import { DatabaseEngine, NamedStatement } from '../src/database/database-engine';
+import { DatabaseEngine } from '../src/database/database-engine';
+import { Statement } from '../src/database/statement';
 import { PayloadCipher } from '../src/encryption/payload-cipher';
 import { migrateDatabase } from '../src/database/run-migrations';
 import { PopRepository } from '../src/pop/pop.repository';
@@ -35,19 +35,6 @@ interface PlanNode {
   'Rows Removed by Filter'?: number;
   'Rows Removed by Index Recheck'?: number;
   Plans?: PlanNode[];
-}
-
-/** The statements as the repositories send them, with the name they are prepared under. */
-async function capture(run: (engine: DatabaseEngine, manager: EntityManager) => Promise<unknown>): Promise<string> {
-  let text = '';
-  const record = (_manager: unknown, _name: string, sql: string) => {
-    text = sql;
-    return Promise.resolve([]);
-  };
-  const engine = { prepared: record } as unknown as DatabaseEngine;
-  const manager = { query: (sql: string) => record(undefined, '', sql) } as unknown as EntityManager;
-  await run(engine, manager);
-  return text;
 }
 
 /** Scans of the tenant's tables that read more rows per loop than the statement's keys can reach. */
@@ -143,11 +130,15 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
   }
 
   async function statements(): Promise<Array<{ name: string; text: string; values: Value[] }>> {
-    const statement = (name: string, { text, values }: NamedStatement) => ({ name, text, values: values as Value[] });
+    const statement = (name: string, { text, values }: Statement<unknown>) => ({
+      name,
+      text,
+      values: values as Value[],
+    });
     const claim = (partitions: number) =>
       statement(
         `the claim of ${partitions} partitions`,
-        new PopRepository({} as DatabaseEngine, {} as PayloadCipher).claimStatement(tenant, {
+        new PopRepository({} as DatabaseEngine, {} as PayloadCipher).claim(tenant, {
           queueId,
           partitionId: undefined,
           consumerGroup: GROUP,
@@ -163,16 +154,16 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
           retryDelayMs: 0,
         }),
       );
-    const acks = new AckRepository({} as DatabaseEngine);
+    const acks = new AckRepository();
     const cursors = keys.map(({ partitionId }) => ({ partitionId, consumerGroup: GROUP }));
     return [
       claim(1),
       claim(10),
-      statement("the ack's cursor lock", acks.lockStatement(tenant, cursors)),
-      statement("the ack's offsets", acks.offsetsStatement(tenant, keys)),
+      statement("the ack's cursor lock", acks.lockCursors(tenant, cursors)),
+      statement("the ack's offsets", acks.offsets(tenant, keys)),
       statement(
         "the ack's cursor update",
-        acks.saveStatement(
+        acks.saveCursors(
           tenant,
           cursors.map((cursor) => ({
             ...cursor,
@@ -186,16 +177,12 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
       ),
       statement(
         "the push's duplicate check by name",
-        new PushRepository({} as DatabaseEngine).findExistingByNameStatement(
+        new PushRepository().findExistingByName(
           tenant,
           keys.map(({ partition, transactionId }) => ({ queue: 'burst', partition, transactionId })),
         ),
       ),
-      {
-        name: "the push's duplicate check",
-        text: await capture((engine, manager) => new PushRepository(engine).findExisting(tenant, [], manager)),
-        values: [tenant, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
-      },
+      statement("the push's duplicate check", new PushRepository().findExisting(tenant, keys)),
     ];
   }
 

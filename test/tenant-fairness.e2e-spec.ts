@@ -106,7 +106,7 @@ describe('one tenant cannot starve another', () => {
     it('wakes only as many parked polls as a push brings messages, and those five get them', async () => {
       const client = new BrokerClient(app, newTenant());
       await client.configure({ queue: 'work' });
-      const claims = jest.spyOn(app.get(PopRepository), 'claimed');
+      const claims = jest.spyOn(app.get(PopRepository), 'claim');
       const polls = await park(client, 'work', 15, 5_000);
       await waitFor(() => claims.mock.calls.length >= 15, 'every poll looked once');
       claims.mockClear();
@@ -220,7 +220,7 @@ describe('one tenant cannot starve another', () => {
         const consumer = new BrokerClient(small, newTenant());
         const producer = new BrokerClient(pusher, consumer.tenant);
         await consumer.configure({ queue: 'later' });
-        const claims = jest.spyOn(small.get(PopRepository), 'claimed');
+        const claims = jest.spyOn(small.get(PopRepository), 'claim');
         const poll = consumer.pop('later', { wait: true, timeout: 15_000 }).then((response) => response);
         await waitFor(() => claims.mock.calls.length === 1, 'the poll looked once and parked');
         // Take the small broker's only connection, then push through the other broker: NOTIFY wakes the poll.

@@ -7,6 +7,7 @@ import { DatabaseEngine } from '../src/database/database-engine';
 import { driverPool } from '../src/database/guarded-pool';
 import { TransactionRunner } from '../src/database/transaction-runner';
 import { MaintenanceService } from '../src/maintenance/maintenance.service';
+import { nothing, prepared, rows as rowsOf, sql, statement } from '../src/database/statement';
 import { UnitOfWork } from '../src/database/unit-of-work';
 import { Writes } from '../src/wakeup/writes';
 import { REDELIVERY_CHANNEL } from '../src/wakeup/wakeup-channel';
@@ -89,7 +90,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       writes.run('round-trips', async (unit: UnitOfWork) => {
         xid = await xidOf(unit.manager);
         second = await xidOf(unit.manager);
-        unit.lastly({ text: 'SELECT pg_advisory_xact_lock($1)', values: [7_130_001] });
+        unit.lastly(statement(sql`SELECT pg_advisory_xact_lock(${7_130_001})`, nothing));
       }),
     );
 
@@ -99,11 +100,11 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
   });
 
   it.each([
-    ['its last statement', async (unit: UnitOfWork) => unit.lastly({ text: 'SELECT 1 / $1::int', values: [0] })],
+    ['its last statement', async (unit: UnitOfWork) => unit.lastly(statement(sql`SELECT 1 / ${0}::int`, nothing))],
     [
       'the statement it commits with',
       async (unit: UnitOfWork) =>
-        void (await unit.commitWith({ name: 'round_trips_commit_divide', text: 'SELECT 1 / $1::int', values: [0] })),
+        void (await unit.commitWith(prepared('round_trips_commit_divide', sql`SELECT 1 / ${0}::int`, nothing))),
     ],
   ])(
     'rolls the whole unit back when %s fails, skips the COMMIT sent with it and keeps the connection',
@@ -131,11 +132,11 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       (async () => {
         trips = await roundTripsOf(() =>
           writes.run('round-trips', async (unit: UnitOfWork) => {
-            unit.lastly({ name: 'round_trips_divide', text: 'SELECT 1 / $1::int', values: [1] });
+            unit.lastly(prepared('round_trips_divide', sql`SELECT 1 / ${1}::int`, nothing));
           }),
         );
         await writes.run('round-trips', async (unit: UnitOfWork) => {
-          unit.lastly({ name: 'round_trips_divide', text: 'SELECT 1 / $1::int', values: [0] });
+          unit.lastly(prepared('round_trips_divide', sql`SELECT 1 / ${0}::int`, nothing));
         });
       })(),
     ).rejects.toThrow('division by zero');
@@ -158,12 +159,13 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       writes.run('round-trips', async (unit: UnitOfWork) => {
         xid = await xidOf(unit.manager);
         unit.redeliver({ queue: 'round-trips', consumerGroup: '__QUEUE_MODE__', partitions: new Map([['a', 1]]) });
-        const statement = {
-          name: 'round_trips_commit_with',
-          text: 'SELECT txid_current()::text AS xid WHERE $1',
-          values: [true],
-        };
-        rows = await unit.commitWith(statement);
+        rows = await unit.commitWith(
+          prepared(
+            'round_trips_commit_with',
+            sql`SELECT txid_current()::text AS xid WHERE ${true}`,
+            rowsOf<{ xid: string }>,
+          ),
+        );
         after = await unit.manager.query('SELECT txid_current()::text AS xid');
       }),
     );
@@ -178,7 +180,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
 
   it('refuses a second commit, and a last statement beside a statement to commit with, rolling back', async () => {
     const writes = app.get(Writes);
-    const commitWith = { name: 'round_trips_commit_once', text: 'SELECT $1::int AS n', values: [1] };
+    const commitWith = prepared('round_trips_commit_once', sql`SELECT ${1}::int AS n`, nothing);
     await expect(
       writes.run('round-trips', async (unit: UnitOfWork) => {
         await unit.commitWith(commitWith);
@@ -189,7 +191,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     await expect(
       writes.run('round-trips', async (unit: UnitOfWork) => {
         xid = await xidOf(unit.manager);
-        unit.lastly({ text: 'SELECT 1' });
+        unit.lastly(statement(sql`SELECT 1`, nothing));
         await unit.commitWith(commitWith);
       }),
     ).rejects.toThrow('has no last statement');

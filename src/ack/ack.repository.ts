@@ -1,11 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { readyAfter } from '../common/cursor-ready';
 import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
-import { DatabaseEngine, NamedStatement } from '../database/database-engine';
+import { nothing, prepared, raw, shared, sql, Statement, statement } from '../database/statement';
 import { TransactionKey } from '../messages/message-shape';
 import { keepsDeadLetters } from '../queues/keeps-dead-letters';
 
@@ -51,91 +50,76 @@ export interface DeadLetter extends CursorKey {
   retryCount: number;
 }
 
+/** Every statement of the ack; the service runs them through its unit of work. */
 @Injectable()
 export class AckRepository {
-  constructor(private readonly engine: DatabaseEngine) {}
-
-  /** Each cursor locked, and the offset of each message named: one round trip on PostgreSQL. */
-  async lock(
-    tenantId: string,
-    keys: CursorKey[],
-    messages: TransactionKey[],
-    manager: EntityManager,
-  ): Promise<{ cursors: Cursor[]; offsets: Map<string, number> }> {
-    const [cursors, offsets] = await this.engine.preparedTogether(manager, [
-      this.lockStatement(tenantId, keys),
-      this.offsetsStatement(tenantId, messages),
-    ]);
-    return {
-      cursors: (cursors as CursorRow[]).map(toCursor),
-      offsets: new Map(
-        (offsets as OffsetRow[]).map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)]),
-      ),
-    };
-  }
-
   /**
    * Primary-key order, the order lease renewal locks in, so concurrent acks and extends queue instead of deadlocking.
    * LIMIT keeps the planner from flattening the lateral lookups into joins that, on stale statistics, read the
    * queue's every partition.
    */
-  lockStatement(tenantId: string, keys: CursorKey[]): NamedStatement {
-    return {
-      name: 'leasehold_ack_lock',
-      text: `WITH locked AS (
+  lockCursors(tenantId: string, keys: CursorKey[]): Statement<Cursor[]> {
+    const tenant = shared(tenantId);
+    const partitionIds = keys.map((key) => key.partitionId);
+    const groups = keys.map((key) => key.consumerGroup);
+    return prepared(
+      'leasehold_ack_lock',
+      sql`WITH locked AS (
          SELECT c.*
-           FROM (SELECT * FROM unnest($2::uuid[], $3::text[]) AS u(partition_id, consumer_group)
+           FROM (SELECT * FROM unnest(${partitionIds}::uuid[], ${groups}::text[]) AS u(partition_id, consumer_group)
                   ORDER BY partition_id, consumer_group) AS t
           CROSS JOIN LATERAL (
                 SELECT c.partition_id, c.consumer_group, c.committed_offset, c.delivered_offset,
                        c.lease_end_offset, c.lease_id, c.lease_expires_at, c.lease_epoch, c.retry_count
                   FROM consumers c
-                 WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+                 WHERE c.tenant_id = ${tenant} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
                    FOR UPDATE
               ) c
        )
        SELECT l.partition_id, l.consumer_group, q.name AS queue, p.name AS partition, p.last_offset,
-              q.retry_limit, ${keepsDeadLetters('q')} AS dead_letter_queue, q.retry_delay_ms,
+              q.retry_limit, ${raw(keepsDeadLetters('q'))} AS dead_letter_queue, q.retry_delay_ms,
               l.committed_offset, l.delivered_offset, l.lease_end_offset,
               (SELECT min(m.seq) FROM messages m
-                WHERE m.tenant_id = $1 AND m.partition_id = l.partition_id AND m.seq > l.committed_offset) AS next_offset,
+                WHERE m.tenant_id = ${tenant} AND m.partition_id = l.partition_id AND m.seq > l.committed_offset) AS next_offset,
               l.lease_id, l.lease_epoch, l.retry_count, COALESCE(l.lease_expires_at > clock_timestamp(), false) AS lease_live
          FROM locked l
         CROSS JOIN LATERAL (
               SELECT p.name, p.last_offset, p.queue_id FROM partitions p
-               WHERE p.tenant_id = $1 AND p.id = l.partition_id
+               WHERE p.tenant_id = ${tenant} AND p.id = l.partition_id
                LIMIT 1) p
         CROSS JOIN LATERAL (
               SELECT q.name, q.retry_limit, q.dead_letter_queue, q.dlq_after_max_retries, q.retry_delay_ms FROM queues q
-               WHERE q.tenant_id = $1 AND q.id = p.queue_id
+               WHERE q.tenant_id = ${tenant} AND q.id = p.queue_id
                LIMIT 1) q
         ORDER BY l.partition_id, l.consumer_group`,
-      values: [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.consumerGroup)],
-    };
-  }
-
-  async existingPartitions(tenantId: string, partitionIds: string[], manager: EntityManager): Promise<Set<string>> {
-    const rows: Array<{ id: string }> = await manager.query(
-      'SELECT id FROM partitions WHERE tenant_id = $1 AND id = ANY($2::uuid[])',
-      [tenantId, partitionIds],
+      (rows: CursorRow[]) => rows.map(toCursor),
     );
-    return new Set(rows.map((row) => row.id));
   }
 
-  /** LIMIT stops the per-key lookup being flattened into a join; the pair is unique. */
-  offsetsStatement(tenantId: string, keys: TransactionKey[]): NamedStatement {
-    return {
-      name: 'leasehold_ack_offsets',
-      text: `SELECT m.partition_id, m.transaction_id, m.seq
-         FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
+  /** Per compositeKey(partitionId, transactionId), the message's offset. LIMIT as in lockCursors; the pair is unique. */
+  offsets(tenantId: string, keys: TransactionKey[]): Statement<Map<string, number>> {
+    const partitionIds = keys.map((key) => key.partitionId);
+    const transactionIds = keys.map((key) => key.transactionId);
+    return prepared(
+      'leasehold_ack_offsets',
+      sql`SELECT m.partition_id, m.transaction_id, m.seq
+         FROM unnest(${partitionIds}::uuid[], ${transactionIds}::text[]) AS t(partition_id, transaction_id)
         CROSS JOIN LATERAL (
               SELECT m.partition_id, m.transaction_id, m.seq
                 FROM messages m
-               WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+               WHERE m.tenant_id = ${tenantId} AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
                LIMIT 1
             ) m`,
-      values: [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
-    };
+      (rows: OffsetRow[]) =>
+        new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), Number(row.seq)])),
+    );
+  }
+
+  existingPartitions(tenantId: string, partitionIds: string[]): Statement<Set<string>> {
+    return statement(
+      sql`SELECT id FROM partitions WHERE tenant_id = ${tenantId} AND id = ANY(${partitionIds}::uuid[])`,
+      (rows: Array<{ id: string }>) => new Set(rows.map((row) => row.id)),
+    );
   }
 
   /**
@@ -143,14 +127,11 @@ export class AckRepository {
    * only holds rows that have one. The ANY bounds the scan of consumers to the keys whatever join the planner picks
    * (on stale statistics it hashes the tenant's every row otherwise).
    */
-  async saveCursors(tenantId: string, updates: CursorUpdate[], manager: EntityManager): Promise<void> {
-    await this.engine.runPrepared(manager, this.saveStatement(tenantId, updates));
-  }
-
-  saveStatement(tenantId: string, updates: CursorUpdate[]): NamedStatement {
-    return {
-      name: 'leasehold_ack_save',
-      text: `WITH saved AS (
+  saveCursors(tenantId: string, updates: CursorUpdate[]): Statement<void> {
+    const partitionIds = shared(updates.map((update) => update.partitionId));
+    return prepared(
+      'leasehold_ack_save',
+      sql`WITH saved AS (
          UPDATE consumers c
             SET committed_offset = t.committed_offset,
                 retry_count = t.retry_count,
@@ -159,57 +140,49 @@ export class AckRepository {
                 lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
                 retry_at = CASE WHEN t.retry_after_ms > 0 THEN clock_timestamp() + t.retry_after_ms * interval '1 ms'
                                 ELSE c.retry_at END,
-                ready = ${readyAfter('c', 't.committed_offset')},
+                ready = ${raw(readyAfter('c', 't.committed_offset'))},
                 updated_at = now()
-           FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::boolean[], $7::bigint[], $8::int[])
+           FROM unnest(${partitionIds}::uuid[], ${updates.map((update) => update.consumerGroup)}::text[],
+                       ${updates.map((update) => update.committedOffset)}::bigint[],
+                       ${updates.map((update) => update.retryCount)}::int[],
+                       ${updates.map((update) => update.releaseLease)}::boolean[],
+                       ${updates.map((update) => update.committedBefore)}::bigint[],
+                       ${updates.map((update) => update.retryAfterMs)}::int[])
              AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before,
                   retry_after_ms)
-          WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-            AND c.partition_id = ANY ($2::uuid[])
+          WHERE c.tenant_id = ${tenantId} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+            AND c.partition_id = ANY (${partitionIds}::uuid[])
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, t.committed_before - t.committed_offset AS lag
-       ), ${groupLagCte('lag_counted', 'SELECT * FROM saved')}
+       ), ${raw(groupLagCte('lag_counted', 'SELECT * FROM saved'))}
        SELECT 1`,
-      values: [
-        tenantId,
-        updates.map((update) => update.partitionId),
-        updates.map((update) => update.consumerGroup),
-        updates.map((update) => update.committedOffset),
-        updates.map((update) => update.retryCount),
-        updates.map((update) => update.releaseLease),
-        updates.map((update) => update.committedBefore),
-        updates.map((update) => update.retryAfterMs),
-      ],
-    };
+      nothing,
+    );
   }
 
   /** Copies messages into the dead-letter queue; the cursor moving past them is the caller's update. */
-  async deadLetter(tenantId: string, letters: DeadLetter[], manager: EntityManager): Promise<UsageChange> {
-    const [row]: Array<{ messages: number; bytes: string }> = await manager.query(
-      `WITH lettered AS (
+  deadLetter(tenantId: string, letters: DeadLetter[]): Statement<UsageChange> {
+    const tenant = shared(tenantId);
+    return statement(
+      sql`WITH lettered AS (
          INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq,
                                    transaction_id, trace_id, payload, payload_bytes, producer_sub, message_created_at,
                                    error_message, retry_count, key_id)
-         SELECT $1, t.id, p.queue_id, m.partition_id, t.consumer_group, m.id, m.seq, m.transaction_id,
-                m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, t.error_message,
+         SELECT ${tenant}, t.id, p.queue_id, m.partition_id, t.consumer_group, m.id, m.seq, m.transaction_id,
+                m.trace_id, m.payload, ${raw(storedBytes('m'))}, m.producer_sub, m.created_at, t.error_message,
                 t.retry_count, m.key_id
-           FROM unnest($2::uuid[], $3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::int[])
+           FROM unnest(${letters.map(() => uuidv7())}::uuid[], ${letters.map((letter) => letter.partitionId)}::uuid[],
+                       ${letters.map((letter) => letter.seq)}::bigint[],
+                       ${letters.map((letter) => letter.consumerGroup)}::text[],
+                       ${letters.map((letter) => letter.errorMessage)}::text[],
+                       ${letters.map((letter) => letter.retryCount)}::int[])
              AS t(id, partition_id, seq, consumer_group, error_message, retry_count)
-           JOIN messages m ON m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.seq = t.seq
-           JOIN partitions p ON p.tenant_id = $1 AND p.id = m.partition_id
+           JOIN messages m ON m.tenant_id = ${tenant} AND m.partition_id = t.partition_id AND m.seq = t.seq
+           JOIN partitions p ON p.tenant_id = ${tenant} AND p.id = m.partition_id
          RETURNING payload_bytes
        )
        SELECT count(*)::int AS messages, COALESCE(sum(payload_bytes), 0) AS bytes FROM lettered`,
-      [
-        tenantId,
-        letters.map(() => uuidv7()),
-        letters.map((letter) => letter.partitionId),
-        letters.map((letter) => letter.seq),
-        letters.map((letter) => letter.consumerGroup),
-        letters.map((letter) => letter.errorMessage),
-        letters.map((letter) => letter.retryCount),
-      ],
+      ([row]: Array<{ messages: number; bytes: string }>) => ({ bytes: Number(row.bytes), messages: row.messages }),
     );
-    return { bytes: Number(row.bytes), messages: row.messages };
   }
 }
 

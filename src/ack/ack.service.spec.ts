@@ -4,6 +4,8 @@ import { compositeKey } from '../common/composite-key';
 import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { Redelivery } from '../wakeup/parked-polls';
+import { Statement } from '../database/statement';
+import { OpenTransaction } from '../database/transaction-runner';
 import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { AckCommand } from './dto/ack-request.dto';
@@ -16,6 +18,15 @@ const P2 = '0198f2c1-0000-7000-8000-000000000002';
 const LEASE = '0198f2c1-0000-7000-8000-00000000aaaa';
 const OTHER_LEASE = '0198f2c1-0000-7000-8000-00000000bbbb';
 const GROUP = 'workers';
+
+/** A statement whose answer the test gives, whatever rows it gets. */
+const answering = <T>(answer: () => T): Statement<T> => ({ text: '', values: [], parse: answer });
+/** Runs every statement on no database: each gets no rows. */
+const noDatabase: OpenTransaction = {
+  rows: async () => [],
+  rowsTogether: async (statements) => statements.map(() => []),
+  commitWith: async () => [],
+};
 
 /**
  * Partition P1 of queue `jobs` holds messages m1..m10; the group has committed
@@ -108,10 +119,9 @@ function harness(world: World = {}): Harness {
     );
   };
 
-  const manager = {};
   const writes = {
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
-      const unit = new UnitOfWork(tenantId, manager as EntityManager);
+      const unit = new UnitOfWork(tenantId, {} as EntityManager, noDatabase);
       const result = await work(unit);
       announced.push(unit.redelivered);
       unit.runEffects(new Logger('test'));
@@ -119,32 +129,38 @@ function harness(world: World = {}): Harness {
     },
   } as unknown as Writes;
   const acks = {
-    lock: async (_tenantId: string, keys: CursorKey[], named: TransactionKey[]) => {
-      lockedKeys.push(keys.map(({ partitionId, consumerGroup }) => ({ partitionId, consumerGroup })));
-      const cursors = rows
-        .filter((row) =>
-          keys.some((key) => key.partitionId === row.partitionId && key.consumerGroup === row.consumerGroup),
-        )
-        .map((row) => ({ ...row }));
-      const offsets = new Map<string, number>();
-      for (const { partitionId, transactionId } of named) {
-        const seq = Number(/^m(\d+)$/.exec(transactionId)?.[1]);
-        if (partitions.has(partitionId) && seq >= 1 && seq <= (messages[partitionId] ?? 0)) {
-          offsets.set(compositeKey(partitionId, transactionId), seq);
+    lockCursors: (_tenantId: string, keys: CursorKey[]) =>
+      answering(() => {
+        lockedKeys.push(keys.map(({ partitionId, consumerGroup }) => ({ partitionId, consumerGroup })));
+        return rows
+          .filter((row) =>
+            keys.some((key) => key.partitionId === row.partitionId && key.consumerGroup === row.consumerGroup),
+          )
+          .map((row) => ({ ...row }));
+      }),
+    offsets: (_tenantId: string, named: TransactionKey[]) =>
+      answering(() => {
+        const offsets = new Map<string, number>();
+        for (const { partitionId, transactionId } of named) {
+          const seq = Number(/^m(\d+)$/.exec(transactionId)?.[1]);
+          if (partitions.has(partitionId) && seq >= 1 && seq <= (messages[partitionId] ?? 0)) {
+            offsets.set(compositeKey(partitionId, transactionId), seq);
+          }
         }
-      }
-      return { cursors, offsets };
-    },
-    existingPartitions: async (_tenantId: string, ids: string[]) => new Set(ids.filter((id) => partitions.has(id))),
-    saveCursors: async (_tenantId: string, updates: CursorUpdate[]) => void save(updates),
-    saveStatement: (_tenantId: string, updates: CursorUpdate[]) => {
+        return offsets;
+      }),
+    existingPartitions: (_tenantId: string, ids: string[]) =>
+      answering(() => new Set(ids.filter((id) => partitions.has(id)))),
+    saveCursors: (_tenantId: string, updates: CursorUpdate[]) => {
+      // Recorded when built: an ack's own unit hands it to lastly, which this fake never commits.
       save(updates);
-      return { name: 'leasehold_ack_save', text: '', values: [] };
+      return answering(() => undefined);
     },
-    deadLetter: async (_tenantId: string, batch: DeadLetter[]) => {
-      letters.push(batch);
-      return { bytes: 2 * batch.length, messages: batch.length };
-    },
+    deadLetter: (_tenantId: string, batch: DeadLetter[]) =>
+      answering(() => {
+        letters.push(batch);
+        return { bytes: 2 * batch.length, messages: batch.length };
+      }),
   } as unknown as AckRepository;
   const counter = (metric: string) => ({
     inc: (labels: Record<string, string>, value = 1) => void counted.push({ metric, labels, value }),

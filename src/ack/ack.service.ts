@@ -70,12 +70,15 @@ export class AckService {
 
   /** Shared with transactions: wakeups and counts happen only once the unit of work has committed. */
   async apply(unit: UnitOfWork, commands: AckCommand[], transaction?: TransactionAcks): Promise<AckResultDto[]> {
-    const { tenantId, manager } = unit;
+    const { tenantId } = unit;
     const tally: Tally = { handedBack: [], deadLettered: [], completed: new Map() };
     const keys = uniqueBy(commands, (command) => compositeKey(command.partitionId, command.consumerGroup));
-    const locked = await this.acks.lock(tenantId, keys, commands, manager);
+    const [lockedCursors, offsets] = await unit.runTogether([
+      this.acks.lockCursors(tenantId, keys),
+      this.acks.offsets(tenantId, commands),
+    ] as const);
     const cursors = new Map<string, WorkingCursor>(
-      locked.cursors.map((cursor) => [
+      lockedCursors.map((cursor) => [
         compositeKey(cursor.partitionId, cursor.consumerGroup),
         Object.assign(cursor, {
           changed: false,
@@ -94,9 +97,8 @@ export class AckService {
     const missing = keys.filter((key) => !cursors.has(compositeKey(key.partitionId, key.consumerGroup)));
     const partitions =
       missing.length > 0
-        ? await this.acks.existingPartitions(tenantId, [...new Set(missing.map((key) => key.partitionId))], manager)
+        ? await unit.run(this.acks.existingPartitions(tenantId, [...new Set(missing.map((key) => key.partitionId))]))
         : new Set<string>();
-    const { offsets } = locked;
 
     const letters: DeadLetter[] = [];
     const results = commands.map((command, index) => {
@@ -128,12 +130,13 @@ export class AckService {
     });
 
     // Never refused by a storage quota: a consumer's failure has to go somewhere.
-    if (letters.length > 0) unit.stores(await this.acks.deadLetter(tenantId, letters, manager));
+    if (letters.length > 0) unit.stores(await unit.run(this.acks.deadLetter(tenantId, letters)));
     const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
     if (updates.length > 0) {
       // A transaction may write more after its acks; an ack's own unit ends here, so its update goes with the COMMIT.
-      if (transaction) await this.acks.saveCursors(tenantId, updates, manager);
-      else unit.lastly(this.acks.saveStatement(tenantId, updates));
+      const save = this.acks.saveCursors(tenantId, updates);
+      if (transaction) await unit.run(save);
+      else unit.lastly(save);
     }
     for (const redelivery of claimableAgain([...cursors.values()])) unit.redeliver(redelivery);
     unit.afterCommit(() => this.count(tenantId, commands, results, tally));

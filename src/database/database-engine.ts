@@ -61,8 +61,16 @@ export class DatabaseEngine implements OnModuleInit {
     return this.prepared<T>(manager, name, text, values);
   }
 
+  /** A statement's rows: prepared when it has a name, as `prepared`; sent unnamed through the manager otherwise. */
+  rows(manager: EntityManager, { name, text, values }: QueryConfig & { values: unknown[] }): Promise<unknown[]> {
+    return name === undefined ? manager.query(text, values) : this.prepared(manager, name, text, values);
+  }
+
   /** Prepared statements whose parameters do not depend on each other's results, in one round trip on PostgreSQL. */
-  async preparedTogether(manager: EntityManager, statements: readonly NamedStatement[]): Promise<unknown[][]> {
+  async preparedTogether(
+    manager: EntityManager,
+    statements: ReadonlyArray<QueryConfig & { values: unknown[] }>,
+  ): Promise<unknown[][]> {
     const runner = manager.queryRunner;
     if (this.embedded || !runner) {
       const results: unknown[][] = [];

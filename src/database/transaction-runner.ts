@@ -5,7 +5,7 @@ import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
-import { asQueryFailed, DatabaseEngine, NamedStatement } from './database-engine';
+import { asQueryFailed, DatabaseEngine } from './database-engine';
 import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryPipelined } from './pipelined-query';
 import { ConflictRetries } from './conflict-retries';
@@ -20,13 +20,20 @@ export interface CommitWith {
   before: string[];
 }
 
+/** A statement as the transaction sends it: its rows are the caller's to read. */
+export type SentStatement = QueryConfig & { values: unknown[] };
+
 /** The transaction a unit of work runs in, as the work sees it. */
 export interface OpenTransaction {
+  /** The statement's rows, prepared when it has a name (DatabaseEngine.rows). */
+  rows(statement: SentStatement): Promise<unknown[]>;
+  /** Statements that do not need each other's rows, in one round trip on PostgreSQL (preparedTogether). */
+  rowsTogether(statements: readonly SentStatement[]): Promise<unknown[][]>;
   /**
    * Runs the statement and commits in one round trip, and returns its rows; only reads may follow. On the embedded
    * database, whose COMMIT takes a round trip of its own anyway, it commits at the end as usual.
    */
-  commitWith<R>(statement: NamedStatement): Promise<R[]>;
+  commitWith(statement: SentStatement): Promise<unknown[]>;
 }
 
 /** Past its budget the connection is closed so the server rolls back: none goes back with a transaction open. */
@@ -102,16 +109,21 @@ export class TransactionRunner {
         const begin = await this.begin(runner, client);
         let commitAsked = false;
         let committed = false;
-        const commitWith = async <R>(statement: NamedStatement): Promise<R[]> => {
+        const commitWith = async (statement: SentStatement): Promise<unknown[]> => {
           if (commitAsked) throw new Error('a unit of work commits once');
           commitAsked = true;
           if (!begin) return runner.manager.query(statement.text, statement.values);
-          const rows = await this.commit(runner, client, begin, withCommit?.(), statement);
+          const rows: unknown[] = await this.commit(runner, client, begin, withCommit?.(), statement);
           committed = true;
-          return rows as R[];
+          return rows;
+        };
+        const transaction: OpenTransaction = {
+          rows: (statement) => this.engine.rows(runner.manager, statement),
+          rowsTogether: (statements) => this.engine.preparedTogether(runner.manager, statements),
+          commitWith,
         };
         try {
-          const result = await work(runner.manager, { commitWith });
+          const result = await work(runner.manager, transaction);
           if (!committed) await this.commit(runner, client, begin, withCommit?.());
           return result;
         } catch (error) {
@@ -153,7 +165,7 @@ export class TransactionRunner {
     client: PoolClient,
     begin: DeferredBegin | undefined,
     { statement: last, usage, before }: CommitWith = { before: [] },
-    read?: NamedStatement,
+    read?: SentStatement,
   ): Promise<any[]> {
     if (read && (last || usage)) throw new Error('a unit of work that commits with a statement has no last statement');
     const [statement, ...more] = [read ?? last, usage].filter((given) => given !== undefined);

@@ -1,14 +1,17 @@
 import { Logger } from '@nestjs/common';
-import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
-import { NamedStatement } from './database-engine';
 import type { UsageChange, UsageRecord } from '../limits/stored-usage.repository';
+import { Statement } from './statement';
 import { OpenTransaction } from './transaction-runner';
 import type { QueueWork, Redelivery } from '../wakeup/parked-polls';
 import { errorMessage } from '../common/error-message';
 
 /** A unit's last statement that records, as well, what the unit stores (undefined: nothing changed). */
-export type RecordingStatement = (usage: UsageRecord | undefined) => QueryConfig;
+export type RecordingStatement = (usage: UsageRecord | undefined) => Statement<unknown>;
+
+/** What runTogether answers: each statement's parsed rows, in order. */
+export type Answers<S extends readonly Statement<unknown>[]> = { -readonly [K in keyof S]: Answer<S[K]> };
+type Answer<S> = S extends Statement<infer T> ? T : never;
 
 /** Nothing recorded here happens for a write that rolls back. */
 export class UnitOfWork {
@@ -17,19 +20,29 @@ export class UnitOfWork {
   /** Queues this write deleted, which other processes hear of to drop what they keep of them. */
   readonly deletedQueues: string[] = [];
   private readonly effects: Array<() => void> = [];
-  private last?: QueryConfig | RecordingStatement;
+  private last?: Statement<unknown> | RecordingStatement;
   private change?: UsageChange & { held: boolean };
 
   constructor(
     readonly tenantId: string,
     readonly manager: EntityManager,
-    private readonly transaction?: OpenTransaction,
+    private readonly transaction: OpenTransaction,
   ) {}
 
+  /** Runs the statement now and answers what its rows say. */
+  async run<T>(statement: Statement<T>): Promise<T> {
+    return statement.parse(await this.transaction.rows(statement));
+  }
+
+  /** Statements that do not need each other's answers, in one round trip on PostgreSQL; their answers in order. */
+  async runTogether<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>> {
+    const found = await this.transaction.rowsTogether(statements);
+    return statements.map((statement, index) => statement.parse(found[index])) as Answers<S>;
+  }
+
   /** The statement and COMMIT in one round trip, with the NOTIFYs recorded so far; only reads may follow. */
-  commitWith<R>(statement: NamedStatement): Promise<R[]> {
-    if (!this.transaction) throw new Error('this unit of work runs in no transaction');
-    return this.transaction.commitWith<R>(statement);
+  async commitWith<T>(statement: Statement<T>): Promise<T> {
+    return statement.parse(await this.transaction.commitWith(statement));
   }
 
   push(queue: string, partition: string, count = 1): void {
@@ -47,15 +60,15 @@ export class UnitOfWork {
   }
 
   /**
-   * Sent with its COMMIT in one round trip; its result is not read. Built at commit, a recording statement also
+   * Sent with its COMMIT in one round trip; its rows are not read. Built at commit, a recording statement also
    * records what the unit stores (usageCtes), which saves a statement of its own.
    */
-  lastly(statement: QueryConfig | RecordingStatement): void {
+  lastly(statement: Statement<unknown> | RecordingStatement): void {
     if (this.last) throw new Error('a unit of work has one last statement');
     this.last = statement;
   }
 
-  get lastStatement(): QueryConfig | RecordingStatement | undefined {
+  get lastStatement(): Statement<unknown> | RecordingStatement | undefined {
     return this.last;
   }
 

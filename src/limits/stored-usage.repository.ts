@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
 import { EntityManager } from 'typeorm';
+import { numbered, raw, Shared, shared, Sql, sql } from '../database/statement';
 
 /** Bytes and messages a write adds to what its tenant stores (negative: what it frees). */
 export interface UsageChange {
@@ -56,22 +57,26 @@ export function usageChangeCte(name: string, changes: string): string {
   )`;
 }
 
-const usageTotal = (name: string, tenant: string): string => `${name} AS (
+const usageTotal = (name: string, tenant: unknown): Sql => sql`${raw(name)} AS (
     SELECT COALESCE(sum(stored_bytes), 0)::bigint AS bytes, COALESCE(sum(stored_messages), 0)::bigint AS messages
       FROM tenant_usage WHERE tenant_id = ${tenant}
   )`;
 
 /**
- * Adds the change ($first, $first + 1) to the stripe of this connection. Held to the limits ($first + 2 true, limits
- * $first + 3 and + 4), it refuses (SQLSTATE LQ001, the usage before this write as DETAIL) a write after which the
- * tenant would store more than a limit, as far as the transactions committed when it starts show: only writes in
- * flight at the same moment are not seen.
+ * Adds the record's change to the stripe of this connection. Held to the limits, it refuses (SQLSTATE LQ001, the usage
+ * before this write as DETAIL) a write after which the tenant would store more than a limit, as far as the
+ * transactions committed when it starts show: only writes in flight at the same moment are not seen.
  */
-const usageInsert = (total: string, tenant: string, first: number): string => {
-  const [bytes, messages, held, maxBytes, maxMessages] = [0, 1, 2, 3, 4].map((n) => `$${first + n}`);
-  return `INSERT INTO tenant_usage AS u (tenant_id, stripe, stored_bytes, stored_messages)
-    SELECT ${tenant}, ${STRIPE}, ${bytes}::bigint, ${messages}::bigint FROM ${total} t
-     WHERE NOT ${held}::boolean
+const usageInsert = (total: string, tenant: unknown, { change, limits }: UsageRecord): Sql => {
+  const [bytes, messages, maxBytes, maxMessages] = [
+    change.bytes,
+    change.messages,
+    limits?.bytes ?? 0,
+    limits?.messages ?? 0,
+  ].map(shared);
+  return sql`INSERT INTO tenant_usage AS u (tenant_id, stripe, stored_bytes, stored_messages)
+    SELECT ${tenant}, ${raw(STRIPE)}, ${bytes}::bigint, ${messages}::bigint FROM ${raw(total)} t
+     WHERE NOT ${limits !== undefined}::boolean
         OR (CASE WHEN ${maxBytes}::bigint > 0 AND t.bytes + ${bytes} > ${maxBytes}
                  THEN leasehold_storage_quota_exceeded('storedBytes', t.bytes) ELSE true END
             AND CASE WHEN ${maxMessages}::bigint > 0 AND t.messages + ${messages} > ${maxMessages}
@@ -83,24 +88,18 @@ const usageInsert = (total: string, tenant: string, first: number): string => {
 
 /**
  * For a write whose own last statement records its usage, saving the statement of its own: CTEs to append to that
- * statement's WITH, the tenant as `tenant`, the record's values from $first (usageValues).
+ * statement's WITH.
  */
-export function usageCtes(tenant: string, first: number): string {
-  return `${usageTotal('usage_total', tenant)}, usage_recorded AS (${usageInsert('usage_total', tenant, first)})`;
-}
-
-export function usageValues({ change, limits }: UsageRecord): unknown[] {
-  return [change.bytes, change.messages, limits !== undefined, limits?.bytes ?? 0, limits?.messages ?? 0];
+export function usageCtes(tenant: Shared<string>, record: UsageRecord): Sql {
+  return sql`${usageTotal('usage_total', tenant)}, usage_recorded AS (${usageInsert('usage_total', tenant, record)})`;
 }
 
 @Injectable()
 export class StoredUsageRepository {
   /** The last statement of a write's transaction, unless the write's own last statement records it (usageCtes). */
   changeStatement(tenantId: string, record: UsageRecord): QueryConfig {
-    return {
-      text: `WITH ${usageTotal('total', '$1')} ${usageInsert('total', '$1', 2)}`,
-      values: [tenantId, ...usageValues(record)],
-    };
+    const tenant = shared(tenantId);
+    return numbered(sql`WITH ${usageTotal('total', tenant)} ${usageInsert('total', tenant, record)}`);
   }
 
   async usage(tenantId: string, manager: EntityManager): Promise<StoredUsage> {

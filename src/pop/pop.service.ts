@@ -19,7 +19,7 @@ import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '
 import { Writes } from '../wakeup/writes';
 import { popAnswerJson } from './dto/pop-response.dto';
 import { PopOptions } from './pop-query.pipe';
-import { ClaimedMessage, ClaimedRow, PopRepository } from './pop.repository';
+import { ClaimedMessage, PopRepository } from './pop.repository';
 import { errorMessage } from '../common/error-message';
 
 const ANSWER_ENVELOPE_BYTES = 2_048;
@@ -316,10 +316,7 @@ export class PopService {
       };
       // Nothing follows the claim but reads, so it commits in its own round trip.
       leased = !options.autoAck;
-      const claimed = this.pops.claimed(
-        request,
-        await unit.commitWith<ClaimedRow>(this.pops.claimStatement(tenantId, request)),
-      );
+      const claimed = await unit.commitWith(this.pops.claim(tenantId, request));
       leased &&= claimed.length > 0;
       if (
         claimed.length === 0 &&

@@ -1,14 +1,13 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { DatabaseEngine, NamedStatement } from '../database/database-engine';
-import { LockNamedRow } from '../queues/queues.repository';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { subscriptionStartOffset } from '../common/subscription-start';
-import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
+import { uuidv7 } from '../common/uuid';
+import { groupLagCte, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { arrayLiteral } from '../database/array-literal';
+import { NO_SQL, nothing, prepared, raw, Shared, shared, Sql, sql, Statement, statement } from '../database/statement';
 import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
-import { usageCtes, usageValues, UsageRecord } from '../limits/stored-usage.repository';
+import { usageCtes, UsageRecord } from '../limits/stored-usage.repository';
 
 export interface NewMessage {
   partitionId: string;
@@ -25,20 +24,40 @@ export interface NewMessage {
 }
 
 /**
+ * The queues a push holds key-share locked: each one's id by name, the maxSize of those that have one, and the ids of
+ * those whose new payloads are encrypted.
+ */
+export interface QueueLocks {
+  ids: Map<string, string>;
+  maxSizes: Map<string, number>;
+  encrypted: Set<string>;
+}
+
+export interface LockedPartition {
+  id: string;
+  queueId: string;
+  name: string;
+  lastOffset: number;
+}
+
+export type NamedLocks = QueueLocks & { locked: LockedPartition[] };
+
+/**
  * Every group of a pushed partition's queue gets something to read there: its drained cursors are marked ready (the
  * partition is locked, so no ack can unmark them before this commits), and a group with no cursor there gets one at
  * its starting point, which this statement's snapshot computes from the messages before this push.
  */
-const CURSORS_OF_PUSHED = `pushed AS MATERIALIZED (
+function cursorsOfPushed(tenant: Shared<string>, partitionIds: Shared<string>, lastOffsets: Shared<string>): Sql {
+  return sql`pushed AS MATERIALIZED (
     SELECT p.tenant_id, p.id, p.queue_id, p.last_offset FROM partitions p
-     WHERE p.tenant_id = $1 AND p.id = ANY($9::uuid[])
+     WHERE p.tenant_id = ${tenant} AND p.id = ANY(${partitionIds}::uuid[])
   ), cursors AS MATERIALIZED (
     SELECT c.partition_id, c.consumer_group, c.ready FROM consumers c
-     WHERE c.tenant_id = $1 AND c.partition_id = ANY($9::uuid[])
+     WHERE c.tenant_id = ${tenant} AND c.partition_id = ANY(${partitionIds}::uuid[])
   ), readied AS (
     UPDATE consumers c SET ready = true
       FROM cursors k
-     WHERE c.tenant_id = $1 AND c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group AND NOT k.ready
+     WHERE c.tenant_id = ${tenant} AND c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group AND NOT k.ready
   ), uncovered AS MATERIALIZED (
     SELECT p.tenant_id, p.id, p.queue_id, p.last_offset, g.name, g.subscription_from
       FROM pushed p
@@ -48,93 +67,185 @@ const CURSORS_OF_PUSHED = `pushed AS MATERIALIZED (
     INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
     SELECT u.tenant_id, u.queue_id, u.id, u.name, s.start_offset, s.start_offset
       FROM uncovered u
-     CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('u', 'u')} AS start_offset) s
+     CROSS JOIN LATERAL (SELECT ${raw(subscriptionStartOffset('u', 'u'))} AS start_offset) s
      ORDER BY u.id, u.name
     ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
     RETURNING partition_id, consumer_group, committed_offset
   ), grown AS MATERIALIZED (
     SELECT p.tenant_id, p.queue_id, p.id, t.last_offset, t.last_offset - p.last_offset AS added
-      FROM pushed p JOIN unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset) ON t.id = p.id
-  ), ${groupLagCte(
-    'lag_counted',
-    // A cursor made by this push lags from its starting point; any other, this push's messages. One another
-    // transaction made meanwhile (the insert found it) started before this push committed, so counted without them.
-    `SELECT g.tenant_id, g.queue_id, k.name AS consumer_group,
-            CASE WHEN c.partition_id IS NULL THEN g.added ELSE g.last_offset - c.committed_offset END AS lag
-       FROM grown g
-       JOIN consumer_groups k ON k.tenant_id = g.tenant_id AND k.queue_id = g.queue_id
-       LEFT JOIN created c ON c.partition_id = g.id AND c.consumer_group = k.name`,
-  )}, ${queueStoredCte(
-    'stored_counted',
-    'SELECT tenant_id, queue_id, added AS messages, 0 AS partitions, added AS offsets FROM grown',
-  )}`;
+      FROM pushed p JOIN unnest(${partitionIds}::uuid[], ${lastOffsets}::bigint[]) AS t(id, last_offset) ON t.id = p.id
+  ), ${raw(LAG_AND_STORED_OF_GROWN)}`;
+}
 
+const LAG_AND_STORED_OF_GROWN = `${groupLagCte(
+  'lag_counted',
+  // A cursor made by this push lags from its starting point; any other, this push's messages. One another
+  // transaction made meanwhile (the insert found it) started before this push committed, so counted without them.
+  `SELECT g.tenant_id, g.queue_id, k.name AS consumer_group,
+          CASE WHEN c.partition_id IS NULL THEN g.added ELSE g.last_offset - c.committed_offset END AS lag
+     FROM grown g
+     JOIN consumer_groups k ON k.tenant_id = g.tenant_id AND k.queue_id = g.queue_id
+     LEFT JOIN created c ON c.partition_id = g.id AND c.consumer_group = k.name`,
+)}, ${queueStoredCte(
+  'stored_counted',
+  'SELECT tenant_id, queue_id, added AS messages, 0 AS partitions, added AS offsets FROM grown',
+)}`;
+
+/** Rounds of insert-then-lock a push makes for queues deleted under it (PushService). */
+export const QUEUE_CREATE_ROUNDS = 3;
+
+/** Every statement of a push, from locking its partitions to storing its messages; PushService runs them. */
 @Injectable()
 export class PushRepository {
   /** What time alone makes deletable in a pushed partition (pending retention, eviction), as SQL over queue `q`. */
   private readonly due: string;
 
-  constructor(
-    private readonly engine: DatabaseEngine,
-    @Optional() @Inject(APP_CONFIG) config?: AppConfig,
-  ) {
+  constructor(@Optional() @Inject(APP_CONFIG) config?: AppConfig) {
     this.due = timeDue(config?.retention.pendingSeconds ?? 0);
+  }
+
+  /**
+   * The usual push in one statement: its queues key-share locked and its partitions locked, when all exist
+   * (undefined otherwise: lockQueues and lockPartitions then create what is missing). Partitions in primary-key order.
+   */
+  lockNamed(tenantId: string, named: Map<string, Map<string, unknown>>): Statement<NamedLocks | undefined> {
+    const tenant = shared(tenantId);
+    const queueNames: string[] = [];
+    const partitionNames: string[] = [];
+    for (const [queue, partitions] of named) {
+      for (const partition of partitions.keys()) {
+        queueNames.push(queue);
+        partitionNames.push(partition);
+      }
+    }
+    return prepared(
+      'leasehold_lock_named',
+      sql`WITH q AS MATERIALIZED (
+         SELECT id, name, max_size, encryption_enabled FROM queues
+          WHERE tenant_id = ${tenant} AND name = ANY(${arrayLiteral([...named.keys()])}::text[])
+          ORDER BY name FOR KEY SHARE
+       )
+       SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, q.encryption_enabled, p.id, p.name, p.last_offset
+         FROM unnest(${arrayLiteral(queueNames)}::text[], ${arrayLiteral(partitionNames)}::text[]) AS t(queue_name, name)
+         JOIN q ON q.name = t.queue_name
+         JOIN partitions p ON p.tenant_id = ${tenant} AND p.queue_id = q.id AND p.name = t.name
+        ORDER BY p.id
+          FOR NO KEY UPDATE OF p`,
+      (rows: LockNamedRow[]) => (rows.length === queueNames.length ? lockedNamed(rows) : undefined),
+    );
+  }
+
+  /** Key-share locked so none can be deleted before this transaction commits. */
+  lockQueues(tenantId: string, names: string[]): Statement<QueueLocks> {
+    return prepared(
+      'leasehold_lock_queues',
+      sql`SELECT id, name, max_size, encryption_enabled FROM queues WHERE tenant_id = ${tenantId} AND name = ANY(${names}::text[])
+           ORDER BY name FOR KEY SHARE`,
+      queueLocks,
+    );
+  }
+
+  /** Inserted in name order so concurrent first pushes cannot deadlock; answers how many were created. */
+  createQueues(tenantId: string, names: string[]): Statement<number> {
+    return statement(
+      sql`WITH created AS (
+         INSERT INTO queues (tenant_id, id, name)
+         SELECT ${tenantId}, t.id, t.name FROM unnest(${names.map(() => uuidv7())}::uuid[], ${names}::text[]) AS t(id, name)
+          ORDER BY t.name
+         ON CONFLICT (tenant_id, name) DO NOTHING
+         RETURNING 1
+       )
+       SELECT count(*)::int AS created FROM created`,
+      countCreated,
+    );
+  }
+
+  /** FOR NO KEY UPDATE, not FOR UPDATE: pops creating consumer rows take a key-share lock through the foreign key. */
+  lockPartitions(tenantId: string, partitions: Array<{ queueId: string; name: string }>): Statement<LockedPartition[]> {
+    return prepared(
+      'leasehold_lock_partitions',
+      sql`SELECT p.id, p.queue_id, p.name, p.last_offset
+         FROM partitions p
+         JOIN unnest(${partitions.map((partition) => partition.queueId)}::uuid[],
+                     ${partitions.map((partition) => partition.name)}::text[]) AS t(queue_id, name)
+           ON p.queue_id = t.queue_id AND p.name = t.name
+        WHERE p.tenant_id = ${tenantId}
+        ORDER BY p.id
+          FOR NO KEY UPDATE OF p`,
+      (rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }>) =>
+        rows.map((row) => ({ id: row.id, queueId: row.queue_id, name: row.name, lastOffset: Number(row.last_offset) })),
+    );
+  }
+
+  /** No cursors: the push that creates a partition gives each group of its queue one (store). */
+  createPartitions(tenantId: string, partitions: Array<{ queueId: string; name: string }>): Statement<number> {
+    const tenant = shared(tenantId);
+    return statement(
+      sql`WITH created AS (
+         INSERT INTO partitions (tenant_id, id, queue_id, name)
+         SELECT ${tenant}, t.id, t.queue_id, t.name
+           FROM unnest(${partitions.map(() => uuidv7())}::uuid[], ${partitions.map((partition) => partition.queueId)}::uuid[],
+                       ${partitions.map((partition) => partition.name)}::text[]) AS t(id, queue_id, name)
+          ORDER BY t.queue_id, t.name
+         ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
+         RETURNING tenant_id, id, queue_id
+       ), ${raw(PARTITIONS_COUNTED)}
+       SELECT count(*)::int AS created FROM created`,
+      countCreated,
+    );
+  }
+
+  /** Per queue id, its depth (queueDepth): what maxSize holds it to, read from the counters, not its partitions. */
+  pending(tenantId: string, queueIds: string[]): Statement<Map<string, number>> {
+    return statement(
+      sql`SELECT q.id AS queue_id, ${raw(queueDepth('q'))} AS pending FROM queues q
+        WHERE q.tenant_id = ${tenantId} AND q.id = ANY(${queueIds}::uuid[])`,
+      (rows: Array<{ queue_id: string; pending: string }>) =>
+        new Map(rows.map((row) => [row.queue_id, Number(row.pending)])),
+    );
   }
 
   /**
    * Looked up key by key: joined instead, a planner without fresh statistics scans the tenant's every message.
    * LIMIT keeps the lateral from being flattened into that join (the pair is unique).
    */
-  async findExisting(tenantId: string, keys: TransactionKey[], manager: EntityManager): Promise<Map<string, string>> {
-    const rows = await this.engine.prepared<{ partition_id: string; transaction_id: string; id: string }>(
-      manager,
+  findExisting(tenantId: string, keys: TransactionKey[]): Statement<Map<string, string>> {
+    return prepared(
       'leasehold_find_pushed',
-      `SELECT m.partition_id, m.transaction_id, m.id
-         FROM unnest($2::uuid[], $3::text[]) AS t(partition_id, transaction_id)
+      sql`SELECT m.partition_id, m.transaction_id, m.id
+         FROM unnest(${keys.map((key) => key.partitionId)}::uuid[], ${keys.map((key) => key.transactionId)}::text[])
+           AS t(partition_id, transaction_id)
         CROSS JOIN LATERAL (
               SELECT m.partition_id, m.transaction_id, m.id
                 FROM messages m
-               WHERE m.tenant_id = $1 AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
+               WHERE m.tenant_id = ${tenantId} AND m.partition_id = t.partition_id AND m.transaction_id = t.transaction_id
                LIMIT 1
             ) m`,
-      [tenantId, keys.map((key) => key.partitionId), keys.map((key) => key.transactionId)],
+      existingFrom,
     );
-    return existingFrom(rows);
   }
 
   /**
-   * The partitions' lock and the duplicate check in one round trip: the check names its partitions, so the lock's
-   * rows need not come back first. It runs after the lock, as findExisting does.
+   * As findExisting, with partitions named: it needs no rows of the lock, so it can share the lock's round trip (and
+   * runs after it). Each partition looked up once, not once an item: a partition's row is updated by every push, and
+   * its index entries cost a lookup more than the message's.
    */
-  async lockAndFindExisting(
-    tenantId: string,
-    lock: NamedStatement,
-    keys: NamedTransactionKey[],
-    manager: EntityManager,
-  ): Promise<{ lockRows: LockNamedRow[]; existing: Map<string, string> }> {
-    const [lockRows, found] = await this.engine.preparedTogether(manager, [
-      lock,
-      this.findExistingByNameStatement(tenantId, keys),
-    ]);
-    return { lockRows: lockRows as LockNamedRow[], existing: existingFrom(found as ExistingRow[]) };
-  }
-
-  /**
-   * Each partition looked up once, not once an item: a partition's row is updated by every push, and its index entries
-   * cost a lookup more than the message's. Then key by key with LIMIT 1, as findExisting.
-   */
-  findExistingByNameStatement(tenantId: string, keys: NamedTransactionKey[]): NamedStatement {
-    return {
-      name: 'leasehold_find_pushed_by_name',
-      text: `WITH t AS MATERIALIZED (
-         SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) AS t(queue_name, partition_name, transaction_id)
+  findExistingByName(tenantId: string, keys: NamedTransactionKey[]): Statement<Map<string, string>> {
+    const tenant = shared(tenantId);
+    return prepared(
+      'leasehold_find_pushed_by_name',
+      sql`WITH t AS MATERIALIZED (
+         SELECT * FROM unnest(${arrayLiteral(keys.map((key) => key.queue))}::text[],
+                              ${arrayLiteral(keys.map((key) => key.partition))}::text[],
+                              ${arrayLiteral(keys.map((key) => key.transactionId))}::text[])
+           AS t(queue_name, partition_name, transaction_id)
        ), named AS MATERIALIZED (
          SELECT n.queue_name, n.partition_name, p.id
            FROM (SELECT DISTINCT queue_name, partition_name FROM t) n
           CROSS JOIN LATERAL (
                 SELECT p.id FROM queues q
                   JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = n.partition_name
-                 WHERE q.tenant_id = $1 AND q.name = n.queue_name
+                 WHERE q.tenant_id = ${tenant} AND q.name = n.queue_name
                  LIMIT 1
               ) p
        )
@@ -144,16 +255,11 @@ export class PushRepository {
         CROSS JOIN LATERAL (
               SELECT m.transaction_id, m.id
                 FROM messages m
-               WHERE m.tenant_id = $1 AND m.partition_id = n.id AND m.transaction_id = t.transaction_id
+               WHERE m.tenant_id = ${tenant} AND m.partition_id = n.id AND m.transaction_id = t.transaction_id
                LIMIT 1
             ) m`,
-      values: [
-        tenantId,
-        arrayLiteral(keys.map((key) => key.queue)),
-        arrayLiteral(keys.map((key) => key.partition)),
-        arrayLiteral(keys.map((key) => key.transactionId)),
-      ],
-    };
+      existingFrom,
+    );
   }
 
   /**
@@ -163,55 +269,46 @@ export class PushRepository {
    * stores, as its last statement (usageCtes). `sealed`: some payloads are encrypted, and key_id is written too; a
    * push to plain queues leaves it out, and its statement is the same as before encryption existed.
    */
-  insertStatement(
+  store(
     tenantId: string,
     producerSub: string | null,
     messages: NewMessage[],
     lastOffsets: Map<string, number>,
     usage?: UsageRecord,
     sealed = false,
-  ): NamedStatement {
-    const usageParams = usage ? usageValues(usage) : [];
-    const keyIds = `$${12 + usageParams.length}`;
-    return {
-      name: `${usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed'}${sealed ? '_sealed' : ''}`,
-      text: `WITH stored AS (
+  ): Statement<void> {
+    const tenant = shared(tenantId);
+    const partitionIds = shared(arrayLiteral([...lastOffsets.keys()]));
+    const offsets = shared(arrayLiteral([...lastOffsets.values()]));
+    const keyId = sealed ? raw(', key_id') : NO_SQL;
+    return prepared(
+      `${usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed'}${sealed ? '_sealed' : ''}`,
+      sql`WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
-                               producer_sub, created_at${sealed ? ', key_id' : ''})
-         SELECT $1, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
-                $8, (SELECT clock_timestamp())${sealed ? ', t.key_id' : ''}
-           FROM ROWS FROM (unnest($2::uuid[]), unnest($3::bigint[]), unnest($4::uuid[]), unnest($5::text[]),
-                           unnest($6::text[]), json_array_elements($7::json), unnest($11::int[])${
-                             sealed ? `, unnest(${keyIds}::text[])` : ''
+                               producer_sub, created_at${keyId})
+         SELECT ${tenant}, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
+                ${producerSub}, (SELECT clock_timestamp())${sealed ? raw(', t.key_id') : NO_SQL}
+           FROM ROWS FROM (unnest(${arrayLiteral(messages.map((message) => message.partitionId))}::uuid[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.seq))}::bigint[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.id))}::uuid[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.transactionId))}::text[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.traceId))}::text[]),
+                           json_array_elements(${payloadArray(messages)}::json),
+                           unnest(${arrayLiteral(messages.map((message) => message.payloadBytes))}::int[])${
+                             sealed
+                               ? sql`, unnest(${arrayLiteral(messages.map((message) => message.keyId))}::text[])`
+                               : NO_SQL
                            })
-             AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${sealed ? ', key_id' : ''})
+             AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${keyId})
           ORDER BY t.partition_id, t.seq
-       ), ${CURSORS_OF_PUSHED}${usage ? `, ${usageCtes('$1', 12)}` : ''}
+       ), ${cursorsOfPushed(tenant, partitionIds, offsets)}${usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL}
        UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
-                               retention_check_at = CASE WHEN p.last_offset = 0 THEN ${this.due}
-                                                         ELSE LEAST(p.retention_check_at, ${this.due}) END
-         FROM unnest($9::uuid[], $10::bigint[]) AS t(id, last_offset), queues q
-        WHERE p.tenant_id = $1 AND p.id = t.id AND q.tenant_id = $1 AND q.id = p.queue_id`,
-      values: [
-        tenantId,
-        arrayLiteral(messages.map((message) => message.partitionId)),
-        arrayLiteral(messages.map((message) => message.seq)),
-        arrayLiteral(messages.map((message) => message.id)),
-        arrayLiteral(messages.map((message) => message.transactionId)),
-        arrayLiteral(messages.map((message) => message.traceId)),
-        payloadArray(messages),
-        producerSub,
-        arrayLiteral([...lastOffsets.keys()]),
-        arrayLiteral([...lastOffsets.values()]),
-        arrayLiteral(messages.map((message) => message.payloadBytes)),
-        ...usageParams,
-        ...(sealed ? [arrayLiteral(messages.map((message) => message.keyId))] : []),
-      ],
-    };
-  }
-
-  async run(statement: NamedStatement, manager: EntityManager): Promise<void> {
-    await this.engine.runPrepared(manager, statement);
+                               retention_check_at = CASE WHEN p.last_offset = 0 THEN ${raw(this.due)}
+                                                         ELSE LEAST(p.retention_check_at, ${raw(this.due)}) END
+         FROM unnest(${partitionIds}::uuid[], ${offsets}::bigint[]) AS t(id, last_offset), queues q
+        WHERE p.tenant_id = ${tenant} AND p.id = t.id AND q.tenant_id = ${tenant} AND q.id = p.queue_id`,
+      nothing,
+    );
   }
 }
 
@@ -243,4 +340,58 @@ interface ExistingRow {
 
 function existingFrom(rows: ExistingRow[]): Map<string, string> {
   return new Map(rows.map((row) => [compositeKey(row.partition_id, row.transaction_id), row.id]));
+}
+
+interface LockNamedRow {
+  queue_id: string;
+  queue_name: string;
+  max_size: number | null;
+  encryption_enabled: boolean;
+  id: string;
+  name: string;
+  last_offset: string;
+}
+
+interface QueueLockRow {
+  id: string;
+  name: string;
+  max_size: number | null;
+  encryption_enabled: boolean;
+}
+
+function queueLocks(rows: QueueLockRow[]): QueueLocks {
+  const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
+  return {
+    ids: new Map(rows.map((row) => [row.name, row.id])),
+    maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
+    encrypted: new Set(rows.filter((row) => row.encryption_enabled).map((row) => row.id)),
+  };
+}
+
+function lockedNamed(rows: LockNamedRow[]): NamedLocks {
+  return {
+    ...queueLocks(
+      rows.map((row) => ({
+        id: row.queue_id,
+        name: row.queue_name,
+        max_size: row.max_size,
+        encryption_enabled: row.encryption_enabled,
+      })),
+    ),
+    locked: rows.map((row) => ({
+      id: row.id,
+      queueId: row.queue_id,
+      name: row.name,
+      lastOffset: Number(row.last_offset),
+    })),
+  };
+}
+
+const PARTITIONS_COUNTED = queueStoredCte(
+  'partitions_counted',
+  'SELECT tenant_id, queue_id, 0 AS messages, 1 AS partitions, 0 AS offsets FROM created',
+);
+
+function countCreated([row]: Array<{ created: number }>): number {
+  return row.created;
 }

@@ -1,5 +1,6 @@
 import { MaintenanceService } from '../maintenance/maintenance.service';
-import { TransactionRunner } from '../database/transaction-runner';
+import { OpenTransaction, TransactionRunner } from '../database/transaction-runner';
+import { Statement } from '../database/statement';
 import { DatabaseEngine } from '../database/database-engine';
 import type { AppConfig } from '../config/app-config';
 import type { EncryptionKeysRepository } from '../encryption/encryption-keys.repository';
@@ -10,7 +11,6 @@ import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
-import { QueuesRepository } from '../queues/queues.repository';
 import { QueueWork } from '../wakeup/parked-polls';
 import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
@@ -27,6 +27,15 @@ interface Insert {
 
 type InsertStatement = { insert: Insert };
 
+/** A statement whose answer the test gives, whatever rows it gets. */
+const answering = <T>(answer: () => T): Statement<T> => ({ text: '', values: [], parse: answer });
+/** Runs every statement on no database: each gets no rows. */
+const noDatabase: OpenTransaction = {
+  rows: async () => [],
+  rowsTogether: async (statements) => statements.map(() => []),
+  commitWith: async () => [],
+};
+
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 interface StoredPartition {
@@ -42,7 +51,7 @@ interface Harness {
   /** Each insert sent: the new messages and the last offsets it moves the partitions to. */
   inserts: Insert[];
   lockedPartitions: Array<Array<{ queueId: string; name: string }>>;
-  /** Pushes that went on to create what they named (lockNamed found something missing). */
+  /** Lookups of a push's queues to create what it named (lockNamed found something missing). */
   creating: number;
   announced: Array<Map<string, QueueWork>>;
   notified: number;
@@ -99,30 +108,6 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       })),
     };
   };
-  const queues = {
-    lockNamed: async (_tenantId: string, named: Map<string, Map<string, unknown>>) => lockNamed(named),
-    // The fake lock decides from the names alone.
-    lockNamedStatement: (_tenantId: string, named: Map<string, Map<string, unknown>>) => ({ named }),
-    lockedNamed: (_rows: unknown[], named: Map<string, Map<string, unknown>>) => lockNamed(named),
-    ensureQueues: async (_tenantId: string, names: string[]) => {
-      h.creating += 1;
-      return {
-        ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
-        maxSizes: new Map(),
-        encrypted: new Set(),
-        created: 0,
-      };
-    },
-    lockPartitions: async (_tenantId: string, wanted: Array<{ queueId: string; name: string }>) => {
-      h.lockedPartitions.push(wanted);
-      const locked = wanted.map((partition) => {
-        const queue = partition.queueId.slice('queue:'.length);
-        const id = partitionId(queue, partition.name);
-        return { id, queueId: partition.queueId, name: partition.name, lastOffset: offsets.get(id) ?? 0 };
-      });
-      return { locked, created: 0 };
-    },
-  } as unknown as QueuesRepository;
   const found = (keys: TransactionKey[]) =>
     new Map(
       keys
@@ -131,24 +116,46 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
         .map((key) => [key, existing.get(key)!]),
     );
   const pushes = {
-    findExisting: async (_tenantId: string, keys: TransactionKey[]) => found(keys),
-    lockAndFindExisting: async (_tenantId: string, _lock: unknown, keys: NamedTransactionKey[]) => ({
-      lockRows: [],
-      existing: found(keys.map((key) => ({ ...key, partitionId: partitionId(key.queue, key.partition) }))),
-    }),
-    insertStatement: (
+    // The fake lock decides from the names alone.
+    lockNamed: (_tenantId: string, named: Map<string, Map<string, unknown>>) => answering(() => lockNamed(named)),
+    lockQueues: (_tenantId: string, names: string[]) =>
+      answering(() => {
+        h.creating += 1;
+        return {
+          ids: new Map(names.filter((name) => !vanished.includes(name)).map((name) => [name, queueId(name)])),
+          maxSizes: new Map(),
+          encrypted: new Set(),
+        };
+      }),
+    createQueues: () => answering(() => 0),
+    lockPartitions: (_tenantId: string, wanted: Array<{ queueId: string; name: string }>) =>
+      answering(() => {
+        h.lockedPartitions.push(wanted);
+        return wanted.map((partition) => {
+          const queue = partition.queueId.slice('queue:'.length);
+          const id = partitionId(queue, partition.name);
+          return { id, queueId: partition.queueId, name: partition.name, lastOffset: offsets.get(id) ?? 0 };
+        });
+      }),
+    createPartitions: () => answering(() => 0),
+    findExisting: (_tenantId: string, keys: TransactionKey[]) => answering(() => found(keys)),
+    findExistingByName: (_tenantId: string, keys: NamedTransactionKey[]) =>
+      answering(() => found(keys.map((key) => ({ ...key, partitionId: partitionId(key.queue, key.partition) })))),
+    store: (
       _tenantId: string,
       producerSub: string | null,
       messages: NewMessage[],
       lastOffsets: Map<string, number>,
-    ) => ({ name: 'insert', text: '', insert: { producerSub, messages, lastOffsets: new Map(lastOffsets) } }),
-    run: async (statement: InsertStatement) => void h.inserts.push(statement.insert),
+    ) => {
+      const insert = { producerSub, messages, lastOffsets: new Map(lastOffsets) };
+      return { ...answering(() => void h.inserts.push(insert)), insert };
+    },
   } as unknown as PushRepository;
   // As Writes does: other processes are told inside the transaction when something was pushed, this
   // process's polls after commit, then the effects run.
   const writes = {
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
-      const unit = new UnitOfWork(tenantId, {} as EntityManager);
+      const unit = new UnitOfWork(tenantId, {} as EntityManager, noDatabase);
       const result = await work(unit);
       // The runner sends the unit's last statement with the COMMIT.
       const last = unit.lastStatement;
@@ -173,7 +180,6 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   return Object.assign(h, {
     service: new PushService(
       writes,
-      queues,
       pushes,
       metrics,
       quotas,
@@ -203,7 +209,7 @@ describe('PushService.push', () => {
       { queue: 'orders', name: 'a', lastOffset: 0 },
       { queue: 'orders', name: 'b', lastOffset: 0 },
     ]);
-    const withLock = jest.spyOn(h.service['pushes'], 'lockAndFindExisting');
+    const withLock = jest.spyOn(h.service['pushes'], 'findExistingByName');
     const afterLock = jest.spyOn(h.service['pushes'], 'findExisting');
 
     await h.service.push('t', undefined, [item('orders', 'a'), item('orders', 'b')]);
@@ -211,7 +217,7 @@ describe('PushService.push', () => {
 
     await h.service.push('t', undefined, [item('orders', 'a'), item('orders', 'a', 'chosen-1')]);
     expect(withLock).toHaveBeenCalledTimes(1);
-    expect(withLock.mock.calls[0][2]).toEqual([{ queue: 'orders', partition: 'a', transactionId: 'chosen-1' }]);
+    expect(withLock.mock.calls[0][1]).toEqual([{ queue: 'orders', partition: 'a', transactionId: 'chosen-1' }]);
     expect(afterLock).not.toHaveBeenCalled();
     expect(h.inserts.flatMap(({ messages }) => messages)).toHaveLength(4);
   });

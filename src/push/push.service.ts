@@ -1,6 +1,5 @@
 import { ConflictException, Injectable, InternalServerErrorException } from '@nestjs/common';
 import { MaintenanceService } from '../maintenance/maintenance.service';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { EncryptionKeysRepository } from '../encryption/encryption-keys.repository';
 import { PayloadCipher } from '../encryption/payload-cipher';
@@ -8,12 +7,18 @@ import { uuidv7 } from '../common/uuid';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
-import { LockedPartition, NamedLocks, QueueLocks, QueuesRepository } from '../queues/queues.repository';
 import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
-import { NewMessage, PushRepository } from './push.repository';
+import {
+  LockedPartition,
+  NamedLocks,
+  NewMessage,
+  PushRepository,
+  QUEUE_CREATE_ROUNDS,
+  QueueLocks,
+} from './push.repository';
 import { NamedTransactionKey } from '../messages/message-shape';
 
 export const QUEUE_FULL = 'queue is full';
@@ -22,7 +27,6 @@ export const QUEUE_FULL = 'queue is full';
 export class PushService {
   constructor(
     private readonly writes: Writes,
-    private readonly queues: QueuesRepository,
     private readonly pushes: PushRepository,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
@@ -54,7 +58,7 @@ export class PushService {
    * Nothing is written yet, so a transaction can apply its acks before its pushes take room in a queue.
    */
   async prepare(unit: UnitOfWork, items: PushItem[]): Promise<PreparedPush> {
-    const { tenantId, manager } = unit;
+    const { tenantId } = unit;
     const named = partitionsByQueue(items);
     // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
     const chosen = items.flatMap((item) =>
@@ -62,8 +66,8 @@ export class PushService {
         ? []
         : [{ queue: item.queue, partition: item.partition, transactionId: item.transactionId }],
     );
-    const { locks, existing } = await this.lockNamed(tenantId, named, chosen, manager);
-    const { ids, maxSizes, encrypted, locked } = locks ?? (await this.createAndLock(tenantId, named, manager));
+    const { locks, existing } = await this.lockNamed(unit, named, chosen);
+    const { ids, maxSizes, encrypted, locked } = locks ?? (await this.createAndLock(unit, named));
     const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
       named.get(queueNames.get(partition.queueId)!)!.set(partition.name, {
@@ -77,13 +81,14 @@ export class PushService {
       chosen.length === 0
         ? new Map<string, string>()
         : (existing ??
-          (await this.pushes.findExisting(
-            tenantId,
-            chosen.map(({ queue, partition, transactionId }) => ({
-              partitionId: named.get(queue)!.get(partition)!.partition.id,
-              transactionId,
-            })),
-            manager,
+          (await unit.run(
+            this.pushes.findExisting(
+              tenantId,
+              chosen.map(({ queue, partition, transactionId }) => ({
+                partitionId: named.get(queue)!.get(partition)!.partition.id,
+                transactionId,
+              })),
+            ),
           )));
     return {
       items,
@@ -104,7 +109,7 @@ export class PushService {
     prepared: PreparedPush,
     write: 'now' | 'with-commit' = 'now',
   ): Promise<PushResultDto[]> {
-    const { tenantId, manager } = unit;
+    const { tenantId } = unit;
     const { items, named, slots, transactionIds, maxSizes, encrypted } = prepared;
     const known = prepared.stored;
     // A push to plain queues only ever looks at this: no per-message work, no statement more.
@@ -118,7 +123,7 @@ export class PushService {
     let sealed = false;
 
     // Room left in queues with a maxSize; past it an item fails rather than being stored.
-    const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(tenantId, maxSizes, manager);
+    const room = maxSizes.size === 0 ? new Map<string, number>() : await this.roomLeft(unit, maxSizes);
 
     const fresh: NewMessage[] = [];
     let freshBytes = 0;
@@ -183,12 +188,9 @@ export class PushService {
       }
       if (sealed) await this.keys.recordPrimary(unit);
       if (write === 'with-commit') {
-        unit.lastly((usage) => this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets, usage, sealed));
+        unit.lastly((usage) => this.pushes.store(tenantId, producerSub, fresh, lastOffsets, usage, sealed));
       } else {
-        await this.pushes.run(
-          this.pushes.insertStatement(tenantId, producerSub, fresh, lastOffsets, undefined, sealed),
-          manager,
-        );
+        await unit.run(this.pushes.store(tenantId, producerSub, fresh, lastOffsets, undefined, sealed));
       }
       unit.afterCommit(() => {
         for (const [queue, count] of perQueue) {
@@ -202,24 +204,25 @@ export class PushService {
 
   /** The duplicate check names its partitions, so it can share the lock's round trip; it holds if all exist. */
   private async lockNamed(
-    tenantId: string,
+    unit: UnitOfWork,
     named: Map<string, Map<string, Slot | undefined>>,
     chosen: NamedTransactionKey[],
-    manager: EntityManager,
   ): Promise<{ locks?: NamedLocks; existing?: Map<string, string> }> {
-    if (chosen.length === 0) return { locks: await this.queues.lockNamed(tenantId, named, manager) };
-    const lock = this.queues.lockNamedStatement(tenantId, named);
-    const { lockRows, existing } = await this.pushes.lockAndFindExisting(tenantId, lock, chosen, manager);
-    const locks = this.queues.lockedNamed(lockRows, named);
+    const lock = this.pushes.lockNamed(unit.tenantId, named);
+    if (chosen.length === 0) return { locks: await unit.run(lock) };
+    const [locks, existing] = await unit.runTogether([
+      lock,
+      this.pushes.findExistingByName(unit.tenantId, chosen),
+    ] as const);
     return locks ? { locks, existing } : {};
   }
 
   private async createAndLock(
-    tenantId: string,
+    unit: UnitOfWork,
     named: Map<string, Map<string, Slot | undefined>>,
-    manager: EntityManager,
   ): Promise<QueueLocks & { locked: LockedPartition[] }> {
-    const queues = await this.queues.ensureQueues(tenantId, [...named.keys()], manager);
+    const { tenantId, manager } = unit;
+    const queues = await this.ensureQueues(unit, [...named.keys()]);
     await this.quotas.admit(tenantId, 'queues', queues.created, manager);
     const wanted: Array<{ queueId: string; name: string }> = [];
     for (const [queue, partitions] of named) {
@@ -227,17 +230,38 @@ export class PushService {
       if (!queueId) throw queueDeleted();
       for (const name of partitions.keys()) wanted.push({ queueId, name });
     }
-    const { locked, created } = await this.queues.lockPartitions(tenantId, wanted, manager);
+    const { locked, created } = await this.ensurePartitions(unit, wanted);
     await this.quotas.admit(tenantId, 'partitions', created, manager);
     return { ids: queues.ids, maxSizes: queues.maxSizes, encrypted: queues.encrypted, locked };
   }
 
-  private async roomLeft(
-    tenantId: string,
-    maxSizes: Map<string, number>,
-    manager: EntityManager,
-  ): Promise<Map<string, number>> {
-    const pending = await this.queues.pending(tenantId, [...maxSizes.keys()], manager);
+  /** Nearly every push names queues that exist: one statement, no insert attempted. */
+  private async ensureQueues(unit: UnitOfWork, names: string[]): Promise<QueueLocks & { created: number }> {
+    const existing = await unit.run(this.pushes.lockQueues(unit.tenantId, names));
+    if (existing.ids.size === names.length) return { ...existing, created: 0 };
+    let created = 0;
+    for (let attempt = 1; ; attempt++) {
+      // A delete racing every round is a tenant deleting its own queues while it pushes to them: the push then
+      // answers that its queue is missing rather than loop.
+      created += await unit.run(this.pushes.createQueues(unit.tenantId, names));
+      const locked = await unit.run(this.pushes.lockQueues(unit.tenantId, names));
+      if (locked.ids.size === names.length || attempt === QUEUE_CREATE_ROUNDS) return { ...locked, created };
+    }
+  }
+
+  /** Partitions that exist are locked at once; only a push that names a new one inserts, then locks again. */
+  private async ensurePartitions(
+    unit: UnitOfWork,
+    partitions: Array<{ queueId: string; name: string }>,
+  ): Promise<{ locked: LockedPartition[]; created: number }> {
+    const existing = await unit.run(this.pushes.lockPartitions(unit.tenantId, partitions));
+    if (existing.length === partitions.length) return { locked: existing, created: 0 };
+    const created = await unit.run(this.pushes.createPartitions(unit.tenantId, partitions));
+    return { locked: await unit.run(this.pushes.lockPartitions(unit.tenantId, partitions)), created };
+  }
+
+  private async roomLeft(unit: UnitOfWork, maxSizes: Map<string, number>): Promise<Map<string, number>> {
+    const pending = await unit.run(this.pushes.pending(unit.tenantId, [...maxSizes.keys()]));
     return new Map([...maxSizes].map(([queueId, max]) => [queueId, max - (pending.get(queueId) ?? 0)]));
   }
 }

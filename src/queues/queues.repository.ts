@@ -1,10 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { arrayLiteral } from '../database/array-literal';
-import { DatabaseEngine, NamedStatement } from '../database/database-engine';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { GroupTotals, groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
-import { QUEUE_STORED_OF_QUEUES, queueDepth, queueStoredCte } from '../consumer-groups/counters';
+import { QUEUE_STORED_OF_QUEUES } from '../consumer-groups/counters';
 import { subscriptionStartOffset } from '../common/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from '../retention/retention-policy';
@@ -32,51 +30,6 @@ export interface QueueRecord {
   extraOptions: Record<string, unknown>;
   createdAt: string;
   updatedAt: string;
-}
-
-/**
- * The queues a push holds key-share locked: each one's id by name, the maxSize of those that have one, and the ids of
- * those whose new payloads are encrypted.
- */
-export interface QueueLocks {
-  ids: Map<string, string>;
-  maxSizes: Map<string, number>;
-  encrypted: Set<string>;
-}
-
-interface QueueLockRow {
-  id: string;
-  name: string;
-  max_size: number | null;
-  encryption_enabled: boolean;
-}
-
-function queueLocks(rows: QueueLockRow[]): QueueLocks {
-  const capped = rows.filter((row) => row.max_size !== null && row.max_size > 0);
-  return {
-    ids: new Map(rows.map((row) => [row.name, row.id])),
-    maxSizes: new Map(capped.map((row) => [row.id, row.max_size!])),
-    encrypted: new Set(rows.filter((row) => row.encryption_enabled).map((row) => row.id)),
-  };
-}
-
-export type NamedLocks = QueueLocks & { locked: LockedPartition[] };
-
-export interface LockNamedRow {
-  queue_id: string;
-  queue_name: string;
-  max_size: number | null;
-  encryption_enabled: boolean;
-  id: string;
-  name: string;
-  last_offset: string;
-}
-
-export interface LockedPartition {
-  id: string;
-  queueId: string;
-  name: string;
-  lastOffset: number;
 }
 
 export interface QueueSettings {
@@ -154,9 +107,6 @@ const NO_QUEUE_TOTALS: QueueTotals = {
   consumerGroups: 0,
 };
 
-/** Rounds of insert-then-lock a push makes for queues deleted under it (ensureQueues). */
-const QUEUE_CREATE_ROUNDS = 3;
-
 /** What a queue's entry in a listing adds besides its name and options: keys, counts, timestamps. */
 const QUEUE_ENTRY_BYTES = 300;
 
@@ -173,171 +123,12 @@ const OPTION_ASSIGNMENTS = QUEUE_OPTIONS.map((option) => {
 
 @Injectable()
 export class QueuesRepository {
-  constructor(private readonly engine: DatabaseEngine) {}
-
   async find(tenantId: string, name: string, manager: EntityManager): Promise<QueueRecord | undefined> {
     const rows: QueueRow[] = await manager.query(
       `SELECT ${QUEUE_COLUMNS} FROM queues q WHERE q.tenant_id = $1 AND q.name = $2`,
       [tenantId, name],
     );
     return rows.length > 0 ? toQueue(rows[0]) : undefined;
-  }
-
-  /** The usual push in one statement; locks as ensureQueues and lockPartitions do, which create what is missing. */
-  async lockNamed(
-    tenantId: string,
-    named: Map<string, Map<string, unknown>>,
-    manager: EntityManager,
-  ): Promise<NamedLocks | undefined> {
-    return this.lockedNamed(await this.engine.runPrepared(manager, this.lockNamedStatement(tenantId, named)), named);
-  }
-
-  lockNamedStatement(tenantId: string, named: Map<string, Map<string, unknown>>): NamedStatement {
-    const queueNames: string[] = [];
-    const partitionNames: string[] = [];
-    for (const [queue, partitions] of named) {
-      for (const partition of partitions.keys()) {
-        queueNames.push(queue);
-        partitionNames.push(partition);
-      }
-    }
-    return {
-      name: 'leasehold_lock_named',
-      text: `WITH q AS MATERIALIZED (
-         SELECT id, name, max_size, encryption_enabled FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
-          ORDER BY name FOR KEY SHARE
-       )
-       SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, q.encryption_enabled, p.id, p.name, p.last_offset
-         FROM unnest($3::text[], $4::text[]) AS t(queue_name, name)
-         JOIN q ON q.name = t.queue_name
-         JOIN partitions p ON p.tenant_id = $1 AND p.queue_id = q.id AND p.name = t.name
-        ORDER BY p.id
-          FOR NO KEY UPDATE OF p`,
-      values: [tenantId, arrayLiteral([...named.keys()]), arrayLiteral(queueNames), arrayLiteral(partitionNames)],
-    };
-  }
-
-  /** Undefined unless every partition named exists (and is now locked). */
-  lockedNamed(rows: LockNamedRow[], named: Map<string, Map<string, unknown>>): NamedLocks | undefined {
-    let wanted = 0;
-    for (const partitions of named.values()) wanted += partitions.size;
-    if (rows.length !== wanted) return undefined;
-    return {
-      ...queueLocks(
-        rows.map((row) => ({
-          id: row.queue_id,
-          name: row.queue_name,
-          max_size: row.max_size,
-          encryption_enabled: row.encryption_enabled,
-        })),
-      ),
-      locked: rows.map((row) => ({
-        id: row.id,
-        queueId: row.queue_id,
-        name: row.name,
-        lastOffset: Number(row.last_offset),
-      })),
-    };
-  }
-
-  /**
-   * Key-share locked so none can be deleted before this transaction commits; inserted in name order so concurrent
-   * first pushes cannot deadlock. A queue deleted between the insert and the lock is created again.
-   */
-  async ensureQueues(
-    tenantId: string,
-    names: string[],
-    manager: EntityManager,
-  ): Promise<QueueLocks & { created: number }> {
-    const lockExisting = async () =>
-      queueLocks(
-        await this.engine.prepared<QueueLockRow>(
-          manager,
-          'leasehold_lock_queues',
-          `SELECT id, name, max_size, encryption_enabled FROM queues WHERE tenant_id = $1 AND name = ANY($2::text[])
-            ORDER BY name FOR KEY SHARE`,
-          [tenantId, names],
-        ),
-      );
-    // Nearly every push names queues that exist: one statement, no insert attempted.
-    const existing = await lockExisting();
-    if (existing.ids.size === names.length) return { ...existing, created: 0 };
-    let created = 0;
-    for (let attempt = 1; ; attempt++) {
-      // A delete racing every round is a tenant deleting its own queues while it pushes to them: the push then
-      // answers that its queue is missing rather than loop.
-      const [inserted]: Array<{ created: number }> = await manager.query(
-        `WITH created AS (
-           INSERT INTO queues (tenant_id, id, name)
-           SELECT $1, t.id, t.name FROM unnest($2::uuid[], $3::text[]) AS t(id, name) ORDER BY t.name
-           ON CONFLICT (tenant_id, name) DO NOTHING
-           RETURNING 1
-         )
-         SELECT count(*)::int AS created FROM created`,
-        [tenantId, names.map(() => uuidv7()), names],
-      );
-      created += inserted.created;
-      const locked = await lockExisting();
-      if (locked.ids.size === names.length || attempt === QUEUE_CREATE_ROUNDS) return { ...locked, created };
-    }
-  }
-
-  /** FOR NO KEY UPDATE, not FOR UPDATE: pops creating consumer rows take a key-share lock through the foreign key. */
-  async lockPartitions(
-    tenantId: string,
-    partitions: Array<{ queueId: string; name: string }>,
-    manager: EntityManager,
-  ): Promise<{ locked: LockedPartition[]; created: number }> {
-    const queueIds = partitions.map((partition) => partition.queueId);
-    const names = partitions.map((partition) => partition.name);
-    const lockAll = async () => {
-      const rows = await this.engine.prepared<{ id: string; queue_id: string; name: string; last_offset: string }>(
-        manager,
-        'leasehold_lock_partitions',
-        `SELECT p.id, p.queue_id, p.name, p.last_offset
-           FROM partitions p
-           JOIN unnest($2::uuid[], $3::text[]) AS t(queue_id, name) ON p.queue_id = t.queue_id AND p.name = t.name
-          WHERE p.tenant_id = $1
-          ORDER BY p.id
-            FOR NO KEY UPDATE OF p`,
-        [tenantId, queueIds, names],
-      );
-      return rows.map((row) => ({
-        id: row.id,
-        queueId: row.queue_id,
-        name: row.name,
-        lastOffset: Number(row.last_offset),
-      }));
-    };
-    // Partitions that exist are locked at once; only a push that names a new one inserts, then locks again.
-    const existing = await lockAll();
-    if (existing.length === partitions.length) return { locked: existing, created: 0 };
-    // No cursors: the push that creates a partition gives each group of its queue one (PushRepository).
-    const [inserted]: Array<{ created: number }> = await manager.query(
-      `WITH created AS (
-         INSERT INTO partitions (tenant_id, id, queue_id, name)
-         SELECT $1, t.id, t.queue_id, t.name FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS t(id, queue_id, name)
-         ORDER BY t.queue_id, t.name
-         ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
-         RETURNING tenant_id, id, queue_id
-       ), ${queueStoredCte(
-         'partitions_counted',
-         'SELECT tenant_id, queue_id, 0 AS messages, 1 AS partitions, 0 AS offsets FROM created',
-       )}
-       SELECT count(*)::int AS created FROM created`,
-      [tenantId, partitions.map(() => uuidv7()), queueIds, names],
-    );
-    return { locked: await lockAll(), created: inserted.created };
-  }
-
-  /** Per queue id, its depth (queueDepth): what maxSize holds it to, read from the counters, not its partitions. */
-  async pending(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, number>> {
-    const rows: Array<{ queue_id: string; pending: string }> = await manager.query(
-      `SELECT q.id AS queue_id, ${queueDepth('q')} AS pending FROM queues q
-        WHERE q.tenant_id = $1 AND q.id = ANY($2::uuid[])`,
-      [tenantId, queueIds],
-    );
-    return new Map(rows.map((row) => [row.queue_id, Number(row.pending)]));
   }
 
   async partitionId(
