@@ -5,7 +5,7 @@ import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
 import { nothing, prepared, raw, shared, sql, Statement, statement } from '../database/statement';
-import { TransactionKey } from '../messages/message-shape';
+import { TransactionKey } from '../message/message-shape';
 import { keepsDeadLetters } from '../queues/keeps-dead-letters';
 
 export interface CursorKey {

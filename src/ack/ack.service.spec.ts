@@ -11,7 +11,7 @@ import { Writes } from '../wakeup/writes';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckRepository, Cursor, CursorKey, CursorUpdate, DeadLetter } from './ack.repository';
 import { AckService, INVALID_LEASE } from './ack.service';
-import { TransactionKey } from '../messages/message-shape';
+import { TransactionKey } from '../message/message-shape';
 
 const P1 = '0198f2c1-0000-7000-8000-000000000001';
 const P2 = '0198f2c1-0000-7000-8000-000000000002';

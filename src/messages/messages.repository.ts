@@ -7,7 +7,13 @@ import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
 import { PayloadCipher, UnreadablePayloadError } from '../encryption/payload-cipher';
-import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessage, StoredMessageRow, WireMessage } from './message-shape';
+import {
+  STORED_MESSAGE_COLUMNS,
+  storedMessage,
+  StoredMessage,
+  StoredMessageRow,
+  WireMessage,
+} from '../message/message-shape';
 
 export type MessageStatus = 'pending' | 'leased' | 'completed' | 'dead_letter';
 

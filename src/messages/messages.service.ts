@@ -9,7 +9,7 @@ import { QueuesRepository } from '../queues/queues.repository';
 import { Writes } from '../wakeup/writes';
 import { UsageChange } from '../limits/stored-usage.repository';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
-import { messageJson } from './message-shape';
+import { messageJson } from '../message/message-shape';
 import { MessagesRepository, MessageFilter } from './messages.repository';
 import {
   ClearQueueResponseDto,

@@ -7,7 +7,7 @@ import { groupLagCte } from '../consumer-groups/counters';
 import { DatabaseEngine } from '../database/database-engine';
 import { Statement } from '../database/statement';
 import { PayloadCipher } from '../encryption/payload-cipher';
-import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../messages/message-shape';
+import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../message/message-shape';
 
 /** Keys, ids, timestamps, punctuation and a claimedPartitions entry: what a message adds besides payload and names. */
 export const MESSAGE_ENVELOPE_BYTES = 560;

@@ -6,7 +6,7 @@ import { uuidv7 } from '../common/uuid';
 import { groupLagCte, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { arrayLiteral } from '../database/array-literal';
 import { NO_SQL, nothing, prepared, raw, Shared, shared, Sql, sql, Statement, statement } from '../database/statement';
-import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
+import { TransactionKey, NamedTransactionKey } from '../message/message-shape';
 import { usageCtes, UsageRecord } from '../limits/stored-usage.repository';
 
 export interface NewMessage {

@@ -17,7 +17,7 @@ import { Writes } from '../wakeup/writes';
 import { PushItem } from './dto/push-request.dto';
 import { NewMessage, PushRepository } from './push.repository';
 import { PushService } from './push.service';
-import { TransactionKey, NamedTransactionKey } from '../messages/message-shape';
+import { TransactionKey, NamedTransactionKey } from '../message/message-shape';
 
 interface Insert {
   producerSub: string | null;

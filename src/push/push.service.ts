@@ -19,7 +19,7 @@ import {
   QUEUE_CREATE_ROUNDS,
   QueueLocks,
 } from './push.repository';
-import { NamedTransactionKey } from '../messages/message-shape';
+import { NamedTransactionKey } from '../message/message-shape';
 
 export const QUEUE_FULL = 'queue is full';
 

@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { contractRule, IsName, ToQueryInteger, zonedTimestamp } from '../../common/contract-validators';
-import { MessageDto } from '../message-shape';
+import { MessageDto } from '../../message/message-shape';
 import { IntegerParameter } from '../../common/integer-parameter.decorator';
 
 export const MESSAGE_STATUSES = ['pending', 'leased', 'completed', 'dead_letter'] as const;

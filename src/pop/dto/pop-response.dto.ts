@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptions } from '@nestjs/swagger';
-import { MessageDto, messageJson, WireMessage } from '../../messages/message-shape';
+import { MessageDto, messageJson, WireMessage } from '../../message/message-shape';
 
 const EXAMPLE_ID = '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90';
 
