@@ -26,3 +26,24 @@ describe('package.json engines', () => {
     expect(refusing).toEqual([]);
   });
 });
+
+/** The code uses these packages' internals (docs/internals.md): an upgrade is a change of its own, tested. */
+const INTERNALS_USED: Record<string, 'exact' | 'patch'> = {
+  pg: 'exact',
+  express: 'patch',
+  '@nestjs/common': 'patch',
+  '@nestjs/core': 'patch',
+  '@nestjs/platform-express': 'patch',
+  typeorm: 'patch',
+};
+
+describe('package.json ranges', () => {
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+    dependencies: Record<string, string>;
+  };
+
+  it.each(Object.entries(INTERNALS_USED))('holds %s, whose internals the code uses, to %s releases', (name, hold) => {
+    const range = manifest.dependencies[name];
+    expect(range).toMatch(hold === 'exact' ? /^\d+\.\d+\.\d+$/ : /^~\d+\.\d+\.\d+$/);
+  });
+});
