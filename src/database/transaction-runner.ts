@@ -9,6 +9,7 @@ import { asQueryFailed, DatabaseEngine } from './database-engine';
 import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryPipelined } from './pipelined-query';
 import { ConflictRetries } from './conflict-retries';
+import { Statement } from './statement';
 import { TenantGate } from './tenant-gate';
 
 /** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
@@ -52,6 +53,11 @@ export class TransactionRunner {
     this.budgetMs = workBudgetMs(config.database);
     this.acquireTimeoutMs = config.database.acquireTimeoutMs;
     this.gate = new TenantGate(config.limits.tenantMaxConnections);
+  }
+
+  /** One statement in a bounded transaction of its own, as run() runs work; its answer parsed. */
+  async runOne<T>(tenantId: string | undefined, statement: Statement<T>): Promise<T> {
+    return statement.parse(await this.run(tenantId, (_manager, transaction) => transaction.rows(statement)));
   }
 
   /** The pool was resized: one tenant's share follows it. */

@@ -3,6 +3,7 @@ import { RetryLaterException } from '../common/retry-later.exception';
 import { DatabaseEngine } from '../database/database-engine';
 import { TransactionRunner } from '../database/transaction-runner';
 import { errorMessage } from '../common/error-message';
+import { MaintenanceRepository } from './maintenance.repository';
 
 export interface MaintenanceState {
   maintenanceMode: boolean;
@@ -30,6 +31,7 @@ export class MaintenanceService implements OnApplicationBootstrap, OnApplication
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly engine: DatabaseEngine,
+    private readonly switches: MaintenanceRepository,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -57,33 +59,18 @@ export class MaintenanceService implements OnApplicationBootstrap, OnApplication
   }
 
   async state(tenantId: string): Promise<MaintenanceState> {
-    const rows: Array<{ pushes_paused: boolean; pops_paused: boolean }> = await this.transactions.run(
-      tenantId,
-      (manager) => manager.query('SELECT pushes_paused, pops_paused FROM maintenance WHERE tenant_id = $1', [tenantId]),
-    );
-    const state = {
-      maintenanceMode: rows[0]?.pushes_paused ?? false,
-      popMaintenanceMode: rows[0]?.pops_paused ?? false,
-    };
+    const { pushesPaused, popsPaused } = await this.transactions.runOne(tenantId, this.switches.switches(tenantId));
+    const state = { maintenanceMode: pushesPaused, popMaintenanceMode: popsPaused };
     this.remember(tenantId, state);
     return state;
   }
 
   async set(tenantId: string, switches: { pushes?: boolean; pops?: boolean }): Promise<MaintenanceState> {
-    const [row]: Array<{ pushes_paused: boolean; pops_paused: boolean }> = await this.transactions.run(
+    const { pushesPaused, popsPaused } = await this.transactions.runOne(
       tenantId,
-      (manager) =>
-        manager.query(
-          `INSERT INTO maintenance AS m (tenant_id, pushes_paused, pops_paused)
-           VALUES ($1, COALESCE($2, false), COALESCE($3, false))
-           ON CONFLICT (tenant_id) DO UPDATE
-              SET pushes_paused = COALESCE($2, m.pushes_paused), pops_paused = COALESCE($3, m.pops_paused),
-                  updated_at = now()
-           RETURNING pushes_paused, pops_paused`,
-          [tenantId, switches.pushes ?? null, switches.pops ?? null],
-        ),
+      this.switches.set(tenantId, switches),
     );
-    const state = { maintenanceMode: row.pushes_paused, popMaintenanceMode: row.pops_paused };
+    const state = { maintenanceMode: pushesPaused, popMaintenanceMode: popsPaused };
     this.remember(tenantId, state);
     this.logger.log(
       `Tenant ${tenantId}: pushes ${state.maintenanceMode ? 'paused' : 'allowed'}, ` +
@@ -102,15 +89,10 @@ export class MaintenanceService implements OnApplicationBootstrap, OnApplication
   private async refresh(): Promise<void> {
     const version = this.version;
     try {
-      const rows: Array<{ tenant_id: string; pushes_paused: boolean; pops_paused: boolean }> =
-        await this.transactions.run(undefined, (manager) =>
-          manager.query(
-            'SELECT tenant_id, pushes_paused, pops_paused FROM maintenance WHERE pushes_paused OR pops_paused',
-          ),
-        );
+      const paused = await this.transactions.runOne(undefined, this.switches.paused());
       if (version !== this.version) return;
-      this.pushesPaused = new Set(rows.filter((row) => row.pushes_paused).map((row) => row.tenant_id));
-      this.popsPaused = new Set(rows.filter((row) => row.pops_paused).map((row) => row.tenant_id));
+      this.pushesPaused = new Set(paused.filter((tenant) => tenant.pushesPaused).map((tenant) => tenant.tenantId));
+      this.popsPaused = new Set(paused.filter((tenant) => tenant.popsPaused).map((tenant) => tenant.tenantId));
     } catch (error) {
       this.logger.warn(`Could not read the maintenance switches: ${errorMessage(error)}`);
     }

@@ -1,3 +1,4 @@
+import { MaintenanceRepository } from '../maintenance/maintenance.repository';
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { OpenTransaction, TransactionRunner } from '../database/transaction-runner';
 import { Statement } from '../database/statement';
@@ -183,7 +184,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
       pushes,
       metrics,
       quotas,
-      new MaintenanceService({} as TransactionRunner, {} as DatabaseEngine),
+      new MaintenanceService({} as TransactionRunner, {} as DatabaseEngine, new MaintenanceRepository()),
       new PayloadCipher({ encryptionKeys: [] } as unknown as AppConfig),
       {} as EncryptionKeysRepository,
       {
