@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { subscriptionStartOffset } from '../src/common/subscription-start';
+import { subscriptionStartOffset } from '../src/consumer-groups/subscription-start';
 
 /**
  * Pops find the partitions they can claim through an index instead of

@@ -1,6 +1,6 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 import { dropInvalidIndex } from '../src/database/invalid-index';
-import { subscriptionStartOffset } from '../src/common/subscription-start';
+import { subscriptionStartOffset } from '../src/consumer-groups/subscription-start';
 
 /** Rows per statement of the one-time pass over existing cursors: each commits on its own, holding locks briefly. */
 const BATCH = 10_000;
@@ -49,7 +49,7 @@ export class ReadyCursors1797600000000 implements MigrationInterface {
             LIMIT ${BATCH}
               FOR UPDATE OF c SKIP LOCKED
          ), unmarked AS (
-           -- As src/common/cursor-ready.ts decides it, written out: a migration does not change with the code.
+           -- As src/consumer-groups/cursor-ready.ts decides it, written out: a migration does not change with the code.
            UPDATE consumers c SET ready = NOT EXISTS (
                     SELECT 1 FROM partitions rp
                      WHERE rp.tenant_id = c.tenant_id AND rp.id = c.partition_id AND rp.last_offset <= c.committed_offset

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { compositeKey } from '../common/composite-key';
-import { readyAfter } from '../common/cursor-ready';
+import { readyAfter } from '../consumer-groups/cursor-ready';
 import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';

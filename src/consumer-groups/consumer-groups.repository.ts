@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
-import { readyAfter } from '../common/cursor-ready';
-import { subscriptionStartOffset } from '../common/subscription-start';
+import { readyAfter } from './cursor-ready';
+import { subscriptionStartOffset } from './subscription-start';
 import { GROUP_LAG_OF_QUEUES, groupLagCte, QUEUE_STORED_OF_QUEUES } from './counters';
 
 export interface GroupEntry {

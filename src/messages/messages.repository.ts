@@ -1,8 +1,8 @@
 import { Injectable, UnprocessableEntityException } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { readyAfter } from '../common/cursor-ready';
+import { readyAfter } from '../consumer-groups/cursor-ready';
 import { isoTimestamp } from '../common/sql-timestamp';
-import { subscriptionStartOffset } from '../common/subscription-start';
+import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';

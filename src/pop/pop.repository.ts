@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
-import { readyAfter } from '../common/cursor-ready';
-import { subscriptionStartOffset } from '../common/subscription-start';
+import { readyAfter } from '../consumer-groups/cursor-ready';
+import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { groupLagCte } from '../consumer-groups/counters';
 import { DatabaseEngine } from '../database/database-engine';
 import { Statement } from '../database/statement';

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { compositeKey } from '../common/composite-key';
-import { subscriptionStartOffset } from '../common/subscription-start';
+import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { groupLagCte, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { arrayLiteral } from '../database/array-literal';

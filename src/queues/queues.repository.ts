@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { GroupTotals, groupKey, groupTotals } from '../consumer-groups/consumer-groups.repository';
 import { QUEUE_STORED_OF_QUEUES } from '../consumer-groups/counters';
-import { subscriptionStartOffset } from '../common/subscription-start';
+import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { uuidv7 } from '../common/uuid';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from '../retention/retention-policy';
 import {

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { readyAfter } from '../common/cursor-ready';
-import { subscriptionStartOffset } from '../common/subscription-start';
+import { readyAfter } from '../consumer-groups/cursor-ready';
+import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';

@@ -73,7 +73,7 @@ export class ConsumerEntity {
   @Column({ name: 'retry_at', type: 'timestamptz', nullable: true })
   retryAt: Date | null;
 
-  /** Work may be waiting here: set by pushes, cleared only under the partition's share lock (src/common/cursor-ready.ts). */
+  /** Work may be waiting here: set by pushes, cleared only under the partition's share lock (src/consumer-groups/cursor-ready.ts). */
   @Column({ name: 'ready', type: 'boolean', default: true })
   ready: boolean;
 
