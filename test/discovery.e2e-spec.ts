@@ -3,7 +3,9 @@ import { ClientRequest, IncomingMessage, request as httpRequest, ServerResponse 
 import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DataSource } from 'typeorm';
+import { Statement } from '../src/database/statement';
 import { PopRepository } from '../src/pop/pop.repository';
+import { UnitOfWork } from '../src/database/unit-of-work';
 import { PopService } from '../src/pop/pop.service';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient } from './support/broker-client';
@@ -226,17 +228,19 @@ describe('long polls whose clients go', () => {
     await client.configure({ queue, namespace: `${queue}-ns` }).expect(200);
     await client.pushMany(queue, 3);
     const path = pathOf(queue);
-    const pops = app.get(PopRepository);
-    const original = pops.target.bind(pops);
+    const run = UnitOfWork.prototype.run;
     let poll: ReturnType<typeof openPoll> | undefined;
-    // The client goes while the claim is under way, once the broker has seen it go.
-    const target = jest.spyOn(pops, 'target').mockImplementation(async (...args) => {
-      if (args[0] === client.tenant && poll) {
+    // The client goes while the claim is under way (before its target is read), once the broker has seen it go.
+    const target = jest.spyOn(UnitOfWork.prototype, 'run').mockImplementation(async function <T>(
+      this: UnitOfWork,
+      statement: Statement<T>,
+    ): Promise<T> {
+      if (this.tenantId === client.tenant && statement.name === 'leasehold_pop_target' && poll) {
         const seen = serverSawClose(path);
         poll.close();
         await seen;
       }
-      return original(...args);
+      return run.call(this, statement) as Promise<T>;
     });
     const service = app.get(PopService);
     const served = [jest.spyOn(service, 'discover'), jest.spyOn(service, 'popOrPark')];

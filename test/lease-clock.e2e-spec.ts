@@ -71,7 +71,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
         await manager.query('SELECT pg_sleep(1.5)');
         const queue = (await queues.find(tenant, 'clock', manager))!;
         await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
-        await pops.backfill(tenant, queue.id, '__QUEUE_MODE__', 100, manager);
+        await transaction.rows(pops.backfill(tenant, queue.id, '__QUEUE_MODE__', 100));
         const request = {
           queueId: queue.id,
           partitionId: undefined,

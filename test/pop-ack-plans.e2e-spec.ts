@@ -2,7 +2,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { AckRepository } from '../src/ack/ack.repository';
 import { loadConfig } from '../src/config/load-config';
-import { DatabaseEngine } from '../src/database/database-engine';
 import { Statement } from '../src/database/statement';
 import { PayloadCipher } from '../src/encryption/payload-cipher';
 import { migrateDatabase } from '../src/database/run-migrations';
@@ -138,7 +137,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     const claim = (partitions: number) =>
       statement(
         `the claim of ${partitions} partitions`,
-        new PopRepository({} as DatabaseEngine, {} as PayloadCipher).claim(tenant, {
+        new PopRepository({} as PayloadCipher).claim(tenant, {
           queueId,
           partitionId: undefined,
           consumerGroup: GROUP,

@@ -4,8 +4,7 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../consumer-groups/cursor-ready';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { groupLagCte } from '../consumer-groups/counters';
-import { DatabaseEngine } from '../database/database-engine';
-import { Statement } from '../database/statement';
+import { nothing, prepared, raw, shared, Sql, sql, Statement, statement } from '../database/statement';
 import { PayloadCipher } from '../encryption/payload-cipher';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../message/message-shape';
 
@@ -40,7 +39,6 @@ export interface ClaimedMessage extends WireMessage {
   leaseLost: boolean;
 }
 
-/* The claim: one statement, by the clock read once at the claim. Why each part is there: docs/internals.md. */
 /** Creation time of the partition `p`'s newest message (windowBuffer). */
 const NEWEST_CREATED_AT = `(SELECT m.created_at FROM messages m
                              WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq = p.last_offset)`;
@@ -49,7 +47,22 @@ const NEXT_CREATED_AT = `(SELECT m.created_at FROM messages m
                            WHERE m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.seq > c.committed_offset
                            ORDER BY m.seq LIMIT 1)`;
 
-const CLAIM_SQL = `
+/**
+ * The claim: one statement, by the clock read once at the claim. Why each part is there: docs/internals.md. The group
+ * is its third parameter, as the docs say.
+ */
+function claimSql(tenantId: string, request: ClaimRequest): Sql {
+  const tenant = shared(tenantId);
+  const queueId = shared(request.queueId);
+  const group = shared(request.consumerGroup);
+  const partition = shared(request.partitionId ?? null);
+  const batch = shared(request.batch);
+  const autoAck = shared(request.autoAck);
+  const maxTotalSeconds = shared(request.maxTotalSeconds ?? null);
+  const delayed = shared(request.delayedProcessing);
+  const window = shared(request.windowBuffer);
+  const { maxPartitions, leaseId, leaseSeconds, maxBytes, retryDelayMs: retryDelay } = request;
+  return sql`
   WITH clock AS (
     SELECT clock_timestamp() AS now
   ), candidates AS (
@@ -58,56 +71,56 @@ const CLAIM_SQL = `
            c.lease_id AS ended_lease_id
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-     WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3 AND c.ready
-       AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
+     WHERE c.tenant_id = ${tenant} AND c.queue_id = ${queueId} AND c.consumer_group = ${group} AND c.ready
+       AND (${partition}::uuid IS NULL OR c.partition_id = ${partition}::uuid)
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL
-            OR c.lease_expires_at + $14::int * interval '1 ms' <= (SELECT now FROM clock))
+            OR c.lease_expires_at + ${retryDelay}::int * interval '1 ms' <= (SELECT now FROM clock))
        AND (c.retry_at IS NULL OR c.retry_at <= (SELECT now FROM clock))
-       AND ($13::int = 0 OR COALESCE(${NEWEST_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $13))
-       AND ($12::int = 0 OR c.committed_offset < c.delivered_offset
-            OR COALESCE(${NEXT_CREATED_AT}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => $12))
+       AND (${window}::int = 0 OR COALESCE(${raw(NEWEST_CREATED_AT)}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => ${window}))
+       AND (${delayed}::int = 0 OR c.committed_offset < c.delivered_offset
+            OR COALESCE(${raw(NEXT_CREATED_AT)}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => ${delayed}))
      ORDER BY c.updated_at, c.partition_id
-     LIMIT $5
+     LIMIT ${maxPartitions}
        FOR UPDATE OF c SKIP LOCKED
   ), spans AS (
-    SELECT k.*, r.redelivery, e.span_end, LEAST(e.span_end - k.committed_offset, $6) AS available,
+    SELECT k.*, r.redelivery, e.span_end, LEAST(e.span_end - k.committed_offset, ${batch}) AS available,
            row_number() OVER (ORDER BY k.updated_at, k.partition_id) AS claim_order
       FROM candidates k
      -- A span handed out before is handed out again alone, unless every message in it was deleted since.
      CROSS JOIN LATERAL (
            SELECT k.committed_offset < k.delivered_offset
                   AND EXISTS (SELECT 1 FROM messages m
-                               WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
+                               WHERE m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                                  AND m.seq > k.committed_offset AND m.seq <= k.delivered_offset) AS redelivery) r
      CROSS JOIN LATERAL (
            SELECT CASE WHEN r.redelivery THEN k.delivered_offset
-                       WHEN $12::int = 0 THEN k.last_offset
+                       WHEN ${delayed}::int = 0 THEN k.last_offset
                        -- Delayed: up to the last message due (none when none is; past the cursor when none is kept).
                        ELSE COALESCE((SELECT max(m.seq) FROM messages m
-                                       WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
+                                       WHERE m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                                          AND m.seq > k.committed_offset AND m.seq <= k.last_offset
-                                         AND m.created_at <= (SELECT now FROM clock) - make_interval(secs => $12)),
+                                         AND m.created_at <= (SELECT now FROM clock) - make_interval(secs => ${delayed})),
                                      CASE WHEN EXISTS (SELECT 1 FROM messages m
-                                                        WHERE m.tenant_id = $1 AND m.partition_id = k.partition_id
+                                                        WHERE m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                                                           AND m.seq > k.committed_offset)
                                           THEN k.committed_offset ELSE k.last_offset END)
                   END AS span_end) e
   ), sized AS (
-    SELECT s.*, LEAST(s.available, $6 - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take
+    SELECT s.*, LEAST(s.available, ${batch} - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take
       FROM spans s
   ), measured AS (
     SELECT z.partition_id, m.seq,
            sum(coalesce(m.payload_bytes, octet_length(m.payload::text)) + octet_length(m.transaction_id)
                + coalesce(octet_length(m.trace_id), 0) + coalesce(octet_length(m.producer_sub), 0)
-               + 2 * octet_length(z.partition) + octet_length($3) + ${MESSAGE_ENVELOPE_BYTES})
+               + 2 * octet_length(z.partition) + octet_length(${group}) + ${raw(String(MESSAGE_ENVELOPE_BYTES))})
              OVER (ORDER BY z.claim_order, m.seq) AS answer_bytes,
            row_number() OVER (ORDER BY z.claim_order, m.seq) AS position
       FROM sized z
      CROSS JOIN LATERAL (
            SELECT m.seq, m.payload_bytes, m.payload, m.transaction_id, m.trace_id, m.producer_sub
              FROM messages m
-            WHERE m.tenant_id = $1 AND m.partition_id = z.partition_id
+            WHERE m.tenant_id = ${tenant} AND m.partition_id = z.partition_id
               AND m.seq > z.committed_offset AND m.seq <= z.span_end
             ORDER BY m.seq
             LIMIT z.take
@@ -116,51 +129,54 @@ const CLAIM_SQL = `
   ), fitting AS (
     SELECT partition_id, max(seq) AS through_offset
       FROM measured
-     WHERE answer_bytes <= $10 OR position = 1
+     WHERE answer_bytes <= ${maxBytes} OR position = 1
      GROUP BY partition_id
   ), emptied AS (
     -- Retention deleted what lay past this cursor: move it on, so the partition stops being a candidate.
-    -- Both updates join on the locked row's group, not $3: see "Plans without fresh statistics".
+    -- Both updates join on the locked row's group, not the group parameter: see "Plans without fresh statistics".
     UPDATE consumers c
        SET committed_offset = z.span_end, delivered_offset = GREATEST(c.delivered_offset, z.span_end), retry_count = 0,
-           ready = ${readyAfter('c', 'z.span_end')}
+           ready = ${raw(readyAfter('c', 'z.span_end'))}
       FROM sized z
-     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
+     WHERE c.tenant_id = ${tenant} AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
        AND z.take > 0 AND NOT EXISTS (SELECT 1 FROM measured s WHERE s.partition_id = z.partition_id)
     RETURNING c.tenant_id, c.queue_id, c.consumer_group, z.committed_offset - z.span_end AS lag
   ), claimed AS (
     UPDATE consumers c
-       SET lease_id = CASE WHEN $9 THEN NULL ELSE $7::uuid END,
-           lease_expires_at = CASE WHEN $9 THEN NULL ELSE (SELECT now FROM clock) + make_interval(secs => $8) END,
-           lease_end_offset = CASE WHEN $9 THEN NULL ELSE f.through_offset END,
-           committed_offset = CASE WHEN $9 THEN f.through_offset ELSE c.committed_offset END,
-           retry_count = CASE WHEN $9 THEN 0 ELSE c.retry_count END,
-           ready = CASE WHEN $9 THEN ${readyAfter('c', 'f.through_offset')} ELSE c.ready END,
+       SET lease_id = CASE WHEN ${autoAck} THEN NULL ELSE ${leaseId}::uuid END,
+           lease_expires_at = CASE WHEN ${autoAck} THEN NULL ELSE (SELECT now FROM clock) + make_interval(secs => ${leaseSeconds}) END,
+           lease_end_offset = CASE WHEN ${autoAck} THEN NULL ELSE f.through_offset END,
+           committed_offset = CASE WHEN ${autoAck} THEN f.through_offset ELSE c.committed_offset END,
+           retry_count = CASE WHEN ${autoAck} THEN 0 ELSE c.retry_count END,
+           ready = CASE WHEN ${autoAck} THEN ${raw(readyAfter('c', 'f.through_offset'))} ELSE c.ready END,
            delivered_offset = GREATEST(c.delivered_offset, f.through_offset),
            delivery_attempt = CASE WHEN z.redelivery THEN c.delivery_attempt + 1 ELSE 1 END,
            lease_epoch = c.lease_epoch + 1,
            lease_renewals = 0, lease_renewed_at = NULL, lease_renewal_slack_ms = NULL,
-           lease_deadline = CASE WHEN $9 OR $11::int IS NULL THEN NULL
-                                 ELSE (SELECT now FROM clock) + make_interval(secs => $11) END,
+           lease_deadline = CASE WHEN ${autoAck} OR ${maxTotalSeconds}::int IS NULL THEN NULL
+                                 ELSE (SELECT now FROM clock) + make_interval(secs => ${maxTotalSeconds}) END,
            updated_at = now()
       FROM sized z
       JOIN fitting f ON f.partition_id = z.partition_id
-     WHERE c.tenant_id = $1 AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
+     WHERE c.tenant_id = ${tenant} AND c.partition_id = z.partition_id AND c.consumer_group = z.consumer_group
     RETURNING c.partition_id, c.delivery_attempt, c.lease_epoch, z.partition, z.claim_order,
               z.committed_offset AS after_offset, f.through_offset,
               z.ended_lease_id IS NOT NULL AND z.redelivery AS lease_lost,
               c.tenant_id, c.queue_id, c.consumer_group,
-              CASE WHEN $9 THEN z.committed_offset - f.through_offset ELSE 0 END AS lag
-  ), ${groupLagCte(
-    'lag_counted',
-    `SELECT tenant_id, queue_id, consumer_group, lag FROM emptied
+              CASE WHEN ${autoAck} THEN z.committed_offset - f.through_offset ELSE 0 END AS lag
+  ), ${raw(
+    groupLagCte(
+      'lag_counted',
+      `SELECT tenant_id, queue_id, consumer_group, lag FROM emptied
      UNION ALL SELECT tenant_id, queue_id, consumer_group, lag FROM claimed`,
+    ),
   )}
-  SELECT ${STORED_MESSAGE_COLUMNS}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch
+  SELECT ${raw(STORED_MESSAGE_COLUMNS)}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch
     FROM claimed k
-    JOIN messages m ON m.tenant_id = $1 AND m.partition_id = k.partition_id
+    JOIN messages m ON m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
    ORDER BY k.claim_order, m.seq`;
+}
 
 export interface PopTarget {
   queueId: string;
@@ -178,56 +194,40 @@ export interface PopTarget {
 
 @Injectable()
 export class PopRepository {
-  constructor(
-    private readonly engine: DatabaseEngine,
-    private readonly cipher: PayloadCipher,
-  ) {}
+  constructor(private readonly cipher: PayloadCipher) {}
 
   /** Everything a pop needs before claiming, in one round trip; undefined when the queue does not exist. */
-  async target(
+  target(
     tenantId: string,
     queue: string,
     partition: string | undefined,
     consumerGroup: string,
-    manager: EntityManager,
-  ): Promise<PopTarget | undefined> {
-    const rows: Array<{
-      id: string;
-      lease_time: number;
-      delayed_processing: number;
-      window_buffer: number;
-      retry_delay_ms: number;
-      partition_id: string | null;
-      group_exists: boolean;
-      backfilling: boolean;
-      has_cursor: boolean;
-    }> = await this.engine.prepared(
-      manager,
+  ): Statement<PopTarget | undefined> {
+    const group = shared(consumerGroup);
+    return prepared(
       'leasehold_pop_target',
-      `SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.retry_delay_ms, p.id AS partition_id,
+      sql`SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.retry_delay_ms, p.id AS partition_id,
                 g.name IS NOT NULL AS group_exists, g.backfill_from IS NOT NULL AS backfilling,
                 p.id IS NOT NULL AND EXISTS (SELECT 1 FROM consumers c
                                               WHERE c.tenant_id = q.tenant_id AND c.partition_id = p.id
-                                                AND c.consumer_group = $4) AS has_cursor
+                                                AND c.consumer_group = ${group}) AS has_cursor
            FROM queues q
-           LEFT JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = $3
-           LEFT JOIN consumer_groups g ON g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $4
-          WHERE q.tenant_id = $1 AND q.name = $2`,
-      [tenantId, queue, partition ?? null, consumerGroup],
+           LEFT JOIN partitions p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name = ${partition ?? null}
+           LEFT JOIN consumer_groups g ON g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = ${group}
+          WHERE q.tenant_id = ${tenantId} AND q.name = ${queue}`,
+      ([row]: TargetRow[]) =>
+        row && {
+          queueId: row.id,
+          leaseTime: row.lease_time,
+          delayedProcessing: row.delayed_processing,
+          windowBuffer: row.window_buffer,
+          retryDelayMs: row.retry_delay_ms,
+          partitionId: row.partition_id,
+          groupExists: row.group_exists,
+          backfilling: row.backfilling,
+          hasCursor: row.has_cursor,
+        },
     );
-    if (rows.length === 0) return undefined;
-    const [row] = rows;
-    return {
-      queueId: row.id,
-      leaseTime: row.lease_time,
-      delayedProcessing: row.delayed_processing,
-      windowBuffer: row.window_buffer,
-      retryDelayMs: row.retry_delay_ms,
-      partitionId: row.partition_id,
-      groupExists: row.group_exists,
-      backfilling: row.backfilling,
-      hasCursor: row.has_cursor,
-    };
   }
 
   /**
@@ -263,44 +263,45 @@ export class PopRepository {
    * cursor at the group's starting point for each partition with something past it. The group's row is locked, or
    * skipped when another pop of the group is taking the step. Undefined when there was no step to take.
    */
-  async backfill(
+  backfill(
     tenantId: string,
     queueId: string,
     consumerGroup: string,
     limit: number,
-    manager: EntityManager,
-  ): Promise<{ created: number; done: boolean } | undefined> {
-    const [row]: Array<{ held: boolean; created: number; done: boolean }> = await this.engine.prepared(
-      manager,
+  ): Statement<{ created: number; done: boolean } | undefined> {
+    const [tenant, queue, group, most] = [tenantId, queueId, consumerGroup, limit].map(shared);
+    return prepared(
       'leasehold_backfill',
-      `WITH g AS MATERIALIZED (
+      sql`WITH g AS MATERIALIZED (
          SELECT g.tenant_id, g.queue_id, g.name, g.subscription_from, g.backfill_from FROM consumer_groups g
-          WHERE g.tenant_id = $1 AND g.queue_id = $2 AND g.name = $3 AND g.backfill_from IS NOT NULL
+          WHERE g.tenant_id = ${tenant} AND g.queue_id = ${queue} AND g.name = ${group} AND g.backfill_from IS NOT NULL
             FOR UPDATE SKIP LOCKED
        ), batch AS MATERIALIZED (
          SELECT p.tenant_id, p.id, p.queue_id, p.name, p.last_offset, g.name AS consumer_group, g.subscription_from
            FROM g
           CROSS JOIN LATERAL (
                 SELECT p.* FROM partitions p
-                 WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.name > g.backfill_from
+                 WHERE p.tenant_id = ${tenant} AND p.queue_id = ${queue} AND p.name > g.backfill_from
                  ORDER BY p.name
-                 LIMIT $4) p
+                 LIMIT ${most}) p
        ), created AS (
          INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
          SELECT b.tenant_id, b.queue_id, b.id, b.consumer_group, s.start_offset, s.start_offset
            FROM batch b
-          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('b', 'b')} AS start_offset) s
+          CROSS JOIN LATERAL (SELECT ${raw(subscriptionStartOffset('b', 'b'))} AS start_offset) s
           WHERE s.start_offset < b.last_offset
           ORDER BY b.id
          ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
          RETURNING tenant_id, queue_id, consumer_group, partition_id, committed_offset
-       ), ${groupLagCte(
-         'lag_counted',
-         `SELECT c.tenant_id, c.queue_id, c.consumer_group, b.last_offset - c.committed_offset AS lag
+       ), ${raw(
+         groupLagCte(
+           'lag_counted',
+           `SELECT c.tenant_id, c.queue_id, c.consumer_group, b.last_offset - c.committed_offset AS lag
             FROM created c JOIN batch b ON b.id = c.partition_id`,
+         ),
        )}, advanced AS (
          UPDATE consumer_groups cg
-            SET backfill_from = CASE WHEN (SELECT count(*) FROM batch) < $4 THEN NULL
+            SET backfill_from = CASE WHEN (SELECT count(*) FROM batch) < ${most} THEN NULL
                                      ELSE (SELECT max(b.name) FROM batch b) END
            FROM g
           WHERE cg.tenant_id = g.tenant_id AND cg.queue_id = g.queue_id AND cg.name = g.name
@@ -308,136 +309,115 @@ export class PopRepository {
        )
        SELECT EXISTS (SELECT 1 FROM g) AS held, (SELECT count(*) FROM created)::int AS created,
               COALESCE((SELECT done FROM advanced), true) AS done`,
-      [tenantId, queueId, consumerGroup, limit],
+      ([row]: Array<{ held: boolean; created: number; done: boolean }>) =>
+        row.held ? { created: row.created, done: row.done } : undefined,
     );
-    return row.held ? { created: row.created, done: row.done } : undefined;
   }
 
   /** A cursor at the group's starting point on one partition, when it has none and there is something to read. */
-  async ensureCursor(
-    tenantId: string,
-    queueId: string,
-    partitionId: string,
-    consumerGroup: string,
-    manager: EntityManager,
-  ): Promise<void> {
-    await manager.query(
-      `WITH partition AS MATERIALIZED (
+  ensureCursor(tenantId: string, queueId: string, partitionId: string, consumerGroup: string): Statement<void> {
+    return statement(
+      sql`WITH partition AS MATERIALIZED (
          SELECT p.tenant_id, p.queue_id, p.id, p.last_offset, g.name, s.start_offset
            FROM partitions p
-           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $4
-          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-          WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $3 AND s.start_offset < p.last_offset
+           JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = ${consumerGroup}
+          CROSS JOIN LATERAL (SELECT ${raw(subscriptionStartOffset('p', 'g'))} AS start_offset) s
+          WHERE p.tenant_id = ${tenantId} AND p.queue_id = ${queueId} AND p.id = ${partitionId} AND s.start_offset < p.last_offset
        ), created AS (
          INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
          SELECT tenant_id, queue_id, id, name, start_offset, start_offset FROM partition
          ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
          RETURNING tenant_id, queue_id, consumer_group
-       ), ${groupLagCte(
-         'lag_counted',
-         'SELECT c.tenant_id, c.queue_id, c.consumer_group, p.last_offset - p.start_offset AS lag FROM created c, partition p',
+       ), ${raw(
+         groupLagCte(
+           'lag_counted',
+           'SELECT c.tenant_id, c.queue_id, c.consumer_group, p.last_offset - p.start_offset AS lag FROM created c, partition p',
+         ),
        )}
        SELECT 1`,
-      [tenantId, queueId, partitionId, consumerGroup],
+      nothing,
     );
   }
 
-  async databaseNow(manager: EntityManager): Promise<string> {
-    const [row]: Array<{ now: string }> = await manager.query(`SELECT ${isoTimestamp('clock_timestamp()')} AS now`);
-    return row.now;
+  databaseNow(): Statement<string> {
+    return statement(
+      sql`SELECT ${raw(isoTimestamp('clock_timestamp()'))} AS now`,
+      ([row]: Array<{ now: string }>) => row.now,
+    );
   }
 
-  async discover(
+  discover(
     tenantId: string,
     filter: { namespace: string | undefined; task: string | undefined },
     limit: number,
-    manager: EntityManager,
-  ): Promise<string[]> {
-    const rows: Array<{ name: string }> = await manager.query(
-      `SELECT name FROM queues
-        WHERE tenant_id = $1 AND ($2::text IS NULL OR namespace = $2) AND ($3::text IS NULL OR task = $3)
+  ): Statement<string[]> {
+    const namespace = shared(filter.namespace ?? null);
+    const task = shared(filter.task ?? null);
+    return statement(
+      sql`SELECT name FROM queues
+        WHERE tenant_id = ${tenantId} AND (${namespace}::text IS NULL OR namespace = ${namespace})
+          AND (${task}::text IS NULL OR task = ${task})
         ORDER BY priority DESC, name
-        LIMIT $4`,
-      [tenantId, filter.namespace ?? null, filter.task ?? null, limit],
+        LIMIT ${limit}`,
+      (rows: Array<{ name: string }>) => rows.map((row) => row.name),
     );
-    return rows.map((row) => row.name);
   }
 
   /** Until something held back by delayedProcessing, windowBuffer or retryDelay comes due (0 or less: it already has). */
-  async nextDueInMs(tenantId: string, request: ClaimRequest, manager: EntityManager): Promise<number | undefined> {
-    const [row]: Array<{ due_in_ms: string | null }> = await manager.query(
-      `SELECT ceil(EXTRACT(EPOCH FROM min(s.due) - clock_timestamp()) * 1000) AS due_in_ms
+  nextDueInMs(tenantId: string, request: ClaimRequest): Statement<number | undefined> {
+    const partition = shared(request.partitionId ?? null);
+    const window = shared(request.windowBuffer);
+    const delayed = shared(request.delayedProcessing);
+    const retryDelay = shared(request.retryDelayMs);
+    return statement(
+      sql`SELECT ceil(EXTRACT(EPOCH FROM min(s.due) - clock_timestamp()) * 1000) AS due_in_ms
          FROM (SELECT GREATEST(
-                        CASE WHEN $5::int > 0 THEN ${NEWEST_CREATED_AT} + make_interval(secs => $5) END,
-                        CASE WHEN $6::int > 0 AND c.committed_offset >= c.delivered_offset
-                             THEN ${NEXT_CREATED_AT} + make_interval(secs => $6) END,
+                        CASE WHEN ${window}::int > 0 THEN ${raw(NEWEST_CREATED_AT)} + make_interval(secs => ${window}) END,
+                        CASE WHEN ${delayed}::int > 0 AND c.committed_offset >= c.delivered_offset
+                             THEN ${raw(NEXT_CREATED_AT)} + make_interval(secs => ${delayed}) END,
                         c.retry_at,
-                        CASE WHEN $7::int > 0 THEN c.lease_expires_at + $7::int * interval '1 ms' END) AS due
+                        CASE WHEN ${retryDelay}::int > 0 THEN c.lease_expires_at + ${retryDelay}::int * interval '1 ms' END) AS due
                  FROM consumers c
                  JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-                WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3
-                  AND ($4::uuid IS NULL OR c.partition_id = $4::uuid)
+                WHERE c.tenant_id = ${tenantId} AND c.queue_id = ${request.queueId} AND c.consumer_group = ${request.consumerGroup}
+                  AND (${partition}::uuid IS NULL OR c.partition_id = ${partition}::uuid)
                   AND p.last_offset > c.committed_offset
                   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= clock_timestamp())) s`,
-      [
-        tenantId,
-        request.queueId,
-        request.consumerGroup,
-        request.partitionId ?? null,
-        request.windowBuffer,
-        request.delayedProcessing,
-        request.retryDelayMs,
-      ],
+      ([row]: Array<{ due_in_ms: string | null }>) =>
+        row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms),
     );
-    return row?.due_in_ms === null || row === undefined ? undefined : Number(row.due_in_ms);
   }
 
-  /** Rows since claimed under a new lease id are not touched. Returns what became claimable, per partition name. */
-  async release(tenantId: string, leaseId: string, manager: EntityManager): Promise<Map<string, number>> {
-    const rows: Array<{ partition: string; claimable: string }> = await manager.query(
-      `WITH release_locked AS (
+  /** Rows since claimed under a new lease id are not touched. Answers what became claimable, per partition name. */
+  release(tenantId: string, leaseId: string): Statement<Map<string, number>> {
+    const tenant = shared(tenantId);
+    const lease = shared(leaseId);
+    return statement(
+      sql`WITH release_locked AS (
          SELECT partition_id, consumer_group FROM consumers
-          WHERE tenant_id = $1 AND lease_id = $2
+          WHERE tenant_id = ${tenant} AND lease_id = ${lease}
           ORDER BY partition_id, consumer_group
             FOR UPDATE
        ), released AS (
          UPDATE consumers c
             SET lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, updated_at = now()
            FROM release_locked l
-          WHERE c.tenant_id = $1 AND c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
-            AND c.lease_id = $2
+          WHERE c.tenant_id = ${tenant} AND c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
+            AND c.lease_id = ${lease}
          RETURNING c.tenant_id, c.partition_id, c.committed_offset
        )
        SELECT p.name AS partition, p.last_offset - r.committed_offset AS claimable
          FROM released r
          JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id`,
-      [tenantId, leaseId],
+      (rows: Array<{ partition: string; claimable: string }>) =>
+        new Map(rows.map((row) => [row.partition, Number(row.claimable)])),
     );
-    return new Map(rows.map((row) => [row.partition, Number(row.claimable)]));
   }
 
   claim(tenantId: string, request: ClaimRequest): Statement<ClaimedMessage[]> {
-    return {
-      name: 'leasehold_claim',
-      text: CLAIM_SQL,
-      values: [
-        tenantId,
-        request.queueId,
-        request.consumerGroup,
-        request.partitionId ?? null,
-        request.maxPartitions,
-        request.batch,
-        request.leaseId,
-        request.leaseSeconds,
-        request.autoAck,
-        request.maxBytes,
-        request.maxTotalSeconds ?? null,
-        request.delayedProcessing,
-        request.windowBuffer,
-        request.retryDelayMs,
-      ],
-      parse: (rows: ClaimedRow[]) => this.claimed(request, rows),
-    };
+    return prepared('leasehold_claim', claimSql(tenantId, request), (rows: ClaimedRow[]) =>
+      this.claimed(request, rows),
+    );
   }
 
   private claimed(request: ClaimRequest, rows: ClaimedRow[]): ClaimedMessage[] {
@@ -464,3 +444,15 @@ export type ClaimedRow = StoredMessageRow & {
   lease_lost: boolean;
   lease_epoch: string;
 };
+
+interface TargetRow {
+  id: string;
+  lease_time: number;
+  delayed_processing: number;
+  window_buffer: number;
+  retry_delay_ms: number;
+  partition_id: string | null;
+  group_exists: boolean;
+  backfilling: boolean;
+  has_cursor: boolean;
+}

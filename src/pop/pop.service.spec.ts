@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
-import { DatabaseEngine } from '../database/database-engine';
+import { Statement } from '../database/statement';
 import { OpenTransaction } from '../database/transaction-runner';
 import { UnitOfWork } from '../database/unit-of-work';
 import { PayloadCipher } from '../encryption/payload-cipher';
@@ -15,6 +15,9 @@ import type { Writes } from '../wakeup/writes';
 import type { PopOptions } from './pop-query.pipe';
 import { ClaimedRow, ClaimRequest, PopRepository, PopTarget } from './pop.repository';
 import { PopService } from './pop.service';
+
+/** A statement whose answer the test gives, whatever rows it gets. */
+const answering = <T>(answer: () => T): Statement<T> => ({ text: '', values: [], parse: answer });
 
 const QUEUE_ID = '0198f2c1-0000-7000-8000-00000000000a';
 const P1 = '0198f2c1-0000-7000-8000-000000000001';
@@ -102,31 +105,31 @@ function harness(world: World = {}) {
       return result;
     },
   } as unknown as Writes;
-  const pops = new PopRepository(
-    {} as DatabaseEngine,
-    new PayloadCipher({ encryptionKeys: [] } as unknown as AppConfig),
-  );
+  const pops = new PopRepository(new PayloadCipher({ encryptionKeys: [] } as unknown as AppConfig));
   const claim = pops.claim.bind(pops);
   Object.assign(pops, {
-    target: async () => ('target' in world ? world.target : TARGET),
+    target: () => answering(() => ('target' in world ? world.target : TARGET)),
     ensureGroup: async (_tenantId: string, _queueId: string, consumerGroup: string, startAt: { newOnly: boolean }) => {
       calls.groups.push({ consumerGroup, newOnly: startAt.newOnly });
       return true;
     },
-    backfill: async () => {
-      calls.backfills += 1;
-      return { created: 1, done: true };
-    },
-    ensureCursor: async () => undefined,
-    databaseNow: async () => {
-      calls.clockRead += 1;
-      return '2026-12-01T10:00:00.000000Z';
-    },
-    nextDueInMs: async () => undefined,
-    release: async (_tenantId: string, leaseId: string) => {
-      calls.released.push(leaseId);
-      return new Map([['a', 1]]);
-    },
+    backfill: () =>
+      answering(() => {
+        calls.backfills += 1;
+        return { created: 1, done: true };
+      }),
+    ensureCursor: () => answering(() => undefined),
+    databaseNow: () =>
+      answering(() => {
+        calls.clockRead += 1;
+        return '2026-12-01T10:00:00.000000Z';
+      }),
+    nextDueInMs: () => answering(() => undefined),
+    release: (_tenantId: string, leaseId: string) =>
+      answering(() => {
+        calls.released.push(leaseId);
+        return new Map([['a', 1]]);
+      }),
     claim: (tenantId: string, request: ClaimRequest) => {
       calls.claims.push(request);
       return claim(tenantId, request);

@@ -176,7 +176,7 @@ export class PopService {
     deadline: number,
   ): Promise<string[]> {
     const lookup = () =>
-      this.writes.run(tenantId, ({ manager }) => this.pops.discover(tenantId, filter, DISCOVERY_MAX_QUEUES, manager));
+      this.writes.run(tenantId, (unit) => unit.run(this.pops.discover(tenantId, filter, DISCOVERY_MAX_QUEUES)));
     if (!options.wait) return lookup();
     const key = compositeKey(tenantId, filter.namespace ?? '', filter.task ?? '');
     const now = monotonicNow();
@@ -270,11 +270,11 @@ export class PopService {
       const nothing = async () => {
         // "new" means messages from this first pop on, also when the queue comes later.
         if (options.subscriptionMode === 'new' && options.subscriptionFrom === undefined) {
-          options.subscriptionFrom = await this.pops.databaseNow(manager);
+          options.subscriptionFrom = await unit.run(this.pops.databaseNow());
         }
         return { claimed: [] as ClaimedMessage[], leaseSeconds: 0 };
       };
-      const target = await this.pops.target(tenantId, queueName, partitionName, options.consumerGroup, manager);
+      const target = await unit.run(this.pops.target(tenantId, queueName, partitionName, options.consumerGroup));
       if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
       if (!target.groupExists) {
         const created = await this.pops.ensureGroup(
@@ -289,10 +289,10 @@ export class PopService {
       // Cursors are made when first needed: for the partition named, or a step through the queue's partitions.
       if (target.partitionId !== null) {
         if (!target.hasCursor) {
-          await this.pops.ensureCursor(tenantId, target.queueId, target.partitionId, options.consumerGroup, manager);
+          await unit.run(this.pops.ensureCursor(tenantId, target.queueId, target.partitionId, options.consumerGroup));
         }
       } else if (target.backfilling || !target.groupExists) {
-        const step = await this.pops.backfill(tenantId, target.queueId, options.consumerGroup, BACKFILL_STEP, manager);
+        const step = await unit.run(this.pops.backfill(tenantId, target.queueId, options.consumerGroup, BACKFILL_STEP));
         // None taken: nothing left to look through, or another pop of the group is taking the step.
         backfilling = step === undefined ? target.backfilling : !step.done;
       }
@@ -322,7 +322,7 @@ export class PopService {
         claimed.length === 0 &&
         (target.delayedProcessing > 0 || target.windowBuffer > 0 || target.retryDelayMs > 0)
       ) {
-        dueInMs = await this.pops.nextDueInMs(tenantId, request, manager);
+        dueInMs = await unit.run(this.pops.nextDueInMs(tenantId, request));
       }
       if (claimed.length > 0) {
         unit.afterCommit(() => {
@@ -356,7 +356,7 @@ export class PopService {
   private releaseUnused(tenantId: string, queue: string, consumerGroup: string, leaseId: string): void {
     this.writes
       .run(tenantId, async (unit) => {
-        const partitions = await this.pops.release(tenantId, leaseId, unit.manager);
+        const partitions = await unit.run(this.pops.release(tenantId, leaseId));
         if (partitions.size > 0) unit.redeliver({ queue, consumerGroup, partitions });
         return partitions.size;
       })
