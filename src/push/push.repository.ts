@@ -91,9 +91,6 @@ const LAG_AND_STORED_OF_GROWN = `${groupLagCte(
   'SELECT tenant_id, queue_id, added AS messages, 0 AS partitions, added AS offsets FROM grown',
 )}`;
 
-/** Rounds of insert-then-lock a push makes for queues deleted under it (PushService). */
-export const QUEUE_CREATE_ROUNDS = 3;
-
 /** Every statement of a push, from locking its partitions to storing its messages; PushService runs them. */
 @Injectable()
 export class PushRepository {

@@ -11,17 +11,12 @@ import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { PushItem } from './dto/push-request.dto';
 import { PushResultDto, PushStatus } from './dto/push-result.dto';
-import {
-  LockedPartition,
-  NamedLocks,
-  NewMessage,
-  PushRepository,
-  QUEUE_CREATE_ROUNDS,
-  QueueLocks,
-} from './push.repository';
+import { LockedPartition, NamedLocks, NewMessage, PushRepository, QueueLocks } from './push.repository';
 import { NamedTransactionKey } from '../message/message-shape';
 
 export const QUEUE_FULL = 'queue is full';
+/** Rounds of insert-then-lock a push makes for queues deleted under it. */
+const QUEUE_CREATE_ROUNDS = 3;
 
 @Injectable()
 export class PushService {
