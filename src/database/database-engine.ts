@@ -57,10 +57,6 @@ export class DatabaseEngine implements OnModuleInit {
     }
   }
 
-  runPrepared<T = any>(manager: EntityManager, { name, text, values }: NamedStatement): Promise<T[]> {
-    return this.prepared<T>(manager, name, text, values);
-  }
-
   /** A statement's rows: prepared when it has a name, as `prepared`; sent unnamed through the manager otherwise. */
   rows(manager: EntityManager, { name, text, values }: QueryConfig & { values: unknown[] }): Promise<unknown[]> {
     return name === undefined ? manager.query(text, values) : this.prepared(manager, name, text, values);
@@ -84,11 +80,6 @@ export class DatabaseEngine implements OnModuleInit {
       throw asQueryFailed(statements.map(({ text }) => text).join(';\n'), undefined, error);
     }
   }
-}
-
-export interface NamedStatement extends QueryConfig {
-  name: string;
-  values: unknown[];
 }
 
 /** As manager.query fails, so callers tell a refused statement from a lost database however it was sent. */
