@@ -123,7 +123,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    for (const side of sides) side.process?.kill('SIGTERM');
+    await Promise.all(sides.map((side) => stopAndDrop(side)));
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
   console.log(
@@ -229,6 +229,21 @@ async function popAckRound(side: Side): Promise<Round> {
     ...perRequest(used(), latencies.length),
     rssMb: rss(side.process!),
   };
+}
+
+/** The broker stopped, then its database dropped: a benchmark leaves nothing behind. */
+async function stopAndDrop(side: Side): Promise<void> {
+  const child = side.process;
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
+  if (side.databaseUrl === undefined) return;
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS leasehold_ab_${side.name} WITH (FORCE)`);
+  await admin.end();
 }
 
 async function freshDatabase(name: string): Promise<string> {
