@@ -240,6 +240,47 @@ describe('POST /api/v1/transaction', () => {
       expect(await tenantSnapshot(broker.dataSource, broker.client.tenant)).toEqual(before);
     });
 
+    // The check at COMMIT: the lease was live when the transaction locked it and ran out while it waited.
+    (onEmbeddedDatabase ? it.skip : it)(
+      'refuses a required lease that ran out between the lock and the commit, in the COMMIT round trip, and pushes nothing',
+      async () => {
+        const { client, dataSource } = broker;
+        const pop = await input(1, { leaseSeconds: 1 });
+        await client.pushMany('out', 1, undefined, 'first');
+        const before = await tenantSnapshot(dataSource, client.tenant);
+        const blocker = await openSession();
+        const observer = await openSession();
+        try {
+          await lockTenantRows(blocker, 'partitions', client.tenant);
+          const pending = transact(client, {
+            operations: [pushOp('out', 'late-2')],
+            requiredLeases: [pop.leaseId],
+          });
+          await waitForLockWaiter(observer, 'FOR NO KEY UPDATE OF p');
+          await waitFor(async () => {
+            const { rows } = await observer.query(
+              'SELECT bool_and(lease_expires_at < clock_timestamp()) AS over FROM consumers WHERE lease_id = $1',
+              [pop.leaseId],
+            );
+            return rows[0].over === true;
+          }, 'the lease runs out by the database clock');
+          await blocker.query('ROLLBACK');
+
+          const { body } = await pending;
+          expect(body).toMatchObject({
+            success: false,
+            reason: 'lease_lost',
+            error: 'requiredLeases[0]: invalid or expired lease',
+            results: [],
+          });
+          expect(await tenantSnapshot(dataSource, client.tenant)).toEqual(before);
+        } finally {
+          await blocker.end();
+          await observer.end();
+        }
+      },
+    );
+
     it('names a bogus required lease by its index, never its value (1 MB here), and pushes nothing', async () => {
       const pop = await input();
       const before = await tenantSnapshot(broker.dataSource, broker.client.tenant);

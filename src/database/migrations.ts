@@ -24,6 +24,7 @@ import { Traces1798200000000 } from '../../migrations/1798200000000-Traces';
 import { Streams1798300000000 } from '../../migrations/1798300000000-Streams';
 import { QueueHistory1798400000000 } from '../../migrations/1798400000000-QueueHistory';
 import { StreamStateUsage1798500000000 } from '../../migrations/1798500000000-StreamStateUsage';
+import { LeaseLostGuard1798600000000 } from '../../migrations/1798600000000-LeaseLostGuard';
 
 /** Listed explicitly so the compiled app, the CLI and jest load the same set. */
 export const MIGRATIONS = [
@@ -53,4 +54,5 @@ export const MIGRATIONS = [
   Streams1798300000000,
   QueueHistory1798400000000,
   StreamStateUsage1798500000000,
+  LeaseLostGuard1798600000000,
 ];

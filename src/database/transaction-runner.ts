@@ -19,6 +19,8 @@ export interface CommitWith {
   usage?: QueryConfig;
   /** Statements without parameters to run just before COMMIT. */
   before: string[];
+  /** After `usage`: reads that raise to roll the transaction back (UnitOfWork.checkAtCommit). */
+  checks?: readonly QueryConfig[];
 }
 
 /** A statement as the transaction sends it: its rows are the caller's to read. */
@@ -170,11 +172,11 @@ export class TransactionRunner {
     runner: QueryRunner,
     client: PoolClient,
     begin: DeferredBegin | undefined,
-    { statement: last, usage, before }: CommitWith = { before: [] },
+    { statement: last, usage, before, checks = [] }: CommitWith = { before: [] },
     read?: SentStatement,
   ): Promise<any[]> {
     if (read && (last || usage)) throw new Error('a unit of work that commits with a statement has no last statement');
-    const [statement, ...more] = [read ?? last, usage].filter((given) => given !== undefined);
+    const [statement, ...more] = [read ?? last, usage, ...checks].filter((given) => given !== undefined);
     if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();

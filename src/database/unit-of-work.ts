@@ -21,6 +21,7 @@ export class UnitOfWork {
   readonly deletedQueues: string[] = [];
   private readonly effects: Array<() => void> = [];
   private last?: Statement<unknown> | RecordingStatement;
+  private readonly checks: Statement<unknown>[] = [];
   private change?: UsageChange & { held: boolean };
 
   constructor(
@@ -70,6 +71,18 @@ export class UnitOfWork {
 
   get lastStatement(): Statement<unknown> | RecordingStatement | undefined {
     return this.last;
+  }
+
+  /**
+   * A check sent after the last statement, in the COMMIT's round trip: one that raises rolls the whole unit back
+   * there (a transaction's required leases, held to the end).
+   */
+  checkAtCommit(statement: Statement<unknown>): void {
+    this.checks.push(statement);
+  }
+
+  get commitChecks(): readonly Statement<unknown>[] {
+    return this.checks;
   }
 
   /**

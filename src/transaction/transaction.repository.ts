@@ -2,6 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { CursorKey } from '../ack/ack.repository';
 import { isUuid } from '../common/uuid';
+import { prepared, shared, sql, Statement } from '../database/statement';
+
+/** What leasehold_lease_lost raises (migration LeaseLostGuard), the lease in its detail. */
+export const LEASE_LOST = 'LL001';
 
 /** The locks and lease checks of a transaction; its pushes and acks are the push's and the ack's SQL. */
 @Injectable()
@@ -36,6 +40,26 @@ export class TransactionRepository {
     );
     const wanted = new Set(leases);
     return new Set(rows.filter((row) => row.live && wanted.has(row.lease_id!)).map((row) => row.lease_id!));
+  }
+
+  /**
+   * The check at COMMIT for leases that were live when locked (UnitOfWork.checkAtCommit): raises LEASE_LOST, naming the
+   * first in request order whose rows all ran out by the database clock since. A lease no row has any more was
+   * released by an ack of this transaction (the rows were locked): held, as in lost().
+   */
+  heldAtCommit(tenantId: string, leases: string[]): Statement<void> {
+    const tenant = shared(tenantId);
+    return prepared(
+      'leasehold_transaction_leases_held',
+      sql`SELECT leasehold_lease_lost(x.lease) FROM (
+            SELECT r.lease FROM unnest(${leases}::uuid[]) WITH ORDINALITY AS r(lease, n)
+             WHERE EXISTS (SELECT 1 FROM consumers c WHERE c.tenant_id = ${tenant} AND c.lease_id = r.lease)
+               AND NOT EXISTS (SELECT 1 FROM consumers c
+                                WHERE c.tenant_id = ${tenant} AND c.lease_id = r.lease
+                                  AND c.lease_expires_at > clock_timestamp())
+             ORDER BY r.n LIMIT 1) x`,
+      () => undefined,
+    );
   }
 
   /**

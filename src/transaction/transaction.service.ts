@@ -1,5 +1,6 @@
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { Injectable, Logger } from '@nestjs/common';
+import { QueryFailedError } from 'typeorm';
 import { ALREADY_ACKNOWLEDGED, AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
 import { AckCommand, MAX_ACKS } from '../ack/dto/ack-request.dto';
 import { compositeKey } from '../common/composite-key';
@@ -14,7 +15,7 @@ import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { TransactionOperationResult, TransactionResultDto } from './dto/transaction-result.dto';
 import { TransactionOperation, TransactionRefusal, TransactionRequest } from './transaction-request.pipe';
-import { TransactionRepository } from './transaction.repository';
+import { LEASE_LOST, TransactionRepository } from './transaction.repository';
 
 export const DB_ERROR_TEXT = 'the database rolled the transaction back; nothing applied';
 
@@ -64,6 +65,11 @@ export class TransactionService {
       return { transactionId, success: true, results };
     } catch (error) {
       if (error instanceof TransactionRefused) return this.refused(transactionId, error.refusal);
+      const lost = leaseLostAtCommit(error);
+      if (lost !== undefined) {
+        const named = `requiredLeases[${request.requiredLeases.indexOf(lost)}]: ${INVALID_LEASE}`;
+        return this.refused(transactionId, { reason: 'lease_lost', error: named });
+      }
       const refusedStatement = refusedStatementOf(error);
       if (refusedStatement !== undefined) {
         this.logger.warn(`Transaction ${transactionId} rolled back by the database: ${refusedStatement}`);
@@ -132,12 +138,25 @@ export class TransactionService {
       }
     });
 
-    const lost = await this.transactions.lost(tenantId, requiredLeases, liveAtStart, manager);
-    const refusal = verdict(results, misses, lost, requiredLeases);
-    if (refusal) throw new TransactionRefused(refusal);
+    // A transaction that commits checks its leases with the COMMIT, in its round trip (LEASE_LOST); one refused
+    // anyway, or with a lease already gone at the lock, looks now to say why.
+    if (misses.length > 0 || requiredLeases.some((lease) => !liveAtStart.has(lease))) {
+      const lost = await this.transactions.lost(tenantId, requiredLeases, liveAtStart, manager);
+      const refusal = verdict(results, misses, lost, requiredLeases);
+      if (refusal) throw new TransactionRefused(refusal);
+    } else if (requiredLeases.length > 0) {
+      unit.checkAtCommit(this.transactions.heldAtCommit(tenantId, requiredLeases));
+    }
     unit.afterCommit(() => this.metrics.transactions.inc({ outcome: 'committed' }));
     return results;
   }
+}
+
+/** The lease the check at COMMIT found lost, from its error; undefined for any other failure. */
+function leaseLostAtCommit(error: unknown): string | undefined {
+  if (!(error instanceof QueryFailedError)) return undefined;
+  const { code, detail } = error.driverError as { code?: string; detail?: string };
+  return code === LEASE_LOST ? detail : undefined;
 }
 
 interface IndexedAck {
