@@ -3,6 +3,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client, Pool, PoolClient } from 'pg';
 import request from 'supertest';
 import { DataSource, EntityManager } from 'typeorm';
+import { uuidv7 } from '../src/common/uuid';
 import { DatabaseEngine } from '../src/database/database-engine';
 import { driverPool } from '../src/database/guarded-pool';
 import { TransactionRunner } from '../src/database/transaction-runner';
@@ -198,6 +199,54 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(await statusOf(xid)).toBe('aborted');
   });
 
+  it('sends the write deferred to the COMMIT and the checks after the last statement in its one round trip', async () => {
+    const writes = app.get(Writes);
+    let xid = '';
+    const trips = await roundTripsOf(() =>
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        unit.withNext(statement(sql`SELECT pg_advisory_xact_lock(${7_130_011})`, nothing));
+        unit.lastly(statement(sql`UPDATE queues SET name = name WHERE tenant_id = ${uuidv7()}`, nothing));
+        unit.checkAtCommit(statement(sql`SELECT 1 WHERE ${1}::int = 2`, nothing));
+      }),
+    );
+
+    expect(await statusOf(xid)).toBe('committed');
+    expect(trips).toBe(2);
+  });
+
+  it('sends a deferred write ahead of the next statement, which sees what it did', async () => {
+    const writes = app.get(Writes);
+    const held = await writes.run('round-trips', async (unit: UnitOfWork) => {
+      unit.withNext(statement(sql`SELECT pg_advisory_xact_lock(${7_130_031})`, nothing));
+      return unit.run(
+        statement(
+          sql`SELECT count(*)::int AS n FROM pg_locks
+               WHERE locktype = 'advisory' AND objid = ${7_130_031} AND pid = pg_backend_pid()`,
+          (rows: Array<{ n: number }>) => rows[0].n,
+        ),
+      );
+    });
+
+    expect(held).toBe(1);
+  });
+
+  it('rolls back everything, deferred writes included, when a check at the COMMIT raises', async () => {
+    const writes = app.get(Writes);
+    let xid = '';
+    await expect(
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        xid = await xidOf(unit.manager);
+        unit.withNext(statement(sql`SELECT pg_advisory_xact_lock(${7_130_021})`, nothing));
+        unit.checkAtCommit(
+          statement(sql`SELECT leasehold_lease_lost(${'0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90'}::uuid)`, nothing),
+        );
+      }),
+    ).rejects.toMatchObject({ driverError: { code: 'LL001', detail: '0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90' } });
+
+    expect(await statusOf(xid)).toBe('aborted');
+  });
+
   it('sends nothing for a unit that ran no statement', async () => {
     expect(await roundTripsOf(() => runner.run(undefined, async () => 'nothing'))).toBe(0);
   });
@@ -387,6 +436,43 @@ describe('a transaction’s round trips do not grow with its operations', () => 
   });
 
   afterAll(() => app.close());
+
+  it("commits a pipeline stage's transaction in four round trips: leases, acks, the push's lock, then the rest with COMMIT", async () => {
+    const client = new BrokerClient(app, newTenant());
+    await client.pushMany('stage-in', 20);
+    await client.push([{ queue: 'stage-out', partition: 'p', payload: 'seed' }]).expect(201);
+    const stage = async (batch: number) => {
+      const pop = await client.popLeased('stage-in', { batch });
+      const operations = [
+        ...pop.messages.map((message) => ({
+          type: 'ack',
+          transactionId: message.transactionId,
+          partitionId: message.partitionId,
+          leaseId: pop.leaseId,
+          leaseEpoch: message.leaseEpoch,
+        })),
+        {
+          type: 'push',
+          items: pop.messages.map((message) => ({
+            queue: 'stage-out',
+            partition: 'p',
+            transactionId: `out-${message.transactionId}`,
+            payload: 1,
+          })),
+        },
+      ];
+      let answer: request.Response | undefined;
+      const trips = await roundTripsOn(pool, async () => {
+        answer = await client.post('/api/v1/transaction', { operations, requiredLeases: [pop.leaseId] });
+      });
+      expect(answer?.body.success).toBe(true);
+      return trips;
+    };
+    // The first prepares the statements on the connection.
+    await stage(10);
+
+    expect(await stage(10)).toBe(4);
+  });
 
   it('commits 1,000 alternating pushes and acks of other partitions in as many round trips as 10', async () => {
     const client = new BrokerClient(app, newTenant());

@@ -21,9 +21,14 @@ export class TransactionAcks {
    * @param pushedBefore Positions of the acks that name a message an earlier push of the transaction stores: the
    *   transaction writes its messages after its acks, so the database cannot show them to the ack.
    */
+  /**
+   * @param saveWithNext The cursors' update goes with the transaction's next round trip (UnitOfWork.withNext) rather
+   *   than in one of its own.
+   */
   constructor(
     readonly requiredLeases: ReadonlySet<string>,
     readonly pushedBefore: ReadonlySet<number> = new Set(),
+    readonly saveWithNext = false,
   ) {}
 }
 
@@ -135,7 +140,8 @@ export class AckService {
     if (updates.length > 0) {
       // A transaction may write more after its acks; an ack's own unit ends here, so its update goes with the COMMIT.
       const save = this.acks.saveCursors(tenantId, updates);
-      if (transaction) await unit.run(save);
+      if (transaction?.saveWithNext) unit.withNext(save);
+      else if (transaction) await unit.run(save);
       else unit.lastly(save);
     }
     for (const redelivery of claimableAgain([...cursors.values()])) unit.redeliver(redelivery);

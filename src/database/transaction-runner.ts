@@ -19,6 +19,8 @@ export interface CommitWith {
   usage?: QueryConfig;
   /** Statements without parameters to run just before COMMIT. */
   before: string[];
+  /** Before `statement`: a write the unit deferred to its next round trip, this one (UnitOfWork.withNext). */
+  first?: readonly QueryConfig[];
   /** After `usage`: reads that raise to roll the transaction back (UnitOfWork.checkAtCommit). */
   checks?: readonly QueryConfig[];
 }
@@ -172,11 +174,13 @@ export class TransactionRunner {
     runner: QueryRunner,
     client: PoolClient,
     begin: DeferredBegin | undefined,
-    { statement: last, usage, before, checks = [] }: CommitWith = { before: [] },
+    { statement: last, usage, before, first = [], checks = [] }: CommitWith = { before: [] },
     read?: SentStatement,
   ): Promise<any[]> {
-    if (read && (last || usage)) throw new Error('a unit of work that commits with a statement has no last statement');
-    const [statement, ...more] = [read ?? last, usage, ...checks].filter((given) => given !== undefined);
+    if (read && (last || usage || first.length > 0)) {
+      throw new Error('a unit of work that commits with a statement has no last statement');
+    }
+    const [statement, ...more] = [...first, read ?? last, usage, ...checks].filter((given) => given !== undefined);
     if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();

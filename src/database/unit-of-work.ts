@@ -22,6 +22,7 @@ export class UnitOfWork {
   private readonly effects: Array<() => void> = [];
   private last?: Statement<unknown> | RecordingStatement;
   private readonly checks: Statement<unknown>[] = [];
+  private readonly deferred: Statement<unknown>[] = [];
   private change?: UsageChange & { held: boolean };
 
   constructor(
@@ -30,15 +31,17 @@ export class UnitOfWork {
     private readonly transaction: OpenTransaction,
   ) {}
 
-  /** Runs the statement now and answers what its rows say. */
+  /** Runs the statement now (after a deferred write, in its round trip) and answers what its rows say. */
   async run<T>(statement: Statement<T>): Promise<T> {
+    if (this.deferred.length > 0) return (await this.runTogether([statement] as const))[0];
     return statement.parse(await this.transaction.rows(statement));
   }
 
   /** Statements that do not need each other's answers, in one round trip on PostgreSQL; their answers in order. */
   async runTogether<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>> {
-    const found = await this.transaction.rowsTogether(statements);
-    return statements.map((statement, index) => statement.parse(found[index])) as Answers<S>;
+    const ahead = this.deferred.splice(0);
+    const found = await this.transaction.rowsTogether([...ahead, ...statements]);
+    return statements.map((statement, index) => statement.parse(found[ahead.length + index])) as Answers<S>;
   }
 
   /** The statement and COMMIT in one round trip, with the NOTIFYs recorded so far; only reads may follow. */
@@ -74,8 +77,23 @@ export class UnitOfWork {
   }
 
   /**
-   * A check sent after the last statement, in the COMMIT's round trip: one that raises rolls the whole unit back
-   * there (a transaction's required leases, held to the end).
+   * A write sent with the unit's next round trip, ahead of what goes in it: its next statements, or its COMMIT and last
+   * statement. For a write nothing reads back before then, which saves it a round trip of its own. One at a time: in
+   * the COMMIT's round trip what follows it is sent unread and must answer no rows (the push's store, the usage
+   * record and the checks answer none).
+   */
+  withNext(statement: Statement<unknown>): void {
+    if (this.deferred.length > 0) throw new Error('a unit of work defers one write at a time');
+    this.deferred.push(statement);
+  }
+
+  get deferredStatements(): readonly Statement<unknown>[] {
+    return this.deferred;
+  }
+
+  /**
+   * A check sent after the last statement, in the COMMIT's round trip, unread: one that raises rolls the whole unit
+   * back there (a transaction's required leases, held to the end); one that passes answers no rows.
    */
   checkAtCommit(statement: Statement<unknown>): void {
     this.checks.push(statement);

@@ -86,10 +86,12 @@ export class TransactionService {
 
   /**
    * A fixed number of statements however many operations: every push item in one push, every ack in one ack batch,
-   * each in request order. The pushes' partitions are locked and their duplicates found first; then the acks apply;
-   * then the pushes take their room and are written with the COMMIT. What request order shows is kept: an ack sees
-   * the messages an earlier push stores, and each result and the first failure name their operation. A queue's
-   * maxSize is held against the queue as the transaction leaves it, its acks having freed room wherever they stand.
+   * each in request order. The acks apply (their cursor update sent with the next round trip), then the pushes' partitions
+   * are locked and their duplicates found (before the acks when an ack follows a push), then the pushes take their
+   * room and are written with the COMMIT, and the required leases are checked in its round trip. What request order
+   * shows is kept: an ack sees the messages an earlier push stores, and each result and the first failure name their
+   * operation. A queue's maxSize is held against the queue as the transaction leaves it, its acks having freed room
+   * wherever they stand.
    */
   private async apply(
     unit: UnitOfWork,
@@ -102,12 +104,18 @@ export class TransactionService {
     const commands = acks.map(({ command }) => command);
     const liveAtStart = await this.transactions.lock(tenantId, requiredLeases, commands, manager);
 
-    const prepared = items.length > 0 ? await this.pushes.prepare(unit, items) : undefined;
+    // The pushes' partitions are the stage's hot rows, which other stages' pushes wait for: locked after the acks
+    // unless an ack may name a message an earlier push of this transaction stores.
+    const pushesFirst = items.length > 0 && pushPrecedesAck(operations);
+    let prepared = pushesFirst ? await this.pushes.prepare(unit, items) : undefined;
+    // The acks' cursor update goes with the next round trip: the push's lock, or the COMMIT.
     const ackRules = new TransactionAcks(
       new Set(requiredLeases),
       prepared ? pushedBefore(prepared, operations, acks) : undefined,
+      true,
     );
     const acked = commands.length > 0 ? await this.acks.apply(unit, commands, ackRules) : [];
+    if (items.length > 0 && !pushesFirst) prepared = await this.pushes.prepare(unit, items);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
 
     const results: TransactionOperationResult[] = [];
@@ -182,6 +190,12 @@ function split(operations: TransactionOperation[]): { items: PushItem[]; acks: I
  * Positions (among the acks) of the acks naming a message that a push earlier in the request stores: one not stored
  * yet, the first of the request to carry its transactionId in its partition.
  */
+/** Whether some ack comes after some push in request order. */
+function pushPrecedesAck(operations: TransactionOperation[]): boolean {
+  const firstPush = operations.findIndex((operation) => operation.type === 'push');
+  return firstPush >= 0 && operations.slice(firstPush + 1).some((operation) => operation.type === 'ack');
+}
+
 function pushedBefore(prepared: PreparedPush, operations: TransactionOperation[], acks: IndexedAck[]): Set<number> {
   const firstStoredBy = new Map<string, number>();
   let item = 0;

@@ -33,6 +33,7 @@ export class Writes {
           return {
             statement: recording ? last(record) : last,
             usage: record && !recording ? this.quotas.usageStatement(tenantId, record) : undefined,
+            first: unit!.deferredStatements,
             checks: unit!.commitChecks,
             before: notifyStatements(
               this.channel.notices(tenantId, unit!.pushed, unit!.redelivered, unit!.deletedQueues),
