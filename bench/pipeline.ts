@@ -38,12 +38,14 @@ interface Popped {
   messages: Array<{ transactionId: string; partitionId: string; leaseEpoch: number; data: { sentAt: number } }>;
 }
 
+/** `run` names a run's queues and ids apart from another run's of the same mode and phase (a warm-up's). */
 export async function measurePipeline(
   base: string,
   mode: PipelineMode,
   phase: PipelineRow['phase'],
+  run = '',
 ): Promise<PipelineRow> {
-  const tag = `${mode === 'transaction' ? 'tx' : mode === 'stream cycle' ? 'stream' : 'split'}-${phase}`;
+  const tag = `${mode === 'transaction' ? 'tx' : mode === 'stream cycle' ? 'stream' : 'split'}-${phase}${run}`;
   const input = `bench-pipe-in-${tag}`;
   const output = `bench-pipe-out-${tag}`;
   const expected = phase === 'backlog' ? BACKLOG : STEADY_PER_SECOND * STEADY_SECONDS;
