@@ -437,42 +437,46 @@ describe('a transaction’s round trips do not grow with its operations', () => 
 
   afterAll(() => app.close());
 
-  it("commits a pipeline stage's transaction in four round trips: leases, acks, the push's lock, then the rest with COMMIT", async () => {
-    const client = new BrokerClient(app, newTenant());
-    await client.pushMany('stage-in', 20);
-    await client.push([{ queue: 'stage-out', partition: 'p', payload: 'seed' }]).expect(201);
-    const stage = async (batch: number) => {
-      const pop = await client.popLeased('stage-in', { batch });
-      const operations = [
-        ...pop.messages.map((message) => ({
-          type: 'ack',
-          transactionId: message.transactionId,
-          partitionId: message.partitionId,
-          leaseId: pop.leaseId,
-          leaseEpoch: message.leaseEpoch,
-        })),
-        {
-          type: 'push',
-          items: pop.messages.map((message) => ({
-            queue: 'stage-out',
-            partition: 'p',
-            transactionId: `out-${message.transactionId}`,
-            payload: 1,
+  // Counted on the wire: the embedded database takes BEGIN and each statement on their own.
+  (onEmbeddedDatabase ? it.skip : it)(
+    "commits a pipeline stage's transaction in four round trips: leases, acks, the push's lock, then the rest with COMMIT",
+    async () => {
+      const client = new BrokerClient(app, newTenant());
+      await client.pushMany('stage-in', 20);
+      await client.push([{ queue: 'stage-out', partition: 'p', payload: 'seed' }]).expect(201);
+      const stage = async (batch: number) => {
+        const pop = await client.popLeased('stage-in', { batch });
+        const operations = [
+          ...pop.messages.map((message) => ({
+            type: 'ack',
+            transactionId: message.transactionId,
+            partitionId: message.partitionId,
+            leaseId: pop.leaseId,
+            leaseEpoch: message.leaseEpoch,
           })),
-        },
-      ];
-      let answer: request.Response | undefined;
-      const trips = await roundTripsOn(pool, async () => {
-        answer = await client.post('/api/v1/transaction', { operations, requiredLeases: [pop.leaseId] });
-      });
-      expect(answer?.body.success).toBe(true);
-      return trips;
-    };
-    // The first prepares the statements on the connection.
-    await stage(10);
+          {
+            type: 'push',
+            items: pop.messages.map((message) => ({
+              queue: 'stage-out',
+              partition: 'p',
+              transactionId: `out-${message.transactionId}`,
+              payload: 1,
+            })),
+          },
+        ];
+        let answer: request.Response | undefined;
+        const trips = await roundTripsOn(pool, async () => {
+          answer = await client.post('/api/v1/transaction', { operations, requiredLeases: [pop.leaseId] });
+        });
+        expect(answer?.body.success).toBe(true);
+        return trips;
+      };
+      // The first prepares the statements on the connection.
+      await stage(10);
 
-    expect(await stage(10)).toBe(4);
-  });
+      expect(await stage(10)).toBe(4);
+    },
+  );
 
   it('commits 1,000 alternating pushes and acks of other partitions in as many round trips as 10', async () => {
     const client = new BrokerClient(app, newTenant());
