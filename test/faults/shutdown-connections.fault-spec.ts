@@ -72,8 +72,10 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
     const sent: Sent[] = [];
 
     const exchange = async (connection: KeptAliveConnection, index: number, kind: Kind, count: number) => {
-      const requests = Array.from({ length: count }, () => {
-        const transactionId = `${kind}-${index}-${sent.length}`;
+      // One id per request: the requests of one pipelined write were once given the same, so when the drain began
+      // between them, the 503s of the later ones found "their" message stored by the first.
+      const requests = Array.from({ length: count }, (_, position) => {
+        const transactionId = `${kind}-${index}-${sent.length + position}`;
         const body = JSON.stringify({ items: [{ queue: 'draining', partition: kind, payload: {}, transactionId }] });
         const record: Sent = { kind, connection: index, transactionId, sentAt: performance.now() };
         return {
