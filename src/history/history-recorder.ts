@@ -82,9 +82,7 @@ export class HistoryRecorder implements OnApplicationBootstrap, BeforeApplicatio
     if (!counts) return;
     counts.popped += messages;
     const waitedMs = Math.max(0, Date.now() - Date.parse(oldestCreatedAt));
-    if (Number.isFinite(waitedMs) && (counts.maxWaitMs === null || waitedMs > counts.maxWaitMs)) {
-      counts.maxWaitMs = waitedMs;
-    }
+    if (Number.isFinite(waitedMs)) counts.maxWaitMs = longest(counts.maxWaitMs, waitedMs);
   }
 
   acked(tenantId: string, queue: string, messages: number): void {
@@ -132,9 +130,7 @@ export class HistoryRecorder implements OnApplicationBootstrap, BeforeApplicatio
     now.popped += counts.popped;
     now.acked += counts.acked;
     now.deadLettered += counts.deadLettered;
-    if (counts.maxWaitMs !== null && (now.maxWaitMs === null || counts.maxWaitMs > now.maxWaitMs)) {
-      now.maxWaitMs = counts.maxWaitMs;
-    }
+    now.maxWaitMs = longest(now.maxWaitMs, counts.maxWaitMs);
   }
 
   private countsOf(tenantId: string, queue: string): MinuteCounts | undefined {
@@ -161,6 +157,11 @@ export class HistoryRecorder implements OnApplicationBootstrap, BeforeApplicatio
     }, this.flushMs);
     this.timer.unref();
   }
+}
+
+/** As GREATEST does in the flush: null is no wait yet. */
+function longest(a: number | null, b: number | null): number | null {
+  return a === null ? b : b === null ? a : Math.max(a, b);
 }
 
 function keyOf(tenantId: string, queue: string, minute: number): string {
