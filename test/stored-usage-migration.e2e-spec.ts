@@ -1,9 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource, QueryRunner } from 'typeorm';
 import { StoredUsage1797500000000 } from '../migrations/1797500000000-StoredUsage';
-import { loadConfig } from '../src/config/load-config';
-import { buildDataSourceOptions } from '../src/database/data-source-options';
-import { ScratchDatabase } from './support/scratch-database';
+import { useScratchRunner } from './support/scratch-database';
 import { onEmbeddedDatabase } from './support/test-app';
 
 /**
@@ -12,36 +9,20 @@ import { onEmbeddedDatabase } from './support/test-app';
  */
 (onEmbeddedDatabase ? describe.skip : describe)('migration StoredUsage', () => {
   const migration = new StoredUsage1797500000000();
-  let database: ScratchDatabase;
-  let scratch: DataSource;
-  let runner: QueryRunner;
-
-  beforeAll(async () => {
-    database = await ScratchDatabase.create('leasehold_stored_usage');
-    const config = loadConfig({ ...process.env, DATABASE_URL: database.url });
-    scratch = await new DataSource(buildDataSourceOptions(config.database, database.url)).initialize();
-    runner = scratch.createQueryRunner();
-  });
-
-  afterAll(async () => {
-    await runner?.release();
-    await scratch?.destroy();
-    await database?.drop();
-  });
+  const scratch = useScratchRunner('leasehold_stored_usage');
 
   /** A queue with one partition, its messages' payloads and one dead letter per message, written by hand. */
   async function storeFor(tenant: string, payloads: string[], measured: boolean): Promise<void> {
     const queueId = randomUUID();
     const partitionId = randomUUID();
-    await runner.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'q')", [tenant, queueId]);
-    await runner.query("INSERT INTO partitions (tenant_id, id, queue_id, name) VALUES ($1, $2, $3, 'Default')", [
-      tenant,
-      partitionId,
-      queueId,
-    ]);
+    await scratch.runner.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'q')", [tenant, queueId]);
+    await scratch.runner.query(
+      "INSERT INTO partitions (tenant_id, id, queue_id, name) VALUES ($1, $2, $3, 'Default')",
+      [tenant, partitionId, queueId],
+    );
     for (const [index, payload] of payloads.entries()) {
       // Rows from before the push measured its payloads have no payload_bytes: they count as their text.
-      await runner.query(
+      await scratch.runner.query(
         `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, payload, payload_bytes)
          VALUES ($1, $2, $3, $4, $5, $6, $7)`,
         [
@@ -54,7 +35,7 @@ import { onEmbeddedDatabase } from './support/test-app';
           measured ? Buffer.byteLength(payload) : null,
         ],
       );
-      await runner.query(
+      await scratch.runner.query(
         `INSERT INTO dead_letters (tenant_id, id, queue_id, partition_id, consumer_group, message_id, seq, transaction_id,
                                    payload, message_created_at, retry_count)
          VALUES ($1, $2, $3, $4, 'g', $2, $5, $6, $7, now(), 0)`,
@@ -65,7 +46,7 @@ import { onEmbeddedDatabase } from './support/test-app';
 
   const usage = async (tenant: string) =>
     (
-      await runner.query(
+      await scratch.runner.query(
         `SELECT sum(stored_bytes)::int AS bytes, sum(stored_messages)::int AS messages
            FROM tenant_usage WHERE tenant_id = $1`,
         [tenant],
@@ -74,7 +55,7 @@ import { onEmbeddedDatabase } from './support/test-app';
 
   const catalogue = async () =>
     (
-      await runner.query(
+      await scratch.runner.query(
         `SELECT to_regclass('tenant_usage') IS NOT NULL AS counters,
                 to_regproc('leasehold_storage_quota_exceeded') IS NOT NULL AS refusal,
                 EXISTS (SELECT 1 FROM information_schema.columns
@@ -85,28 +66,28 @@ import { onEmbeddedDatabase } from './support/test-app';
   it('counts what each tenant already stores, messages and dead letters, and down() takes it all away again', async () => {
     const measured = randomUUID();
     const unmeasured = randomUUID();
-    await migration.down(runner);
+    await migration.down(scratch.runner);
     expect(await catalogue()).toEqual({ counters: false, refusal: false, letter_bytes: false });
     await storeFor(measured, ['{"n":1}', '"é"'], true);
     await storeFor(unmeasured, ['[1,2,3]'], false);
 
-    await migration.up(runner);
+    await migration.up(scratch.runner);
 
     expect(await catalogue()).toEqual({ counters: true, refusal: true, letter_bytes: true });
     // An unmeasured payload counts as the text its column keeps, whichever JSON type that is.
-    const [{ type }] = await runner.query(
+    const [{ type }] = await scratch.runner.query(
       `SELECT data_type AS type FROM information_schema.columns
         WHERE table_name = 'dead_letters' AND column_name = 'payload'`,
     );
     const sized = async (text: string) =>
-      (await runner.query(`SELECT octet_length($1::${type}::text) AS n`, [text]))[0].n as number;
+      (await scratch.runner.query(`SELECT octet_length($1::${type}::text) AS n`, [text]))[0].n as number;
     const letters = (await sized('{"n":1}')) + (await sized('"é"'));
     expect(await usage(measured)).toEqual({ bytes: 7 + 4 + letters, messages: 4 });
     expect(await usage(unmeasured)).toEqual({ bytes: 2 * (await sized('[1,2,3]')), messages: 2 });
 
-    await migration.down(runner);
+    await migration.down(scratch.runner);
     expect(await catalogue()).toEqual({ counters: false, refusal: false, letter_bytes: false });
-    await migration.up(runner);
+    await migration.up(scratch.runner);
     expect(await usage(unmeasured)).toEqual({ bytes: 2 * (await sized('[1,2,3]')), messages: 2 });
   });
 });

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { DataSource, QueryRunner } from 'typeorm';
 import { loadConfig } from '../../src/config/load-config';
+import { buildDataSourceOptions } from '../../src/database/data-source-options';
 import { migrateDatabase } from '../../src/database/run-migrations';
 
 /**
@@ -40,4 +42,24 @@ export class ScratchDatabase {
       await this.admin.end();
     }
   }
+}
+
+/**
+ * A migrated scratch database for the enclosing describe block, with a query runner on it (a migration's up and down
+ * take one), gone after the block. Read `runner` inside hooks and tests: it is set once the block starts.
+ */
+export function useScratchRunner(prefix: string): { readonly runner: QueryRunner } {
+  const held = {} as { runner: QueryRunner; dataSource: DataSource; database: ScratchDatabase };
+  beforeAll(async () => {
+    held.database = await ScratchDatabase.create(prefix);
+    const config = loadConfig({ ...process.env, DATABASE_URL: held.database.url });
+    held.dataSource = await new DataSource(buildDataSourceOptions(config.database, held.database.url)).initialize();
+    held.runner = held.dataSource.createQueryRunner();
+  });
+  afterAll(async () => {
+    await held.runner?.release();
+    await held.dataSource?.destroy();
+    await held.database?.drop();
+  });
+  return held;
 }
