@@ -10,6 +10,7 @@ import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryPipelined } from './pipelined-query';
 import { ConflictRetries } from './conflict-retries';
 import { Statement } from './statement';
+import type { Answers } from './unit-of-work';
 import { TenantGate } from './tenant-gate';
 
 /** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
@@ -41,6 +42,12 @@ export interface OpenTransaction {
   commitWith(statement: SentStatement): Promise<unknown[]>;
 }
 
+/** Reads (or writes with no effects after commit) as statements: what run() hands a read's work. */
+export interface StatementReader {
+  run<T>(statement: Statement<T>): Promise<T>;
+  runTogether<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>>;
+}
+
 /** Past its budget the connection is closed so the server rolls back: none goes back with a transaction open. */
 @Injectable()
 export class TransactionRunner {
@@ -62,6 +69,19 @@ export class TransactionRunner {
   /** One statement in a bounded transaction of its own, as run() runs work; its answer parsed. */
   async runOne<T>(tenantId: string | undefined, statement: Statement<T>): Promise<T> {
     return statement.parse(await this.run(tenantId, (_manager, transaction) => transaction.rows(statement)));
+  }
+
+  /** Statements in one bounded transaction, as run() runs work; for work without effects after commit (see Writes). */
+  read<T>(tenantId: string | undefined, work: (reader: StatementReader) => Promise<T>): Promise<T> {
+    return this.run(tenantId, (_manager, transaction) =>
+      work({
+        run: async (statement) => statement.parse(await transaction.rows(statement)),
+        runTogether: async (statements) => {
+          const found = await transaction.rowsTogether(statements);
+          return statements.map((statement, index) => statement.parse(found[index])) as Answers<typeof statements>;
+        },
+      }),
+    );
   }
 
   /** The pool was resized: one tenant's share follows it. */
