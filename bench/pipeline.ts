@@ -24,6 +24,8 @@ export interface PipelineRow {
   stageOneP50: number;
   stageOneP99: number;
   errors: number;
+  /** Milliseconds of the broker's CPU per message carried through both stages, its feed included (set by the caller). */
+  brokerCpuMs?: number;
 }
 
 const PARTITIONS = 8;
