@@ -13,6 +13,11 @@ export type RecordingStatement = (usage: UsageRecord | undefined) => Statement<u
 export type Answers<S extends readonly Statement<unknown>[]> = { -readonly [K in keyof S]: Answer<S[K]> };
 type Answer<S> = S extends Statement<infer T> ? T : never;
 
+interface Settle {
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
 /** Nothing recorded here happens for a write that rolls back. */
 export class UnitOfWork {
   readonly pushed = new Map<string, QueueWork>();
@@ -23,6 +28,8 @@ export class UnitOfWork {
   private last?: Statement<unknown> | RecordingStatement;
   private readonly checks: Statement<unknown>[] = [];
   private readonly deferred: Statement<unknown>[] = [];
+  /** What waits for a deferred read's answer (withNextRead). */
+  private readonly awaiting = new Map<Statement<unknown>, Settle>();
   private change?: UsageChange & { held: boolean };
 
   constructor(
@@ -40,8 +47,21 @@ export class UnitOfWork {
   /** Statements that do not need each other's answers, in one round trip on PostgreSQL; their answers in order. */
   async runTogether<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>> {
     const ahead = this.deferred.splice(0);
-    const found = await this.transaction.rowsTogether([...ahead, ...statements]);
+    let found: unknown[][];
+    try {
+      found = await this.transaction.rowsTogether([...ahead, ...statements]);
+    } catch (error) {
+      for (const statement of ahead) this.settled(statement)?.reject(error);
+      throw error;
+    }
+    ahead.forEach((statement, index) => this.settled(statement)?.resolve(statement.parse(found[index])));
     return statements.map((statement, index) => statement.parse(found[ahead.length + index])) as Answers<S>;
+  }
+
+  private settled(statement: Statement<unknown>): Settle | undefined {
+    const settle = this.awaiting.get(statement);
+    this.awaiting.delete(statement);
+    return settle;
   }
 
   /** The statement and COMMIT in one round trip, with the NOTIFYs recorded so far; only reads may follow. */
@@ -87,7 +107,21 @@ export class UnitOfWork {
     this.deferred.push(statement);
   }
 
+  /**
+   * A read sent with the unit's next round trip (as withNext), answered when that round trip is: a lock whose answer is
+   * needed later, not before the next statements. The next round trip must be a statement's, not the COMMIT's, whose
+   * deferred part is not read.
+   */
+  withNextRead<T>(statement: Statement<T>): Promise<T> {
+    this.withNext(statement);
+    const answer = new Promise<T>((resolve, reject) => this.awaiting.set(statement, { resolve: resolve, reject }));
+    // A unit that fails before the read is sent, or with it, throws there: this answer then has no reader.
+    answer.catch(() => undefined);
+    return answer;
+  }
+
   get deferredStatements(): readonly Statement<unknown>[] {
+    if (this.awaiting.size > 0) throw new Error('a deferred read reached the COMMIT, whose deferred rows are not read');
     return this.deferred;
   }
 

@@ -172,7 +172,8 @@ export class StreamsService {
     const { ack } = command;
     const required = ack?.leaseId !== undefined ? [ack.leaseId] : [];
     const cursor = ack ? [{ partitionId: command.partitionId, consumerGroup: command.consumerGroup }] : [];
-    const liveAtStart = await this.leases.lock(tenantId, required, cursor, manager);
+    const lock = this.leases.lock(tenantId, required, cursor);
+    const liveAtStart = lock ? await unit.run(lock) : new Set<string>();
 
     const found = await this.streams.lockForCycle(tenantId, command.queryId, command.partitionId, manager);
     if (!found.query) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND });

@@ -12,34 +12,35 @@ export const LEASE_LOST = 'LL001';
 export class TransactionRepository {
   /**
    * One statement, in primary-key order as acks and renewals lock, so that concurrent transactions queue instead of
-   * deadlocking. Answers the required leases live by the database clock once the locks are held.
+   * deadlocking. Answers the required leases live by the database clock once the locks are held; undefined when there
+   * is nothing to lock.
    */
-  async lock(
-    tenantId: string,
-    requiredLeases: string[],
-    acked: CursorKey[],
-    manager: EntityManager,
-  ): Promise<Set<string>> {
+  lock(tenantId: string, requiredLeases: string[], acked: CursorKey[]): Statement<Set<string>> | undefined {
     const leases = requiredLeases.filter(isUuid);
-    if (leases.length === 0 && acked.length === 0) return new Set();
-    const rows: Array<{ lease_id: string | null; live: boolean }> = await manager.query(
-      `WITH wanted AS (
-         SELECT partition_id, consumer_group FROM consumers WHERE tenant_id = $1 AND lease_id = ANY($2::uuid[])
-          UNION
-         SELECT partition_id, consumer_group FROM unnest($3::uuid[], $4::text[]) AS t(partition_id, consumer_group)
-       )
-       SELECT c.lease_id, COALESCE(c.lease_expires_at > clock_timestamp(), false) AS live
-         FROM (SELECT * FROM wanted ORDER BY partition_id, consumer_group) w
-        CROSS JOIN LATERAL (
-              SELECT c.lease_id, c.lease_expires_at
-                FROM consumers c
-               WHERE c.tenant_id = $1 AND c.partition_id = w.partition_id AND c.consumer_group = w.consumer_group
-                 FOR UPDATE
-            ) c`,
-      [tenantId, leases, acked.map((key) => key.partitionId), acked.map((key) => key.consumerGroup)],
+    if (leases.length === 0 && acked.length === 0) return undefined;
+    const tenant = shared(tenantId);
+    return prepared(
+      'leasehold_transaction_lock',
+      sql`WITH wanted AS (
+            SELECT partition_id, consumer_group FROM consumers WHERE tenant_id = ${tenant} AND lease_id = ANY(${leases}::uuid[])
+             UNION
+            SELECT partition_id, consumer_group
+              FROM unnest(${acked.map((key) => key.partitionId)}::uuid[], ${acked.map((key) => key.consumerGroup)}::text[])
+                AS t(partition_id, consumer_group)
+          )
+          SELECT c.lease_id, COALESCE(c.lease_expires_at > clock_timestamp(), false) AS live
+            FROM (SELECT * FROM wanted ORDER BY partition_id, consumer_group) w
+           CROSS JOIN LATERAL (
+                 SELECT c.lease_id, c.lease_expires_at
+                   FROM consumers c
+                  WHERE c.tenant_id = ${tenant} AND c.partition_id = w.partition_id AND c.consumer_group = w.consumer_group
+                    FOR UPDATE
+               ) c`,
+      (rows: Array<{ lease_id: string | null; live: boolean }>) => {
+        const wanted = new Set(leases);
+        return new Set(rows.filter((row) => row.live && wanted.has(row.lease_id!)).map((row) => row.lease_id!));
+      },
     );
-    const wanted = new Set(leases);
-    return new Set(rows.filter((row) => row.live && wanted.has(row.lease_id!)).map((row) => row.lease_id!));
   }
 
   /**

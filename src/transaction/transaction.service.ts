@@ -102,7 +102,14 @@ export class TransactionService {
     const { operations, requiredLeases } = request;
     const { items, acks } = split(operations);
     const commands = acks.map(({ command }) => command);
-    const liveAtStart = await this.transactions.lock(tenantId, requiredLeases, commands, manager);
+    // The locks ride with the acks' reads or the push's lock, whichever goes first: their answer is needed at the end.
+    const lock = this.transactions.lock(tenantId, requiredLeases, commands);
+    const locked =
+      lock === undefined
+        ? Promise.resolve(new Set<string>())
+        : commands.length > 0 || items.length > 0
+          ? unit.withNextRead(lock)
+          : unit.run(lock);
 
     // The pushes' partitions are the stage's hot rows, which other stages' pushes wait for: locked after the acks
     // unless an ack may name a message an earlier push of this transaction stores.
@@ -117,6 +124,7 @@ export class TransactionService {
     const acked = commands.length > 0 ? await this.acks.apply(unit, commands, ackRules) : [];
     if (items.length > 0 && !pushesFirst) prepared = await this.pushes.prepare(unit, items);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
+    const liveAtStart = await locked;
 
     const results: TransactionOperationResult[] = [];
     const misses: Miss[] = [];
