@@ -2,6 +2,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { uuidv7 } from '../src/common/uuid';
+import { nothing, sql, statement } from '../src/database/statement';
 import { TransactionRunner } from '../src/database/transaction-runner';
 import { PopRepository } from '../src/pop/pop.repository';
 import { QueuesRepository } from '../src/queues/queues.repository';
@@ -67,11 +68,11 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       const queues = app.get(QueuesRepository);
       const pops = app.get(PopRepository);
 
-      const [row] = await app.get(TransactionRunner).run(tenant, async (manager, transaction) => {
-        await manager.query('SELECT pg_sleep(1.5)');
-        const queue = (await queues.find(tenant, 'clock', manager))!;
-        await pops.ensureGroup(tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined }, manager);
-        await transaction.rows(pops.backfill(tenant, queue.id, '__QUEUE_MODE__', 100));
+      const afterStart = await app.get(TransactionRunner).read(tenant, async (reader) => {
+        await reader.run(statement(sql`SELECT pg_sleep(1.5)`, nothing));
+        const queue = (await reader.run(queues.find(tenant, 'clock')))!;
+        await pops.ensureGroup(reader, tenant, queue.id, '__QUEUE_MODE__', { newOnly: false, from: undefined });
+        await reader.run(pops.backfill(tenant, queue.id, '__QUEUE_MODE__', 100));
         const request = {
           queueId: queue.id,
           partitionId: undefined,
@@ -81,7 +82,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
           windowBuffer: 0,
           retryDelayMs: 0,
         };
-        await transaction.rows(
+        await reader.run(
           pops.claim(tenant, {
             ...request,
             leaseId: uuidv7(),
@@ -91,13 +92,15 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
             maxBytes: 1024 ** 2,
           }),
         );
-        return manager.query(
-          'SELECT extract(epoch FROM lease_expires_at - now()) AS after_start FROM consumers WHERE tenant_id = $1',
-          [tenant],
+        return reader.run(
+          statement(
+            sql`SELECT extract(epoch FROM lease_expires_at - now()) AS after_start FROM consumers WHERE tenant_id = ${tenant}`,
+            ([row]: Array<{ after_start: string }>) => Number(row.after_start),
+          ),
         );
       });
 
-      expect(Number(row.after_start)).toBeGreaterThanOrEqual(11.4);
+      expect(afterStart).toBeGreaterThanOrEqual(11.4);
     });
 
     it('answers a renewal of rows another transaction holds at once, busy and untouched, and renews from its own clock once they are free', async () => {

@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from './cursor-ready';
 import { subscriptionStartOffset } from './subscription-start';
-import { GROUP_LAG_OF_QUEUES, groupLagCte, QUEUE_STORED_OF_QUEUES } from './counters';
+import { NO_SQL, nothing, raw, RawSql, shared, sql, Statement, statement } from '../database/statement';
+import type { StatementReader } from '../database/transaction-runner';
+import { groupLagCte, groupLagOfQueues, QueueStoredRow, queueStoredOfQueues } from './counters';
 
 export interface GroupEntry {
   queueId: string;
@@ -119,9 +120,9 @@ const UNREACHED_COUNTED = 2_000;
  * left to read: the work grows with the partitions where groups have work, not with the queue.
  */
 export async function groupTotals(
+  reader: StatementReader,
   tenantId: string,
   queueIds: string[],
-  manager: EntityManager,
 ): Promise<Map<string, GroupTotals>> {
   const totals = new Map<string, GroupTotals>();
   if (queueIds.length === 0) return totals;
@@ -135,40 +136,37 @@ export async function groupTotals(
       liveLeases: sum.liveLeases + (more.liveLeases ?? 0),
     });
   };
-  const lags: Array<{ queue_id: string; consumer_group: string; lag: string }> = await manager.query(
-    GROUP_LAG_OF_QUEUES,
-    [tenantId, queueIds],
+  const lags = await reader.run(
+    statement(
+      groupLagOfQueues(tenantId, queueIds),
+      (rows: Array<{ queue_id: string; consumer_group: string; lag: string }>) => rows,
+    ),
   );
   for (const row of lags) add(row.queue_id, row.consumer_group, { totalLag: Number(row.lag) });
-  const rows: Array<{
-    queue_id: string;
-    name: string;
-    partitions_with_lag: number;
-    backfill_lag: string;
-    max_time_lag: string;
-    live_leases: number;
-  }> = await manager.query(
-    // Groups that start alike (most do) share one look at the partitions none has reached: each group then costs a
-    // probe of its cursors there, not the look. Per group, the look was most of the statement (72 ms of 90 at 10
-    // groups); OFFSET 0 keeps the planner from computing the starting point twice.
-    `WITH starts AS MATERIALIZED (
+  const [tenant, queues] = [shared(tenantId), shared(queueIds)];
+  const rows = await reader.run(
+    statement(
+      // Groups that start alike (most do) share one look at the partitions none has reached: each group then costs a
+      // probe of its cursors there, not the look. Per group, the look was most of the statement (72 ms of 90 at 10
+      // groups); OFFSET 0 keeps the planner from computing the starting point twice.
+      sql`WITH starts AS MATERIALIZED (
        SELECT DISTINCT g.tenant_id, g.queue_id, g.backfill_from, g.subscription_from FROM consumer_groups g
-        WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL
+        WHERE g.tenant_id = ${tenant} AND g.queue_id = ANY(${queues}::uuid[]) AND g.backfill_from IS NOT NULL
      ), unreached AS MATERIALIZED (
        SELECT g.queue_id, g.backfill_from, g.subscription_from, p.tenant_id, p.id, p.last_offset, s.start, o.seq,
               o.created_at
          FROM starts g
         CROSS JOIN LATERAL (SELECT p.* FROM partitions p
                              WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND p.name > g.backfill_from
-                             ORDER BY p.name LIMIT ${UNREACHED_COUNTED}) p
-        CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start OFFSET 0) s
+                             ORDER BY p.name LIMIT ${raw(String(UNREACHED_COUNTED))}) p
+        CROSS JOIN LATERAL (SELECT ${raw(subscriptionStartOffset('p', 'g'))} AS start OFFSET 0) s
          LEFT JOIN LATERAL (
                SELECT m.seq, m.created_at FROM messages m
                 WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id AND m.seq > s.start AND p.last_offset > s.start
                 ORDER BY m.seq LIMIT 1) o ON true
      )
      SELECT g.queue_id, g.name, count(o.seq)::int AS partitions_with_lag, 0 AS backfill_lag,
-            COALESCE(max(${TIME_LAG}), 0) AS max_time_lag,
+            COALESCE(max(${raw(TIME_LAG)}), 0) AS max_time_lag,
             count(*) FILTER (WHERE c.lease_expires_at > now())::int AS live_leases
        FROM consumer_groups g
        JOIN consumers c ON c.tenant_id = g.tenant_id AND c.queue_id = g.queue_id AND c.consumer_group = g.name
@@ -178,19 +176,29 @@ export async function groupTotals(
              SELECT m.seq, m.created_at FROM messages m
               WHERE m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.seq > c.committed_offset
               ORDER BY m.seq LIMIT 1) o ON true
-      WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[])
+      WHERE g.tenant_id = ${tenant} AND g.queue_id = ANY(${queues}::uuid[])
       GROUP BY g.queue_id, g.name
      UNION ALL
      SELECT g.queue_id, g.name, count(o.seq)::int, COALESCE(sum(o.last_offset - o.start), 0),
-            COALESCE(max(${TIME_LAG}), 0), 0
+            COALESCE(max(${raw(TIME_LAG)}), 0), 0
        FROM consumer_groups g
        JOIN unreached o ON o.queue_id = g.queue_id AND o.backfill_from = g.backfill_from
                        AND o.subscription_from IS NOT DISTINCT FROM g.subscription_from
-      WHERE g.tenant_id = $1 AND g.queue_id = ANY($2::uuid[]) AND g.backfill_from IS NOT NULL
+      WHERE g.tenant_id = ${tenant} AND g.queue_id = ANY(${queues}::uuid[]) AND g.backfill_from IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM consumers c
                          WHERE c.tenant_id = o.tenant_id AND c.partition_id = o.id AND c.consumer_group = g.name)
       GROUP BY g.queue_id, g.name`,
-    [tenantId, queueIds],
+      (
+        found: Array<{
+          queue_id: string;
+          name: string;
+          partitions_with_lag: number;
+          backfill_lag: string;
+          max_time_lag: string;
+          live_leases: number;
+        }>,
+      ) => found,
+    ),
   );
   for (const row of rows) {
     add(row.queue_id, row.name, {
@@ -206,41 +214,43 @@ export async function groupTotals(
 @Injectable()
 export class ConsumerGroupsRepository {
   /** By queue then group name, after (queue name, group name); one more than `limit` tells whether there are more. */
-  async entries(
+  entries(
     tenantId: string,
     queueName: string | undefined,
     after: [string, string] | undefined,
     limit: number,
-    manager: EntityManager,
-  ): Promise<GroupEntry[]> {
-    const rows: Array<{
-      queue_id: string;
-      name: string;
-      queue_name: string;
-      subscription_from: string | null;
-      created_at: string;
-    }> = await manager.query(
-      `SELECT g.queue_id, g.name, q.name AS queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from,
-              ${isoTimestamp('g.created_at')} AS created_at
+  ): Statement<GroupEntry[]> {
+    const [queue, afterQueue] = [shared(queueName ?? null), shared(after?.[0] ?? null)];
+    return statement(
+      sql`SELECT g.queue_id, g.name, q.name AS queue_name, ${raw(isoTimestamp('g.subscription_from'))} AS subscription_from,
+              ${raw(isoTimestamp('g.created_at'))} AS created_at
          FROM queues q
          JOIN consumer_groups g ON g.tenant_id = q.tenant_id AND g.queue_id = q.id
-        WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)
-          AND ($3::text IS NULL OR (q.name, g.name) > ($3::text, $4::text))
+        WHERE q.tenant_id = ${tenantId} AND (${queue}::text IS NULL OR q.name = ${queue})
+          AND (${afterQueue}::text IS NULL OR (q.name, g.name) > (${afterQueue}::text, ${after?.[1] ?? null}::text))
         ORDER BY q.name, g.name
-        LIMIT $5`,
-      [tenantId, queueName ?? null, after?.[0] ?? null, after?.[1] ?? null, limit + 1],
+        LIMIT ${limit + 1}`,
+      (
+        rows: Array<{
+          queue_id: string;
+          name: string;
+          queue_name: string;
+          subscription_from: string | null;
+          created_at: string;
+        }>,
+      ) =>
+        rows.map((row) => ({
+          queueId: row.queue_id,
+          name: row.name,
+          queueName: row.queue_name,
+          subscriptionFrom: row.subscription_from,
+          createdAt: row.created_at,
+        })),
     );
-    return rows.map((row) => ({
-      queueId: row.queue_id,
-      name: row.name,
-      queueName: row.queue_name,
-      subscriptionFrom: row.subscription_from,
-      createdAt: row.created_at,
-    }));
   }
 
-  groupTotals(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, GroupTotals>> {
-    return groupTotals(tenantId, queueIds, manager);
+  groupTotals(reader: StatementReader, tenantId: string, queueIds: string[]): Promise<Map<string, GroupTotals>> {
+    return groupTotals(reader, tenantId, queueIds);
   }
 
   /** Totals of a group with no entry in groupTotals's answer: nothing to read anywhere. */
@@ -249,13 +259,14 @@ export class ConsumerGroupsRepository {
   }
 
   /** Each queue's partition count, from the queue_stored counters: counting the partitions read the whole queue. */
-  async partitionCounts(tenantId: string, queueIds: string[], manager: EntityManager): Promise<Map<string, number>> {
+  async partitionCounts(reader: StatementReader, tenantId: string, queueIds: string[]): Promise<Map<string, number>> {
     if (queueIds.length === 0) return new Map();
-    const rows: Array<{ queue_id: string; partitions: string }> = await manager.query(QUEUE_STORED_OF_QUEUES, [
-      tenantId,
-      queueIds,
-    ]);
-    return new Map(rows.map((row) => [row.queue_id, Number(row.partitions)]));
+    return reader.run(
+      statement(
+        queueStoredOfQueues(tenantId, queueIds),
+        (rows: QueueStoredRow[]) => new Map(rows.map((row) => [row.queue_id, Number(row.partitions)])),
+      ),
+    );
   }
 
   /**
@@ -264,154 +275,150 @@ export class ConsumerGroupsRepository {
    * their partitions, those not reached yet, by name. Answers the lagging entries found, in walk order, and where the
    * next step starts (undefined: the walk is over).
    */
-  async laggingStep(
+  laggingStep(
     tenantId: string,
     minLagSeconds: number,
     from: LaggingPosition | undefined,
     walk: number,
-    manager: EntityManager,
-  ): Promise<{ found: Array<GroupPartition & { position: LaggingPosition }>; next: LaggingPosition | undefined }> {
+  ): Statement<{ found: Array<GroupPartition & { position: LaggingPosition }>; next: LaggingPosition | undefined }> {
     if (from === undefined || from.walk === 'ready') {
       const after =
         from === undefined
-          ? ''
-          : 'AND (w.queue_id, w.consumer_group, w.updated_at, w.partition_id) > ($4::uuid, $5::text, $6::timestamptz, $7::uuid)';
-      const rows: Array<GroupPartitionRow & { queue_id: string; moved_at: string; lagging: boolean }> =
-        await manager.query(
-          `SELECT ${PARTITION_COLUMNS}, c.queue_id, ${isoTimestamp('c.updated_at')} AS moved_at,
-                  COALESCE(o.created_at <= now() - make_interval(secs => $2), false) AS lagging
+          ? NO_SQL
+          : sql`AND (w.queue_id, w.consumer_group, w.updated_at, w.partition_id) > (${from.queueId}::uuid, ${from.group}::text, ${from.movedAt}::timestamptz, ${from.partitionId}::uuid)`;
+      return statement(
+        sql`SELECT ${raw(PARTITION_COLUMNS)}, c.queue_id, ${raw(isoTimestamp('c.updated_at'))} AS moved_at,
+                  COALESCE(o.created_at <= now() - make_interval(secs => ${minLagSeconds}), false) AS lagging
              FROM (SELECT w.* FROM consumers w
-                    WHERE w.tenant_id = $1 AND w.ready ${after}
+                    WHERE w.tenant_id = ${tenantId} AND w.ready ${after}
                     ORDER BY w.queue_id, w.consumer_group, w.updated_at, w.partition_id
-                    LIMIT $3) c
+                    LIMIT ${walk}) c
              JOIN consumer_groups g ON g.tenant_id = c.tenant_id AND g.queue_id = c.queue_id AND g.name = c.consumer_group
              JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
              JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-             ${PAST_CURSOR}
+             ${raw(PAST_CURSOR)}
             ORDER BY c.queue_id, c.consumer_group, c.updated_at, c.partition_id`,
-          from === undefined
-            ? [tenantId, minLagSeconds, walk]
-            : [tenantId, minLagSeconds, walk, from.queueId, from.group, from.movedAt, from.partitionId],
-        );
-      const positioned = rows.map((row) => ({
-        row,
-        position: {
-          walk: 'ready' as const,
-          queueId: row.queue_id,
-          group: row.consumer_group,
-          movedAt: row.moved_at,
-          partitionId: row.partition_id,
+        (rows: Array<GroupPartitionRow & { queue_id: string; moved_at: string; lagging: boolean }>) => {
+          const positioned = rows.map((row) => ({
+            row,
+            position: {
+              walk: 'ready' as const,
+              queueId: row.queue_id,
+              group: row.consumer_group,
+              movedAt: row.moved_at,
+              partitionId: row.partition_id,
+            },
+          }));
+          const found = positioned
+            .filter(({ row }) => row.lagging)
+            .map(({ row, position }) => ({ ...toGroupPartition(row), position }));
+          if (rows.length === walk) return { found, next: positioned[positioned.length - 1].position };
+          return { found, next: { walk: 'backfill', queueId: NO_UUID, group: '', partition: '' } };
         },
-      }));
-      const found = positioned
-        .filter(({ row }) => row.lagging)
-        .map(({ row, position }) => ({ ...toGroupPartition(row), position }));
-      if (rows.length === walk) return { found, next: positioned[positioned.length - 1].position };
-      return { found, next: { walk: 'backfill', queueId: NO_UUID, group: '', partition: '' } };
+      );
     }
     // Groups still looking through their partitions: those it has not reached have no cursor yet.
-    const rows: Array<GroupPartitionRow & { queue_id: string; has_cursor: boolean; lagging: boolean }> =
-      await manager.query(
-        `SELECT ${PARTITION_COLUMNS}, g.queue_id, c.partition_id IS NOT NULL AS has_cursor,
-                COALESCE(o.created_at <= now() - make_interval(secs => $2), false) AS lagging
+    const [most, queue, group] = [walk, from.queueId, from.group].map(shared);
+    return statement(
+      sql`SELECT ${raw(PARTITION_COLUMNS)}, g.queue_id, c.partition_id IS NOT NULL AS has_cursor,
+                COALESCE(o.created_at <= now() - make_interval(secs => ${minLagSeconds}), false) AS lagging
            FROM consumer_groups g
            JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
            JOIN LATERAL (
                 SELECT p.* FROM partitions p
                  WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
-                   AND p.name > CASE WHEN (g.queue_id, g.name) = ($4::uuid, $5::text)
-                                     THEN GREATEST(g.backfill_from, $6::text) ELSE g.backfill_from END
-                 ORDER BY p.name LIMIT $3) p ON true
-           ${CURSOR_OR_START}
-          WHERE g.tenant_id = $1 AND g.backfill_from IS NOT NULL AND (g.queue_id, g.name) >= ($4::uuid, $5::text)
+                   AND p.name > CASE WHEN (g.queue_id, g.name) = (${queue}::uuid, ${group}::text)
+                                     THEN GREATEST(g.backfill_from, ${from.partition}::text) ELSE g.backfill_from END
+                 ORDER BY p.name LIMIT ${most}) p ON true
+           ${raw(CURSOR_OR_START)}
+          WHERE g.tenant_id = ${tenantId} AND g.backfill_from IS NOT NULL AND (g.queue_id, g.name) >= (${queue}::uuid, ${group}::text)
           ORDER BY g.queue_id, g.name, p.name
-          LIMIT $3`,
-        [tenantId, minLagSeconds, walk, from.queueId, from.group, from.partition],
-      );
-    const found = rows
-      .filter((row) => row.lagging && !row.has_cursor)
-      .map((row) => ({
-        ...toGroupPartition(row),
-        position: { walk: 'backfill', queueId: row.queue_id, group: row.consumer_group, partition: row.partition },
-      })) as Array<GroupPartition & { position: LaggingPosition }>;
-    if (rows.length < walk) return { found, next: undefined };
-    const last = rows[rows.length - 1];
-    return {
-      found,
-      next: { walk: 'backfill', queueId: last.queue_id, group: last.consumer_group, partition: last.partition },
-    };
+          LIMIT ${most}`,
+      (rows: Array<GroupPartitionRow & { queue_id: string; has_cursor: boolean; lagging: boolean }>) => {
+        const found = rows
+          .filter((row) => row.lagging && !row.has_cursor)
+          .map((row) => ({
+            ...toGroupPartition(row),
+            position: { walk: 'backfill', queueId: row.queue_id, group: row.consumer_group, partition: row.partition },
+          })) as Array<GroupPartition & { position: LaggingPosition }>;
+        if (rows.length < walk) return { found, next: undefined };
+        const last = rows[rows.length - 1];
+        return {
+          found,
+          next: { walk: 'backfill', queueId: last.queue_id, group: last.consumer_group, partition: last.partition },
+        };
+      },
+    );
   }
 
-  async queuesOf(
+  queuesOf(
     tenantId: string,
     group: string,
     queueName: string | undefined,
     after: string | undefined,
-    manager: EntityManager,
-  ): Promise<Array<Omit<GroupQueue, 'partitionCount'> & { queueId: string }>> {
-    const rows: Array<{ queue_id: string; queue_name: string; subscription_from: string | null }> = await manager.query(
-      `SELECT q.id AS queue_id, q.name AS queue_name, ${isoTimestamp('g.subscription_from')} AS subscription_from
+  ): Statement<Array<Omit<GroupQueue, 'partitionCount'> & { queueId: string }>> {
+    const [queue, from] = [shared(queueName ?? null), shared(after ?? null)];
+    return statement(
+      sql`SELECT q.id AS queue_id, q.name AS queue_name, ${raw(isoTimestamp('g.subscription_from'))} AS subscription_from
            FROM consumer_groups g
            JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
-          WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
-            AND ($4::text IS NULL OR q.name >= $4)
+          WHERE g.tenant_id = ${tenantId} AND g.name = ${group} AND (${queue}::text IS NULL OR q.name = ${queue})
+            AND (${from}::text IS NULL OR q.name >= ${from})
           ORDER BY q.name`,
-      [tenantId, group, queueName ?? null, after ?? null],
+      (rows: Array<{ queue_id: string; queue_name: string; subscription_from: string | null }>) =>
+        rows.map((row) => ({
+          queueId: row.queue_id,
+          queueName: row.queue_name,
+          subscriptionFrom: row.subscription_from,
+        })),
     );
-    return rows.map((row) => ({
-      queueId: row.queue_id,
-      queueName: row.queue_name,
-      subscriptionFrom: row.subscription_from,
-    }));
   }
 
   /** A page of one queue's partitions by name, after `after`, with the group's position in each. */
-  async partitionsOf(
+  partitionsOf(
     tenantId: string,
     group: string,
     queueId: string,
     after: string | undefined,
     limit: number,
-    manager: EntityManager,
-  ): Promise<GroupPartition[]> {
-    const rows: GroupPartitionRow[] = await manager.query(
-      `SELECT ${PARTITION_COLUMNS}
+  ): Statement<GroupPartition[]> {
+    const from = shared(after ?? null);
+    return statement(
+      sql`SELECT ${raw(PARTITION_COLUMNS)}
          FROM consumer_groups g
          JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
          JOIN LATERAL (
               SELECT p.* FROM partitions p
-               WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND ($4::text IS NULL OR p.name > $4)
-               ORDER BY p.name LIMIT $5) p ON true
-         ${CURSOR_OR_START}
-        WHERE g.tenant_id = $1 AND g.name = $2 AND g.queue_id = $3
+               WHERE p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id AND (${from}::text IS NULL OR p.name > ${from})
+               ORDER BY p.name LIMIT ${limit}) p ON true
+         ${raw(CURSOR_OR_START)}
+        WHERE g.tenant_id = ${tenantId} AND g.name = ${group} AND g.queue_id = ${queueId}
         ORDER BY p.name`,
-      [tenantId, group, queueId, after ?? null, limit],
+      (rows: GroupPartitionRow[]) => rows.map(toGroupPartition),
     );
-    return rows.map(toGroupPartition);
   }
 
-  async groupExists(tenantId: string, queueId: string, group: string, manager: EntityManager): Promise<boolean> {
-    const rows: unknown[] = await manager.query(
-      'SELECT 1 FROM consumer_groups WHERE tenant_id = $1 AND queue_id = $2 AND name = $3',
-      [tenantId, queueId, group],
+  groupExists(tenantId: string, queueId: string, group: string): Statement<boolean> {
+    return statement(
+      sql`SELECT 1 FROM consumer_groups WHERE tenant_id = ${tenantId} AND queue_id = ${queueId} AND name = ${group}`,
+      (rows: unknown[]) => rows.length > 0,
     );
-    return rows.length > 0;
   }
 
   /** In primary-key order, as acks and renewals take them. */
-  private async lockCursors(
+  private lockCursors(
     tenantId: string,
     queueId: string,
     group: string,
     partitionId: string | undefined,
-    manager: EntityManager,
-  ): Promise<void> {
-    await manager.query(
-      `SELECT 1 FROM consumers
-        WHERE tenant_id = $1 AND queue_id = $2 AND consumer_group = $3 AND ($4::uuid IS NULL OR partition_id = $4)
+  ): Statement<void> {
+    const partition = shared(partitionId ?? null);
+    return statement(
+      sql`SELECT 1 FROM consumers
+        WHERE tenant_id = ${tenantId} AND queue_id = ${queueId} AND consumer_group = ${group} AND (${partition}::uuid IS NULL OR partition_id = ${partition})
         ORDER BY tenant_id, partition_id, consumer_group
           FOR UPDATE`,
-      [tenantId, queueId, group, partitionId ?? null],
+      nothing,
     );
   }
 
@@ -422,74 +429,89 @@ export class ConsumerGroupsRepository {
    * time looks through the partitions again (backfill) for cursors to make where there is something to read.
    */
   async seek(
+    unit: StatementReader,
     tenantId: string,
     queue: { id: string; name: string },
     group: string,
     partitionId: string | undefined,
     timestamp: string | undefined,
-    manager: EntityManager,
   ): Promise<{ moved: MovedCursor[]; partitions: number }> {
     if (partitionId !== undefined) {
-      await manager.query(
-        `WITH created AS (
+      await unit.run(
+        statement(
+          sql`WITH created AS (
            INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
            SELECT p.tenant_id, p.queue_id, p.id, g.name, s.start_offset, s.start_offset
              FROM partitions p
-             JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = $3
-            CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
-            WHERE p.tenant_id = $1 AND p.queue_id = $2 AND p.id = $4
+             JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id AND g.name = ${group}
+            CROSS JOIN LATERAL (SELECT ${raw(subscriptionStartOffset('p', 'g'))} AS start_offset) s
+            WHERE p.tenant_id = ${tenantId} AND p.queue_id = ${queue.id} AND p.id = ${partitionId}
            ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
            RETURNING tenant_id, queue_id, consumer_group, partition_id, committed_offset
-         ), ${groupLagCte(
-           'lag_counted',
-           `SELECT c.tenant_id, c.queue_id, c.consumer_group, p.last_offset - c.committed_offset AS lag
+         ), ${raw(
+           groupLagCte(
+             'lag_counted',
+             `SELECT c.tenant_id, c.queue_id, c.consumer_group, p.last_offset - c.committed_offset AS lag
               FROM created c JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id`,
+           ),
          )}
          SELECT 1`,
-        [tenantId, queue.id, group, partitionId],
+          nothing,
+        ),
       );
     }
-    await this.lockCursors(tenantId, queue.id, group, partitionId, manager);
-    const rows: Array<{ partition: string; last_offset: string; committed_offset: string }> = await manager.query(
-      `WITH target AS (
+    await unit.run(this.lockCursors(tenantId, queue.id, group, partitionId));
+    const [tenant, queueId, name, partition, at] = [
+      tenantId,
+      queue.id,
+      group,
+      partitionId ?? null,
+      timestamp ?? null,
+    ].map(shared);
+    const rows = await unit.run(
+      statement(
+        sql`WITH target AS (
          SELECT c.partition_id, p.name AS partition, p.last_offset, c.committed_offset AS committed_before,
-                CASE WHEN $5::timestamptz IS NULL THEN p.last_offset
+                CASE WHEN ${at}::timestamptz IS NULL THEN p.last_offset
                      ELSE GREATEST(
                             COALESCE((SELECT min(m.seq) - 1 FROM messages m
                                        WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id), p.last_offset),
                             COALESCE((SELECT max(m.seq) FROM messages m
                                        WHERE m.tenant_id = p.tenant_id AND m.partition_id = p.id
-                                         AND m.created_at < $5::timestamptz), 0))
+                                         AND m.created_at < ${at}::timestamptz), 0))
                 END AS offset
            FROM consumers c
            JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
-          WHERE c.tenant_id = $1 AND c.queue_id = $2 AND c.consumer_group = $3 AND ($4::uuid IS NULL OR c.partition_id = $4)
+          WHERE c.tenant_id = ${tenant} AND c.queue_id = ${queueId} AND c.consumer_group = ${name} AND (${partition}::uuid IS NULL OR c.partition_id = ${partition})
        ), moved AS (
          UPDATE consumers c
           SET committed_offset = t.offset, delivered_offset = t.offset,
               lease_id = NULL, lease_expires_at = NULL, lease_end_offset = NULL, lease_deadline = NULL,
               lease_epoch = c.lease_epoch + 1, retry_count = 0, delivery_attempt = 0, updated_at = now(),
-              ready = ${readyAfter('c', 't.offset')}
+              ready = ${raw(readyAfter('c', 't.offset'))}
          FROM target t
-        WHERE c.tenant_id = $1 AND c.partition_id = t.partition_id AND c.consumer_group = $3
+        WHERE c.tenant_id = ${tenant} AND c.partition_id = t.partition_id AND c.consumer_group = ${name}
        RETURNING t.partition, t.last_offset, c.committed_offset, c.tenant_id, c.queue_id, c.consumer_group,
                  t.committed_before - c.committed_offset AS lag
-       ), ${groupLagCte('lag_counted', 'SELECT tenant_id, queue_id, consumer_group, lag FROM moved')}, started AS (
+       ), ${raw(groupLagCte('lag_counted', 'SELECT tenant_id, queue_id, consumer_group, lag FROM moved'))}, started AS (
          UPDATE consumer_groups g
-            SET subscription_from = COALESCE($5::timestamptz, clock_timestamp()),
-                backfill_from = CASE WHEN $5::timestamptz IS NULL THEN NULL ELSE '' END
-          WHERE g.tenant_id = $1 AND g.queue_id = $2 AND g.name = $3 AND $4::uuid IS NULL
+            SET subscription_from = COALESCE(${at}::timestamptz, clock_timestamp()),
+                backfill_from = CASE WHEN ${at}::timestamptz IS NULL THEN NULL ELSE '' END
+          WHERE g.tenant_id = ${tenant} AND g.queue_id = ${queueId} AND g.name = ${name} AND ${partition}::uuid IS NULL
        )
        SELECT partition, last_offset, committed_offset FROM moved`,
-      [tenantId, queue.id, group, partitionId ?? null, timestamp ?? null],
+        (found: Array<{ partition: string; last_offset: string; committed_offset: string }>) => found,
+      ),
     );
-    const [{ partitions }]: Array<{ partitions: number }> =
+    const partitions =
       partitionId === undefined
-        ? await manager.query(
-            'SELECT count(*)::int AS partitions FROM partitions WHERE tenant_id = $1 AND queue_id = $2',
-            [tenantId, queue.id],
+        ? await unit.run(
+            statement(
+              sql`SELECT count(*)::int AS partitions FROM partitions WHERE tenant_id = ${tenantId} AND queue_id = ${queue.id}`,
+              ([row]: Array<{ partitions: number }>) => row.partitions,
+            ),
           )
-        : [{ partitions: 1 }];
+        : 1;
     return {
       moved: rows.map((row) => ({
         queueName: queue.name,
@@ -507,76 +529,78 @@ export class ConsumerGroupsRepository {
    * waiting for it would deadlock. Throws LockNotAvailable then; the caller tries again.
    */
   async delete(
+    unit: StatementReader,
     tenantId: string,
     group: string,
     queueName: string | undefined,
-    manager: EntityManager,
   ): Promise<{ moved: MovedCursor[]; partitions: number }> {
-    await manager.query(
-      `SELECT 1 FROM consumers c
+    const [tenant, name, queue] = [tenantId, group, queueName ?? null].map(shared);
+    const lockCursors = (wait: RawSql) =>
+      statement(
+        sql`SELECT 1 FROM consumers c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
-        WHERE c.tenant_id = $1 AND c.consumer_group = $2 AND ($3::text IS NULL OR q.name = $3)
+        WHERE c.tenant_id = ${tenant} AND c.consumer_group = ${name} AND (${queue}::text IS NULL OR q.name = ${queue})
         ORDER BY c.tenant_id, c.partition_id, c.consumer_group
-          FOR UPDATE OF c`,
-      [tenantId, group, queueName ?? null],
-    );
-    await manager.query(
-      `SELECT 1 FROM queues q
-        WHERE q.tenant_id = $1 AND ($3::text IS NULL OR q.name = $3)
-          AND EXISTS (SELECT 1 FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = $2)
+          FOR UPDATE OF c${wait}`,
+        nothing,
+      );
+    await unit.run(lockCursors(NO_SQL));
+    await unit.run(
+      statement(
+        sql`SELECT 1 FROM queues q
+        WHERE q.tenant_id = ${tenant} AND (${queue}::text IS NULL OR q.name = ${queue})
+          AND EXISTS (SELECT 1 FROM consumer_groups g WHERE g.tenant_id = q.tenant_id AND g.queue_id = q.id AND g.name = ${name})
         ORDER BY q.id
           FOR UPDATE OF q`,
-      [tenantId, group, queueName ?? null],
+        nothing,
+      ),
     );
-    await manager.query(
-      `SELECT 1 FROM consumers c
-         JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
-        WHERE c.tenant_id = $1 AND c.consumer_group = $2 AND ($3::text IS NULL OR q.name = $3)
-        ORDER BY c.tenant_id, c.partition_id, c.consumer_group
-          FOR UPDATE OF c NOWAIT`,
-      [tenantId, group, queueName ?? null],
-    );
-    const rows: Array<{ queue_name: string | null; partition: string; last_offset: string; partitions: number }> =
-      await manager.query(
-        `WITH counted AS (
+    await unit.run(lockCursors(raw(' NOWAIT')));
+    return unit.run(
+      statement(
+        sql`WITH counted AS (
          SELECT count(p.id)::int AS partitions FROM consumer_groups g
            JOIN queues q ON q.tenant_id = g.tenant_id AND q.id = g.queue_id
            JOIN partitions p ON p.tenant_id = g.tenant_id AND p.queue_id = g.queue_id
-          WHERE g.tenant_id = $1 AND g.name = $2 AND ($3::text IS NULL OR q.name = $3)
+          WHERE g.tenant_id = ${tenant} AND g.name = ${name} AND (${queue}::text IS NULL OR q.name = ${queue})
        ), gone AS (
          DELETE FROM consumers c
           USING partitions p, queues q
-          WHERE c.tenant_id = $1 AND c.consumer_group = $2
+          WHERE c.tenant_id = ${tenant} AND c.consumer_group = ${name}
             AND p.tenant_id = c.tenant_id AND p.id = c.partition_id
-            AND q.tenant_id = p.tenant_id AND q.id = p.queue_id AND ($3::text IS NULL OR q.name = $3)
+            AND q.tenant_id = p.tenant_id AND q.id = p.queue_id AND (${queue}::text IS NULL OR q.name = ${queue})
          RETURNING q.name AS queue_name, p.name AS partition, p.last_offset, c.partition_id
        ), rechecks AS (
          -- The cursors left may now all be past messages this group held back: no cursor moved to say so.
          INSERT INTO retention_rechecks (tenant_id, partition_id)
-         SELECT $1, g.partition_id FROM gone g ORDER BY g.partition_id
+         SELECT ${tenant}, g.partition_id FROM gone g ORDER BY g.partition_id
          ON CONFLICT DO NOTHING
        ), groups AS (
          DELETE FROM consumer_groups g
           USING queues q
-          WHERE g.tenant_id = $1 AND g.name = $2 AND q.tenant_id = g.tenant_id AND q.id = g.queue_id
-            AND ($3::text IS NULL OR q.name = $3)
+          WHERE g.tenant_id = ${tenant} AND g.name = ${name} AND q.tenant_id = g.tenant_id AND q.id = g.queue_id
+            AND (${queue}::text IS NULL OR q.name = ${queue})
        ), lag_gone AS (
          DELETE FROM group_lag l
           USING queues q
-          WHERE l.tenant_id = $1 AND l.consumer_group = $2 AND q.tenant_id = l.tenant_id AND q.id = l.queue_id
-            AND ($3::text IS NULL OR q.name = $3)
+          WHERE l.tenant_id = ${tenant} AND l.consumer_group = ${name} AND q.tenant_id = l.tenant_id AND q.id = l.queue_id
+            AND (${queue}::text IS NULL OR q.name = ${queue})
        )
        -- One row at least, for the count: a group with no cursor left is forgotten all the same.
        SELECT g.queue_name, g.partition, g.last_offset, c.partitions
          FROM counted c LEFT JOIN gone g ON true`,
-        [tenantId, group, queueName ?? null],
-      );
-    return {
-      moved: rows
-        .filter((row) => row.queue_name !== null)
-        .map((row) => ({ queueName: row.queue_name!, partition: row.partition, claimable: Number(row.last_offset) })),
-      partitions: rows[0]?.partitions ?? 0,
-    };
+        (rows: Array<{ queue_name: string | null; partition: string; last_offset: string; partitions: number }>) => ({
+          moved: rows
+            .filter((row) => row.queue_name !== null)
+            .map((row) => ({
+              queueName: row.queue_name!,
+              partition: row.partition,
+              claimable: Number(row.last_offset),
+            })),
+          partitions: rows[0]?.partitions ?? 0,
+        }),
+      ),
+    );
   }
 }
 

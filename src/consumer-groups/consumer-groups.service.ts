@@ -1,6 +1,6 @@
 import { Injectable, Logger, NotFoundException } from '@nestjs/common';
-import { EntityManager, QueryFailedError } from 'typeorm';
-import { TransactionRunner } from '../database/transaction-runner';
+import { QueryFailedError } from 'typeorm';
+import { StatementReader, TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { PopRepository } from '../pop/pop.repository';
 import { QueuesRepository } from '../queues/queues.repository';
@@ -53,13 +53,13 @@ export class ConsumerGroupsService {
     limit: number,
   ): Promise<Page<ConsumerGroupSummaryDto>> {
     const from = after === undefined ? undefined : (pageKeys(after, twoNames) as [string, string]);
-    return this.transactions.run(tenantId, async (manager) => {
-      if (queue !== undefined) await this.queueOrThrow(tenantId, queue, manager);
-      const entries = await this.groups.entries(tenantId, queue, from, limit, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      if (queue !== undefined) await this.queueOrThrow(reader, tenantId, queue);
+      const entries = await reader.run(this.groups.entries(tenantId, queue, from, limit));
       const page = entries.slice(0, limit);
       const queueIds = [...new Set(page.map((entry) => entry.queueId))];
-      const totals = await this.groups.groupTotals(tenantId, queueIds, manager);
-      const partitions = await this.groups.partitionCounts(tenantId, queueIds, manager);
+      const totals = await this.groups.groupTotals(reader, tenantId, queueIds);
+      const partitions = await this.groups.partitionCounts(reader, tenantId, queueIds);
       const last = page[page.length - 1];
       return {
         entries: page.map(({ queueId, subscriptionFrom, ...entry }) => {
@@ -89,12 +89,12 @@ export class ConsumerGroupsService {
     limit: number,
   ): Promise<Page<LaggingPartitionDto>> {
     let position = after === undefined ? undefined : laggingPosition(after);
-    return this.transactions.run(tenantId, async (manager) => {
+    return this.transactions.read(tenantId, async (reader) => {
       const found: Array<GroupPartition & { position: LaggingPosition }> = [];
       let walked = 0;
       let more = true;
       while (found.length < limit && walked < LAGGING_WALK_MAX && more) {
-        const step = await this.groups.laggingStep(tenantId, minLagSeconds, position, LAGGING_WALK, manager);
+        const step = await reader.run(this.groups.laggingStep(tenantId, minLagSeconds, position, LAGGING_WALK));
         walked += LAGGING_WALK;
         found.push(...step.found);
         position = step.next;
@@ -120,12 +120,12 @@ export class ConsumerGroupsService {
     limit: number,
   ): Promise<Page<ConsumerGroupDetail>> {
     const from = after === undefined ? undefined : (pageKeys(after, twoNames) as [string, string]);
-    return this.transactions.run(tenantId, async (manager) => {
-      const queues = await this.groups.queuesOf(tenantId, group, queue, from?.[0], manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const queues = await reader.run(this.groups.queuesOf(tenantId, group, queue, from?.[0]));
       const counts = await this.groups.partitionCounts(
+        reader,
         tenantId,
         queues.map((each) => each.queueId),
-        manager,
       );
       const detail: ConsumerGroupDetail = {};
       let left = limit;
@@ -133,13 +133,14 @@ export class ConsumerGroupsService {
       for (const { queueId, queueName, subscriptionFrom } of queues) {
         const partitions =
           left > 0
-            ? await this.groups.partitionsOf(
-                tenantId,
-                group,
-                queueId,
-                from !== undefined && from[0] === queueName ? from[1] : undefined,
-                left + 1,
-                manager,
+            ? await reader.run(
+                this.groups.partitionsOf(
+                  tenantId,
+                  group,
+                  queueId,
+                  from !== undefined && from[0] === queueName ? from[1] : undefined,
+                  left + 1,
+                ),
               )
             : [];
         if (partitions.length > left) {
@@ -163,7 +164,7 @@ export class ConsumerGroupsService {
   async delete(tenantId: string, group: string, queue: string | undefined): Promise<DeleteConsumerGroupResponseDto> {
     const forgotten = await retriedWhileLocked(() =>
       this.writes.run(tenantId, async (unit) => {
-        const { moved, partitions } = await this.groups.delete(tenantId, group, queue, unit.manager);
+        const { moved, partitions } = await this.groups.delete(unit, tenantId, group, queue);
         // A poll of the group starts afresh, whether or not the group had cursors.
         wake(unit, group, moved, queue !== undefined ? [queue] : [...new Set(moved.map((cursor) => cursor.queueName))]);
         unit.afterCommit(() => this.quotas.forget(tenantId));
@@ -191,33 +192,27 @@ export class ConsumerGroupsService {
   ): Promise<SeekResponseDto> {
     // Created in a transaction of its own: holding the queue row lock while waiting for cursors an ack holds (the ack
     // then waits for the queue row) would deadlock. Should the move then fail, the group exists at its start.
-    await this.writes.run(tenantId, async ({ manager }) => {
-      const queue = await this.queueOrThrow(tenantId, queueName, manager);
-      if (await this.groups.groupExists(tenantId, queue.id, group, manager)) return;
-      const created = await this.pops.ensureGroup(
-        tenantId,
-        queue.id,
-        group,
-        { newOnly: false, from: undefined },
-        manager,
-      );
-      await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
+    await this.writes.run(tenantId, async (unit) => {
+      const queue = await this.queueOrThrow(unit, tenantId, queueName);
+      if (await unit.run(this.groups.groupExists(tenantId, queue.id, group))) return;
+      const created = await this.pops.ensureGroup(unit, tenantId, queue.id, group, { newOnly: false, from: undefined });
+      await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit.manager);
     });
     const moved = await this.writes.run(tenantId, async (unit) => {
-      const queue = await this.queueOrThrow(tenantId, queueName, unit.manager);
+      const queue = await this.queueOrThrow(unit, tenantId, queueName);
       let partitionId: string | undefined;
       if (partitionName !== undefined) {
-        partitionId = await this.queues.partitionId(tenantId, queue.id, partitionName, unit.manager);
+        partitionId = await unit.run(this.queues.partitionId(tenantId, queue.id, partitionName));
         if (partitionId === undefined) throw new NotFoundException({ error: 'partition not found' });
       }
       const timestamp = 'timestamp' in target ? target.timestamp : undefined;
       const { moved: cursors, partitions } = await this.groups.seek(
+        unit,
         tenantId,
         queue,
         group,
         partitionId,
         timestamp,
-        unit.manager,
       );
       // Back in time over the whole queue, partitions without a cursor may have something again too.
       wake(unit, group, cursors, timestamp !== undefined && partitionId === undefined ? [queue.name] : []);
@@ -237,8 +232,8 @@ export class ConsumerGroupsService {
     };
   }
 
-  private async queueOrThrow(tenantId: string, name: string, manager: EntityManager) {
-    const queue = await this.queues.find(tenantId, name, manager);
+  private async queueOrThrow(reader: StatementReader, tenantId: string, name: string) {
+    const queue = await reader.run(this.queues.find(tenantId, name));
     if (!queue) throw new NotFoundException({ error: 'queue not found' });
     return queue;
   }

@@ -1,3 +1,5 @@
+import { Sql, sql } from '../database/statement';
+
 /**
  * A group's lag and a queue's stored messages, kept as counters by the statements that move cursors and store or
  * delete messages, so that metrics and listings read a few rows per queue instead of summing its partitions.
@@ -63,11 +65,22 @@ export function queueDepth(queue: string): string {
   END`;
 }
 
-/** Each group's lag, summed over its stripes: tenant $1, queue ids $2. */
-export const GROUP_LAG_OF_QUEUES = `SELECT queue_id, consumer_group, sum(lag)::bigint AS lag FROM group_lag
-  WHERE tenant_id = $1 AND queue_id = ANY($2::uuid[]) GROUP BY queue_id, consumer_group`;
+/** Each group's lag, summed over its stripes. */
+export function groupLagOfQueues(tenantId: string, queueIds: string[]): Sql {
+  return sql`SELECT queue_id, consumer_group, sum(lag)::bigint AS lag FROM group_lag
+  WHERE tenant_id = ${tenantId} AND queue_id = ANY(${queueIds}::uuid[]) GROUP BY queue_id, consumer_group`;
+}
 
-/** Each queue's counters, summed over its stripes: tenant $1, queue ids $2. */
-export const QUEUE_STORED_OF_QUEUES = `SELECT queue_id, sum(messages)::bigint AS messages,
+export interface QueueStoredRow {
+  queue_id: string;
+  messages: string;
+  partitions: string;
+  offsets: string;
+}
+
+/** Each queue's counters, summed over its stripes. */
+export function queueStoredOfQueues(tenantId: string, queueIds: string[]): Sql {
+  return sql`SELECT queue_id, sum(messages)::bigint AS messages,
     sum(partitions)::bigint AS partitions, sum(offsets)::bigint AS offsets FROM queue_stored
-  WHERE tenant_id = $1 AND queue_id = ANY($2::uuid[]) GROUP BY queue_id`;
+  WHERE tenant_id = ${tenantId} AND queue_id = ANY(${queueIds}::uuid[]) GROUP BY queue_id`;
+}

@@ -28,10 +28,11 @@ export class DlqService {
    * DeadLetterPageDto as JSON text: payloads go out as stored.
    */
   async list(tenantId: string, query: DlqQuery): Promise<JsonText> {
-    return this.transactions.run(tenantId, async (manager) => {
+    return this.transactions.run(tenantId, async (manager, transaction) => {
       let queueId: string | undefined;
       if (query.queue !== undefined) {
-        queueId = (await this.queues.find(tenantId, query.queue, manager))?.id;
+        const queue = this.queues.find(tenantId, query.queue);
+        queueId = queue.parse(await transaction.rows(queue))?.id;
         if (!queueId) throw new NotFoundException({ error: 'queue not found' });
       }
       const filter = { queueId, consumerGroup: query.consumerGroup };

@@ -52,8 +52,9 @@ export class MessagesService {
       limit: query.limit,
       after: query.after === undefined ? undefined : decodeCursor(query.after),
     };
-    return this.transactions.run(tenantId, async (manager) => {
-      if (!(await this.queues.find(tenantId, query.queue, manager))) {
+    return this.transactions.run(tenantId, async (manager, transaction) => {
+      const queue = this.queues.find(tenantId, query.queue);
+      if (!queue.parse(await transaction.rows(queue))) {
         throw new NotFoundException({ error: 'queue not found' });
       }
       const { messages, more } = await this.messages.page(tenantId, filter, this.pageBudget, manager);
@@ -163,11 +164,11 @@ export class MessagesService {
   async clear(tenantId: string, queueName: string, partitionName: string | undefined): Promise<ClearQueueResponseDto> {
     const cleared = await this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
-      const queue = await this.queues.find(tenantId, queueName, manager);
+      const queue = await unit.run(this.queues.find(tenantId, queueName));
       if (!queue) throw new NotFoundException({ error: 'queue not found' });
       let partitionId: string | undefined;
       if (partitionName !== undefined) {
-        partitionId = await this.queues.partitionId(tenantId, queue.id, partitionName, manager);
+        partitionId = await unit.run(this.queues.partitionId(tenantId, queue.id, partitionName));
         if (!partitionId) throw new NotFoundException({ error: 'partition not found' });
       }
       const done = await this.messages.clear(tenantId, queue.id, partitionId, manager);

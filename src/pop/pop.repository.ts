@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../consumer-groups/cursor-ready';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { groupLagCte } from '../consumer-groups/counters';
 import { nothing, prepared, raw, shared, Sql, sql, Statement, statement } from '../database/statement';
+import type { StatementReader } from '../database/transaction-runner';
 import { PayloadCipher } from '../encryption/payload-cipher';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../message/message-shape';
 
@@ -237,25 +237,30 @@ export class PopRepository {
    * (`new`) has nothing to find there; one reading from the beginning, or from an instant past, looks.
    */
   async ensureGroup(
+    unit: StatementReader,
     tenantId: string,
     queueId: string,
     consumerGroup: string,
     startAt: { newOnly: boolean; from: string | undefined },
-    manager: EntityManager,
   ): Promise<boolean> {
-    await manager.query('SELECT 1 FROM queues WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, queueId]);
-    const [row]: Array<{ created: number }> = await manager.query(
-      `WITH g AS (
+    await unit.run(
+      statement(sql`SELECT 1 FROM queues WHERE tenant_id = ${tenantId} AND id = ${queueId} FOR UPDATE`, nothing),
+    );
+    const from = shared(startAt.from ?? null);
+    const newOnly = shared(startAt.newOnly);
+    return unit.run(
+      statement(
+        sql`WITH g AS (
          INSERT INTO consumer_groups (tenant_id, queue_id, name, subscription_from, backfill_from)
-         VALUES ($1, $2, $3, CASE WHEN $5::timestamptz IS NOT NULL THEN $5::timestamptz WHEN $4 THEN now() END,
-                 CASE WHEN $5::timestamptz IS NULL AND $4 THEN NULL ELSE '' END)
+         VALUES (${tenantId}, ${queueId}, ${consumerGroup}, CASE WHEN ${from}::timestamptz IS NOT NULL THEN ${from}::timestamptz WHEN ${newOnly} THEN now() END,
+                 CASE WHEN ${from}::timestamptz IS NULL AND ${newOnly} THEN NULL ELSE '' END)
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
          RETURNING *
        )
        SELECT count(*)::int AS created FROM g`,
-      [tenantId, queueId, consumerGroup, startAt.newOnly, startAt.from ?? null],
+        ([row]: Array<{ created: number }>) => row.created > 0,
+      ),
     );
-    return row.created > 0;
   }
 
   /**

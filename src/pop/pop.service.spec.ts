@@ -109,7 +109,13 @@ function harness(world: World = {}) {
   const claim = pops.claim.bind(pops);
   Object.assign(pops, {
     target: () => answering(() => ('target' in world ? world.target : TARGET)),
-    ensureGroup: async (_tenantId: string, _queueId: string, consumerGroup: string, startAt: { newOnly: boolean }) => {
+    ensureGroup: async (
+      _unit: UnitOfWork,
+      _tenantId: string,
+      _queueId: string,
+      consumerGroup: string,
+      startAt: { newOnly: boolean },
+    ) => {
       calls.groups.push({ consumerGroup, newOnly: startAt.newOnly });
       return true;
     },

@@ -277,13 +277,10 @@ export class PopService {
       const target = await unit.run(this.pops.target(tenantId, queueName, partitionName, options.consumerGroup));
       if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
       if (!target.groupExists) {
-        const created = await this.pops.ensureGroup(
-          tenantId,
-          target.queueId,
-          options.consumerGroup,
-          { newOnly: options.subscriptionMode === 'new', from: options.subscriptionFrom },
-          manager,
-        );
+        const created = await this.pops.ensureGroup(unit, tenantId, target.queueId, options.consumerGroup, {
+          newOnly: options.subscriptionMode === 'new',
+          from: options.subscriptionFrom,
+        });
         await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
       }
       // Cursors are made when first needed: for the partition named, or a step through the queue's partitions.

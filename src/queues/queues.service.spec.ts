@@ -1,7 +1,8 @@
 import { BadRequestException, ForbiddenException, HttpException, NotFoundException } from '@nestjs/common';
 import type { Role } from '../auth/principal';
 import type { AppConfig } from '../config/app-config';
-import type { TransactionRunner } from '../database/transaction-runner';
+import type { Statement } from '../database/statement';
+import type { StatementReader, TransactionRunner } from '../database/transaction-runner';
 import type { PayloadCipher } from '../encryption/payload-cipher';
 import type { TenantQuotas } from '../limits/tenant-quotas';
 import type { MetricsService } from '../metrics/metrics.service';
@@ -64,28 +65,36 @@ function summary(name: string, totals: Partial<QueueSummary> = {}): QueueSummary
   };
 }
 
+/** A statement whose answer is `answer()`, as the fake unit of work or reader runs it. */
+const answering = <T>(answer: () => T): Statement<T> => ({ text: '', values: [], parse: answer });
+const answer = <T>(value: T): Statement<T> => answering(() => value);
+
 /** The queue row configure works on, as the repository's statements would leave it. */
 function fakeRepository(existing: QueueRecord | undefined) {
   let row = existing;
   return {
-    upsert: jest.fn(async (_tenant: string, name: string) => {
-      const created = row === undefined;
-      row ??= record(name);
-      return { id: row.id, created, retention: row.retention };
-    }),
-    configure: jest.fn(async (_tenant: string, _name: string, settings: QueueSettings) => {
-      const stored: StoredOptions = { ...row!.options };
-      for (const [key, value] of Object.entries(settings.options)) if (value !== undefined) stored[key] = value;
-      row = record(row!.name, stored);
-      return row;
-    }),
-    recheckRetention: jest.fn(async () => undefined),
-    listPage: jest.fn(async (): Promise<QueueListEntry[]> => []),
+    upsert: jest.fn((_tenant: string, name: string) =>
+      answering(() => {
+        const created = row === undefined;
+        row ??= record(name);
+        return { id: row.id, created, retention: row.retention };
+      }),
+    ),
+    configure: jest.fn((_tenant: string, _name: string, settings: QueueSettings) =>
+      answering(() => {
+        const stored: StoredOptions = { ...row!.options };
+        for (const [key, value] of Object.entries(settings.options)) if (value !== undefined) stored[key] = value;
+        row = record(row!.name, stored);
+        return row;
+      }),
+    ),
+    recheckRetention: jest.fn(() => answer(undefined)),
+    listPage: jest.fn(() => answer<QueueListEntry[]>([])),
     summaries: jest.fn(
       async (
+        _reader: StatementReader,
         _tenant: string,
         _name: string | undefined,
-        _manager: unknown,
         _ids?: string[],
       ): Promise<QueueSummary[]> => [],
     ),
@@ -93,19 +102,14 @@ function fakeRepository(existing: QueueRecord | undefined) {
       summaries: [] as QueueSummary[],
       groups: new Map<string, GroupTotals>(),
     })),
-    retentionLagSeconds: jest.fn(async () => 0),
-    partitionStats: jest.fn(
-      async (
-        _tenant: string,
-        _queueId: string,
-        _after: string | undefined,
-        _limit: number,
-      ): Promise<PartitionStats[]> => [],
+    retentionLagSeconds: jest.fn(() => answer(0)),
+    partitionStats: jest.fn((_tenant: string, _queueId: string, _after: string | undefined, _limit: number) =>
+      answer<PartitionStats[]>([]),
     ),
-    consumerGroupTotals: jest.fn(async (): Promise<ConsumerGroupTotals[]> => []),
-    consumerStats: jest.fn(async (): Promise<ConsumerStats[]> => []),
-    find: jest.fn(async (): Promise<QueueRecord | undefined> => undefined),
-    liveLeases: jest.fn(async () => ({ now: TIMESTAMP, leases: [], truncated: false })),
+    consumerGroupTotals: jest.fn(() => answer<ConsumerGroupTotals[]>([])),
+    consumerStats: jest.fn(() => answer<ConsumerStats[]>([])),
+    find: jest.fn(() => answer<QueueRecord | undefined>(undefined)),
+    liveLeases: jest.fn(() => answer({ now: TIMESTAMP, leases: [], truncated: false })),
     delete: jest.fn(async (): Promise<UsageChange | undefined> => undefined),
   };
 }
@@ -128,11 +132,13 @@ function harness(
   const unit: Harness['unit'] = { stored: [], deleted: [], afterCommit: [] };
   const repository = fakeRepository(options.existing);
   const manager = {};
-  const transactions = { run: (_tenant: string, work: (m: unknown) => unknown) => work(manager) };
+  const run = async <T>(statement: Statement<T>): Promise<T> => statement.parse([]);
+  const transactions = { read: (_tenant: string, work: (reader: unknown) => unknown) => work({ run }) };
   const writes = {
     run: (_tenant: string, work: (u: unknown) => unknown) =>
       work({
         manager,
+        run,
         stores: (change: unknown) => unit.stored.push(change),
         queueDeleted: (name: string) => unit.deleted.push(name),
         afterCommit: (effect: () => void) => unit.afterCommit.push(effect),
@@ -283,11 +289,13 @@ describe('QueuesService.configure', () => {
 describe('QueuesService listings', () => {
   it('cuts a page where the answer would pass RESPONSE_MAX_BYTES, always keeping one queue, and names the next', async () => {
     const h = harness({ responseMaxBytes: 1_024 + 500 });
-    h.repository.listPage.mockResolvedValue([
-      { id: 'id-a', name: 'a', answerBytes: 900 },
-      { id: 'id-b', name: 'b', answerBytes: 1_800 },
-      { id: 'id-c', name: 'c', answerBytes: 2_700 },
-    ]);
+    h.repository.listPage.mockReturnValue(
+      answer([
+        { id: 'id-a', name: 'a', answerBytes: 900 },
+        { id: 'id-b', name: 'b', answerBytes: 1_800 },
+        { id: 'id-c', name: 'c', answerBytes: 2_700 },
+      ]),
+    );
     h.repository.summaries.mockResolvedValue([summary('a')]);
 
     const page = await h.service.list(TENANT, { after: undefined, limit: 5 });
@@ -301,7 +309,7 @@ describe('QueuesService listings', () => {
 
   it('answers next null when the page holds the rest', async () => {
     const h = harness();
-    h.repository.listPage.mockResolvedValue([{ id: 'id-a', name: 'a', answerBytes: 10 }]);
+    h.repository.listPage.mockReturnValue(answer([{ id: 'id-a', name: 'a', answerBytes: 10 }]));
     h.repository.summaries.mockResolvedValue([summary('a')]);
 
     expect((await h.service.list(TENANT, { after: undefined, limit: 5 })).next).toBeNull();
@@ -334,14 +342,16 @@ describe('QueuesService listings', () => {
   it("pages a queue's partitions and gives each group its positions, without the subscription start twice", async () => {
     const h = harness();
     h.repository.summariesWithGroups.mockResolvedValue({ summaries: [summary('orders')], groups: new Map() });
-    h.repository.partitionStats.mockResolvedValue([
-      { id: 'p1', name: 'a', messages: 1, createdAt: TIMESTAMP },
-      { id: 'p2', name: 'b', messages: 2, createdAt: TIMESTAMP },
-      { id: 'p3', name: 'c', messages: 3, createdAt: TIMESTAMP },
-    ]);
-    h.repository.consumerGroupTotals.mockResolvedValue([
-      { consumerGroup: 'g', subscriptionFrom: null, lag: 4, liveLeases: 1 },
-    ]);
+    h.repository.partitionStats.mockReturnValue(
+      answer([
+        { id: 'p1', name: 'a', messages: 1, createdAt: TIMESTAMP },
+        { id: 'p2', name: 'b', messages: 2, createdAt: TIMESTAMP },
+        { id: 'p3', name: 'c', messages: 3, createdAt: TIMESTAMP },
+      ]),
+    );
+    h.repository.consumerGroupTotals.mockReturnValue(
+      answer([{ consumerGroup: 'g', subscriptionFrom: null, lag: 4, liveLeases: 1 }]),
+    );
     const position: ConsumerStats = {
       consumerGroup: 'g',
       subscriptionFrom: null,
@@ -354,7 +364,7 @@ describe('QueuesService listings', () => {
       retryCount: 0,
       deliveryAttempt: 0,
     };
-    h.repository.consumerStats.mockResolvedValue([position, { ...position, consumerGroup: 'gone' }]);
+    h.repository.consumerStats.mockReturnValue(answer([position, { ...position, consumerGroup: 'gone' }]));
 
     const detail = await h.service.detail(TENANT, 'orders', undefined, 2);
 

@@ -67,9 +67,9 @@ export class QueuesService {
     if (command.settings.options.encryptionEnabled === true && !this.cipher.enabled) {
       throw new BadRequestException({ error: ENCRYPTION_WITHOUT_KEY });
     }
-    const queue = await this.writes.run(tenantId, async ({ manager }) => {
-      const { created, retention } = await this.queues.upsert(tenantId, command.queue, manager);
-      await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, manager);
+    const queue = await this.writes.run(tenantId, async (unit) => {
+      const { created, retention } = await unit.run(this.queues.upsert(tenantId, command.queue));
+      await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, unit.manager);
       if (!levelAllows(PURGE_LEVEL, roles)) {
         const problem = shortenedRetentionProblem(
           created ? undefined : retention,
@@ -81,9 +81,9 @@ export class QueuesService {
         );
         if (problem) throw new ForbiddenException({ error: problem });
       }
-      const queue = await this.queues.configure(tenantId, command.queue, command.settings, manager);
+      const queue = await unit.run(this.queues.configure(tenantId, command.queue, command.settings));
       if (Object.keys(command.settings.retention).length > 0) {
-        await this.queues.recheckRetention(tenantId, command.queue, manager);
+        await unit.run(this.queues.recheckRetention(tenantId, command.queue));
       }
       return queue;
     });
@@ -100,8 +100,8 @@ export class QueuesService {
 
   /** Cut short where the answer would pass RESPONSE_MAX_BYTES; one queue always comes. */
   async list(tenantId: string, page: QueueListQuery): Promise<QueueListDto> {
-    return this.transactions.run(tenantId, async (manager) => {
-      const entries = await this.queues.listPage(tenantId, page.after, page.limit + 1, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const entries = await reader.run(this.queues.listPage(tenantId, page.after, page.limit + 1));
       const shown = entries
         .slice(0, page.limit)
         .filter((entry, index) => index === 0 || entry.answerBytes <= this.answerBudget);
@@ -109,53 +109,54 @@ export class QueuesService {
         shown.length === 0
           ? []
           : await this.queues.summaries(
+              reader,
               tenantId,
               undefined,
-              manager,
               shown.map((entry) => entry.id),
             );
       const more = entries.length > shown.length;
       return {
         queues: summaries.map((summary) => toSummary(summary, this.retentionDefaults)),
         next: more ? shown[shown.length - 1].name : null,
-        retentionLagSeconds: await this.queues.retentionLagSeconds(tenantId, manager),
+        retentionLagSeconds: await reader.run(this.queues.retentionLagSeconds(tenantId)),
       };
     });
   }
 
   /** Read in one transaction: one snapshot, and one connection even on the embedded database. */
   async namespaces(tenantId: string): Promise<NamespacesDto> {
-    const summaries = await this.transactions.run(tenantId, (manager) =>
-      this.queues.summaries(tenantId, undefined, manager),
+    const summaries = await this.transactions.read(tenantId, (reader) =>
+      this.queues.summaries(reader, tenantId, undefined),
     );
     return { namespaces: groupedBy(summaries, 'namespace') };
   }
 
   async tasks(tenantId: string): Promise<TasksDto> {
-    const summaries = await this.transactions.run(tenantId, (manager) =>
-      this.queues.summaries(tenantId, undefined, manager),
+    const summaries = await this.transactions.read(tenantId, (reader) =>
+      this.queues.summaries(reader, tenantId, undefined),
     );
     return { tasks: groupedBy(summaries, 'task') };
   }
 
   /** A page of the queue's partitions by name, each group's position in each of them, and the queue's totals. */
   async detail(tenantId: string, name: string, after: string | undefined, limit: number): Promise<QueueDetailDto> {
-    return this.transactions.run(tenantId, async (manager) => {
+    return this.transactions.read(tenantId, async (reader) => {
       const {
         summaries: [summary],
         groups,
-      } = await this.queues.summariesWithGroups(tenantId, name, manager);
+      } = await this.queues.summariesWithGroups(reader, tenantId, name);
       if (!summary) {
         throw new NotFoundException({ error: 'queue not found' });
       }
-      const page = await this.queues.partitionStats(tenantId, summary.id, after, limit + 1, manager);
+      const page = await reader.run(this.queues.partitionStats(tenantId, summary.id, after, limit + 1));
       const partitions = page.slice(0, limit);
-      const totals = await this.queues.consumerGroupTotals(tenantId, summary.id, groups, manager);
-      const consumers = await this.queues.consumerStats(
-        tenantId,
-        summary.id,
-        partitions.map((partition) => partition.id),
-        manager,
+      const totals = await reader.run(this.queues.consumerGroupTotals(tenantId, summary.id, groups));
+      const consumers = await reader.run(
+        this.queues.consumerStats(
+          tenantId,
+          summary.id,
+          partitions.map((partition) => partition.id),
+        ),
       );
       return {
         ...toSummary(summary, this.retentionDefaults),
@@ -168,19 +169,19 @@ export class QueuesService {
   }
 
   async leases(tenantId: string, name: string, limit: number): Promise<LeaseListDto> {
-    return this.transactions.run(tenantId, async (manager) => {
-      const queue = await this.queues.find(tenantId, name, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const queue = await reader.run(this.queues.find(tenantId, name));
       if (!queue) {
         throw new NotFoundException({ error: 'queue not found' });
       }
-      return this.queues.liveLeases(tenantId, queue.id, limit, manager);
+      return reader.run(this.queues.liveLeases(tenantId, queue.id, limit));
     });
   }
 
   /** Idempotent: deleting a queue that does not exist (any more) is not an error. */
   async delete(tenantId: string, name: string): Promise<DeleteQueueResponseDto> {
     const existed = await this.writes.run(tenantId, async (unit) => {
-      const freed = await this.queues.delete(tenantId, name, unit.manager);
+      const freed = await this.queues.delete(unit, tenantId, name);
       if (!freed) return false;
       unit.stores({ bytes: -freed.bytes, messages: -freed.messages });
       unit.queueDeleted(name);

@@ -59,9 +59,9 @@ export class StreamsService {
     const reset = request.reset ?? false;
     return this.writes.run(tenantId, async (unit) => {
       const { manager } = unit;
-      let queueId = (await this.queues.find(tenantId, request.source_queue, manager))?.id;
+      let queueId = (await unit.run(this.queues.find(tenantId, request.source_queue)))?.id;
       if (queueId === undefined) {
-        const source = await this.queues.upsert(tenantId, request.source_queue, manager);
+        const source = await unit.run(this.queues.upsert(tenantId, request.source_queue));
         await this.quotas.admit(tenantId, 'queues', source.created ? 1 : 0, manager);
         queueId = source.id;
       }
