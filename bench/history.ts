@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
-import { ADD_HISTORY_SQL } from '../src/history/history.repository';
+import { Statement } from '../src/database/statement';
+import { HistoryRepository } from '../src/history/history.repository';
 import { percentile } from './http';
 import { startScratchBroker } from './scratch-broker';
 
@@ -57,19 +58,21 @@ async function seed(db: Client, tenant: string, crowd: string): Promise<void> {
   await db.query('ANALYZE');
 }
 
-/** One flush's arrays for these queues, all in the current minute. */
-function flushOf(tenant: string, queues: string[]): unknown[] {
-  const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString();
-  return [
-    queues.map(() => tenant),
-    queues,
-    queues.map(() => minute),
-    queues.map(() => 10),
-    queues.map(() => 10),
-    queues.map(() => 10),
-    queues.map(() => 0),
-    queues.map(() => 1500),
-  ];
+/** One flush statement for these queues, all in the current minute. */
+function flushOf(tenant: string, queues: string[]): Statement<void> {
+  const minute = Math.floor(Date.now() / 60_000) * 60_000;
+  return new HistoryRepository().add(
+    queues.map((queue) => ({
+      tenantId: tenant,
+      queue,
+      minute,
+      pushed: 10,
+      popped: 10,
+      acked: 10,
+      deadLettered: 0,
+      maxWaitMs: 1500,
+    })),
+  );
 }
 
 async function timedMs(work: () => Promise<unknown>): Promise<number> {
@@ -97,7 +100,7 @@ async function main(): Promise<void> {
     await seed(db, tenant, crowd);
     const seedSeconds = Math.round((performance.now() - seedStarted) / 1000);
 
-    const cases: Record<string, unknown[]> = {
+    const cases: Record<string, Statement<void>> = {
       'one queue, 100 partitions': flushOf(tenant, ['small']),
       [`one queue, ${PARTITIONS} partitions`]: flushOf(tenant, ['big']),
       [`100 queues of a tenant with ${QUEUES}`]: flushOf(
@@ -107,9 +110,9 @@ async function main(): Promise<void> {
     };
     const samples = new Map<string, number[]>(Object.keys(cases).map((name) => [name, []]));
     for (let r = 0; r < ROUNDS; r += 1) {
-      for (const [name, values] of Object.entries(cases)) {
+      for (const [name, { text, values }] of Object.entries(cases)) {
         for (let call = 0; call < CALLS; call += 1) {
-          samples.get(name)!.push(await timedMs(() => db.query(ADD_HISTORY_SQL, values)));
+          samples.get(name)!.push(await timedMs(() => db.query(text, values)));
         }
       }
     }

@@ -245,7 +245,9 @@ describe('retention: looked at when something became deletable', () => {
     expect(await listed()).toBeGreaterThanOrEqual(120);
 
     // A round that fails after finding the work leaves it due: the job's lag counts from when it became due.
-    const claim = jest.spyOn(broker.app.get(RetentionRepository), 'claimDue').mockRejectedValueOnce(new Error('down'));
+    const claim = jest.spyOn(broker.app.get(RetentionRepository), 'claimDue').mockImplementationOnce(() => {
+      throw new Error('down');
+    });
     await expect(job().runOnce([client.tenant])).rejects.toThrow('down');
     claim.mockRestore();
     const scraped = async () => {

@@ -1,4 +1,6 @@
 import { AppConfig } from '../config/app-config';
+import { Statement } from '../database/statement';
+import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { HISTORY_MAX_PENDING, HistoryRecorder } from './history-recorder';
@@ -7,21 +9,36 @@ import { HistoryRepository, MinuteCounts } from './history.repository';
 function recorder(flushMs = 60_000, failures = 0) {
   const sent: MinuteCounts[][] = [];
   let failing = failures;
-  const repository = {
-    add: async (counts: MinuteCounts[]) => {
+  // The flush statement's columns, read back as the counts they carry.
+  const transactions = {
+    runOne: async (tenantId: string | undefined, { text, values }: Statement<void>) => {
+      expect(tenantId).toBeUndefined();
+      expect(text).toContain('INSERT INTO queue_history');
       if (failing > 0) {
         failing -= 1;
         throw new Error('connection refused');
       }
-      sent.push(counts.map((c) => ({ ...c })));
+      const [tenants, queues, minutes, pushed, popped, acked, deadLettered, maxWaitMs] = values as unknown[][];
+      sent.push(
+        tenants.map((tenantId, row) => ({
+          tenantId: tenantId as string,
+          queue: queues[row] as string,
+          minute: Date.parse(minutes[row] as string),
+          pushed: pushed[row] as number,
+          popped: popped[row] as number,
+          acked: acked[row] as number,
+          deadLettered: deadLettered[row] as number,
+          maxWaitMs: maxWaitMs[row] as number | null,
+        })),
+      );
     },
-  } as unknown as HistoryRepository;
+  } as unknown as TransactionRunner;
   const metrics = new MetricsService({
     metrics: { tenantLabels: false, maxQueueSeries: 10, maxQueueSeriesPerTenant: 10 },
     workers: 1,
   } as AppConfig);
   const config = { history: { flushMs, retentionDays: 7 } } as AppConfig;
-  const history = new HistoryRecorder(config, repository, {} as DrainService, metrics);
+  const history = new HistoryRecorder(config, new HistoryRepository(), transactions, {} as DrainService, metrics);
   const dropped = async () =>
     (await metrics.registry.getSingleMetric('leasehold_history_dropped_total')!.get()).values[0]?.value ?? 0;
   return { history, sent, dropped };

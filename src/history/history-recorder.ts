@@ -2,6 +2,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import { Counter } from 'prom-client';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { errorMessage } from '../common/error-message';
+import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { HistoryRepository, MinuteCounts } from './history.repository';
@@ -38,6 +39,7 @@ export class HistoryRecorder implements OnApplicationBootstrap, BeforeApplicatio
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly history: HistoryRepository,
+    private readonly transactions: TransactionRunner,
     private readonly drain: DrainService,
     metrics: MetricsService,
   ) {
@@ -108,7 +110,7 @@ export class HistoryRecorder implements OnApplicationBootstrap, BeforeApplicatio
     for (let start = 0; start < sent.length; start += FLUSH_CHUNK) {
       const chunk = sent.slice(start, start + FLUSH_CHUNK);
       try {
-        await this.history.add(chunk);
+        await this.transactions.runOne(undefined, this.history.add(chunk));
       } catch (error) {
         this.logger.warn(`Adding ${chunk.length} queue-minutes to the history failed: ${errorMessage(error)}`);
         for (const counts of sent.slice(start)) this.keep(counts);

@@ -18,8 +18,9 @@ export class HistoryService {
 
   async queue(tenantId: string, queue: string, range: HistoryRange): Promise<QueueHistoryDto> {
     const { seconds, stepSeconds } = HISTORY_RANGES[range];
-    const series = await this.transactions.run(tenantId, (manager) =>
-      this.history.queueSeries(tenantId, queue, seconds, stepSeconds, manager),
+    const series = await this.transactions.runOne(
+      tenantId,
+      this.history.queueSeries(tenantId, queue, seconds, stepSeconds),
     );
     if (!series.found) throw new NotFoundException({ error: 'queue not found' });
     return { queue, ...spanOf(range, series), points: pointsOf(range, series, true) };
@@ -27,9 +28,7 @@ export class HistoryService {
 
   async tenant(tenantId: string, range: HistoryRange): Promise<TenantHistoryDto> {
     const { seconds, stepSeconds } = HISTORY_RANGES[range];
-    const series = await this.transactions.run(tenantId, (manager) =>
-      this.history.tenantSeries(tenantId, seconds, stepSeconds, manager),
-    );
+    const series = await this.transactions.runOne(tenantId, this.history.tenantSeries(tenantId, seconds, stepSeconds));
     return {
       ...spanOf(range, series),
       points: pointsOf(range, series, false).map(({ lag: _lag, ...point }) => point),

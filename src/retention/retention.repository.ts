@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
+import { nothing, raw, Shared, shared, Sql, sql, Statement, statement } from '../database/statement';
 import { readyAfter } from '../consumer-groups/cursor-ready';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
@@ -35,7 +35,7 @@ export interface Trimmed {
 }
 
 /** A version-7 UUID made by PostgreSQL: the clock's milliseconds over a random v4, with its version bits set to 7. */
-const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+const UUID_V7 = sql`encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
                    PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
                    FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid`;
 
@@ -43,7 +43,7 @@ const UUID_V7 = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 const RETENTION_LOCK_SPACE = 73_460_021;
 
 /** PostgreSQL has no skip scan: walking tenant by tenant keeps each lookup in one tenant's rows, as sharding wants. */
-const TENANTS = `tenants(tenant_id) AS (
+const TENANTS = sql`tenants(tenant_id) AS (
     SELECT (SELECT tenant_id FROM queues ORDER BY tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT q.tenant_id FROM queues q WHERE q.tenant_id > t.tenant_id ORDER BY q.tenant_id LIMIT 1)
@@ -51,26 +51,30 @@ const TENANTS = `tenants(tenant_id) AS (
      WHERE t.tenant_id IS NOT NULL
   )`;
 
-/** The shortest dead-letter retention of any queue, or the default ($1; 0 keeps them): nothing younger can go. */
-const SHORTEST_DEAD_LETTER_RETENTION = `shortest AS (
+/** The shortest dead-letter retention of any queue, or the default (0 keeps them): nothing younger can go. */
+const shortestDeadLetterRetention = (defaultSeconds: Shared<number>): Sql => sql`shortest AS (
     SELECT min(s) AS seconds FROM (
-      SELECT NULLIF($1::int, 0) AS s
+      SELECT NULLIF(${defaultSeconds}::int, 0) AS s
       UNION ALL SELECT min(dlq_retention_seconds) FROM queues WHERE dlq_retention_seconds > 0) x
   )`;
 
-const RULES = `rules AS (
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::int[], $6::boolean[], $7::int[])
+function rulesCte(rules: PartitionRules[]): Sql {
+  const column = <K extends keyof PartitionRules>(key: K): Array<PartitionRules[K]> => rules.map((rule) => rule[key]);
+  return sql`rules AS (
+    SELECT * FROM unnest(${column('tenantId')}::uuid[], ${column('partitionId')}::uuid[], ${column('pendingSeconds')}::int[], ${column('evictSeconds')}::int[], ${column('completedSeconds')}::int[], ${column('letters')}::boolean[], ${column('graceSeconds')}::int[])
       AS t(tenant_id, partition_id, pending_s, evict_s, completed_s, letters, grace_s)
   )`;
+}
 
-const ago = (seconds: string): string => `clock_timestamp() - make_interval(secs => ${seconds})`;
+const ago = (seconds: string | Sql): Sql =>
+  sql`clock_timestamp() - make_interval(secs => ${typeof seconds === 'string' ? raw(seconds) : seconds})`;
 
 /**
  * Pending retention and eviction move every cursor below the cut past it, so they need every cursor of the partition:
  * one whose cursors someone holds is left for the next round, and the cut never reaches a message under a live lease.
  */
-const TRIM_SQL = `
-  WITH ${RULES}, trimming AS (
+const trimSql = (rules: PartitionRules[], window: number, evictedError: string): Sql => sql`
+  WITH ${rulesCte(rules)}, trimming AS (
     -- Only partitions whose oldest message is past pending retention or eviction have cursors to move.
     SELECT r.tenant_id, r.partition_id FROM rules r
      CROSS JOIN LATERAL (SELECT m.created_at FROM messages m
@@ -97,7 +101,7 @@ const TRIM_SQL = `
       FROM state s
      CROSS JOIN LATERAL (SELECT m.seq, m.created_at FROM messages m
                           WHERE m.tenant_id = s.tenant_id AND m.partition_id = s.partition_id
-                          ORDER BY m.seq LIMIT $8) o
+                          ORDER BY m.seq LIMIT ${window}) o
   ), cut AS (
     SELECT s.tenant_id, s.partition_id, s.letters, x.*,
            GREATEST(x.pending_upto, x.evict_upto) AS trim_upto,
@@ -117,7 +121,7 @@ const TRIM_SQL = `
                               trace_id, payload, payload_bytes, producer_sub, message_created_at, error_message,
                               retry_count, key_id)
     SELECT b.tenant_id, ${UUID_V7}, p.queue_id, m.partition_id, l.consumer_group, m.id, m.seq, m.transaction_id,
-           m.trace_id, m.payload, ${storedBytes('m')}, m.producer_sub, m.created_at, $9, 0, m.key_id
+           m.trace_id, m.payload, ${raw(storedBytes('m'))}, m.producer_sub, m.created_at, ${evictedError}, 0, m.key_id
       FROM cut b
       JOIN partitions p ON p.tenant_id = b.tenant_id AND p.id = b.partition_id
       JOIN locked l ON l.tenant_id = b.tenant_id AND l.partition_id = b.partition_id
@@ -129,30 +133,36 @@ const TRIM_SQL = `
   ), advanced AS (
     UPDATE consumers c
        SET committed_offset = b.trim_upto, delivered_offset = GREATEST(c.delivered_offset, b.trim_upto), retry_count = 0,
-           ready = ${readyAfter('c', 'b.trim_upto')}
+           ready = ${raw(readyAfter('c', 'b.trim_upto'))}
       FROM cut b
      WHERE c.tenant_id = b.tenant_id AND c.partition_id = b.partition_id AND c.committed_offset < b.trim_upto
     RETURNING c.tenant_id, c.queue_id, c.consumer_group, c.partition_id, b.trim_upto
-  ), ${groupLagCte(
-    'lag_counted',
-    // Every cursor of a trimmed partition is locked (held = cursors), so locked has where each stood.
-    `SELECT a.tenant_id, a.queue_id, a.consumer_group, l.committed_offset - a.trim_upto AS lag
+  ), ${raw(
+    groupLagCte(
+      'lag_counted',
+      // Every cursor of a trimmed partition is locked (held = cursors), so locked has where each stood.
+      `SELECT a.tenant_id, a.queue_id, a.consumer_group, l.committed_offset - a.trim_upto AS lag
        FROM advanced a
        JOIN locked l ON l.tenant_id = a.tenant_id AND l.partition_id = a.partition_id
                     AND l.consumer_group = a.consumer_group`,
+    ),
   )}, gone AS (
     DELETE FROM messages m USING cut b
      WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq <= b.upto
-    RETURNING m.tenant_id, m.partition_id, m.seq, ${storedBytes('m')} AS bytes
-  ), ${queueStoredCte(
-    'stored_counted',
-    `SELECT p.tenant_id, p.queue_id, -g.messages AS messages, 0 AS partitions, 0 AS offsets
+    RETURNING m.tenant_id, m.partition_id, m.seq, ${raw(storedBytes('m'))} AS bytes
+  ), ${raw(
+    queueStoredCte(
+      'stored_counted',
+      `SELECT p.tenant_id, p.queue_id, -g.messages AS messages, 0 AS partitions, 0 AS offsets
        FROM (SELECT tenant_id, partition_id, count(*) AS messages FROM gone GROUP BY tenant_id, partition_id) g
        JOIN partitions p ON p.tenant_id = g.tenant_id AND p.id = g.partition_id`,
-  )}, ${usageChangeCte(
-    'counted',
-    `SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone
+    ),
+  )}, ${raw(
+    usageChangeCte(
+      'counted',
+      `SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone
      UNION ALL SELECT tenant_id, payload_bytes, 1 FROM lettered`,
+    ),
   )}
   SELECT b.partition_id,
          count(g.seq) FILTER (WHERE g.seq <= COALESCE(b.completed_upto, 0))::int AS completed,
@@ -167,7 +177,7 @@ const TRIM_SQL = `
 
 /**
  * Holds the partitions in id order as a push does: an UPDATE alone takes them in whatever order its join yields, and
- * deadlocked with pushes. No look sooner than $8 ms: a partition may be of age and wait for a lease or lock.
+ * deadlocked with pushes. No look sooner than pollMs: a partition may be of age and wait for a lease or lock.
  * The statement reads messages as of its start, but the lock may come after a push that waited for it committed: a
  * partition whose offset under the lock is not the one the snapshot read (`stale`) is neither removed nor scheduled
  * from that view; it is looked at again at once.
@@ -177,9 +187,9 @@ const TRIM_SQL = `
  * statement's snapshot read (`observed`), so one that moved meanwhile stays reported; a cursor someone holds is left
  * unmarked and looked at again.
  */
-const SCHEDULE_SQL = `
-  WITH ${RULES}, hurried AS (
-    SELECT unnest($9::uuid[]) AS partition_id
+const scheduleSql = (rules: PartitionRules[], pollMs: number, hurried: string[]): Sql => sql`
+  WITH ${rulesCte(rules)}, hurried AS (
+    SELECT unnest(${hurried}::uuid[]) AS partition_id
   ), held AS MATERIALIZED (
     SELECT p.tenant_id, p.id, p.last_offset FROM partitions p
       JOIN rules r ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
@@ -206,14 +216,18 @@ const SCHEDULE_SQL = `
      WHERE p.tenant_id = f.tenant_id AND p.id = f.partition_id AND f.seq IS NULL AND NOT f.leased AND NOT f.stale
        AND p.last_pushed_at < ${ago('f.grace_s')}
     RETURNING p.tenant_id, p.id, p.queue_id, p.last_offset
-  ), ${queueStoredCte(
-    'partitions_counted',
-    'SELECT tenant_id, queue_id, 0 AS messages, -1 AS partitions, -last_offset AS offsets FROM removed',
-  )}, ${groupLagCte(
-    'lag_counted',
-    // Its cursors go with it: what they counted past their offsets (messages deleted one by one) goes too.
-    `SELECT c.tenant_id, c.queue_id, c.consumer_group, c.committed_offset - r.last_offset AS lag
+  ), ${raw(
+    queueStoredCte(
+      'partitions_counted',
+      'SELECT tenant_id, queue_id, 0 AS messages, -1 AS partitions, -last_offset AS offsets FROM removed',
+    ),
+  )}, ${raw(
+    groupLagCte(
+      'lag_counted',
+      // Its cursors go with it: what they counted past their offsets (messages deleted one by one) goes too.
+      `SELECT c.tenant_id, c.queue_id, c.consumer_group, c.committed_offset - r.last_offset AS lag
        FROM removed r JOIN consumers c ON c.tenant_id = r.tenant_id AND c.partition_id = r.id`,
+    ),
   )}, next AS (
     SELECT f.tenant_id, f.partition_id, f.seq,
            LEAST(f.created_at + make_interval(secs => f.pending_s),
@@ -228,7 +242,7 @@ const SCHEDULE_SQL = `
                   WHEN n.seq IS NULL THEN p.last_pushed_at + make_interval(secs => n.grace_s)
                   WHEN n.hurry THEN clock_timestamp()
                   WHEN n.of_age IS NULL THEN NULL
-                  ELSE GREATEST(n.of_age, clock_timestamp() + make_interval(secs => $8::double precision / 1000))
+                  ELSE GREATEST(n.of_age, clock_timestamp() + make_interval(secs => ${pollMs}::double precision / 1000))
              END
       FROM next n
      WHERE p.tenant_id = n.tenant_id AND p.id = n.partition_id
@@ -251,16 +265,12 @@ const SCHEDULE_SQL = `
   )
   SELECT (SELECT count(*) FROM removed)::int AS removed`;
 
-function columnsOf(rules: PartitionRules[]): unknown[] {
-  return [
-    rules.map((rule) => rule.tenantId),
-    rules.map((rule) => rule.partitionId),
-    rules.map((rule) => rule.pendingSeconds),
-    rules.map((rule) => rule.evictSeconds),
-    rules.map((rule) => rule.completedSeconds),
-    rules.map((rule) => rule.letters),
-    rules.map((rule) => rule.graceSeconds),
-  ];
+interface TrimmedRow {
+  partition_id: string;
+  completed: number;
+  evicted: number;
+  retention: number;
+  lettered: number;
 }
 
 @Injectable()
@@ -276,15 +286,13 @@ export class RetentionRepository {
    * order, as a push locks them, skipping those held (they go to retention_rechecks). Undefined when no queue has a
    * recheck left.
    */
-  async spreadRechecks(
-    limit: number,
-    tenants: readonly string[] | undefined,
-    manager: EntityManager,
-  ): Promise<{ partitions: number } | undefined> {
-    const [row]: Array<{ queues: number; partitions: number }> = await manager.query(
-      `WITH q AS MATERIALIZED (
+  spreadRechecks(limit: number, tenants: readonly string[] | undefined): Statement<{ partitions: number } | undefined> {
+    const batch = shared(limit);
+    const only = shared(tenants ?? null);
+    return statement(
+      sql`WITH q AS MATERIALIZED (
          SELECT tenant_id, id, retention_recheck_from AS after FROM queues
-          WHERE retention_recheck_from IS NOT NULL AND ($2::uuid[] IS NULL OR tenant_id = ANY($2::uuid[]))
+          WHERE retention_recheck_from IS NOT NULL AND (${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[]))
           ORDER BY tenant_id, id
           LIMIT 1
             FOR UPDATE SKIP LOCKED
@@ -292,7 +300,7 @@ export class RetentionRepository {
          SELECT p.tenant_id, p.id, p.name FROM q
           CROSS JOIN LATERAL (SELECT p.tenant_id, p.id, p.name FROM partitions p
                                WHERE p.tenant_id = q.tenant_id AND p.queue_id = q.id AND p.name > q.after
-                               ORDER BY p.name LIMIT $1) p
+                               ORDER BY p.name LIMIT ${batch}) p
        ), held AS MATERIALIZED (
          SELECT p.tenant_id, p.id FROM partitions p JOIN batch b ON b.tenant_id = p.tenant_id AND b.id = p.id
           ORDER BY p.id
@@ -311,20 +319,20 @@ export class RetentionRepository {
          ON CONFLICT DO NOTHING
        ), advanced AS (
          UPDATE queues x
-            SET retention_recheck_from = CASE WHEN (SELECT count(*) FROM batch) < $1 THEN NULL
+            SET retention_recheck_from = CASE WHEN (SELECT count(*) FROM batch) < ${batch} THEN NULL
                                               ELSE (SELECT max(b.name) FROM batch b) END
            FROM q
           WHERE x.tenant_id = q.tenant_id AND x.id = q.id
        )
        SELECT (SELECT count(*) FROM q)::int AS queues, (SELECT count(*) FROM due)::int AS partitions`,
-      [limit, tenants ?? null],
+      ([row]: Array<{ queues: number; partitions: number }>) =>
+        row.queues > 0 ? { partitions: row.partitions } : undefined,
     );
-    return row.queues > 0 ? { partitions: row.partitions } : undefined;
   }
 
-  async tenantsWithDue(manager: EntityManager): Promise<Array<{ tenantId: string; dueSeconds: number | null }>> {
-    const rows: Array<{ tenant_id: string; due_seconds: number | null; moved: boolean }> = await manager.query(
-      `WITH RECURSIVE ${TENANTS}
+  tenantsWithDue(): Statement<Array<{ tenantId: string; dueSeconds: number | null }>> {
+    return statement(
+      sql`WITH RECURSIVE ${TENANTS}
        SELECT t.tenant_id,
               CASE WHEN isfinite(d.due_at) THEN extract(epoch FROM clock_timestamp() - d.due_at)::float8
                    WHEN d.due_at IS NOT NULL THEN 0 END AS due_seconds,
@@ -335,36 +343,38 @@ export class RetentionRepository {
         CROSS JOIN LATERAL (SELECT min(p.retention_check_at) AS due_at FROM partitions p
                              WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp()) d
         WHERE t.tenant_id IS NOT NULL`,
+      (rows: Array<{ tenant_id: string; due_seconds: number | null; moved: boolean }>) =>
+        rows
+          .filter((row) => row.due_seconds !== null || row.moved)
+          .map((row) => ({ tenantId: row.tenant_id, dueSeconds: row.due_seconds })),
     );
-    return rows
-      .filter((row) => row.due_seconds !== null || row.moved)
-      .map((row) => ({ tenantId: row.tenant_id, dueSeconds: row.due_seconds }));
   }
 
   /**
    * Advisory locks only: pushes hold their partitions' rows, and a claim skipping those would starve busy ones. Due
    * partitions come oldest check first; those found through a moved cursor or a recheck count as due now.
    */
-  async claimDue(limit: number, tenants: string[], manager: EntityManager): Promise<DuePartition[]> {
-    const rows: Array<RetentionRow & { tenant_id: string; partition_id: string; dead_letter_queue: boolean }> =
-      await manager.query(
-        `WITH found AS (
-         SELECT d.* FROM unnest($2::uuid[]) AS t(tenant_id)
+  claimDue(limit: number, tenants: string[]): Statement<DuePartition[]> {
+    const claim = shared(limit);
+    const among = shared(tenants);
+    return statement(
+      sql`WITH found AS (
+         SELECT d.* FROM unnest(${among}::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT p.tenant_id, p.id, p.retention_check_at AS due_at FROM partitions p
                  WHERE p.tenant_id = t.tenant_id AND p.retention_check_at <= clock_timestamp()
-                 ORDER BY p.retention_check_at LIMIT $1) d
+                 ORDER BY p.retention_check_at LIMIT ${claim}) d
          UNION ALL
-         SELECT m.tenant_id, m.partition_id, clock_timestamp() FROM unnest($2::uuid[]) AS t(tenant_id)
+         SELECT m.tenant_id, m.partition_id, clock_timestamp() FROM unnest(${among}::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT DISTINCT c.tenant_id, c.partition_id FROM consumers c
                  WHERE c.tenant_id = t.tenant_id AND c.committed_offset > c.retention_seen
-                 ORDER BY c.tenant_id, c.partition_id LIMIT $1) m
+                 ORDER BY c.tenant_id, c.partition_id LIMIT ${claim}) m
          UNION ALL
-         SELECT x.tenant_id, x.partition_id, clock_timestamp() FROM unnest($2::uuid[]) AS t(tenant_id)
+         SELECT x.tenant_id, x.partition_id, clock_timestamp() FROM unnest(${among}::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT x.tenant_id, x.partition_id FROM retention_rechecks x
-                 WHERE x.tenant_id = t.tenant_id ORDER BY x.partition_id LIMIT $1) x
+                 WHERE x.tenant_id = t.tenant_id ORDER BY x.partition_id LIMIT ${claim}) x
        ), due AS (
          SELECT DISTINCT ON (f.tenant_id, f.id) f.tenant_id, f.id, p.queue_id, f.due_at
            FROM found f
@@ -376,26 +386,26 @@ export class RetentionRepository {
           WHERE x.tenant_id = f.tenant_id AND x.partition_id = f.id
             AND NOT EXISTS (SELECT 1 FROM partitions p WHERE p.tenant_id = f.tenant_id AND p.id = f.id)
        ), candidates AS (
-         SELECT d.* FROM due d ORDER BY d.due_at LIMIT $1 * 4
+         SELECT d.* FROM due d ORDER BY d.due_at LIMIT ${claim} * 4
        ), claimed AS (
          SELECT d.* FROM candidates d
-          WHERE pg_try_advisory_xact_lock(${RETENTION_LOCK_SPACE}, hashtext(d.id::text))
+          WHERE pg_try_advisory_xact_lock(${raw(String(RETENTION_LOCK_SPACE))}, hashtext(d.id::text))
           ORDER BY d.due_at
-          LIMIT $1
+          LIMIT ${claim}
        )
-       SELECT c.tenant_id, c.id AS partition_id, ${keepsDeadLetters('q')} AS dead_letter_queue,
-              ${retentionColumns('q')}
+       SELECT c.tenant_id, c.id AS partition_id, ${raw(keepsDeadLetters('q'))} AS dead_letter_queue,
+              ${raw(retentionColumns('q'))}
          FROM claimed c
          JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id
         ORDER BY c.due_at`,
-        [limit, tenants],
-      );
-    return rows.map((row) => ({
-      tenantId: row.tenant_id,
-      partitionId: row.partition_id,
-      deadLetterQueue: row.dead_letter_queue,
-      retention: storedRetentionOf(row),
-    }));
+      (rows: Array<RetentionRow & { tenant_id: string; partition_id: string; dead_letter_queue: boolean }>) =>
+        rows.map((row) => ({
+          tenantId: row.tenant_id,
+          partitionId: row.partition_id,
+          deadLetterQueue: row.dead_letter_queue,
+          retention: storedRetentionOf(row),
+        })),
+    );
   }
 
   /**
@@ -403,15 +413,15 @@ export class RetentionRepository {
    * (backfill) and has not reached this one: it gets its cursor before the cut, so that the cut keeps what it has not
    * read, moves it past what expires, and dead-letters for it as for any other group.
    */
-  async cursorsForCut(rules: PartitionRules[], manager: EntityManager): Promise<void> {
-    await manager.query(
-      `WITH wanted AS MATERIALIZED (
+  cursorsForCut(rules: PartitionRules[]): Statement<void> {
+    return statement(
+      sql`WITH wanted AS MATERIALIZED (
          SELECT p.tenant_id, p.queue_id, p.id, p.last_offset, g.name, s.start_offset
-           FROM unnest($1::uuid[], $2::uuid[]) AS r(tenant_id, partition_id)
+           FROM unnest(${rules.map((rule) => rule.tenantId)}::uuid[], ${rules.map((rule) => rule.partitionId)}::uuid[]) AS r(tenant_id, partition_id)
            JOIN partitions p ON p.tenant_id = r.tenant_id AND p.id = r.partition_id
            JOIN consumer_groups g ON g.tenant_id = p.tenant_id AND g.queue_id = p.queue_id
                                  AND g.backfill_from IS NOT NULL AND p.name > g.backfill_from
-          CROSS JOIN LATERAL (SELECT ${subscriptionStartOffset('p', 'g')} AS start_offset) s
+          CROSS JOIN LATERAL (SELECT ${raw(subscriptionStartOffset('p', 'g'))} AS start_offset) s
           WHERE s.start_offset < p.last_offset
        ), created AS (
          INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group, committed_offset, delivered_offset)
@@ -419,87 +429,85 @@ export class RetentionRepository {
           ORDER BY id, name
          ON CONFLICT (tenant_id, partition_id, consumer_group) DO NOTHING
          RETURNING tenant_id, partition_id, consumer_group
-       ), ${groupLagCte(
-         'lag_counted',
-         `SELECT w.tenant_id, w.queue_id, w.name AS consumer_group, w.last_offset - w.start_offset AS lag
+       ), ${raw(
+         groupLagCte(
+           'lag_counted',
+           `SELECT w.tenant_id, w.queue_id, w.name AS consumer_group, w.last_offset - w.start_offset AS lag
             FROM created c JOIN wanted w ON w.tenant_id = c.tenant_id AND w.id = c.partition_id AND w.name = c.consumer_group`,
+         ),
        )}
        SELECT 1`,
-      [rules.map((rule) => rule.tenantId), rules.map((rule) => rule.partitionId)],
+      nothing,
     );
   }
 
   /** `full` names the partitions cut to the window. */
-  async trim(
+  trim(
     rules: PartitionRules[],
     window: number,
     evictedError: string,
-    manager: EntityManager,
-  ): Promise<Omit<Trimmed, 'partitions'> & { full: string[] }> {
-    const rows: Array<{
-      partition_id: string;
-      completed: number;
-      evicted: number;
-      retention: number;
-      lettered: number;
-    }> = await manager.query(TRIM_SQL, [...columnsOf(rules), window, evictedError]);
-    const sum = (key: 'completed' | 'evicted' | 'retention') => rows.reduce((total, row) => total + row[key], 0);
-    return {
-      completed: sum('completed'),
-      evicted: sum('evicted'),
-      retention: sum('retention'),
-      lettered: rows[0]?.lettered ?? 0,
-      full: rows.filter((row) => row.completed + row.evicted + row.retention >= window).map((row) => row.partition_id),
-    };
+  ): Statement<Omit<Trimmed, 'partitions'> & { full: string[] }> {
+    return statement(trimSql(rules, window, evictedError), (rows: TrimmedRow[]) => {
+      const sum = (key: 'completed' | 'evicted' | 'retention') => rows.reduce((total, row) => total + row[key], 0);
+      return {
+        completed: sum('completed'),
+        evicted: sum('evicted'),
+        retention: sum('retention'),
+        lettered: rows[0]?.lettered ?? 0,
+        full: rows
+          .filter((row) => row.completed + row.evicted + row.retention >= window)
+          .map((row) => row.partition_id),
+      };
+    });
   }
 
-  async schedule(rules: PartitionRules[], pollMs: number, hurried: string[], manager: EntityManager): Promise<number> {
-    const [scheduled]: Array<{ removed: number }> = await manager.query(SCHEDULE_SQL, [
-      ...columnsOf(rules),
-      pollMs,
-      hurried,
-    ]);
-    return scheduled.removed;
+  schedule(rules: PartitionRules[], pollMs: number, hurried: string[]): Statement<number> {
+    return statement(
+      scheduleSql(rules, pollMs, hurried),
+      ([scheduled]: Array<{ removed: number }>) => scheduled.removed,
+    );
   }
 
-  async tenantsWithOldDeadLetters(defaultSeconds: number, manager: EntityManager): Promise<string[]> {
-    const rows: Array<{ tenant_id: string }> = await manager.query(
-      `WITH RECURSIVE ${TENANTS}, ${SHORTEST_DEAD_LETTER_RETENTION}
+  tenantsWithOldDeadLetters(defaultSeconds: number): Statement<string[]> {
+    return statement(
+      sql`WITH RECURSIVE ${TENANTS}, ${shortestDeadLetterRetention(shared(defaultSeconds))}
        SELECT t.tenant_id FROM tenants t
         WHERE t.tenant_id IS NOT NULL
           AND EXISTS (SELECT 1 FROM dead_letters d
                        WHERE d.tenant_id = t.tenant_id AND d.created_at < ${ago('(SELECT seconds FROM shortest)')})`,
-      [defaultSeconds],
+      (rows: Array<{ tenant_id: string }>) => rows.map((row) => row.tenant_id),
     );
-    return rows.map((row) => row.tenant_id);
   }
 
   /** `defaultSeconds` applies to queues that set none; 0 keeps them. */
-  async deadLetters(
+  deadLetters(
     defaultSeconds: number,
     limit: number,
     tenants: string[],
-    manager: EntityManager,
-  ): Promise<{ deleted: number; tenants: string[] }> {
-    const [row]: Array<{ deleted: number; tenants: string[] | null }> = await manager.query(
-      `WITH ${SHORTEST_DEAD_LETTER_RETENTION}, doomed AS (
-         SELECT e.tenant_id, e.id FROM unnest($3::uuid[]) AS t(tenant_id)
+  ): Statement<{ deleted: number; tenants: string[] }> {
+    const seconds = shared(defaultSeconds);
+    const batch = shared(limit);
+    return statement(
+      sql`WITH ${shortestDeadLetterRetention(seconds)}, doomed AS (
+         SELECT e.tenant_id, e.id FROM unnest(${tenants}::uuid[]) AS t(tenant_id)
           CROSS JOIN LATERAL (
                 SELECT d.tenant_id, d.id, d.created_at FROM dead_letters d
                   JOIN queues q ON q.tenant_id = d.tenant_id AND q.id = d.queue_id
                  WHERE d.tenant_id = t.tenant_id AND d.created_at < ${ago('(SELECT seconds FROM shortest)')}
-                   AND COALESCE(q.dlq_retention_seconds, $1) > 0
-                   AND d.created_at < ${ago('COALESCE(q.dlq_retention_seconds, $1)')}
-                 ORDER BY d.created_at LIMIT $2) e
+                   AND COALESCE(q.dlq_retention_seconds, ${seconds}) > 0
+                   AND d.created_at < ${ago(sql`COALESCE(q.dlq_retention_seconds, ${seconds})`)}
+                 ORDER BY d.created_at LIMIT ${batch}) e
           ORDER BY e.created_at
-          LIMIT $2
+          LIMIT ${batch}
        ), gone AS (
          DELETE FROM dead_letters d USING doomed x WHERE d.tenant_id = x.tenant_id AND d.id = x.id
-         RETURNING d.tenant_id, ${storedBytes('d')} AS bytes
-       ), ${usageChangeCte('counted', 'SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone')}
+         RETURNING d.tenant_id, ${raw(storedBytes('d'))} AS bytes
+       ), ${raw(usageChangeCte('counted', 'SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone'))}
        SELECT count(*)::int AS deleted, array_agg(DISTINCT tenant_id) AS tenants FROM gone`,
-      [defaultSeconds, limit, tenants],
+      ([row]: Array<{ deleted: number; tenants: string[] | null }>) => ({
+        deleted: row.deleted,
+        tenants: row.tenants ?? [],
+      }),
     );
-    return { deleted: row.deleted, tenants: row.tenants ?? [] };
   }
 }

@@ -105,16 +105,15 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       const lettersUntil = performance.now() + this.roundMs / 2;
       const lettered = new TenantRotation(
         await this.transactions
-          .run(undefined, (manager) =>
-            this.retention.tenantsWithOldDeadLetters(this.settings.deadLetterSeconds, manager),
-          )
+          .runOne(undefined, this.retention.tenantsWithOldDeadLetters(this.settings.deadLetterSeconds))
           .then((found) => found.filter(ours)),
         CLAIM,
       );
       while (!lettered.done && !this.stopped && performance.now() < lettersUntil) {
         const tenants = lettered.window();
-        const { deleted, tenants: found } = await this.transactions.run(undefined, (manager) =>
-          this.retention.deadLetters(this.settings.deadLetterSeconds, batch, tenants, manager),
+        const { deleted, tenants: found } = await this.transactions.runOne(
+          undefined,
+          this.retention.deadLetters(this.settings.deadLetterSeconds, batch, tenants),
         );
         lettered.claimed(tenants, found, deleted === batch);
         for (const tenant of found) this.quotas.forgetStored(tenant);
@@ -128,14 +127,12 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       // Queues whose retention changed: their partitions are made due, a batch per statement, before the due walk.
       const spreadUntil = performance.now() + this.roundMs / 4;
       while (!this.stopped && performance.now() < spreadUntil) {
-        const spread = await this.transactions.run(undefined, (manager) =>
-          this.retention.spreadRechecks(RECHECK_BATCH, tenants, manager),
-        );
+        const spread = await this.transactions.runOne(undefined, this.retention.spreadRechecks(RECHECK_BATCH, tenants));
         if (spread === undefined) break;
       }
-      const found = (
-        await this.transactions.run(undefined, (manager) => this.retention.tenantsWithDue(manager))
-      ).filter((tenant) => ours(tenant.tenantId));
+      const found = (await this.transactions.runOne(undefined, this.retention.tenantsWithDue())).filter((tenant) =>
+        ours(tenant.tenantId),
+      );
       this.noteDue(found.map((tenant) => tenant.dueSeconds));
       const due = new TenantRotation(
         found.map((tenant) => tenant.tenantId),
@@ -165,8 +162,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const tenants = due.window();
     const started = performance.now();
     // Run again whole after a deadlock: the rotation hears only of the claim that committed.
-    const { claimed, cut } = await this.transactions.run(undefined, async (manager) => {
-      const claimed = await this.retention.claimDue(CLAIM, tenants, manager);
+    const { claimed, cut } = await this.transactions.read(undefined, async (reader) => {
+      const claimed = await reader.run(this.retention.claimDue(CLAIM, tenants));
       if (claimed.length === 0) return { claimed, cut: undefined };
       const rules = claimed.map((partition): PartitionRules => {
         const policy = retentionPolicy(partition.retention, this.defaults);
@@ -180,10 +177,10 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
           graceSeconds: this.settings.emptyPartitionGraceSeconds,
         };
       });
-      await this.retention.cursorsForCut(rules, manager);
+      await reader.run(this.retention.cursorsForCut(rules));
       // One statement reads at most about a batch of messages, however many partitions share it.
       window.size = Math.max(10, Math.floor(this.batch / claimed.length));
-      return { claimed, cut: { rules, trimmed: await this.retention.trim(rules, window.size, EVICTED, manager) } };
+      return { claimed, cut: { rules, trimmed: await reader.run(this.retention.trim(rules, window.size, EVICTED)) } };
     });
     due.claimed(
       tenants,
@@ -195,8 +192,9 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     if (cut.trimmed.completed + cut.trimmed.retention + cut.trimmed.evicted > 0) {
       for (const rule of cut.rules) this.quotas.forgetStored(rule.tenantId);
     }
-    const removed = await this.transactions.run(undefined, (manager) =>
-      this.retention.schedule(cut.rules, this.roundMs, cut.trimmed.full, manager),
+    const removed = await this.transactions.runOne(
+      undefined,
+      this.retention.schedule(cut.rules, this.roundMs, cut.trimmed.full),
     );
     this.count(outcome, 'completed', cut.trimmed.completed);
     this.count(outcome, 'retention', cut.trimmed.retention);
@@ -213,15 +211,13 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     until: number,
   ): Promise<void> {
     const batch = this.settings.batchSize;
-    const found = (
-      await this.transactions.run(undefined, (manager) => this.history.tenantsWithOld(this.historyDays, manager))
-    ).filter(ours);
+    const found = (await this.transactions.runOne(undefined, this.history.tenantsWithOld(this.historyDays))).filter(
+      ours,
+    );
     for (const tenant of found) {
       for (let deleted = batch; deleted >= batch;) {
         if (this.stopped || performance.now() >= until) return;
-        deleted = await this.transactions.run(undefined, (manager) =>
-          this.history.deleteOld(tenant, this.historyDays, batch, manager),
-        );
+        deleted = await this.transactions.runOne(undefined, this.history.deleteOld(tenant, this.historyDays, batch));
         this.count(outcome, 'history', deleted);
       }
     }

@@ -1,4 +1,5 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { HistoryCounts } from './history-counts';
 
 /** A tenant's queues together in one minute (src/history/): the console's overview reads one row a minute. */
 @Entity({ name: 'tenant_history' })
@@ -9,18 +10,6 @@ export class TenantHistoryEntity {
   @PrimaryColumn({ name: 'minute', type: 'timestamptz', primaryKeyConstraintName: 'pk_tenant_history' })
   minute: Date;
 
-  @Column({ name: 'pushed', type: 'bigint', default: 0 })
-  pushed: string;
-
-  @Column({ name: 'popped', type: 'bigint', default: 0 })
-  popped: string;
-
-  @Column({ name: 'acked', type: 'bigint', default: 0 })
-  acked: string;
-
-  @Column({ name: 'dead_lettered', type: 'bigint', default: 0 })
-  deadLettered: string;
-
-  @Column({ name: 'max_wait_ms', type: 'bigint', nullable: true })
-  maxWaitMs: string | null;
+  @Column(() => HistoryCounts, { prefix: false })
+  counts: HistoryCounts;
 }
