@@ -26,7 +26,7 @@ export class EncryptionStartupCheck implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const inUse = await this.transactions.run(undefined, (manager) => this.keys.inUse(manager));
+    const inUse = await this.transactions.runOne(undefined, this.keys.inUse());
     const problem = startupProblem(inUse.encryptedQueue, inUse.keyIds, this.cipher.keyIds());
     if (problem) throw new EncryptionStartupError(problem);
     if (this.cipher.enabled) {

@@ -1,7 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
-import { TransactionRunner } from '../database/transaction-runner';
-import { EncryptionKeysRepository } from './encryption-keys.repository';
+import { StatementReader, TransactionRunner } from '../database/transaction-runner';
+import { EncryptionKeysRepository, SealedRow, SealedTable } from './encryption-keys.repository';
 import { PayloadCipher, UnreadablePayloadError } from './payload-cipher';
 
 export const REENCRYPT_BATCH = 500;
@@ -15,13 +14,6 @@ export interface ReencryptionReport {
   left: number;
   /** Per tenant, the old key ids no row uses any more, removed from tenant_encryption_keys. */
   retired: Array<{ tenantId: string; keyId: string }>;
-}
-
-/** A table whose rows carry a sealed payload, with the key its rows are visited in (the partial key_id index). */
-interface SealedTable {
-  name: 'messages' | 'dead_letters';
-  key: string[];
-  types: string[];
 }
 
 const MESSAGES: SealedTable = { name: 'messages', key: ['partition_id', 'seq'], types: ['uuid', 'bigint'] };
@@ -50,20 +42,13 @@ export class Reencryption {
     const old = this.cipher.keyIds().filter((id) => id !== primary);
     const report: ReencryptionReport = { keyId: primary, messages: 0, deadLetters: 0, left: 0, retired: [] };
     if (old.length === 0) return report;
-    const tenants = await this.transactions.run(undefined, (manager) => this.keys.tenantsUsing(old, manager));
+    const tenants = await this.transactions.runOne(undefined, this.keys.tenantsUsing(old));
     for (const tenantId of tenants) {
-      await this.transactions.run(tenantId, (manager) =>
-        manager.query(
-          `INSERT INTO tenant_encryption_keys (tenant_id, key_id) VALUES ($1, $2) ON CONFLICT (tenant_id, key_id) DO NOTHING`,
-          [tenantId, primary],
-        ),
-      );
+      await this.transactions.runOne(tenantId, this.keys.record(tenantId, primary));
       for (const keyId of old) {
         report.messages += await this.passes(tenantId, keyId, MESSAGES, batch);
         report.deadLetters += await this.passes(tenantId, keyId, DEAD_LETTERS, batch);
-        const { left, retired } = await this.transactions.run(tenantId, (manager) =>
-          this.retireIfUnused(tenantId, keyId, manager),
-        );
+        const { left, retired } = await this.transactions.runOne(tenantId, this.keys.retireIfUnused(tenantId, keyId));
         report.left += left;
         if (retired) report.retired.push({ tenantId, keyId });
       }
@@ -78,8 +63,8 @@ export class Reencryption {
       let moved = 0;
       let after: string[] | undefined;
       for (;;) {
-        const step = await this.transactions.run(tenantId, (manager) =>
-          this.step(tenantId, keyId, table, after, batch, manager),
+        const step = await this.transactions.read(tenantId, (reader) =>
+          this.step(reader, tenantId, keyId, table, after, batch),
         );
         moved += step.moved;
         if (step.last === undefined) break;
@@ -91,26 +76,18 @@ export class Reencryption {
     }
   }
 
+  /** One batch, in the transaction that locked it. */
   private async step(
+    reader: StatementReader,
     tenantId: string,
     keyId: string,
     table: SealedTable,
     after: string[] | undefined,
     batch: number,
-    manager: EntityManager,
   ): Promise<{ moved: number; last: string[] | undefined }> {
-    const key = table.key.join(', ');
-    const past = table.key.map((column, index) => `$${index + 3}::${table.types[index]}`).join(', ');
-    const rows: Array<Record<string, string>> = await manager.query(
-      `SELECT ${key}, payload::text AS payload FROM ${table.name}
-        WHERE tenant_id = $1 AND key_id = $2 AND ($3::text IS NULL OR (${key}) > (${past}))
-        ORDER BY ${key}
-        LIMIT ${Math.trunc(batch)}
-          FOR UPDATE SKIP LOCKED`,
-      [tenantId, keyId, ...(after ?? table.key.map(() => null))],
-    );
+    const rows = await reader.run(this.keys.sealedBatch(tenantId, keyId, table, after, batch));
     if (rows.length === 0) return { moved: 0, last: undefined };
-    const resealed: Array<Record<string, string>> = [];
+    const resealed: SealedRow[] = [];
     for (const row of rows) {
       try {
         resealed.push({ ...row, payload: this.cipher.seal(this.cipher.open(keyId, row.payload)).json });
@@ -120,42 +97,9 @@ export class Reencryption {
       }
     }
     if (resealed.length > 0) {
-      const unnested = [...table.key, 'payload']
-        .map((column, index) => `$${index + 3}::${index < table.types.length ? table.types[index] : 'text'}[]`)
-        .join(', ');
-      await manager.query(
-        `UPDATE ${table.name} r SET payload = t.payload::json, key_id = $2
-           FROM unnest(${unnested}) AS t(${key}, payload)
-          WHERE r.tenant_id = $1 AND ${table.key.map((column) => `r.${column} = t.${column}`).join(' AND ')}`,
-        [
-          tenantId,
-          this.cipher.primaryKeyId,
-          ...[...table.key, 'payload'].map((column) => resealed.map((row) => row[column])),
-        ],
-      );
+      await reader.run(this.keys.reseal(tenantId, this.cipher.primaryKeyId, table, resealed));
     }
     const last = rows[rows.length - 1];
     return { moved: resealed.length, last: table.key.map((column) => String(last[column])) };
-  }
-
-  /** The record goes only when no message or dead letter of the tenant is under the key any more. */
-  private async retireIfUnused(
-    tenantId: string,
-    keyId: string,
-    manager: EntityManager,
-  ): Promise<{ left: number; retired: boolean }> {
-    const [row]: Array<{ remaining: number; retired: number }> = await manager.query(
-      `WITH used AS (
-         SELECT (SELECT count(*) FROM messages WHERE tenant_id = $1 AND key_id = $2)
-              + (SELECT count(*) FROM dead_letters WHERE tenant_id = $1 AND key_id = $2) AS remaining
-       ), retired AS (
-         DELETE FROM tenant_encryption_keys k USING used
-          WHERE k.tenant_id = $1 AND k.key_id = $2 AND used.remaining = 0
-         RETURNING 1
-       )
-       SELECT (SELECT remaining FROM used)::int AS remaining, (SELECT count(*) FROM retired)::int AS retired`,
-      [tenantId, keyId],
-    );
-    return { left: row.remaining, retired: row.retired > 0 };
   }
 }
