@@ -1,22 +1,28 @@
-import { EntityManager } from 'typeorm';
 import { loadConfig } from '../config/load-config';
 import { DatabaseEngine } from '../database/database-engine';
+import { Statement } from '../database/statement';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { BrokerRegistry } from './broker-registry';
+import { BrokersRepository } from './brokers.repository';
 
 /** A registry whose heartbeats answer what the test says, and whose timer the test moves. */
 function registry(options: { embedded?: boolean; heartbeatMs?: string } = {}) {
   const answers: Array<number | Error> = [];
+  const repository = new BrokersRepository();
   const brokers = {
-    beat: jest.fn(() => {
-      const answer = answers.shift() ?? 1;
-      return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
-    }),
-    leave: jest.fn(() => Promise.resolve()),
+    beat: jest.fn((...args: Parameters<BrokersRepository['beat']>) => repository.beat(...args)),
+    leave: jest.fn((...args: Parameters<BrokersRepository['leave']>) => repository.leave(...args)),
   };
+  // A heartbeat's statement answers the count the test says, through its own parse: the others, and itself.
   const transactions = {
-    run: (_tenant: undefined, work: (manager: EntityManager) => Promise<unknown>) => work({} as EntityManager),
+    runOne: (_tenant: undefined, statement: Statement<unknown>) => {
+      if (!statement.text.startsWith('WITH beat')) return Promise.resolve(statement.parse([]));
+      const answer = answers.shift() ?? 1;
+      return answer instanceof Error
+        ? Promise.reject(answer)
+        : Promise.resolve(statement.parse([{ others: answer - 1 }]));
+    },
   } as unknown as TransactionRunner;
   let onDrain: () => void = () => undefined;
   const drain = { onDrain: (listener: () => void) => (onDrain = listener) } as unknown as DrainService;

@@ -67,9 +67,7 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
 
   private beat(): Promise<void> {
     this.beating = this.transactions
-      .run(undefined, (manager) =>
-        this.brokers.beat(this.brokerId, this.intervalMs * LIVE_FOR_HEARTBEATS, FORGET_AFTER_MS, manager),
-      )
+      .runOne(undefined, this.brokers.beat(this.brokerId, this.intervalMs * LIVE_FOR_HEARTBEATS, FORGET_AFTER_MS))
       .then(
         (live) => {
           if (this.failing) this.logger.log(`Heartbeat answered again: ${live} brokers live`);
@@ -100,7 +98,7 @@ export class BrokerRegistry implements OnApplicationBootstrap, BeforeApplication
       if (!this.registers) return;
       await this.beating;
       await this.transactions
-        .run(undefined, (manager) => this.brokers.leave(this.brokerId, manager))
+        .runOne(undefined, this.brokers.leave(this.brokerId))
         .catch((error: unknown) => this.logger.warn(`Could not leave the brokers table: ${errorMessage(error)}`));
     })();
     return this.stopping;

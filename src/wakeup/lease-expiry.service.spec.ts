@@ -1,3 +1,4 @@
+import { Statement } from '../database/statement';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { EXPIRY_SWEEP_MS, LeaseExpiryService } from './lease-expiry.service';
@@ -25,17 +26,18 @@ function harness(): Harness {
     redelivered: (tenantId: string, redeliveries: Redelivery[]) => woken.push({ tenantId, redeliveries }),
   } as unknown as ParkedPolls;
   const ending = jest.fn<Promise<EndingLease[]>, unknown[]>().mockResolvedValue([]);
+  // `ending` answers the sweep's statement, given the groups it names.
   const transactions = {
-    run: (_tenant: unknown, work: (manager: unknown) => unknown) => work({}),
+    runOne: (_tenant: unknown, statement: Statement<EndingLease[]>) => {
+      const [tenants, queues, groups] = statement.values as string[][];
+      return ending(
+        tenants.map((tenantId, index) => ({ tenantId, queue: queues[index], consumerGroup: groups[index] })),
+      );
+    },
   } as unknown as TransactionRunner;
   let onDrain: () => void = () => undefined;
   const drainService = { onDrain: (listener: () => void) => (onDrain = listener) } as unknown as DrainService;
-  const expiry = new LeaseExpiryService(
-    polls,
-    transactions,
-    { endingLeases: ending } as unknown as WakeupRepository,
-    drainService,
-  );
+  const expiry = new LeaseExpiryService(polls, transactions, new WakeupRepository(), drainService);
   return { expiry, waiting, woken, ending, drain: () => onDrain() };
 }
 

@@ -72,8 +72,9 @@ export class LeaseExpiryService implements OnApplicationBootstrap, OnApplication
     if (this.stopped || this.sweeping || groups.length === 0) return;
     this.sweeping = true;
     try {
-      const leases = await this.transactions.run(undefined, (manager) =>
-        this.repository.endingLeases(groups, SWEEP_LOOKAHEAD_MS, SWEEP_MAX_LEASES, manager),
+      const leases = await this.transactions.runOne(
+        undefined,
+        this.repository.endingLeases(groups, SWEEP_LOOKAHEAD_MS, SWEEP_MAX_LEASES),
       );
       const now = Date.now();
       for (const lease of leases) {
