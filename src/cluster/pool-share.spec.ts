@@ -1,24 +1,26 @@
-import { EntityManager } from 'typeorm';
 import type { DataSource } from 'typeorm';
 import { loadConfig } from '../config/load-config';
 import { DatabaseEngine } from '../database/database-engine';
 import { GuardedPool } from '../database/guarded-pool';
+import { Statement } from '../database/statement';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { BrokerRegistry } from './broker-registry';
+import { BrokersRepository } from './brokers.repository';
 import { OUTSIDE_POOL, PoolSizer, poolShare, tenantShare } from './pool-share';
 
 /** A broker whose heartbeats count what the test says, with a pool that never connects. */
 function broker(env: Record<string, string> = {}) {
   const config = loadConfig({ BROKER_HEARTBEAT_MS: '1000', ...env });
   const answers: number[] = [];
-  const brokers = {
-    beat: jest.fn(() => Promise.resolve(answers.shift() ?? 1)),
-    leave: jest.fn(() => Promise.resolve()),
-  };
+  const brokers = new BrokersRepository();
   const tenantShares: number[] = [];
+  // A heartbeat's statement answers the count the test says (the others, and itself).
   const transactions = {
-    run: (_tenant: undefined, work: (manager: EntityManager) => Promise<unknown>) => work({} as EntityManager),
+    runOne: (_tenant: undefined, statement: Statement<unknown>) =>
+      Promise.resolve(
+        statement.parse(statement.text.startsWith('WITH beat') ? [{ others: (answers.shift() ?? 1) - 1 }] : []),
+      ),
     resizeTenantShare: (share: number) => tenantShares.push(share),
   } as unknown as TransactionRunner;
   const drain = { onDrain: () => undefined } as unknown as DrainService;
