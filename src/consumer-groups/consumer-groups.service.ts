@@ -196,7 +196,7 @@ export class ConsumerGroupsService {
       const queue = await this.queueOrThrow(unit, tenantId, queueName);
       if (await unit.run(this.groups.groupExists(tenantId, queue.id, group))) return;
       const created = await this.pops.ensureGroup(unit, tenantId, queue.id, group, { newOnly: false, from: undefined });
-      await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit.manager);
+      await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit);
     });
     const moved = await this.writes.run(tenantId, async (unit) => {
       const queue = await this.queueOrThrow(unit, tenantId, queueName);

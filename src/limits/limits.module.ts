@@ -4,6 +4,7 @@ import { BrokersRepository } from '../cluster/brokers.repository';
 import { PoolSizer } from '../cluster/pool-share';
 import { FixedWindowThrottlerStorage } from './fixed-window.storage';
 import { HeavyReadInterceptor, HeavyReadPermits } from './heavy-read';
+import { QuotaCountsRepository } from './quota-counts.repository';
 import { StoredUsageRepository } from './stored-usage.repository';
 import { TenantQuotas } from './tenant-quotas';
 import { TenantRates } from './tenant-rates';
@@ -13,6 +14,7 @@ import { TenantRates } from './tenant-rates';
   providers: [
     TenantQuotas,
     StoredUsageRepository,
+    QuotaCountsRepository,
     BrokerRegistry,
     BrokersRepository,
     PoolSizer,

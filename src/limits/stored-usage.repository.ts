@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
-import { EntityManager } from 'typeorm';
-import { numbered, raw, Shared, shared, Sql, sql } from '../database/statement';
+import { numbered, raw, Shared, shared, Sql, sql, Statement, statement } from '../database/statement';
 
 /** Bytes and messages a write adds to what its tenant stores (negative: what it frees). */
 export interface UsageChange {
@@ -102,12 +101,14 @@ export class StoredUsageRepository {
     return numbered(sql`WITH ${usageTotal('total', tenant)} ${usageInsert('total', tenant, record)}`);
   }
 
-  async usage(tenantId: string, manager: EntityManager): Promise<StoredUsage> {
-    const [row]: Array<{ bytes: string; messages: string }> = await manager.query(
-      `SELECT COALESCE(sum(stored_bytes), 0) AS bytes, COALESCE(sum(stored_messages), 0) AS messages
-         FROM tenant_usage WHERE tenant_id = $1`,
-      [tenantId],
+  usage(tenantId: string): Statement<StoredUsage> {
+    return statement(
+      sql`SELECT COALESCE(sum(stored_bytes), 0) AS bytes, COALESCE(sum(stored_messages), 0) AS messages
+         FROM tenant_usage WHERE tenant_id = ${tenantId}`,
+      ([row]: Array<{ bytes: string; messages: string }>) => ({
+        bytes: Number(row.bytes),
+        messages: Number(row.messages),
+      }),
     );
-    return { bytes: Number(row.bytes), messages: Number(row.messages) };
   }
 }

@@ -1,9 +1,10 @@
 import { ForbiddenException, Inject, Injectable } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
-import { EntityManager, QueryFailedError } from 'typeorm';
+import { QueryFailedError } from 'typeorm';
 import { APP_CONFIG, AppConfig, TenantQuotas as QuotaLimits } from '../config/app-config';
-import { TransactionRunner } from '../database/transaction-runner';
+import { StatementReader, TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';
+import { COUNTED_TABLES, CountedQuota, QuotaCountsRepository } from './quota-counts.repository';
 import {
   STORAGE_QUOTA_EXCEEDED,
   StorageLimits,
@@ -13,8 +14,7 @@ import {
 } from './stored-usage.repository';
 
 export type QuotaKind = keyof QuotaLimits;
-/** Quotas on rows a request creates, counted when one is created. */
-export type CountedQuota = 'queues' | 'partitions' | 'consumerGroups';
+export type { CountedQuota };
 /** Quotas on what a tenant stores, kept as counters by the writes. */
 export type StorageQuota = Exclude<QuotaKind, CountedQuota>;
 
@@ -27,12 +27,6 @@ const QUOTAS: Record<QuotaKind, { variable: string; most: (limit: number) => str
   },
   storedBytes: { variable: 'TENANT_MAX_STORED_BYTES', most: (limit) => `store at most ${limit} payload bytes` },
   storedMessages: { variable: 'TENANT_MAX_STORED_MESSAGES', most: (limit) => `store at most ${limit} messages` },
-};
-
-const TABLES: Record<CountedQuota, string> = {
-  queues: 'queues',
-  partitions: 'partitions',
-  consumerGroups: 'consumer_groups',
 };
 
 const STORAGE_QUOTAS: readonly StorageQuota[] = ['storedBytes', 'storedMessages'];
@@ -92,6 +86,7 @@ export class TenantQuotas {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: MetricsService,
     private readonly stored: StoredUsageRepository,
+    private readonly counts: QuotaCountsRepository,
     private readonly transactions: TransactionRunner,
   ) {
     this.limits = config.limits.quotas;
@@ -100,7 +95,8 @@ export class TenantQuotas {
       storedBytes === 0 && storedMessages === 0 ? undefined : { bytes: storedBytes, messages: storedMessages };
   }
 
-  async admit(tenantId: string, kind: CountedQuota, created: number, manager: EntityManager): Promise<void> {
+  /** `unit`: the creating write's, so the count sees what it created. */
+  async admit(tenantId: string, kind: CountedQuota, created: number, unit: StatementReader): Promise<void> {
     const limit = this.limits[kind];
     if (created === 0 || limit === 0) return;
     const key = `${tenantId}\n${kind}`;
@@ -111,7 +107,7 @@ export class TenantQuotas {
       return;
     }
     if (known && known.count >= limit && now - known.at < FULL_MS) this.refuse(kind, limit);
-    const count = await this.count(tenantId, kind, limit + 1, manager);
+    const count = await unit.run(this.counts.count(tenantId, kind, limit + 1));
     if (count > limit) {
       this.remember(key, { count: count - created, at: now });
       this.refuse(kind, limit);
@@ -166,14 +162,14 @@ export class TenantQuotas {
 
   /** Each quota with what the tenant uses of it: counted up to one past the quota, stored usage from its counters. */
   usage(tenantId: string): Promise<QuotaUse[]> {
-    return this.transactions.run(tenantId, async (manager) => {
+    return this.transactions.read(tenantId, async (reader) => {
       const uses: QuotaUse[] = [];
-      for (const kind of Object.keys(TABLES) as CountedQuota[]) {
+      for (const kind of Object.keys(COUNTED_TABLES) as CountedQuota[]) {
         const limit = this.limits[kind];
-        const used = limit === 0 ? null : await this.count(tenantId, kind, limit + 1, manager);
+        const used = limit === 0 ? null : await reader.run(this.counts.count(tenantId, kind, limit + 1));
         uses.push({ quota: kind, variable: QUOTAS[kind].variable, used, limit: limit || null });
       }
-      const stored = await this.stored.usage(tenantId, manager);
+      const stored = await reader.run(this.stored.usage(tenantId));
       for (const kind of STORAGE_QUOTAS) {
         const used = kind === 'storedBytes' ? stored.bytes : stored.messages;
         uses.push({ quota: kind, variable: QUOTAS[kind].variable, used, limit: this.limits[kind] || null });
@@ -185,14 +181,6 @@ export class TenantQuotas {
   private refuse(kind: QuotaKind, limit: number): never {
     this.metrics.quotaRefusals.inc({ quota: QUOTAS[kind].variable });
     throw new QuotaExceededException(kind, limit);
-  }
-
-  private async count(tenantId: string, kind: CountedQuota, most: number, manager: EntityManager): Promise<number> {
-    const [row]: Array<{ n: number }> = await manager.query(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${TABLES[kind]} WHERE tenant_id = $1 LIMIT $2) s`,
-      [tenantId, most],
-    );
-    return row.n;
   }
 
   private remember(key: string, known: Known): void {

@@ -261,7 +261,6 @@ export class PopService {
     let leased = false;
     // The lease id is minted once: an attempt the database rolled back (and that Writes runs again) granted nothing.
     const work = this.writes.run(tenantId, async (unit) => {
-      const { manager } = unit;
       dueInMs = undefined;
       backfilling = false;
       late = false;
@@ -281,7 +280,7 @@ export class PopService {
           newOnly: options.subscriptionMode === 'new',
           from: options.subscriptionFrom,
         });
-        await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, manager);
+        await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit);
       }
       // Cursors are made when first needed: for the partition named, or a step through the queue's partitions.
       if (target.partitionId !== null) {

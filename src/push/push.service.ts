@@ -216,9 +216,9 @@ export class PushService {
     unit: UnitOfWork,
     named: Map<string, Map<string, Slot | undefined>>,
   ): Promise<QueueLocks & { locked: LockedPartition[] }> {
-    const { tenantId, manager } = unit;
+    const { tenantId } = unit;
     const queues = await this.ensureQueues(unit, [...named.keys()]);
-    await this.quotas.admit(tenantId, 'queues', queues.created, manager);
+    await this.quotas.admit(tenantId, 'queues', queues.created, unit);
     const wanted: Array<{ queueId: string; name: string }> = [];
     for (const [queue, partitions] of named) {
       const queueId = queues.ids.get(queue);
@@ -226,7 +226,7 @@ export class PushService {
       for (const name of partitions.keys()) wanted.push({ queueId, name });
     }
     const { locked, created } = await this.ensurePartitions(unit, wanted);
-    await this.quotas.admit(tenantId, 'partitions', created, manager);
+    await this.quotas.admit(tenantId, 'partitions', created, unit);
     return { ids: queues.ids, maxSizes: queues.maxSizes, encrypted: queues.encrypted, locked };
   }
 

@@ -69,7 +69,7 @@ export class QueuesService {
     }
     const queue = await this.writes.run(tenantId, async (unit) => {
       const { created, retention } = await unit.run(this.queues.upsert(tenantId, command.queue));
-      await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, unit.manager);
+      await this.quotas.admit(tenantId, 'queues', created ? 1 : 0, unit);
       if (!levelAllows(PURGE_LEVEL, roles)) {
         const problem = shortenedRetentionProblem(
           created ? undefined : retention,

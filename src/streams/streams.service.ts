@@ -62,7 +62,7 @@ export class StreamsService {
       let queueId = (await unit.run(this.queues.find(tenantId, request.source_queue)))?.id;
       if (queueId === undefined) {
         const source = await unit.run(this.queues.upsert(tenantId, request.source_queue));
-        await this.quotas.admit(tenantId, 'queues', source.created ? 1 : 0, manager);
+        await this.quotas.admit(tenantId, 'queues', source.created ? 1 : 0, unit);
         queueId = source.id;
       }
       const { query, fresh } = await this.streams.registerByName(
