@@ -3,6 +3,7 @@ import { HealthModule } from '../health/health.module';
 import { WakeupModule } from '../wakeup/wakeup.module';
 import { MetricsExposition } from './metrics-exposition';
 import { MetricsController } from './metrics.controller';
+import { MetricsRepository } from './metrics.repository';
 import { MetricsServer } from './metrics.server';
 import { MetricsService } from './metrics.service';
 import { ScrapeCollector } from './scrape-collector';
@@ -11,7 +12,7 @@ import { ScrapeCollector } from './scrape-collector';
 @Module({
   imports: [WakeupModule, HealthModule],
   controllers: [MetricsController],
-  providers: [MetricsService, ScrapeCollector, MetricsExposition, MetricsServer],
+  providers: [MetricsService, MetricsRepository, ScrapeCollector, MetricsExposition, MetricsServer],
   exports: [MetricsService],
 })
 export class MetricsModule {}

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { Counter, Gauge } from 'prom-client';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { driverPool } from '../database/guarded-pool';
@@ -11,17 +11,17 @@ import { DrainService } from '../lifecycle/drain.service';
 import { ParkedPolls } from '../wakeup/parked-polls';
 import { WakeupChannel } from '../wakeup/wakeup-channel';
 import { MetricsService } from './metrics.service';
+import { DeadRows, GroupLag, MetricsRepository, QueueDepth } from './metrics.repository';
 import { errorMessage } from '../common/error-message';
-import { queueDepth } from '../consumer-groups/counters';
 
 /** Queue depth and lag are read at most this often, however often Prometheus scrapes. */
 const QUEUE_STATS_MAX_AGE_MS = 10_000;
 const QUEUE_STATS_TIMEOUT_MS = 2_000;
 
 interface QueueStats {
-  depth: Array<{ tenant: string | null; queue: string; messages: number }>;
-  lag: Array<{ tenant: string | null; queue: string; group: string; messages: number }>;
-  deadRows: Array<{ table: string; rows: number }>;
+  depth: QueueDepth[];
+  lag: GroupLag[];
+  deadRows: DeadRows[];
 }
 
 /** Database reads are bounded: cached between scrapes, a statement timeout, at most METRICS_MAX_QUEUE_SERIES series. */
@@ -45,6 +45,7 @@ export class ScrapeCollector {
     metrics: MetricsService,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly transactions: TransactionRunner,
+    private readonly repository: MetricsRepository,
     polls: ParkedPolls,
     channel: WakeupChannel,
     drain: DrainService,
@@ -188,45 +189,12 @@ export class ScrapeCollector {
 
   /** Spans tenants on purpose: these are the operator's numbers. */
   private read(): Promise<QueueStats> {
-    const tenant = this.tenantLabels ? 'q.tenant_id::text' : 'NULL::text';
-    return this.transactions.run(undefined, async (manager: EntityManager) => {
-      await manager.query(`SET LOCAL statement_timeout = ${QUEUE_STATS_TIMEOUT_MS}`);
-      // From the counters the writes keep (src/consumer-groups/counters.ts): a few rows per group and queue, however
-      // many partitions there are.
-      const lag: Array<{ tenant: string | null; queue: string; consumer_group: string; messages: string }> =
-        await manager.query(
-          `SELECT ${tenant} AS tenant, q.name AS queue, l.consumer_group, sum(l.lag) AS messages
-             FROM group_lag l
-             JOIN queues q ON q.tenant_id = l.tenant_id AND q.id = l.queue_id
-            WHERE EXISTS (SELECT 1 FROM consumer_groups g
-                           WHERE g.tenant_id = l.tenant_id AND g.queue_id = l.queue_id AND g.name = l.consumer_group)
-            GROUP BY 1, 2, 3
-            ORDER BY 4 DESC, 2, 3
-            LIMIT $1`,
-          [this.maxSeries],
-        );
-      // The furthest-behind group's lag; with no group, every message the queue stores.
-      const depth: Array<{ tenant: string | null; queue: string; messages: string }> = await manager.query(
-        `SELECT ${tenant} AS tenant, q.name AS queue, ${queueDepth('q')} AS messages
-           FROM queues q
-          ORDER BY 3 DESC, 2
-          LIMIT $1`,
-        [this.maxSeries],
-      );
-      const dead: Array<{ table: string; rows: string }> = await manager.query(
-        `SELECT relname AS table, n_dead_tup AS rows FROM pg_stat_user_tables
-          WHERE relname IN ('messages', 'dead_letters', 'consumers', 'partitions') ORDER BY relname`,
-      );
-      return {
-        deadRows: dead.map((row) => ({ table: row.table, rows: Number(row.rows) })),
-        lag: lag.map((row) => ({
-          tenant: row.tenant,
-          queue: row.queue,
-          group: row.consumer_group,
-          messages: Number(row.messages),
-        })),
-        depth: depth.map((row) => ({ tenant: row.tenant, queue: row.queue, messages: Number(row.messages) })),
-      };
+    return this.transactions.read(undefined, async (reader) => {
+      await reader.run(this.repository.statementTimeout(QUEUE_STATS_TIMEOUT_MS));
+      const lag = await reader.run(this.repository.groupLags(this.tenantLabels, this.maxSeries));
+      const depth = await reader.run(this.repository.queueDepths(this.tenantLabels, this.maxSeries));
+      const deadRows = await reader.run(this.repository.deadRows());
+      return { deadRows, lag, depth };
     });
   }
 }
