@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
+import { nothing, raw, rows as rowsOf, shared, sql, Statement, statement } from '../database/statement';
+import type { StatementReader } from '../database/transaction-runner';
 import { UsageChange } from '../limits/stored-usage.repository';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { uuidv7 } from '../common/uuid';
@@ -36,60 +37,81 @@ export interface StateFilter {
   ripeAtOrBefore: number | undefined;
 }
 
+/**
+ * What deleted state counted, negative (freed): its bytes and entries, from the CTE `gone` of the deleted rows' bytes.
+ * One row however many were deleted.
+ */
+const FREED_STATE = sql`-COALESCE((SELECT sum(bytes) FROM gone), 0) AS bytes,
+              -(SELECT count(*) FROM gone)::int AS entries`;
+
+interface FreedRow {
+  bytes: string;
+  entries: number;
+}
+
+const freedOf = (row: FreedRow): UsageChange => ({ bytes: Number(row.bytes), messages: row.entries });
+
 /** Tenant-first like every table: a query id of another tenant is no query here. */
 @Injectable()
 export class StreamsRepository {
   /** The query by name, locked against a concurrent registration or reset; inserted when missing. */
   async registerByName(
+    reader: StatementReader,
     tenantId: string,
     name: string,
     sourceQueueId: string,
     sinkQueue: string | null,
     configHash: string,
-    manager: EntityManager,
   ): Promise<{ query: StreamQuery; fresh: boolean }> {
-    const inserted: Array<{ id: string }> = await manager.query(
-      `INSERT INTO stream_queries (tenant_id, id, name, source_queue_id, sink_queue, config_hash)
-       VALUES ($1, $2, $3, $4, $5, $6)
+    const tenant = shared(tenantId);
+    const queryName = shared(name);
+    const inserted = await reader.run(
+      statement(
+        sql`INSERT INTO stream_queries (tenant_id, id, name, source_queue_id, sink_queue, config_hash)
+       VALUES (${tenant}, ${uuidv7()}, ${queryName}, ${sourceQueueId}, ${sinkQueue}, ${configHash})
        ON CONFLICT (tenant_id, name) DO NOTHING
        RETURNING id`,
-      [tenantId, uuidv7(), name, sourceQueueId, sinkQueue, configHash],
+        (rows: Array<{ id: string }>) => rows.at(0)?.id,
+      ),
     );
-    if (inserted.length > 0) return { query: { id: inserted[0].id, name, configHash }, fresh: true };
-    const [row]: Array<{ id: string; config_hash: string }> = await manager.query(
-      'SELECT id, config_hash FROM stream_queries WHERE tenant_id = $1 AND name = $2 FOR UPDATE',
-      [tenantId, name],
+    if (inserted !== undefined) return { query: { id: inserted, name, configHash }, fresh: true };
+    const row = await reader.run(
+      statement(
+        sql`SELECT id, config_hash FROM stream_queries WHERE tenant_id = ${tenant} AND name = ${queryName} FOR UPDATE`,
+        ([found]: Array<{ id: string; config_hash: string }>) => found,
+      ),
     );
     return { query: { id: row.id, name, configHash: row.config_hash }, fresh: false };
   }
 
   /** Takes the registration's queues and hash; with `reset`, its state goes first. Answers what that freed. */
   async update(
+    reader: StatementReader,
     tenantId: string,
     queryId: string,
     sourceQueueId: string,
     sinkQueue: string | null,
     configHash: string,
     reset: boolean,
-    manager: EntityManager,
   ): Promise<UsageChange> {
-    const freed = reset ? await this.deleteState(tenantId, queryId, manager) : { bytes: 0, messages: 0 };
-    await manager.query(
-      `UPDATE stream_queries SET source_queue_id = $3, sink_queue = $4, config_hash = $5, updated_at = now()
-        WHERE tenant_id = $1 AND id = $2`,
-      [tenantId, queryId, sourceQueueId, sinkQueue, configHash],
+    const freed = reset ? await reader.run(this.deleteState(tenantId, queryId)) : { bytes: 0, messages: 0 };
+    await reader.run(
+      statement(
+        sql`UPDATE stream_queries SET source_queue_id = ${sourceQueueId}, sink_queue = ${sinkQueue}, config_hash = ${configHash}, updated_at = now()
+        WHERE tenant_id = ${tenantId} AND id = ${queryId}`,
+        nothing,
+      ),
     );
     return freed;
   }
 
   /** A query's whole state, and what it counted (negative: freed). */
-  private async deleteState(tenantId: string, queryId: string, manager: EntityManager): Promise<UsageChange> {
-    const [row]: Array<{ bytes: string; entries: number }> = await manager.query(
-      `WITH gone AS (DELETE FROM stream_state WHERE tenant_id = $1 AND query_id = $2 RETURNING bytes)
-       SELECT -COALESCE(sum(bytes), 0) AS bytes, -count(*)::int AS entries FROM gone`,
-      [tenantId, queryId],
+  private deleteState(tenantId: string, queryId: string): Statement<UsageChange> {
+    return statement(
+      sql`WITH gone AS (DELETE FROM stream_state WHERE tenant_id = ${tenantId} AND query_id = ${queryId} RETURNING bytes)
+       SELECT ${FREED_STATE}`,
+      ([row]: FreedRow[]) => freedOf(row),
     );
-    return { bytes: Number(row.bytes), messages: row.entries };
   }
 
   /**
@@ -98,60 +120,68 @@ export class StreamsRepository {
    * share: a registration's reset or the queue's deletion waits for the cycle, and the cycle for them.
    */
   async lockForCycle(
+    reader: StatementReader,
     tenantId: string,
     queryId: string,
     partitionId: string,
-    manager: EntityManager,
   ): Promise<{ query: boolean; partition: boolean; sourceQueue: string | undefined }> {
-    const rows: Array<{ source_queue: string; partition_ok: boolean }> = await manager.query(
-      `SELECT q.name AS source_queue,
+    const tenant = shared(tenantId);
+    const partition = shared(partitionId);
+    const found = await reader.run(
+      statement(
+        sql`SELECT q.name AS source_queue,
               EXISTS (SELECT 1 FROM partitions p
-                       WHERE p.tenant_id = $1 AND p.id = $3 AND p.queue_id = s.source_queue_id)
+                       WHERE p.tenant_id = ${tenant} AND p.id = ${partition} AND p.queue_id = s.source_queue_id)
               OR EXISTS (SELECT 1 FROM stream_state t
-                          WHERE t.tenant_id = $1 AND t.query_id = s.id AND t.partition_id = $3) AS partition_ok
+                          WHERE t.tenant_id = ${tenant} AND t.query_id = s.id AND t.partition_id = ${partition}) AS partition_ok
          FROM stream_queries s
          JOIN queues q ON q.tenant_id = s.tenant_id AND q.id = s.source_queue_id
-        WHERE s.tenant_id = $1 AND s.id = $2
+        WHERE s.tenant_id = ${tenant} AND s.id = ${queryId}
           FOR KEY SHARE OF s`,
-      [tenantId, queryId, partitionId],
+        (rows: Array<{ source_queue: string; partition_ok: boolean }>) => rows.at(0),
+      ),
     );
-    if (rows.length === 0) return { query: false, partition: false, sourceQueue: undefined };
-    await manager.query(`SELECT pg_advisory_xact_lock(${STREAM_LOCK_SPACE}, hashtext($1 || ':' || $2 || ':' || $3))`, [
-      tenantId,
-      queryId,
-      partitionId,
-    ]);
-    return { query: true, partition: rows[0].partition_ok, sourceQueue: rows[0].source_queue };
+    if (found === undefined) return { query: false, partition: false, sourceQueue: undefined };
+    await reader.run(
+      statement(
+        sql`SELECT pg_advisory_xact_lock(${raw(String(STREAM_LOCK_SPACE))}, hashtext(${tenantId} || ':' || ${queryId} || ':' || ${partitionId}))`,
+        nothing,
+      ),
+    );
+    return { query: true, partition: found.partition_ok, sourceQueue: found.source_queue };
   }
 
   /**
    * In request order: a later operation on a key wins over an earlier one. One statement however many; it answers
-   * what the tenant stores more (or less) for it: entries, and their keys' and values' bytes.
+   * what the tenant stores more (or less) for it: entries, and their keys' and values' bytes. Undefined for no
+   * operation: nothing to send.
    */
-  async applyState(
+  applyState(
     tenantId: string,
     queryId: string,
     partitionId: string,
     ops: StateOp[],
-    manager: EntityManager,
-  ): Promise<UsageChange> {
-    if (ops.length === 0) return { bytes: 0, messages: 0 };
-    const [row]: Array<{ bytes: string; entries: number }> = await manager.query(
-      `WITH ops AS (
+  ): Statement<UsageChange> | undefined {
+    if (ops.length === 0) return undefined;
+    const tenant = shared(tenantId);
+    const query = shared(queryId);
+    const partition = shared(partitionId);
+    return statement(
+      sql`WITH ops AS (
          SELECT o.op ->> 'type' AS type, o.op ->> 'key' AS key, o.op -> 'value' AS value, o.n
-           FROM jsonb_array_elements($4::jsonb) WITH ORDINALITY AS o(op, n)
+           FROM jsonb_array_elements(${stateOpsJson(ops)}::jsonb) WITH ORDINALITY AS o(op, n)
        ), last AS (
          SELECT DISTINCT ON (key) type, key, value FROM ops ORDER BY key, n DESC
        ), old AS (
          SELECT s.key, s.bytes FROM stream_state s JOIN last l ON l.key = s.key
-          WHERE s.tenant_id = $1 AND s.query_id = $2 AND s.partition_id = $3
+          WHERE s.tenant_id = ${tenant} AND s.query_id = ${query} AND s.partition_id = ${partition}
        ), deleted AS (
          DELETE FROM stream_state s USING last l
-          WHERE s.tenant_id = $1 AND s.query_id = $2 AND s.partition_id = $3 AND s.key = l.key AND l.type = 'delete'
+          WHERE s.tenant_id = ${tenant} AND s.query_id = ${query} AND s.partition_id = ${partition} AND s.key = l.key AND l.type = 'delete'
          RETURNING 1
        ), upserted AS (
          INSERT INTO stream_state (tenant_id, query_id, partition_id, key, value, bytes, updated_at)
-         SELECT $1, $2, $3, l.key, l.value, octet_length(l.key) + octet_length(l.value::text), clock_timestamp()
+         SELECT ${tenant}, ${query}, ${partition}, l.key, l.value, octet_length(l.key) + octet_length(l.value::text), clock_timestamp()
            FROM last l WHERE l.type = 'upsert' ORDER BY l.key
          ON CONFLICT (tenant_id, query_id, partition_id, key)
          DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes, updated_at = EXCLUDED.updated_at
@@ -159,64 +189,72 @@ export class StreamsRepository {
        )
        SELECT COALESCE((SELECT sum(bytes) FROM upserted), 0) - COALESCE((SELECT sum(bytes) FROM old), 0) AS bytes,
               (SELECT count(*) FROM upserted)::int - (SELECT count(*) FROM old)::int AS entries`,
-      [tenantId, queryId, partitionId, stateOpsJson(ops)],
+      ([row]: FreedRow[]) => freedOf(row),
     );
-    return { bytes: Number(row.bytes), messages: row.entries };
   }
 
+  /** Undefined when there is no such query. */
   async state(
+    reader: StatementReader,
     tenantId: string,
     queryId: string,
     partitionId: string,
     filter: StateFilter,
     limit: number,
-    manager: EntityManager,
   ): Promise<StateRow[] | undefined> {
-    const rows: Array<StateRow & { known: boolean }> = await manager.query(
-      `SELECT s.key, s.value, ${isoTimestamp('s.updated_at')} AS updated_at, true AS known
+    const tenant = shared(tenantId);
+    const query = shared(queryId);
+    const keys = shared(filter.keys);
+    const keyPrefix = shared(filter.keyPrefix ?? null);
+    const ripe = shared(filter.ripeAtOrBefore ?? null);
+    const rows = await reader.run(
+      statement(
+        sql`SELECT s.key, s.value, ${raw(isoTimestamp('s.updated_at'))} AS updated_at, true AS known
          FROM stream_queries q
-         JOIN stream_state s ON s.tenant_id = q.tenant_id AND s.query_id = q.id AND s.partition_id = $3
-        WHERE q.tenant_id = $1 AND q.id = $2
-          AND (cardinality($4::text[]) = 0 OR s.key = ANY ($4::text[]))
-          AND ($5::text IS NULL OR starts_with(s.key, $5::text))
-          AND ($6::numeric IS NULL
-               OR (jsonb_typeof(s.value -> 'windowEnd') = 'number' AND (s.value ->> 'windowEnd')::numeric <= $6::numeric))
+         JOIN stream_state s ON s.tenant_id = q.tenant_id AND s.query_id = q.id AND s.partition_id = ${partitionId}
+        WHERE q.tenant_id = ${tenant} AND q.id = ${query}
+          AND (cardinality(${keys}::text[]) = 0 OR s.key = ANY (${keys}::text[]))
+          AND (${keyPrefix}::text IS NULL OR starts_with(s.key, ${keyPrefix}::text))
+          AND (${ripe}::numeric IS NULL
+               OR (jsonb_typeof(s.value -> 'windowEnd') = 'number' AND (s.value ->> 'windowEnd')::numeric <= ${ripe}::numeric))
         ORDER BY s.key
-        LIMIT $7`,
-      [tenantId, queryId, partitionId, filter.keys, filter.keyPrefix ?? null, filter.ripeAtOrBefore ?? null, limit],
+        LIMIT ${limit}`,
+        (found: Array<StateRow & { known: boolean }>) =>
+          found.map(({ key, value, updated_at }): StateRow => ({ key, value, updated_at })),
+      ),
     );
-    if (rows.length > 0) return rows.map(({ key, value, updated_at }) => ({ key, value, updated_at }));
-    const [query]: Array<{ id: string }> = await manager.query(
-      'SELECT id FROM stream_queries WHERE tenant_id = $1 AND id = $2',
-      [tenantId, queryId],
+    if (rows.length > 0) return rows;
+    const exists = await reader.run(
+      statement(
+        sql`SELECT id FROM stream_queries WHERE tenant_id = ${tenant} AND id = ${query}`,
+        (found: Array<{ id: string }>) => found.length > 0,
+      ),
     );
-    return query ? [] : undefined;
+    return exists ? [] : undefined;
   }
 
-  async list(tenantId: string, manager: EntityManager): Promise<StreamQueryRow[]> {
-    return manager.query(
-      `SELECT s.id AS query_id, s.name, q.name AS source_queue, s.sink_queue, s.config_hash,
-              ${isoTimestamp('s.created_at')} AS created_at, ${isoTimestamp('s.updated_at')} AS updated_at
+  list(tenantId: string): Statement<StreamQueryRow[]> {
+    return statement(
+      sql`SELECT s.id AS query_id, s.name, q.name AS source_queue, s.sink_queue, s.config_hash,
+              ${raw(isoTimestamp('s.created_at'))} AS created_at, ${raw(isoTimestamp('s.updated_at'))} AS updated_at
          FROM stream_queries s
          JOIN queues q ON q.tenant_id = s.tenant_id AND q.id = s.source_queue_id
-        WHERE s.tenant_id = $1
+        WHERE s.tenant_id = ${tenantId}
         ORDER BY s.name
         LIMIT 1000`,
-      [tenantId],
+      rowsOf<StreamQueryRow>,
     );
   }
 
-  /** Its state goes with it (cascade). False when there was none by that name. */
-  /** The query and its state; undefined when there was none, else what its state counted (negative: freed). */
-  async delete(tenantId: string, name: string, manager: EntityManager): Promise<UsageChange | undefined> {
-    const [row]: Array<{ deleted: number; bytes: string; entries: number }> = await manager.query(
-      `WITH d AS (DELETE FROM stream_queries WHERE tenant_id = $1 AND name = $2 RETURNING id),
-            gone AS (DELETE FROM stream_state s USING d WHERE s.tenant_id = $1 AND s.query_id = d.id RETURNING s.bytes)
-       SELECT (SELECT count(*) FROM d)::int AS deleted, -COALESCE((SELECT sum(bytes) FROM gone), 0) AS bytes,
-              -(SELECT count(*) FROM gone)::int AS entries`,
-      [tenantId, name],
+  /** The query and its state (cascade); undefined when there was none, else what its state counted (negative: freed). */
+  delete(tenantId: string, name: string): Statement<UsageChange | undefined> {
+    const tenant = shared(tenantId);
+    return statement(
+      sql`WITH d AS (DELETE FROM stream_queries WHERE tenant_id = ${tenant} AND name = ${name} RETURNING id),
+            gone AS (DELETE FROM stream_state s USING d WHERE s.tenant_id = ${tenant} AND s.query_id = d.id RETURNING s.bytes)
+       SELECT (SELECT count(*) FROM d)::int AS deleted, ${FREED_STATE}`,
+      ([row]: Array<FreedRow & { deleted: number }>) => (row.deleted > 0 ? freedOf(row) : undefined),
     );
-    return row.deleted > 0 ? { bytes: Number(row.bytes), messages: row.entries } : undefined;
   }
 }
 

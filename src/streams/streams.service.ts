@@ -66,12 +66,12 @@ export class StreamsService {
         queueId = source.id;
       }
       const { query, fresh } = await this.streams.registerByName(
+        unit,
         tenantId,
         request.name,
         queueId,
         sinkQueue,
         request.config_hash,
-        manager,
       );
       const changed = !fresh && query.configHash !== request.config_hash;
       if (changed && !reset) {
@@ -86,7 +86,7 @@ export class StreamsService {
       }
       if (!fresh) {
         unit.stores(
-          await this.streams.update(tenantId, query.id, queueId, sinkQueue, request.config_hash, changed, manager),
+          await this.streams.update(unit, tenantId, query.id, queueId, sinkQueue, request.config_hash, changed),
         );
       }
       return {
@@ -101,12 +101,12 @@ export class StreamsService {
   }
 
   async list(tenantId: string): Promise<StreamQueryListDto> {
-    return { queries: await this.runner.run(tenantId, (manager) => this.streams.list(tenantId, manager)) };
+    return { queries: await this.runner.runOne(tenantId, this.streams.list(tenantId)) };
   }
 
   async delete(tenantId: string, name: string): Promise<void> {
     const deleted = await this.writes.run(tenantId, async (unit) => {
-      const freed = await this.streams.delete(tenantId, name, unit.manager);
+      const freed = await unit.run(this.streams.delete(tenantId, name));
       if (freed) unit.stores(freed);
       return freed !== undefined;
     });
@@ -114,8 +114,9 @@ export class StreamsService {
   }
 
   async state(tenantId: string, request: StateGetDto): Promise<StateGetResponseDto> {
-    const rows = await this.runner.run(tenantId, (manager) =>
+    const rows = await this.runner.read(tenantId, (reader) =>
       this.streams.state(
+        reader,
         tenantId,
         request.query_id.toLowerCase(),
         request.partition_id.toLowerCase(),
@@ -125,7 +126,6 @@ export class StreamsService {
           ripeAtOrBefore: request.ripe_at_or_before ?? undefined,
         },
         MAX_STATE_ROWS + 1,
-        manager,
       ),
     );
     if (rows === undefined) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND, rows: [] });
@@ -168,14 +168,14 @@ export class StreamsService {
    * ack, the state and the pushes, and checks the source lease once more by the database clock before the COMMIT.
    */
   private async apply(unit: UnitOfWork, producerSub: string | null, command: CycleCommand): Promise<CycleResponseDto> {
-    const { tenantId, manager } = unit;
+    const { tenantId } = unit;
     const { ack } = command;
     const required = ack?.leaseId !== undefined ? [ack.leaseId] : [];
     const cursor = ack ? [{ partitionId: command.partitionId, consumerGroup: command.consumerGroup }] : [];
     const lock = this.leases.lock(tenantId, required, cursor);
     const liveAtStart = lock ? await unit.run(lock) : new Set<string>();
 
-    const found = await this.streams.lockForCycle(tenantId, command.queryId, command.partitionId, manager);
+    const found = await this.streams.lockForCycle(unit, tenantId, command.queryId, command.partitionId);
     if (!found.query) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND });
     if (!found.partition) {
       throw new CycleRefused({
@@ -195,13 +195,8 @@ export class StreamsService {
       ackResult = { success: true, count: command.ackCount, lease_released: result.leaseReleased, dlq: result.dlq };
     }
     // State is stored like messages: growth is held to the storage quotas, as a push is.
-    const state = await this.streams.applyState(
-      tenantId,
-      command.queryId,
-      command.partitionId,
-      command.stateOps,
-      manager,
-    );
+    const applying = this.streams.applyState(tenantId, command.queryId, command.partitionId, command.stateOps);
+    const state = applying ? await unit.run(applying) : { bytes: 0, messages: 0 };
     unit.stores(state, state.bytes > 0 || state.messages > 0);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
     const full = pushed.find((item) => item.status === 'failed');
@@ -209,7 +204,7 @@ export class StreamsService {
       throw new CycleRefused({ reason: 'queue_full', error: `push_items[${full.index}]: ${full.error ?? QUEUE_FULL}` });
     }
     if (required.length > 0) {
-      const lost = await this.leases.lost(tenantId, required, liveAtStart, manager);
+      const lost = await this.leases.lost(tenantId, required, liveAtStart, unit.manager);
       if (lost.length > 0) throw new CycleRefused({ reason: 'lease_lost', error: 'ack: invalid or expired lease' });
     }
     return {
