@@ -52,12 +52,11 @@ export class MessagesService {
       limit: query.limit,
       after: query.after === undefined ? undefined : decodeCursor(query.after),
     };
-    return this.transactions.run(tenantId, async (manager, transaction) => {
-      const queue = this.queues.find(tenantId, query.queue);
-      if (!queue.parse(await transaction.rows(queue))) {
+    return this.transactions.read(tenantId, async (reader) => {
+      if (!(await reader.run(this.queues.find(tenantId, query.queue)))) {
         throw new NotFoundException({ error: 'queue not found' });
       }
-      const { messages, more } = await this.messages.page(tenantId, filter, this.pageBudget, manager);
+      const { messages, more } = await reader.run(this.messages.page(tenantId, filter, this.pageBudget));
       const last = messages.at(-1);
       const next = more && last ? encodeCursor(last.createdAt, last.partitionId, last.seq) : null;
       const entries = messages.map((message) => messageJson(message, `"status":${JSON.stringify(message.status)}`));
@@ -66,11 +65,11 @@ export class MessagesService {
   }
 
   detail(tenantId: string, partitionId: string, transactionId: string): Promise<JsonText> {
-    return this.transactions.run(tenantId, async (manager) => {
-      const stored = await this.messages.find(tenantId, partitionId, transactionId, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const stored = await reader.run(this.messages.find(tenantId, partitionId, transactionId));
       if (!stored) throw new NotFoundException({ error: 'message not found' });
-      const groups = await this.messages.groupStates(tenantId, stored.queueId, partitionId, transactionId, manager);
-      const deadLetters = await this.messages.deadLetters(tenantId, partitionId, transactionId, manager);
+      const groups = await reader.run(this.messages.groupStates(tenantId, stored.queueId, partitionId, transactionId));
+      const deadLetters = await reader.run(this.messages.deadLetters(tenantId, partitionId, transactionId));
       const { message } = stored;
       const text = JSON.stringify;
       return new JsonText(
@@ -85,8 +84,9 @@ export class MessagesService {
 
   async delete(tenantId: string, partitionId: string, transactionId: string): Promise<DeleteMessageResponseDto> {
     const outcome = await this.writes.run(tenantId, async (unit) => {
-      const deleted = await this.messages.delete(tenantId, partitionId, transactionId, unit.manager);
-      if (deleted !== 'leased') unit.stores(freeing(deleted.freed));
+      if (await unit.run(this.messages.lockLeased(tenantId, partitionId, transactionId))) return 'leased' as const;
+      const deleted = await unit.run(this.messages.delete(tenantId, partitionId, transactionId));
+      unit.stores(freeing(deleted.freed));
       return deleted;
     });
     if (outcome === 'leased') throw new ConflictException({ error: 'message is under a live lease' });
@@ -106,9 +106,12 @@ export class MessagesService {
   ): Promise<MoveToDeadLettersResponseDto> {
     const group = consumerGroup ?? QUEUE_MODE_GROUP;
     const deadLetterId = uuidv7();
-    const moved = await this.writes.run(tenantId, (unit) =>
-      this.messages.moveToDeadLetters(tenantId, partitionId, transactionId, group, MOVED, deadLetterId, unit.manager),
-    );
+    const moved = await this.writes.run(tenantId, async (unit) => {
+      if (await unit.run(this.messages.lockLeased(tenantId, partitionId, transactionId))) return 'leased' as const;
+      return unit.run(
+        this.messages.moveToDeadLetters(tenantId, partitionId, transactionId, group, MOVED, deadLetterId),
+      );
+    });
     if (moved === 'leased') throw new ConflictException({ error: 'message is under a live lease' });
     if (!moved) throw new NotFoundException({ error: 'message not found' });
     this.logger.log(
@@ -126,13 +129,7 @@ export class MessagesService {
     consumerGroup: string | undefined,
   ): Promise<RetryMessageResponseDto> {
     const answer = await this.writes.run(tenantId, async (unit) => {
-      const taken = await this.messages.takeDeadLetters(
-        tenantId,
-        partitionId,
-        transactionId,
-        consumerGroup,
-        unit.manager,
-      );
+      const taken = await unit.run(this.messages.takeDeadLetters(tenantId, partitionId, transactionId, consumerGroup));
       if (!taken) throw new NotFoundException({ error: 'dead letter not found' });
       unit.stores(freeing(taken.freed));
       const retryId = `dlq:${transactionId}`;
@@ -163,7 +160,6 @@ export class MessagesService {
 
   async clear(tenantId: string, queueName: string, partitionName: string | undefined): Promise<ClearQueueResponseDto> {
     const cleared = await this.writes.run(tenantId, async (unit) => {
-      const { manager } = unit;
       const queue = await unit.run(this.queues.find(tenantId, queueName));
       if (!queue) throw new NotFoundException({ error: 'queue not found' });
       let partitionId: string | undefined;
@@ -171,7 +167,8 @@ export class MessagesService {
         partitionId = await unit.run(this.queues.partitionId(tenantId, queue.id, partitionName));
         if (!partitionId) throw new NotFoundException({ error: 'partition not found' });
       }
-      const done = await this.messages.clear(tenantId, queue.id, partitionId, manager);
+      await unit.run(this.messages.lockCursors(tenantId, queue.id, partitionId));
+      const done = await unit.run(this.messages.clear(tenantId, queue.id, partitionId));
       unit.stores(freeing(done.freed));
       return done;
     });
