@@ -28,23 +28,17 @@ export class DlqService {
    * DeadLetterPageDto as JSON text: payloads go out as stored.
    */
   async list(tenantId: string, query: DlqQuery): Promise<JsonText> {
-    return this.transactions.run(tenantId, async (manager, transaction) => {
+    return this.transactions.read(tenantId, async (reader) => {
       let queueId: string | undefined;
       if (query.queue !== undefined) {
-        const queue = this.queues.find(tenantId, query.queue);
-        queueId = queue.parse(await transaction.rows(queue))?.id;
+        queueId = (await reader.run(this.queues.find(tenantId, query.queue)))?.id;
         if (!queueId) throw new NotFoundException({ error: 'queue not found' });
       }
       const filter = { queueId, consumerGroup: query.consumerGroup };
-      const messages = await this.deadLetters.page(
-        tenantId,
-        filter,
-        query.limit,
-        query.offset,
-        this.pageBudget,
-        manager,
+      const messages = await reader.run(
+        this.deadLetters.page(tenantId, filter, query.limit, query.offset, this.pageBudget),
       );
-      const total = await this.deadLetters.count(tenantId, filter, manager);
+      const total = await reader.run(this.deadLetters.count(tenantId, filter));
       return new JsonText(`{"messages":[${messages.map(deadLetterJson).join(',')}],"total":${total}}`);
     });
   }

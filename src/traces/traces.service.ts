@@ -35,7 +35,7 @@ export class TracesService {
     const traceId = uuidv7();
     const trace = { ...command, id: traceId, workerId: this.brokers.brokerId };
     const outcome = await this.transactions
-      .run(tenantId, (manager) => this.traces.record(tenantId, trace, TRACES_PER_MESSAGE_MAX, manager))
+      .runOne(tenantId, this.traces.record(tenantId, trace, TRACES_PER_MESSAGE_MAX))
       .catch((error: unknown) => {
         if (
           error instanceof QueryFailedError &&
@@ -54,8 +54,8 @@ export class TracesService {
 
   /** An unknown message has no traces: the same empty answer, as Queen gives. */
   ofMessage(tenantId: string, partitionId: string, transactionId: string): Promise<JsonText> {
-    return this.transactions.run(tenantId, async (manager) => {
-      const traces = await this.traces.ofMessage(tenantId, partitionId, transactionId, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const traces = await reader.run(this.traces.ofMessage(tenantId, partitionId, transactionId));
       return new JsonText(`{"traces":[${traces.map((trace) => traceJson(trace, MESSAGE_TRACE_KEYS)).join(',')}]}`);
     });
   }
@@ -64,9 +64,9 @@ export class TracesService {
   byName(tenantId: string, name: string, query: TracesByNameQueryDto): Promise<JsonText> {
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
     const page = { limit: query.limit, offset: query.offset, after };
-    return this.transactions.run(tenantId, async (manager) => {
-      const { traces, more } = await this.traces.byName(tenantId, name, page, this.pageBudget, manager);
-      const total = await this.traces.nameTotal(tenantId, name, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const { traces, more } = await reader.run(this.traces.byName(tenantId, name, page, this.pageBudget));
+      const total = await reader.run(this.traces.nameTotal(tenantId, name));
       const last = traces.at(-1);
       const next = more && last ? encodeCursor(last.createdAt, last.id) : null;
       const pagination = JSON.stringify({ limit: query.limit, offset: query.offset, next });
@@ -76,9 +76,9 @@ export class TracesService {
   }
 
   names(tenantId: string, { limit, offset }: TraceNamesQueryDto): Promise<TraceNamesDto> {
-    return this.transactions.run(tenantId, async (manager) => {
-      const names = await this.traces.names(tenantId, limit, offset, manager);
-      const total = await this.traces.nameCount(tenantId, manager);
+    return this.transactions.read(tenantId, async (reader) => {
+      const names = await reader.run(this.traces.names(tenantId, limit, offset));
+      const total = await reader.run(this.traces.nameCount(tenantId));
       return {
         trace_names: names.map((name) => ({
           trace_name: name.name,
