@@ -204,7 +204,7 @@ export class StreamsService {
       throw new CycleRefused({ reason: 'queue_full', error: `push_items[${full.index}]: ${full.error ?? QUEUE_FULL}` });
     }
     if (required.length > 0) {
-      const lost = await this.leases.lost(tenantId, required, liveAtStart, unit.manager);
+      const lost = await this.leases.lost(unit, tenantId, required, liveAtStart);
       if (lost.length > 0) throw new CycleRefused({ reason: 'lease_lost', error: 'ack: invalid or expired lease' });
     }
     return {

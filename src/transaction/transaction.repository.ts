@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { CursorKey } from '../ack/ack.repository';
 import { isUuid } from '../common/uuid';
-import { prepared, shared, sql, Statement } from '../database/statement';
+import { prepared, rows as rowsOf, shared, sql, Statement, statement } from '../database/statement';
+import type { StatementReader } from '../database/transaction-runner';
 
 /** What leasehold_lease_lost raises (migration LeaseLostGuard), the lease in its detail. */
 export const LEASE_LOST = 'LL001';
@@ -68,21 +68,23 @@ export class TransactionRepository {
    * it any more: the rows were locked, so only an ack of this transaction could have released it.
    */
   async lost(
+    reader: StatementReader,
     tenantId: string,
     requiredLeases: string[],
     liveAtStart: Set<string>,
-    manager: EntityManager,
   ): Promise<string[]> {
     const leases = requiredLeases.filter(isUuid);
-    const rows: Array<{ lease_id: string; live: boolean }> =
+    const rows =
       leases.length === 0
         ? []
-        : await manager.query(
-            `SELECT lease_id, bool_or(lease_expires_at > clock_timestamp()) AS live
+        : await reader.run(
+            statement(
+              sql`SELECT lease_id, bool_or(lease_expires_at > clock_timestamp()) AS live
                FROM consumers
-              WHERE tenant_id = $1 AND lease_id = ANY($2::uuid[])
+              WHERE tenant_id = ${tenantId} AND lease_id = ANY(${leases}::uuid[])
               GROUP BY lease_id`,
-            [tenantId, leases],
+              rowsOf<{ lease_id: string; live: boolean }>,
+            ),
           );
     const now = new Map(rows.map((row) => [row.lease_id, row.live]));
     return requiredLeases.filter((lease) => (now.has(lease) ? !now.get(lease) : !liveAtStart.has(lease)));

@@ -98,7 +98,7 @@ export class TransactionService {
     producerSub: string | null,
     request: TransactionRequest,
   ): Promise<TransactionOperationResult[]> {
-    const { tenantId, manager } = unit;
+    const { tenantId } = unit;
     const { operations, requiredLeases } = request;
     const { items, acks } = split(operations);
     const commands = acks.map(({ command }) => command);
@@ -155,9 +155,10 @@ export class TransactionService {
     });
 
     // A transaction that commits checks its leases with the COMMIT, in its round trip (LEASE_LOST); one refused
-    // anyway, or with a lease already gone at the lock, looks now to say why.
+    // anyway, or with a lease already gone at the lock, looks now to say why, after the acks' deferred cursor update
+    // (in the same round trip) as the check at COMMIT is: a lease an ack of this transaction released counts as held.
     if (misses.length > 0 || requiredLeases.some((lease) => !liveAtStart.has(lease))) {
-      const lost = await this.transactions.lost(tenantId, requiredLeases, liveAtStart, manager);
+      const lost = await this.transactions.lost(unit, tenantId, requiredLeases, liveAtStart);
       const refusal = verdict(results, misses, lost, requiredLeases);
       if (refusal) throw new TransactionRefused(refusal);
     } else if (requiredLeases.length > 0) {
