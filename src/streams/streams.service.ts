@@ -58,7 +58,6 @@ export class StreamsService {
     const sinkQueue = request.sink_queue ?? null;
     const reset = request.reset ?? false;
     return this.writes.run(tenantId, async (unit) => {
-      const { manager } = unit;
       let queueId = (await unit.run(this.queues.find(tenantId, request.source_queue)))?.id;
       if (queueId === undefined) {
         const source = await unit.run(this.queues.upsert(tenantId, request.source_queue));
