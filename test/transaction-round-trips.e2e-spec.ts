@@ -512,6 +512,47 @@ describe('a transaction’s round trips do not grow with its operations', () => 
     },
   );
 
+  // Counted on the wire, as above.
+  (onEmbeddedDatabase ? it.skip : it)(
+    'runs a stream cycle of an ack, a state write and pushes in three round trips, as a transaction of the ack and the pushes',
+    async () => {
+      const client = new BrokerClient(app, newTenant());
+      const registered = await client
+        .post('/streams/v1/queries', {
+          name: 'sums',
+          source_queue: 'cycle-in',
+          sink_queue: 'cycle-out',
+          config_hash: 'a'.repeat(64),
+        })
+        .expect(200);
+      const queryId = registered.body.query_id as string;
+      const group = `streams.${queryId}`;
+      await client.pushMany('cycle-in', 20);
+      await client.push([{ queue: 'cycle-out', partition: 'p', payload: 'seed' }]).expect(201);
+      const cycle = async () => {
+        const pop = await client.popLeased('cycle-in', { batch: 5, consumerGroup: group });
+        const last = pop.messages[pop.messages.length - 1];
+        let answer: request.Response | undefined;
+        const trips = await roundTripsOn(pool, async () => {
+          answer = await client.post('/streams/v1/cycle', {
+            query_id: queryId,
+            partition_id: last.partitionId,
+            consumer_group: group,
+            state_ops: [{ type: 'upsert', key: 'sum', value: { last: last.transactionId } }],
+            push_items: pop.messages.map(() => ({ queue: 'cycle-out', partition: 'p', payload: 1 })),
+            ack: { transactionId: last.transactionId, leaseId: pop.leaseId, status: 'completed', count: 5 },
+          });
+        });
+        expect([answer?.status, answer?.body.success]).toEqual([200, true]);
+        return trips;
+      };
+      // The first prepares the statements on the connection.
+      await cycle();
+
+      expect(await cycle()).toBe(3);
+    },
+  );
+
   it('commits 1,000 alternating pushes and acks of other partitions in as many round trips as 10', async () => {
     const client = new BrokerClient(app, newTenant());
     await client.pushMany('in', 600);

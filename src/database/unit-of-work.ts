@@ -98,12 +98,10 @@ export class UnitOfWork {
 
   /**
    * A write sent with the unit's next round trip, ahead of what goes in it: its next statements, or its COMMIT and last
-   * statement. For a write nothing reads back before then, which saves it a round trip of its own. One at a time: in
-   * the COMMIT's round trip what follows it is sent unread and must answer no rows (the push's store, the usage
-   * record and the checks answer none).
+   * statement. For a write nothing reads back before then, which saves it a round trip of its own. In the COMMIT's
+   * round trip all but the first statement are sent unread and must answer no rows: a deferred write answers none.
    */
   withNext(statement: Statement<unknown>): void {
-    if (this.deferred.length > 0) throw new Error('a unit of work defers one write at a time');
     this.deferred.push(statement);
   }
 

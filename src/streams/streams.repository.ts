@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { nothing, raw, rows as rowsOf, shared, sql, Statement, statement } from '../database/statement';
+import { nothing, prepared, raw, rows as rowsOf, shared, sql, Statement, statement } from '../database/statement';
 import type { StatementReader } from '../database/transaction-runner';
 import { UsageChange } from '../limits/stored-usage.repository';
 import { isoTimestamp } from '../common/sql-timestamp';
@@ -52,6 +52,13 @@ interface FreedRow {
 const freedOf = (row: FreedRow): UsageChange => ({ bytes: Number(row.bytes), messages: row.entries });
 
 /** Tenant-first like every table: a query id of another tenant is no query here. */
+/** What a cycle finds of its query and partition (StreamsRepository.cycleTarget). */
+export interface CycleTarget {
+  query: boolean;
+  partition: boolean;
+  sourceQueue: string | undefined;
+}
+
 @Injectable()
 export class StreamsRepository {
   /** The query by name, locked against a concurrent registration or reset; inserted when missing. */
@@ -119,36 +126,34 @@ export class StreamsRepository {
    * queue, or one it already keeps state for: retention removes a partition left empty, not its open windows). Key
    * share: a registration's reset or the queue's deletion waits for the cycle, and the cycle for them.
    */
-  async lockForCycle(
-    reader: StatementReader,
-    tenantId: string,
-    queryId: string,
-    partitionId: string,
-  ): Promise<{ query: boolean; partition: boolean; sourceQueue: string | undefined }> {
+  cycleTarget(tenantId: string, queryId: string, partitionId: string): Statement<CycleTarget> {
     const tenant = shared(tenantId);
     const partition = shared(partitionId);
-    const found = await reader.run(
-      statement(
-        sql`SELECT q.name AS source_queue,
-              EXISTS (SELECT 1 FROM partitions p
-                       WHERE p.tenant_id = ${tenant} AND p.id = ${partition} AND p.queue_id = s.source_queue_id)
-              OR EXISTS (SELECT 1 FROM stream_state t
-                          WHERE t.tenant_id = ${tenant} AND t.query_id = s.id AND t.partition_id = ${partition}) AS partition_ok
-         FROM stream_queries s
-         JOIN queues q ON q.tenant_id = s.tenant_id AND q.id = s.source_queue_id
-        WHERE s.tenant_id = ${tenant} AND s.id = ${queryId}
-          FOR KEY SHARE OF s`,
-        (rows: Array<{ source_queue: string; partition_ok: boolean }>) => rows.at(0),
-      ),
+    return prepared(
+      'leasehold_cycle_target',
+      sql`SELECT q.name AS source_queue,
+            EXISTS (SELECT 1 FROM partitions p
+                     WHERE p.tenant_id = ${tenant} AND p.id = ${partition} AND p.queue_id = s.source_queue_id)
+            OR EXISTS (SELECT 1 FROM stream_state t
+                        WHERE t.tenant_id = ${tenant} AND t.query_id = s.id AND t.partition_id = ${partition}) AS partition_ok
+       FROM stream_queries s
+       JOIN queues q ON q.tenant_id = s.tenant_id AND q.id = s.source_queue_id
+      WHERE s.tenant_id = ${tenant} AND s.id = ${queryId}
+        FOR KEY SHARE OF s`,
+      ([found]: Array<{ source_queue: string; partition_ok: boolean }>) =>
+        found === undefined
+          ? { query: false, partition: false, sourceQueue: undefined }
+          : { query: true, partition: found.partition_ok, sourceQueue: found.source_queue },
     );
-    if (found === undefined) return { query: false, partition: false, sourceQueue: undefined };
-    await reader.run(
-      statement(
-        sql`SELECT pg_advisory_xact_lock(${raw(String(STREAM_LOCK_SPACE))}, hashtext(${tenantId} || ':' || ${queryId} || ':' || ${partitionId}))`,
-        nothing,
-      ),
+  }
+
+  /** One cycle at a time per query and partition: the second reads the state the first wrote. */
+  cycleLock(tenantId: string, queryId: string, partitionId: string): Statement<void> {
+    return prepared(
+      'leasehold_cycle_lock',
+      sql`SELECT pg_advisory_xact_lock(${raw(String(STREAM_LOCK_SPACE))}, hashtext(${tenantId} || ':' || ${queryId} || ':' || ${partitionId}))`,
+      nothing,
     );
-    return { query: true, partition: found.partition_ok, sourceQueue: found.source_queue };
   }
 
   /**
@@ -166,7 +171,8 @@ export class StreamsRepository {
     const tenant = shared(tenantId);
     const query = shared(queryId);
     const partition = shared(partitionId);
-    return statement(
+    return prepared(
+      'leasehold_cycle_state',
       sql`WITH ops AS (
          SELECT o.op ->> 'type' AS type, o.op ->> 'key' AS key, o.op -> 'value' AS value, o.n
            FROM jsonb_array_elements(${stateOpsJson(ops)}::jsonb) WITH ORDINALITY AS o(op, n)

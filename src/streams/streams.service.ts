@@ -163,39 +163,54 @@ export class StreamsService {
   }
 
   /**
-   * Locks as a transaction does (the acked cursor first, then the query, then the pushes' partitions), applies the
-   * ack, the state and the pushes, and checks the source lease once more by the database clock before the COMMIT.
+   * Locks as a transaction does (the lease's rows, then the query and its partition, the acked cursor, then the
+   * pushes' partitions), applies the ack, the state and the pushes, and checks the source lease once more by the
+   * database clock with the COMMIT. Three round trips with an ack, a state write and pushes, as a transaction of the
+   * ack and the pushes: the locks ride with the ack's reads, the state write with the pushes' lock.
    */
   private async apply(unit: UnitOfWork, producerSub: string | null, command: CycleCommand): Promise<CycleResponseDto> {
     const { tenantId } = unit;
-    const { ack } = command;
+    const { ack, queryId, partitionId } = command;
     const required = ack?.leaseId !== undefined ? [ack.leaseId] : [];
-    const cursor = ack ? [{ partitionId: command.partitionId, consumerGroup: command.consumerGroup }] : [];
+    const cursor = ack ? [{ partitionId, consumerGroup: command.consumerGroup }] : [];
     const lock = this.leases.lock(tenantId, required, cursor);
-    const liveAtStart = lock ? await unit.run(lock) : new Set<string>();
+    const locked = lock ? unit.withNextRead(lock) : Promise.resolve(new Set<string>());
+    const target = unit.withNextRead(this.streams.cycleTarget(tenantId, queryId, partitionId));
+    void unit.withNextRead(this.streams.cycleLock(tenantId, queryId, partitionId));
 
-    const found = await this.streams.lockForCycle(unit, tenantId, command.queryId, command.partitionId);
+    // The acks' cursor update goes with the next round trip: the state write's, the pushes' lock's, or the COMMIT's.
+    const acked = ack
+      ? await this.acks.apply(unit, [ack], new TransactionAcks(new Set(required), undefined, true))
+      : [];
+    if (!ack) await unit.runTogether([] as const);
+    const found = await target;
     if (!found.query) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND });
     if (!found.partition) {
       throw new CycleRefused({
         reason: 'ack_rejected',
-        error: `partition ${command.partitionId} is not a partition of the source queue ${found.sourceQueue}`,
+        error: `partition ${partitionId} is not a partition of the source queue ${found.sourceQueue}`,
       });
     }
-
-    const prepared = command.pushItems.length > 0 ? await this.pushes.prepare(unit, command.pushItems) : undefined;
     let ackResult: CycleResponseDto['ack_result'] = null;
     if (ack) {
-      const [result] = await this.acks.apply(unit, [ack], new TransactionAcks(new Set(required)));
+      const [result] = acked;
       if (!result.success) {
         const lost = result.error === INVALID_LEASE;
         throw new CycleRefused({ reason: lost ? 'lease_lost' : 'ack_rejected', error: `ack: ${result.error}` });
       }
       ackResult = { success: true, count: command.ackCount, lease_released: result.leaseReleased, dlq: result.dlq };
     }
+
     // State is stored like messages: growth is held to the storage quotas, as a push is.
-    const applying = this.streams.applyState(tenantId, command.queryId, command.partitionId, command.stateOps);
-    const state = applying ? await unit.run(applying) : { bytes: 0, messages: 0 };
+    const applying = this.streams.applyState(tenantId, queryId, partitionId, command.stateOps);
+    const pushes = command.pushItems.length > 0;
+    const stored = !applying
+      ? Promise.resolve({ bytes: 0, messages: 0 })
+      : pushes
+        ? unit.withNextRead(applying)
+        : unit.run(applying);
+    const prepared = pushes ? await this.pushes.prepare(unit, command.pushItems) : undefined;
+    const state = await stored;
     unit.stores(state, state.bytes > 0 || state.messages > 0);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
     const full = pushed.find((item) => item.status === 'failed');
@@ -203,8 +218,14 @@ export class StreamsService {
       throw new CycleRefused({ reason: 'queue_full', error: `push_items[${full.index}]: ${full.error ?? QUEUE_FULL}` });
     }
     if (required.length > 0) {
-      const lost = await this.leases.lost(unit, tenantId, required, liveAtStart);
-      if (lost.length > 0) throw new CycleRefused({ reason: 'lease_lost', error: 'ack: invalid or expired lease' });
+      const liveAtStart = await locked;
+      // Live when locked: held to the end by the check with the COMMIT; otherwise looked at now to say so.
+      if (!liveAtStart.has(required[0])) {
+        const lost = await this.leases.lost(unit, tenantId, required, liveAtStart);
+        if (lost.length > 0) throw new CycleRefused({ reason: 'lease_lost', error: 'ack: invalid or expired lease' });
+      } else {
+        unit.checkAtCommit(this.leases.heldAtCommit(tenantId, required));
+      }
     }
     return {
       success: true,
