@@ -539,12 +539,12 @@ function summarise(scenario: string, connections: number, result: Result): Row {
  * transaction) would pay the whole process's warm-up, its JIT and its statements' preparation, and the next ones none.
  */
 async function measurePipelines(broker: ChildProcess, pipelines: PipelineRow[]): Promise<void> {
-  for (const mode of ['transaction', 'push then ack', 'stream cycle'] as PipelineMode[]) {
+  for (const mode of ['transaction', 'push then ack', 'stream cycle', 'stream window'] as PipelineMode[]) {
     const cold = await measurePipeline(BROKER, mode, 'backlog', '-warm-up');
     log(`two-stage pipeline, warm-up (unmeasured): ${mode} ${cold.messagesPerSecond} messages/s`);
   }
   for (const phase of ['backlog', 'steady'] as const) {
-    for (const mode of ['transaction', 'push then ack', 'stream cycle'] as PipelineMode[]) {
+    for (const mode of ['transaction', 'push then ack', 'stream cycle', 'stream window'] as PipelineMode[]) {
       log(`two-stage pipeline, ${phase}: ${mode}`);
       const used = cpuFrom(broker);
       const row = await measurePipeline(BROKER, mode, phase);
@@ -570,6 +570,7 @@ function pipelineRatios(pipelines: PipelineRow[]): string[] {
     `- backlog, transaction against the C++ broker's ${CXX.pipeline} messages/s: ${ratio(transaction, CXX.pipeline)}× ` +
       `(target ≥ 1.3×, taken cold side by side; this run is warm): ${transaction >= 1.3 * CXX.pipeline ? 'met' : '**missed**'}`,
     `- backlog, stream cycle (with its state read) ÷ transaction: ${ratio(stream, transaction)}×`,
+    `- backlog, tumbling-window sum over 8 partitions (a state read and a cycle per batch): ${rate('stream window') ?? 0} source messages/s`,
   ];
 }
 
@@ -668,7 +669,9 @@ function writeResults(
     'Stage one (4 workers) pops batches of 10 from one queue of 8 partitions and, for each batch, acks its input and pushes ' +
       'its output to a second queue, either in one `POST /api/v1/transaction` (with its lease required and each epoch sent) ' +
       "or as a push followed by an ack, or as Queen's streaming SDK would keep a running sum per partition (a state read, " +
-      'then one `POST /streams/v1/cycle` of the state write, the pushes and the ack of the last message); stage two ' +
+      'then one `POST /streams/v1/cycle` of the state write, the pushes and the ack of the last message), or a ' +
+      'tumbling-window sum per partition (windows of 25 messages; the cycle emits each window a later event closed, ' +
+      'deletes its state and keeps the open ones; its rows count source messages, stage two takes one per window); stage two ' +
       '(4 workers) pops the output and acks it. Backlog: 3000 messages pushed ' +
       'first, end-to-end messages per second until the last is acked at stage two. Steady: 300 messages/s fed for 8 s; ' +
       'milliseconds from the push to the ack at stage two, and for stage one from its pop answer to its output committed. ' +
