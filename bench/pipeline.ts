@@ -31,6 +31,8 @@ export interface PipelineRow {
   errors: number;
   /** Milliseconds of the broker's CPU per message carried through both stages, its feed included (set by the caller). */
   brokerCpuMs?: number;
+  /** The same of every PostgreSQL process. */
+  postgresCpuMs?: number;
 }
 
 const PARTITIONS = 8;

@@ -548,8 +548,9 @@ async function measurePipelines(broker: ChildProcess, pipelines: PipelineRow[]):
       log(`two-stage pipeline, ${phase}: ${mode}`);
       const used = cpuFrom(broker);
       const row = await measurePipeline(BROKER, mode, phase);
-      const brokerCpuMs = Math.round((used().broker / Math.max(1, row.messages)) * 1000 * 1000) / 1000;
-      pipelines.push({ ...row, brokerCpuMs });
+      const cpu = used();
+      const perMessage = (seconds: number) => Math.round((seconds / Math.max(1, row.messages)) * 1000 * 1000) / 1000;
+      pipelines.push({ ...row, brokerCpuMs: perMessage(cpu.broker), postgresCpuMs: perMessage(cpu.postgres) });
     }
   }
 }
@@ -677,11 +678,11 @@ function writeResults(
       'milliseconds from the push to the ack at stage two, and for stage one from its pop answer to its output committed. ' +
       'Every output must reach stage two exactly once (errors otherwise).',
     '',
-    '| phase | stage one | messages | messages/s | end-to-end p50 | end-to-end p99 | stage one p50 | stage one p99 | errors | broker CPU ms/message |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| phase | stage one | messages | messages/s | end-to-end p50 | end-to-end p99 | stage one p50 | stage one p99 | errors | broker CPU ms/message | PostgreSQL CPU ms/message |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...pipelines.map(
       (row) =>
-        `| ${row.phase} | ${row.mode} | ${row.messages} | ${row.messagesPerSecond} | ${row.endToEndP50} | ${row.endToEndP99} | ${row.stageOneP50} | ${row.stageOneP99} | ${row.errors} | ${row.brokerCpuMs ?? ''} |`,
+        `| ${row.phase} | ${row.mode} | ${row.messages} | ${row.messagesPerSecond} | ${row.endToEndP50} | ${row.endToEndP99} | ${row.stageOneP50} | ${row.stageOneP99} | ${row.errors} | ${row.brokerCpuMs ?? ''} | ${row.postgresCpuMs ?? ''} |`,
     ),
     '',
     ...pipelineRatios(pipelines),
