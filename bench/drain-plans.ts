@@ -80,7 +80,16 @@ export async function drainOnFreshDatabase(query: string, refresh: boolean): Pro
     };
   } finally {
     await stop(broker);
+    await dropDrainDatabase();
   }
+}
+
+/** What each drain leaves is only its own: nothing stays on the server once it has been measured. */
+async function dropDrainDatabase(): Promise<void> {
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
+  await admin.end();
 }
 
 async function untilUp(base: string): Promise<void> {

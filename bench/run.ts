@@ -73,6 +73,16 @@ async function main(): Promise<void> {
   await assertPortFree(BROKER_PORT);
   await assertPortFree(CEILING_PORT);
   await assertPortFree(ISOLATION_PORT);
+  try {
+    await measureAndReport();
+  } finally {
+    // The benchmark's databases are its own: none stays on the server after a run, finished or failed.
+    await dropDatabase(DATABASE);
+    await dropDatabase(`${DATABASE}_soak`);
+  }
+}
+
+async function measureAndReport(): Promise<void> {
   await recreateDatabase();
   if (process.env.BENCH_ONLY === 'isolation') {
     console.log(JSON.stringify(await measureTenantIsolation(), null, 2));
@@ -272,6 +282,13 @@ function databaseUrl(database = DATABASE): string {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
   return url.toString();
+}
+
+async function dropDatabase(database: string): Promise<void> {
+  const admin = new Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+  await admin.end();
 }
 
 async function recreateDatabase(database = DATABASE): Promise<void> {
