@@ -22,7 +22,7 @@ describe('liveness and readiness', () => {
   });
 
   afterEach(async () => {
-    await app.close();
+    await app?.close();
     await proxy.stop();
   });
 
@@ -81,7 +81,7 @@ describe('readiness under a crowd of callers', () => {
   });
 
   afterAll(async () => {
-    await app.close();
+    await app?.close();
   });
 
   it('asks the database at most once per second however many callers come, and not through the pool', async () => {
