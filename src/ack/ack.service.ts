@@ -20,8 +20,6 @@ export class TransactionAcks {
   /**
    * @param pushedBefore Positions of the acks that name a message an earlier push of the transaction stores: the
    *   transaction writes its messages after its acks, so the database cannot show them to the ack.
-   */
-  /**
    * @param saveWithNext The cursors' update goes with the transaction's next round trip (UnitOfWork.withNext) rather
    *   than in one of its own.
    */

@@ -51,7 +51,6 @@ interface FreedRow {
 
 const freedOf = (row: FreedRow): UsageChange => ({ bytes: Number(row.bytes), messages: row.entries });
 
-/** Tenant-first like every table: a query id of another tenant is no query here. */
 /** What a cycle finds of its query and partition (StreamsRepository.cycleTarget). */
 export interface CycleTarget {
   query: boolean;
@@ -59,6 +58,7 @@ export interface CycleTarget {
   sourceQueue: string | undefined;
 }
 
+/** Tenant-first like every table: a query id of another tenant is no query here. */
 @Injectable()
 export class StreamsRepository {
   /** The query by name, locked against a concurrent registration or reset; inserted when missing. */

@@ -195,16 +195,16 @@ function split(operations: TransactionOperation[]): { items: PushItem[]; acks: I
   return { items, acks };
 }
 
-/**
- * Positions (among the acks) of the acks naming a message that a push earlier in the request stores: one not stored
- * yet, the first of the request to carry its transactionId in its partition.
- */
 /** Whether some ack comes after some push in request order. */
 function pushPrecedesAck(operations: TransactionOperation[]): boolean {
   const firstPush = operations.findIndex((operation) => operation.type === 'push');
   return firstPush >= 0 && operations.slice(firstPush + 1).some((operation) => operation.type === 'ack');
 }
 
+/**
+ * Positions (among the acks) of the acks naming a message that a push earlier in the request stores: one not stored
+ * yet, the first of the request to carry its transactionId in its partition.
+ */
 function pushedBefore(prepared: PreparedPush, operations: TransactionOperation[], acks: IndexedAck[]): Set<number> {
   const firstStoredBy = new Map<string, number>();
   let item = 0;
