@@ -10,7 +10,7 @@ import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryPipelined } from './pipelined-query';
 import { ConflictRetries } from './conflict-retries';
 import { Statement } from './statement';
-import type { Answers } from './unit-of-work';
+import { answersOf, type Answers } from './unit-of-work';
 import { TenantGate } from './tenant-gate';
 
 /** What a unit of work sends with its COMMIT, in COMMIT's round trip. */
@@ -67,8 +67,8 @@ export class TransactionRunner {
   }
 
   /** One statement in a bounded transaction of its own, as run() runs work; its answer parsed. */
-  async runOne<T>(tenantId: string | undefined, statement: Statement<T>): Promise<T> {
-    return statement.parse(await this.run(tenantId, (_manager, transaction) => transaction.rows(statement)));
+  runOne<T>(tenantId: string | undefined, statement: Statement<T>): Promise<T> {
+    return this.read(tenantId, (reader) => reader.run(statement));
   }
 
   /** Statements in one bounded transaction, as run() runs work; for work without effects after commit (see Writes). */
@@ -76,10 +76,7 @@ export class TransactionRunner {
     return this.run(tenantId, (_manager, transaction) =>
       work({
         run: async (statement) => statement.parse(await transaction.rows(statement)),
-        runTogether: async (statements) => {
-          const found = await transaction.rowsTogether(statements);
-          return statements.map((statement, index) => statement.parse(found[index])) as Answers<typeof statements>;
-        },
+        runTogether: async (statements) => answersOf(statements, await transaction.rowsTogether(statements)),
       }),
     );
   }

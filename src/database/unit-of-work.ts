@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import type { UsageChange, UsageRecord } from '../limits/stored-usage.repository';
 import { Statement } from './statement';
-import { OpenTransaction } from './transaction-runner';
+import type { OpenTransaction } from './transaction-runner';
 import type { QueueWork, Redelivery } from '../wakeup/parked-polls';
 import { errorMessage } from '../common/error-message';
 
@@ -12,6 +12,15 @@ export type RecordingStatement = (usage: UsageRecord | undefined) => Statement<u
 /** What runTogether answers: each statement's parsed rows, in order. */
 export type Answers<S extends readonly Statement<unknown>[]> = { -readonly [K in keyof S]: Answer<S[K]> };
 type Answer<S> = S extends Statement<infer T> ? T : never;
+
+/** Each statement's answer from its rows, which start at `from` among the rows of the round trip. */
+export function answersOf<S extends readonly Statement<unknown>[]>(
+  statements: S,
+  found: unknown[][],
+  from = 0,
+): Answers<S> {
+  return statements.map((statement, index) => statement.parse(found[from + index])) as Answers<S>;
+}
 
 interface Settle {
   resolve(value: unknown): void;
@@ -55,7 +64,7 @@ export class UnitOfWork {
       throw error;
     }
     ahead.forEach((statement, index) => this.settled(statement)?.resolve(statement.parse(found[index])));
-    return statements.map((statement, index) => statement.parse(found[ahead.length + index])) as Answers<S>;
+    return answersOf(statements, found, ahead.length);
   }
 
   private settled(statement: Statement<unknown>): Settle | undefined {
@@ -112,7 +121,7 @@ export class UnitOfWork {
    */
   withNextRead<T>(statement: Statement<T>): Promise<T> {
     this.withNext(statement);
-    const answer = new Promise<T>((resolve, reject) => this.awaiting.set(statement, { resolve: resolve, reject }));
+    const answer = new Promise<T>((resolve, reject) => this.awaiting.set(statement, { resolve, reject }));
     // A unit that fails before the read is sent, or with it, throws there: this answer then has no reader.
     answer.catch(() => undefined);
     return answer;
