@@ -182,6 +182,7 @@ export class StreamsService {
     const acked = ack
       ? await this.acks.apply(unit, [ack], new TransactionAcks(new Set(required), undefined, true))
       : [];
+    // Without an ack's reads to ride with, the locks and the query's read go out on their own.
     if (!ack) await unit.runTogether([] as const);
     const found = await target;
     if (!found.query) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND });
