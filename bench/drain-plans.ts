@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { Client } from 'pg';
+import { dropDatabase, recreateDatabase } from './database';
 import { DrainRow, measureDrain } from './drain';
 import { startFlags } from './start-flags';
 import { cpuFrom, rss } from './usage';
@@ -44,11 +44,7 @@ export interface PlannedDrainRow extends DrainRow {
 /** The drain on a new database and broker, statistics refreshed after loading or not. */
 export async function drainOnFreshDatabase(query: string, refresh: boolean): Promise<PlannedDrainRow> {
   const url = new URL(ADMIN_URL);
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${DATABASE}`);
-  await admin.end();
+  await recreateDatabase(ADMIN_URL, DATABASE);
   url.pathname = `/${DATABASE}`;
   const broker = spawn(process.execPath, [...startFlags(BROKER_ROOT), join(BROKER_ROOT, 'dist', 'src', 'main.js')], {
     env: {
@@ -80,16 +76,9 @@ export async function drainOnFreshDatabase(query: string, refresh: boolean): Pro
     };
   } finally {
     await stop(broker);
-    await dropDrainDatabase();
+    // Nothing stays on the server once the drain is measured.
+    await dropDatabase(ADMIN_URL, DATABASE);
   }
-}
-
-/** What each drain leaves is only its own: nothing stays on the server once it has been measured. */
-async function dropDrainDatabase(): Promise<void> {
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await admin.end();
 }
 
 async function untilUp(base: string): Promise<void> {

@@ -113,17 +113,6 @@ export async function measurePipeline(
     queryId = registered.body.query_id;
   }
 
-  const feedClosing = async (offset: number): Promise<void> => {
-    const items = Array.from({ length: PARTITIONS }, (_, n) => ({
-      queue: input,
-      partition: `p${(offset + n) % PARTITIONS}`,
-      transactionId: `in-${offset + n}`,
-      payload: { sentAt: performance.now(), n: offset + n },
-    }));
-    const pushed = await call(base, 'POST', '/api/v1/push', { items });
-    if (pushed.status !== 201) errors += 1;
-  };
-
   const pop = (queue: string) =>
     call<Popped>(base, 'GET', `/api/v1/pop/queue/${queue}?batch=${BATCH}&wait=true&timeout=500&leaseSeconds=30`);
 
@@ -234,7 +223,7 @@ export async function measurePipeline(
   }
   await Promise.all(feeding);
   // One event per partition past the last window closes it, as a later event would.
-  if (windowed) await feedClosing(fed);
+  if (windowed) await feed(PARTITIONS, fed);
   await Promise.all(workers);
   const seconds = (performance.now() - started) / 1000;
   if (delivered.size !== expected) errors += Math.abs(expected - delivered.size);

@@ -3,13 +3,12 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import autocannon, { Result } from 'autocannon';
-import { Client } from 'pg';
 import { drainOnFreshDatabase, PlannedDrainRow } from './drain-plans';
 import { measurePushCeiling } from './push-ceiling';
 import { startFlags } from './start-flags';
 import { cpuFrom, cpuSeconds, rss } from './usage';
 import { measurePipeline, PipelineMode, PipelineRow } from './pipeline';
-import { vacuumAnalyze } from './database';
+import { dropDatabase, recreateDatabase, vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
 import { createHotLease, createLeases } from './leases';
 import { measureSoak, SoakResult } from './soak';
@@ -77,13 +76,13 @@ async function main(): Promise<void> {
     await measureAndReport();
   } finally {
     // The benchmark's databases are its own: none stays on the server after a run, finished or failed.
-    await dropDatabase(DATABASE);
-    await dropDatabase(`${DATABASE}_soak`);
+    await dropDatabase(ADMIN_URL, DATABASE);
+    await dropDatabase(ADMIN_URL, `${DATABASE}_soak`);
   }
 }
 
 async function measureAndReport(): Promise<void> {
-  await recreateDatabase();
+  await recreateDatabase(ADMIN_URL, DATABASE);
   if (process.env.BENCH_ONLY === 'isolation') {
     console.log(JSON.stringify(await measureTenantIsolation(), null, 2));
     return;
@@ -259,7 +258,7 @@ async function measureTenantIsolation(): Promise<IsolationRow[]> {
 async function measureSoakRun(): Promise<SoakResult> {
   // A database of its own: the rows other scenarios leave would be counted as the soak's.
   const database = `${DATABASE}_soak`;
-  await recreateDatabase(database);
+  await recreateDatabase(ADMIN_URL, database);
   const soaked = start('soak broker', join(ROOT, 'dist', 'src', 'main.js'), [], {
     PORT: String(SOAK_PORT),
     HOST: '127.0.0.1',
@@ -282,21 +281,6 @@ function databaseUrl(database = DATABASE): string {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
   return url.toString();
-}
-
-async function dropDatabase(database: string): Promise<void> {
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-  await admin.end();
-}
-
-async function recreateDatabase(database = DATABASE): Promise<void> {
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${database}`);
-  await admin.end();
 }
 
 async function assertPortFree(port: number): Promise<void> {
