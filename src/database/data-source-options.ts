@@ -26,8 +26,9 @@ export function buildDataSourceOptions(database: DatabaseConfig, url: string): D
     driver: guardedPg,
     extra: {
       max: database.poolSize,
-      // A request must fail with "pool" rather than queue forever when every connection is busy.
-      connectionTimeoutMillis: database.acquireTimeoutMs,
+      // Opening one connection, not waiting for one: the runner bounds that wait by DB_ACQUIRE_TIMEOUT_MS, and a
+      // connection that opens after its request gave up joins the pool for the next, even where opening takes longer.
+      connectionTimeoutMillis: database.connectTimeoutMs,
       statement_timeout: database.statementTimeoutMs,
       // Else a session whose broker died mid-transaction holds its row locks until TCP gives up on it.
       idle_in_transaction_session_timeout: workBudgetMs(database),

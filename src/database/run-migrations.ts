@@ -22,7 +22,7 @@ export async function runMigrations(dataSource: DataSource, url: string): Promis
   const lockClient = new Client({
     connectionString: url,
     application_name: 'leasehold-migrations',
-    // The pool's acquire timeout, so a database that does not answer fails the boot instead of hanging it.
+    // The pool's connect timeout, so a database that does not answer fails the boot instead of hanging it.
     connectionTimeoutMillis: (dataSource.options.extra as { connectionTimeoutMillis?: number } | undefined)
       ?.connectionTimeoutMillis,
     keepAlive: true,

@@ -154,6 +154,7 @@ interface RenewalRow {
 @Injectable()
 export class LeaseRepository {
   private readonly budgetMs: number;
+  private readonly acquireTimeoutMs: number;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -162,11 +163,15 @@ export class LeaseRepository {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.budgetMs = workBudgetMs(config.database);
+    this.acquireTimeoutMs = config.database.acquireTimeoutMs;
   }
 
   /** Answers in request order, or fails by `deadline` (monotonicNow() time). */
   async renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
-    const client = await acquireWithin(driverPool(this.dataSource)!, deadline - monotonicNow());
+    const client = await acquireWithin(
+      driverPool(this.dataSource)!,
+      Math.min(this.acquireTimeoutMs, deadline - monotonicNow()),
+    );
     try {
       const statement = this.renewal(requests);
       const rows = await this.execute(client, statement, deadline).catch((error: unknown) => {

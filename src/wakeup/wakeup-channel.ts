@@ -134,7 +134,7 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     const client = new Client({
       connectionString: this.url,
       application_name: 'leasehold-listener',
-      connectionTimeoutMillis: database.acquireTimeoutMs,
+      connectionTimeoutMillis: database.connectTimeoutMs,
       query_timeout: database.statementTimeoutMs,
       keepAlive: true,
     });

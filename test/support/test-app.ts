@@ -34,29 +34,6 @@ export async function createTestApp(
     ...process.env,
     ...env,
   });
-  // A boot whose first connection outlasts a test's short DB_ACQUIRE_TIMEOUT_MS on a busy machine (the embedded
-  // database serves one session at a time) is not what the test is about: it boots again, as a supervisor would.
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await boot(config, setup, beforeInit);
-    } catch (error) {
-      if (attempt >= BOOT_ATTEMPTS || !connectTimedOut(error)) throw error;
-    }
-  }
-}
-
-const BOOT_ATTEMPTS = 3;
-
-function connectTimedOut(error: unknown): boolean {
-  const message = error instanceof Error ? error.message : String(error);
-  return /connection timeout|timeout exceeded when trying to connect/i.test(message);
-}
-
-async function boot(
-  config: ReturnType<typeof loadConfig>,
-  setup: SetupOptions,
-  beforeInit: (app: NestExpressApplication) => void,
-): Promise<NestExpressApplication> {
   const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
     .overrideProvider(APP_CONFIG)
     .useValue(config)
