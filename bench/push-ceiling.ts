@@ -1,16 +1,31 @@
+import { randomUUID } from 'node:crypto';
 import { Client, PoolClient } from 'pg';
+import { compositeKey } from '../src/common/composite-key';
 import { uuidv7 } from '../src/common/uuid';
+import { loadConfig } from '../src/config/load-config';
+import { queryPipelined } from '../src/database/pipelined-query';
+import { PushRepository } from '../src/push/push.repository';
+import { notifyStatements } from '../src/wakeup/wakeup.repository';
+import { PUSH_CHANNEL } from '../src/wakeup/wakeup-channel';
 import { percentile } from './http';
+import { PartitionRow, storeRows } from './push-rows';
 import { postgresCpu, postgresCpuSince } from './usage';
 
 /*
- * PostgreSQL's own ceiling for a push: `connections` node-postgres clients in
- * a loop, each writing batches of `items` rows of the push workload's shape
- * into the broker's tables, partition by partition as the push workload
- * spreads them, in the transaction a push runs: lock the partition, insert
- * the rows and move its last offset, commit. No HTTP, no validation, no
- * duplicate check: what is left when everything the broker adds is gone.
+ * PostgreSQL's own ceilings for a push: `connections` node-postgres clients in
+ * a loop, each writing batches of `items` rows of the push workload's shape,
+ * partition by partition as the push workload spreads them. Two of them:
+ *
+ * - 'rows': the rows alone, in the transaction a push ran before it kept
+ *   counters and usage: lock the partition, insert the rows and move its last
+ *   offset, commit. What the bare node:http floor (push-floor-app.ts) runs.
+ * - 'push': the push's own statements (PushRepository's lock and store, the
+ *   counters, cursors and usage record in it, its NOTIFY), in the push's two
+ *   round trips. What is left of a push when HTTP, validation and the
+ *   broker's own work are gone: the bound push ÷ ceiling is measured against.
  */
+
+export type CeilingKind = 'rows' | 'push';
 
 export interface CeilingResult {
   messagesPerSecond: number;
@@ -20,63 +35,58 @@ export interface CeilingResult {
   postgresCpu: number;
 }
 
-const INSERT_SQL = `
-  WITH stored AS (
-    INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes, created_at)
-    SELECT $1, $2, t.seq, t.id, t.transaction_id, NULL, t.payload::json, octet_length(t.payload), clock_timestamp()
-      FROM unnest($3::bigint[], $4::uuid[], $5::text[], $6::text[]) AS t(seq, id, transaction_id, payload)
-  )
-  UPDATE partitions SET last_offset = $7, last_pushed_at = now() WHERE tenant_id = $1 AND id = $2`;
+const pushStatements = new PushRepository(loadConfig({}));
+/** Each process's NOTIFYs carry an origin, as a broker's do. */
+const origin = randomUUID();
 
-export interface PartitionRow {
-  tenant_id: string;
-  id: string;
-}
-
-/** A push's transaction without the broker: lock the partition, insert the rows and move its last offset, commit. */
-export async function storeRows(
-  client: Client | PoolClient,
-  partition: PartitionRow,
-  texts: string[],
-): Promise<{ ids: string[]; transactionIds: string[] }> {
-  const ids = texts.map(() => uuidv7());
-  const transactionIds = texts.map(() => uuidv7());
-  await client.query('BEGIN');
+/** A push as the broker sends it: BEGIN and the lock in one round trip, the store, its NOTIFY and COMMIT in the next. */
+export async function storePush(client: Client | PoolClient, partition: PartitionRow, texts: string[]): Promise<void> {
+  const { tenant_id: tenantId, queue, name } = partition;
+  const lock = pushStatements.lockNamed(tenantId, new Map([[queue!, new Map([[name!, undefined]])]]));
+  const locks = lock.parse((await queryPipelined(client as PoolClient, lock, ['BEGIN'], [])).rows);
+  if (!locks) throw new Error(`partition ${name} of queue ${queue} is gone`);
+  const [locked] = locks.locked;
+  const messages = texts.map((payloadJson, index) => ({
+    partitionId: locked.id,
+    seq: locked.lastOffset + index + 1,
+    id: uuidv7(),
+    transactionId: uuidv7(),
+    traceId: null,
+    payloadJson,
+    payloadBytes: Buffer.byteLength(payloadJson),
+    keyId: null,
+  }));
+  const bytes = messages.reduce((sum, message) => sum + message.payloadBytes, 0);
+  const store = pushStatements.store(
+    tenantId,
+    null,
+    messages,
+    new Map([[locked.id, locked.lastOffset + texts.length]]),
+    { change: { bytes, messages: texts.length }, limits: undefined },
+  );
+  const count = String(texts.length);
+  const notices = notifyStatements([
+    { channel: PUSH_CHANNEL, payload: compositeKey(origin, tenantId, queue!, count, `${name!}\t${count}`) },
+  ]);
   try {
-    const {
-      rows: [locked],
-    } = await client.query<{ last_offset: string }>(
-      'SELECT last_offset FROM partitions WHERE tenant_id = $1 AND id = $2 FOR UPDATE',
-      [partition.tenant_id, partition.id],
-    );
-    const first = Number(locked.last_offset) + 1;
-    await client.query(INSERT_SQL, [
-      partition.tenant_id,
-      partition.id,
-      texts.map((_text, index) => first + index),
-      ids,
-      transactionIds,
-      texts,
-      first + texts.length - 1,
-    ]);
-    await client.query('COMMIT');
+    await queryPipelined(client as PoolClient, store, [], [...notices, 'COMMIT']);
   } catch (error) {
     await client.query('ROLLBACK');
     throw error;
   }
-  return { ids, transactionIds };
 }
 
 export async function measurePushCeiling(
   databaseUrl: string,
   queue: string,
   payload: (index: number) => unknown,
-  options: { connections: number; items: number; seconds: number },
+  options: { connections: number; items: number; seconds: number; kind: CeilingKind },
 ): Promise<CeilingResult> {
   const setup = new Client({ connectionString: databaseUrl });
   await setup.connect();
   const { rows: partitions } = await setup.query<PartitionRow>(
-    `SELECT p.tenant_id, p.id FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+    `SELECT p.tenant_id, p.id, q.name AS queue, p.name FROM partitions p
+       JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
       WHERE q.name = $1 ORDER BY p.name`,
     [queue],
   );
@@ -105,7 +115,7 @@ export async function measurePushCeiling(
         while (performance.now() < deadline) {
           const partition = partitions[turn++ % partitions.length];
           const began = performance.now();
-          await storeRows(client, partition, texts);
+          await (options.kind === 'push' ? storePush(client, partition, texts) : storeRows(client, partition, texts));
           latencies.push(performance.now() - began);
           messages += texts.length;
         }

@@ -1,10 +1,10 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Pool } from 'pg';
-import { PartitionRow, storeRows } from './push-ceiling';
+import { PartitionRow, storeRows } from './push-rows';
 
 /*
  * The least any Node HTTP process pays for a push: node:http, JSON.parse, the
- * node-postgres ceiling's transaction (bench/push-ceiling.ts) on a pool of 10,
+ * node-postgres rows ceiling's transaction (bench/push-rows.ts) on a pool of 10,
  * and the broker's answer written with JSON.stringify. No framework, no
  * validation, no duplicate check, no wakeups, no metrics. Between it and the
  * ceiling is what serving HTTP in Node costs on this machine; between the
