@@ -34,14 +34,9 @@ export class EncryptionKeysRepository {
 
   async recordPrimary(unit: UnitOfWork): Promise<void> {
     const { tenantId } = unit;
-    if (this.recorded.has(tenantId)) return;
-    await unit.run(
-      statement(
-        sql`INSERT INTO tenant_encryption_keys (tenant_id, key_id) VALUES (${tenantId}, ${this.cipher.primaryKeyId})
-       ON CONFLICT (tenant_id, key_id) DO NOTHING`,
-        nothing,
-      ),
-    );
+    const keyId = this.cipher.primaryKeyId;
+    if (keyId === undefined || this.recorded.has(tenantId)) return;
+    await unit.run(this.record(tenantId, keyId));
     // Only once it is committed: a rolled-back push recorded nothing.
     unit.afterCommit(() => this.recorded.add(tenantId));
   }
@@ -66,7 +61,7 @@ export class EncryptionKeysRepository {
     );
   }
 
-  /** The re-encryption's record of the key it moves a tenant's payloads to, before it moves any. */
+  /** A key the tenant's payloads may be sealed under: a push's primary key, or the one a re-encryption moves them to. */
   record(tenantId: string, keyId: string): Statement<void> {
     return statement(
       sql`INSERT INTO tenant_encryption_keys (tenant_id, key_id) VALUES (${tenantId}, ${keyId}) ON CONFLICT (tenant_id, key_id) DO NOTHING`,
