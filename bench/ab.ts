@@ -1,8 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { Client } from 'pg';
-import { vacuumAnalyze } from './database';
+import { ADMIN_URL, dropDatabase, recreateDatabase, vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
 import { createLeases } from './leases';
 import { startFlags } from './start-flags';
@@ -24,7 +23,6 @@ import { cpuFrom, rss } from './usage';
  */
 
 const ROOT = join(__dirname, '..', '..');
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const LEASES = 2000;
@@ -96,7 +94,7 @@ async function main(): Promise<void> {
   ];
   try {
     for (const side of sides) {
-      const url = await freshDatabase(`leasehold_ab_${side.name}`);
+      const url = await recreateDatabase(ADMIN_URL, `leasehold_ab_${side.name}`);
       side.databaseUrl = url;
       side.process = spawn(process.execPath, [...startFlags(side.root), join(side.root, 'dist', 'src', 'main.js')], {
         env: {
@@ -240,21 +238,7 @@ async function stopAndDrop(side: Side): Promise<void> {
     await exited;
   }
   if (side.databaseUrl === undefined) return;
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS leasehold_ab_${side.name} WITH (FORCE)`);
-  await admin.end();
-}
-
-async function freshDatabase(name: string): Promise<string> {
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
+  await dropDatabase(ADMIN_URL, `leasehold_ab_${side.name}`);
 }
 
 async function untilReady(base: string): Promise<void> {

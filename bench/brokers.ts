@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { percentile } from './http';
 import { startFlags } from './start-flags';
+import { ADMIN_URL, dropDatabase, recreateDatabase } from './database';
 
 /*
  * Sixteen broker processes on one PostgreSQL under load: how many connections they hold at most (pg_stat_activity,
@@ -15,7 +16,6 @@ import { startFlags } from './start-flags';
  * BENCH_BROKER_ENV (extra settings for every broker, as JSON, e.g. '{"DB_CONNECTION_BUDGET":"0"}').
  */
 
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'));
 const DATABASE = 'leasehold_bench_brokers';
 const FIRST_PORT = Number(process.env.BENCH_PORT ?? 3400);
@@ -28,21 +28,18 @@ const WAKE_CHAINS = 4;
 async function main(): Promise<void> {
   const brokers = Number(process.argv[2] ?? 16);
   const seconds = Number(process.argv[3] ?? 30);
+  const url = await recreateDatabase(ADMIN_URL, DATABASE);
   const admin = new Client({ connectionString: ADMIN_URL });
   await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${DATABASE}`);
   const maxConnections = (await admin.query<{ max_connections: string }>(`SHOW max_connections`)).rows[0]
     .max_connections;
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${DATABASE}`;
   const children: ChildProcess[] = [];
   let peak = 0;
   let sampling = true;
   try {
     // The first migrates the database; the others start once it is ready.
     for (let index = 0; index < brokers; index += 1) {
-      children.push(startBroker(index, url.toString()));
+      children.push(startBroker(index, url));
       if (index === 0) await untilReady(base(0));
     }
     await Promise.all(children.map((_, index) => untilReady(base(index))));
@@ -141,8 +138,8 @@ async function main(): Promise<void> {
         await exited;
       }),
     );
-    await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
     await admin.end();
+    await dropDatabase(ADMIN_URL, DATABASE);
   }
 }
 

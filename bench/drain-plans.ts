@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { dropDatabase, recreateDatabase } from './database';
+import { ADMIN_URL, dropDatabase, recreateDatabase } from './database';
 import { DrainRow, measureDrain } from './drain';
 import { startFlags } from './start-flags';
 import { cpuFrom, rss } from './usage';
@@ -15,7 +15,6 @@ import { cpuFrom, rss } from './usage';
  */
 
 const ROOT = join(__dirname, '..', '..');
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_drain_plans';
 const PARTITIONS = Number(process.env.BENCH_DRAIN_PARTITIONS ?? 5000);
 const QUERIES = (process.env.BENCH_DRAIN_QUERIES ?? 'batch=10,batch=10&partitions=10').split(',');
@@ -43,15 +42,13 @@ export interface PlannedDrainRow extends DrainRow {
 
 /** The drain on a new database and broker, statistics refreshed after loading or not. */
 export async function drainOnFreshDatabase(query: string, refresh: boolean): Promise<PlannedDrainRow> {
-  const url = new URL(ADMIN_URL);
-  await recreateDatabase(ADMIN_URL, DATABASE);
-  url.pathname = `/${DATABASE}`;
+  const url = await recreateDatabase(ADMIN_URL, DATABASE);
   const broker = spawn(process.execPath, [...startFlags(BROKER_ROOT), join(BROKER_ROOT, 'dist', 'src', 'main.js')], {
     env: {
       ...process.env,
       PORT: String(PORT),
       HOST: '127.0.0.1',
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: url,
       DB_POOL_SIZE: '10',
       JWT_ENABLED: 'false',
       NODE_ENV: 'production',
@@ -63,7 +60,7 @@ export async function drainOnFreshDatabase(query: string, refresh: boolean): Pro
     const base = `http://127.0.0.1:${PORT}`;
     await untilUp(base);
     let used = cpuFrom(broker);
-    const row = await measureDrain(base, url.toString(), PARTITIONS, query, 'plans', refresh, () => {
+    const row = await measureDrain(base, url, PARTITIONS, query, 'plans', refresh, () => {
       used = cpuFrom(broker);
     });
     const cpu = used();

@@ -4,6 +4,7 @@ import { Statement } from '../src/database/statement';
 import { HistoryRepository } from '../src/history/history.repository';
 import { percentile } from './http';
 import { startScratchBroker } from './scratch-broker';
+import { ADMIN_URL } from './database';
 
 /*
  * `npm run bench:history`: what the console's history costs as a tenant grows. One flush statement (the one each
@@ -14,7 +15,6 @@ import { startScratchBroker } from './scratch-broker';
  * one JSON line.
  */
 
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench_history';
 const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'));
 const PARTITIONS = Number(process.env.BENCH_HISTORY_PARTITIONS ?? 1_000_000);

@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { percentile } from './http';
 import { startScratchBroker } from './scratch-broker';
+import { ADMIN_URL } from './database';
 
 /*
  * `npm run bench:jit`: a small tenant's first pop and its queue listing, on a database whose JIT thresholds are
@@ -10,7 +11,6 @@ import { startScratchBroker } from './scratch-broker';
  * another built checkout whose broker to run instead of this one. Prints one JSON line.
  */
 
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench_jit';
 const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'));
 const TENANTS = Number(process.env.BENCH_JIT_TENANTS ?? 20);

@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { percentile } from './http';
 import { startScratchBroker } from './scratch-broker';
+import { ADMIN_URL } from './database';
 
 /*
  * `npm run bench:listings`: the listings a read-only token may call, and the console's pages, on one tenant's queue
@@ -13,7 +14,6 @@ import { startScratchBroker } from './scratch-broker';
  * names another built checkout whose broker to run instead of this one. Prints one JSON line.
  */
 
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench_listings';
 const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'));
 const PARTITIONS = Number(process.env.BENCH_LISTINGS_PARTITIONS ?? 1_000_000);

@@ -3,9 +3,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { connect, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Client } from 'pg';
 import { percentile } from './http';
 import { startFlags } from './start-flags';
+import { ADMIN_URL, dropDatabase, recreateDatabase } from './database';
 
 /*
  * What a parked long poll costs the broker, and how soon one of many wakes.
@@ -26,7 +26,6 @@ import { startFlags } from './start-flags';
  * BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_BROKER_ROOT (default this checkout).
  */
 
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..'));
 const DATABASE = 'leasehold_bench_poll_memory';
 const PORT = Number(process.env.BENCH_PORT ?? 3391);
@@ -103,13 +102,7 @@ export async function measure(count: number, allWake = !SKIP_ALL): Promise<PollM
   const probe = join(dir, 'probe.js');
   const out = join(dir, 'memory.json');
   writeFileSync(probe, PROBE);
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${DATABASE}`);
-  await admin.end();
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${DATABASE}`;
+  const url = await recreateDatabase(ADMIN_URL, DATABASE);
   const limit = String(count * 2 + 100);
   const broker = spawn(
     process.execPath,
@@ -119,7 +112,7 @@ export async function measure(count: number, allWake = !SKIP_ALL): Promise<PollM
         ...process.env,
         PORT: String(PORT),
         HOST: '127.0.0.1',
-        DATABASE_URL: url.toString(),
+        DATABASE_URL: url,
         JWT_ENABLED: 'false',
         NODE_ENV: 'production',
         LOG_REQUESTS: 'false',
@@ -281,10 +274,7 @@ export async function measure(count: number, allWake = !SKIP_ALL): Promise<PollM
       await exited;
     }
     rmSync(dir, { recursive: true, force: true });
-    const cleanup = new Client({ connectionString: ADMIN_URL });
-    await cleanup.connect();
-    await cleanup.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-    await cleanup.end();
+    await dropDatabase(ADMIN_URL, DATABASE);
   }
 }
 

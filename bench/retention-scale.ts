@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { call } from './http';
 import { startScratchBroker } from './scratch-broker';
+import { ADMIN_URL } from './database';
 
 /*
  * Retention at scale, against a broker process running its job as shipped (RETENTION_INTERVAL_MS 30000):
@@ -29,7 +30,6 @@ const BURST = Number(arg('burst', '300000'));
 const BULK = Number(arg('bulk', '1000000'));
 const BACKLOG = Number(arg('backlog', '100000'));
 const PORT = Number(arg('port', '6790'));
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const INTERVAL_MS = 30_000;
 const ITEMS = 1_000;
 

@@ -8,7 +8,7 @@ import { CeilingKind, measurePushCeiling } from './push-ceiling';
 import { startFlags } from './start-flags';
 import { cpuFrom, cpuSeconds, rss } from './usage';
 import { measurePipeline, PipelineMode, PipelineRow } from './pipeline';
-import { dropDatabase, recreateDatabase, vacuumAnalyze } from './database';
+import { ADMIN_URL, databaseUrlOf, dropDatabase, recreateDatabase, vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
 import { createHotLease, createLeases } from './leases';
 import { measureSoak, SoakResult } from './soak';
@@ -22,7 +22,6 @@ import { measureWakeups, WakeupRow } from './wakeups';
  */
 
 const ROOT = join(__dirname, '..', '..');
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = process.env.BENCH_DATABASE ?? 'leasehold_bench';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const LEASES = Number(process.env.BENCH_LEASES ?? 2000);
@@ -279,9 +278,7 @@ async function measureSoakRun(): Promise<SoakResult> {
 }
 
 function databaseUrl(database = DATABASE): string {
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${database}`;
-  return url.toString();
+  return databaseUrlOf(ADMIN_URL, database);
 }
 
 async function assertPortFree(port: number): Promise<void> {

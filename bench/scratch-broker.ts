@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { dropDatabase, recreateDatabase } from './database';
 import { startFlags } from './start-flags';
 
 /** A database of the benchmark's own and a broker process on it, both gone again with stop(). */
@@ -24,18 +25,16 @@ export async function startScratchBroker(options: {
   prepare?: (admin: Client) => Promise<void>;
 }): Promise<ScratchBroker> {
   const { adminUrl, database, root, port, env, prepare } = options;
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${database}`);
-    await prepare?.(admin);
-  } finally {
-    await admin.end();
+  const databaseUrl = await recreateDatabase(adminUrl, database);
+  if (prepare) {
+    const admin = new Client({ connectionString: adminUrl });
+    await admin.connect();
+    try {
+      await prepare(admin);
+    } finally {
+      await admin.end();
+    }
   }
-  const url = new URL(adminUrl);
-  url.pathname = `/${database}`;
-  const databaseUrl = url.toString();
   const child = spawn(process.execPath, [...startFlags(root), join(root, 'dist', 'src', 'main.js')], {
     env: {
       ...process.env,
@@ -57,10 +56,7 @@ export async function startScratchBroker(options: {
       child.kill('SIGTERM');
       await exited;
     }
-    const cleanup = new Client({ connectionString: adminUrl });
-    await cleanup.connect();
-    await cleanup.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await cleanup.end();
+    await dropDatabase(adminUrl, database);
   };
   try {
     await untilReady(base, child);

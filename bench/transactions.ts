@@ -1,10 +1,10 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { Client } from 'pg';
 import { percentile } from './http';
 import { startFlags } from './start-flags';
 import { cpuFrom } from './usage';
+import { ADMIN_URL, dropDatabase, recreateDatabase } from './database';
 
 /*
  * `node dist-bench/bench/transactions.js <other checkout, built>`: what one
@@ -31,7 +31,6 @@ import { cpuFrom } from './usage';
  */
 
 const ROOT = join(__dirname, '..', '..');
-const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const OPERATIONS = 10_000;
 const PARTITIONS = 50;
@@ -102,7 +101,7 @@ async function main(): Promise<void> {
   } finally {
     for (const side of sides) side.process?.kill('SIGTERM');
     await Promise.all(sides.map((side) => exited(side.process)));
-    for (const side of sides) await dropDatabase(side.database);
+    for (const side of sides) await dropDatabase(ADMIN_URL, side.database);
   }
   print(sides);
 }
@@ -112,17 +111,14 @@ function empty(): Record<Workload, Timing[]> {
 }
 
 async function startBroker(side: Side): Promise<void> {
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${side.database}`);
-  await admin.end();
+  const databaseUrl = await recreateDatabase(ADMIN_URL, side.database);
   side.process = spawn(process.execPath, [...startFlags(side.root), join(side.root, 'dist', 'src', 'main.js')], {
     env: {
       ...process.env,
       NODE_ENV: 'production',
       PORT: String(side.port),
       HOST: '127.0.0.1',
-      DATABASE_URL: databaseUrl(side.database),
+      DATABASE_URL: databaseUrl,
       TENANT_HEADER,
       RATE_LIMIT_PRODUCE: '0',
       RATE_LIMIT_CONSUME: '0',
@@ -302,19 +298,6 @@ function print(sides: Side[]): void {
       );
     }
   }
-}
-
-function databaseUrl(database: string): string {
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${database}`;
-  return url.toString();
-}
-
-async function dropDatabase(database: string): Promise<void> {
-  const admin = new Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-  await admin.end();
 }
 
 function exited(child: ChildProcess | undefined): Promise<void> {

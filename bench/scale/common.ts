@@ -4,10 +4,11 @@ import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { percentile } from '../http';
 import { startFlags } from '../start-flags';
+import { ADMIN_URL, databaseUrlOf, dropDatabase as dropBenchDatabase, recreateDatabase } from '../database';
 
 /** What every scenario of `npm run bench:scale` shares: settings, databases, broker processes, timing, results. */
 
-export const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export { ADMIN_URL };
 /** Prefix of the databases the run creates (and drops at its end). */
 export const DATABASE_PREFIX = process.env.BENCH_DATABASE ?? 'leasehold_bench_scale';
 export const ROOT = resolve(process.env.BENCH_BROKER_ROOT ?? join(__dirname, '..', '..', '..'));
@@ -54,9 +55,7 @@ export interface ScenarioResult {
 }
 
 export function dbUrl(database: string): string {
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${database}`;
-  return url.toString();
+  return databaseUrlOf(ADMIN_URL, database);
 }
 
 export async function withClient<T>(url: string, work: (client: Client) => Promise<T>): Promise<T> {
@@ -75,12 +74,9 @@ let stopping = false;
 
 export async function createDatabase(name: string): Promise<string> {
   if (stopping) throw new Error('the run is stopping');
-  await withClient(ADMIN_URL, async (admin) => {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${name}`);
-  });
+  const url = await recreateDatabase(ADMIN_URL, name);
   createdDatabases.add(name);
-  return dbUrl(name);
+  return url;
 }
 
 /** BENCH_SCALE_KEEP=1: the databases stay for a look afterwards (drop them yourself: `leasehold_bench_scale_*`). */
@@ -88,7 +84,7 @@ export const KEEP_DATABASES = process.env.BENCH_SCALE_KEEP === '1';
 
 export async function dropDatabase(name: string): Promise<void> {
   if (KEEP_DATABASES) return;
-  await withClient(ADMIN_URL, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  await dropBenchDatabase(ADMIN_URL, name);
   createdDatabases.delete(name);
 }
 
