@@ -37,6 +37,8 @@ export class UnitOfWork {
   private last?: Statement<unknown> | RecordingStatement;
   private readonly checks: Statement<unknown>[] = [];
   private readonly deferred: Statement<unknown>[] = [];
+  /** Reads sent behind the next round trip's own statements (readAfterNext). */
+  private readonly trailing: Statement<unknown>[] = [];
   /** What waits for a deferred read's answer (withNextRead). */
   private readonly awaiting = new Map<Statement<unknown>, Settle>();
   private change?: UsageChange & { held: boolean };
@@ -49,21 +51,24 @@ export class UnitOfWork {
 
   /** Runs the statement now (after a deferred write, in its round trip) and answers what its rows say. */
   async run<T>(statement: Statement<T>): Promise<T> {
-    if (this.deferred.length > 0) return (await this.runTogether([statement] as const))[0];
+    if (this.deferred.length > 0 || this.trailing.length > 0) return (await this.runTogether([statement] as const))[0];
     return statement.parse(await this.transaction.rows(statement));
   }
 
   /** Statements that do not need each other's answers, in one round trip on PostgreSQL; their answers in order. */
   async runTogether<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>> {
     const ahead = this.deferred.splice(0);
+    const behind = this.trailing.splice(0);
     let found: unknown[][];
     try {
-      found = await this.transaction.rowsTogether([...ahead, ...statements]);
+      found = await this.transaction.rowsTogether([...ahead, ...statements, ...behind]);
     } catch (error) {
-      for (const statement of ahead) this.settled(statement)?.reject(error);
+      for (const statement of [...ahead, ...behind]) this.settled(statement)?.reject(error);
       throw error;
     }
     ahead.forEach((statement, index) => this.settled(statement)?.resolve(statement.parse(found[index])));
+    const behindFrom = ahead.length + statements.length;
+    behind.forEach((statement, index) => this.settled(statement)?.resolve(statement.parse(found[behindFrom + index])));
     return answersOf(statements, found, ahead.length);
   }
 
@@ -121,6 +126,20 @@ export class UnitOfWork {
    */
   withNextRead<T>(statement: Statement<T>): Promise<T> {
     this.withNext(statement);
+    return this.answerOf(statement);
+  }
+
+  /**
+   * A read sent in the unit's next round trip behind that round trip's own statements, answered when it is: one
+   * whose locks come after theirs and that they do not wait for. As withNextRead, the next round trip must be a
+   * statement's.
+   */
+  readAfterNext<T>(statement: Statement<T>): Promise<T> {
+    this.trailing.push(statement);
+    return this.answerOf(statement);
+  }
+
+  private answerOf<T>(statement: Statement<T>): Promise<T> {
     const answer = new Promise<T>((resolve, reject) => this.awaiting.set(statement, { resolve, reject }));
     // A unit that fails before the read is sent, or with it, throws there: this answer then has no reader.
     answer.catch(() => undefined);

@@ -52,16 +52,11 @@ export class PushService {
    * The reads of a push: its partitions locked (created if missing) and the transactionIds already stored found.
    * Nothing is written yet, so a transaction can apply its acks before its pushes take room in a queue.
    */
-  async prepare(unit: UnitOfWork, items: PushItem[]): Promise<PreparedPush> {
+  async prepare(unit: UnitOfWork, items: PushItem[], lockedBefore?: PushLocks): Promise<PreparedPush> {
     const { tenantId } = unit;
     const named = partitionsByQueue(items);
-    // Only a transactionId the producer chose can already be stored: one minted here is new by construction.
-    const chosen = items.flatMap((item) =>
-      item.transactionId === undefined
-        ? []
-        : [{ queue: item.queue, partition: item.partition, transactionId: item.transactionId }],
-    );
-    const { locks, existing } = await this.lockNamed(unit, named, chosen);
+    const chosen = chosenKeys(items);
+    const { locks, existing } = lockedBefore ?? (await this.lockNamed(unit, named, chosen));
     const { ids, maxSizes, encrypted, locked } = locks ?? (await this.createAndLock(unit, named));
     const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
@@ -202,13 +197,28 @@ export class PushService {
     unit: UnitOfWork,
     named: Map<string, Map<string, Slot | undefined>>,
     chosen: NamedTransactionKey[],
-  ): Promise<{ locks?: NamedLocks; existing?: Map<string, string> }> {
+  ): Promise<PushLocks> {
     const lock = this.pushes.lockNamed(unit.tenantId, named);
     if (chosen.length === 0) return { locks: await unit.run(lock) };
     const [locks, existing] = await unit.runTogether([
       lock,
       this.pushes.findExistingByName(unit.tenantId, chosen),
     ] as const);
+    return locks ? { locks, existing } : {};
+  }
+
+  /**
+   * prepare()'s lock and duplicate check, sent behind the statements of the unit's next round trip
+   * (UnitOfWork.readAfterNext): a transaction's pushes ride with its acks' reads. Its answer goes to prepare().
+   */
+  async lockAfterNext(unit: UnitOfWork, items: PushItem[]): Promise<PushLocks> {
+    const chosen = chosenKeys(items);
+    const lock = unit.readAfterNext(this.pushes.lockNamed(unit.tenantId, partitionsByQueue(items)));
+    if (chosen.length === 0) return { locks: await lock };
+    const [locks, existing] = await Promise.all([
+      lock,
+      unit.readAfterNext(this.pushes.findExistingByName(unit.tenantId, chosen)),
+    ]);
     return locks ? { locks, existing } : {};
   }
 
@@ -281,6 +291,21 @@ export interface PreparedPush {
   readonly maxSizes: Map<string, number>;
   /** Ids of the queues whose new payloads are sealed. */
   readonly encrypted: Set<string>;
+}
+
+/** What prepare() locks first: its partitions (undefined when one is missing) and the transactionIds already stored. */
+export interface PushLocks {
+  locks?: NamedLocks;
+  existing?: Map<string, string>;
+}
+
+/** Only a transactionId the producer chose can already be stored: one minted here is new by construction. */
+function chosenKeys(items: PushItem[]): NamedTransactionKey[] {
+  return items.flatMap((item) =>
+    item.transactionId === undefined
+      ? []
+      : [{ queue: item.queue, partition: item.partition, transactionId: item.transactionId }],
+  );
 }
 
 function partitionsByQueue(items: PushItem[]): Map<string, Map<string, Slot | undefined>> {

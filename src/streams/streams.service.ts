@@ -165,8 +165,10 @@ export class StreamsService {
   /**
    * Locks as a transaction does (the lease's rows, then the query and its partition, the acked cursor, then the
    * pushes' partitions), applies the ack, the state and the pushes, and checks the source lease once more by the
-   * database clock with the COMMIT. Three round trips with an ack, a state write and pushes, as a transaction of the
-   * ack and the pushes: the locks ride with the ack's reads, the state write with the pushes' lock.
+   * database clock with the COMMIT. Three round trips with an ack, a state write and pushes: the locks ride with the
+   * ack's reads, the state write with the pushes' lock. One more than a transaction of the same ack and pushes, whose
+   * pushes' lock rides with the acks' reads: the state write needs the query found first, and its answer (what it
+   * stores) is needed before the pushes' rows go out with the COMMIT.
    */
   private async apply(unit: UnitOfWork, producerSub: string | null, command: CycleCommand): Promise<CycleResponseDto> {
     const { tenantId } = unit;

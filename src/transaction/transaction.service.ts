@@ -86,9 +86,10 @@ export class TransactionService {
 
   /**
    * A fixed number of statements however many operations: every push item in one push, every ack in one ack batch,
-   * each in request order. The acks apply (their cursor update sent with the next round trip), then the pushes' partitions
-   * are locked and their duplicates found (before the acks when an ack follows a push), then the pushes take their
-   * room and are written with the COMMIT, and the required leases are checked in its round trip. What request order
+   * each in request order. The acks apply (their cursor update sent with the next round trip), the pushes' partitions
+   * locked and their duplicates found behind the acks' reads in their round trip (before the acks, in one of their own,
+   * when an ack follows a push), then the pushes take their room and are written with the COMMIT, and the required
+   * leases are checked in its round trip. What request order
    * shows is kept: an ack sees the messages an earlier push stores, and each result and the first failure name their
    * operation. A queue's maxSize is held against the queue as the transaction leaves it, its acks having freed room
    * wherever they stand.
@@ -111,18 +112,22 @@ export class TransactionService {
           ? unit.withNextRead(lock)
           : unit.run(lock);
 
-    // The pushes' partitions are the stage's hot rows, which other stages' pushes wait for: locked after the acks
-    // unless an ack may name a message an earlier push of this transaction stores.
+    // The pushes' partitions are the stage's hot rows, which other stages' pushes wait for: locked after the acks'
+    // cursors, in their round trip, unless an ack may name a message an earlier push of this transaction stores.
     const pushesFirst = items.length > 0 && pushPrecedesAck(operations);
     let prepared = pushesFirst ? await this.pushes.prepare(unit, items) : undefined;
-    // The acks' cursor update goes with the next round trip: the push's lock, or the COMMIT.
+    const pushLocks =
+      items.length > 0 && !pushesFirst && commands.length > 0 ? this.pushes.lockAfterNext(unit, items) : undefined;
+    // A transaction that fails before that round trip answers throws there: this answer then has no reader.
+    pushLocks?.catch(() => undefined);
+    // The acks' cursor update goes with the next round trip: the COMMIT's, or the push's lock when it comes first.
     const ackRules = new TransactionAcks(
       new Set(requiredLeases),
       prepared ? pushedBefore(prepared, operations, acks) : undefined,
       true,
     );
     const acked = commands.length > 0 ? await this.acks.apply(unit, commands, ackRules) : [];
-    if (items.length > 0 && !pushesFirst) prepared = await this.pushes.prepare(unit, items);
+    if (items.length > 0 && !pushesFirst) prepared = await this.pushes.prepare(unit, items, await pushLocks);
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
     const liveAtStart = await locked;
 
