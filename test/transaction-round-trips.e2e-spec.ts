@@ -215,6 +215,41 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(trips).toBe(2);
   });
 
+  it("prepares a named statement sent behind the first of the COMMIT's round trip once, by its name", async () => {
+    const writes = app.get(Writes);
+    const name = 'round_trips_behind_the_first';
+    const unitOf = (lock: number) =>
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        unit.withNext(statement(sql`SELECT pg_advisory_xact_lock(${lock})`, nothing));
+        unit.lastly(prepared(name, sql`UPDATE queues SET name = name WHERE tenant_id = ${uuidv7()}`, nothing));
+      });
+    await unitOf(7_130_041);
+    const client = await pool.connect();
+    try {
+      const { rows } = await client.query('SELECT name FROM pg_prepared_statements WHERE name = $1', [name]);
+      expect(rows).toEqual([{ name }]);
+    } finally {
+      client.release();
+    }
+    // Parsed again, it would be refused as a statement that already exists.
+    const trips = await roundTripsOf(() => unitOf(7_130_042));
+    expect(trips).toBe(1);
+  });
+
+  it('parses it again next time when a failure ahead of it skipped its parse', async () => {
+    const writes = app.get(Writes);
+    const name = 'round_trips_skipped_behind_a_failure';
+    const unitOf = (fail: boolean) =>
+      writes.run('round-trips', async (unit: UnitOfWork) => {
+        unit.withNext(statement(sql`SELECT 1 / ${fail ? 0 : 1}::int`, nothing));
+        unit.lastly(prepared(name, sql`UPDATE queues SET name = name WHERE tenant_id = ${uuidv7()}`, nothing));
+      });
+    await expect(unitOf(true)).rejects.toThrow('division by zero');
+
+    // Taken for prepared, it would be bound by a name the server does not know.
+    await expect(unitOf(false)).resolves.toBeUndefined();
+  });
+
   it('sends a deferred write ahead of the next statement, which sees what it did', async () => {
     const writes = app.get(Writes);
     const held = await writes.run('round-trips', async (unit: UnitOfWork) => {

@@ -6,6 +6,11 @@ interface Connection {
   describe(message: { type: 'P'; name: string }): void;
   execute(message: { portal?: string; rows?: number }): void;
   sync(): void;
+  on(event: 'parseComplete', listener: () => void): void;
+  removeListener(event: 'parseComplete', listener: () => void): void;
+  /** pg's record of the named statements parsed on this connection, and of those whose parse is on its way. */
+  parsedStatements: Record<string, string>;
+  submittedNamedStatements: Record<string, string>;
 }
 
 /** pg's own conversion of parameters, which its published types leave out. */
@@ -14,11 +19,27 @@ const prepareValue = (pg as unknown as { utils: { prepareValue: unknown } }).uti
 /** pg's Query, with steps missing from its published types. */
 const Query = pg.Query as unknown as new (config: QueryConfig) => {
   prepare(connection: Connection): void;
+  hasBeenParsed(connection: Connection): boolean;
+  handleError(error: Error, connection: Connection): void;
+  handleReadyForQuery(connection: Connection): void;
   callback?: (error: Error | null, result: QueryResult | QueryResult[]) => void;
 };
 
-/** One Sync: PostgreSQL skips all after the first failure, so a COMMIT in `after` commits only on success. */
+/** A Parse written in the round trip: named ones of `after` are recorded as parsed when the server says so. */
+interface Parse {
+  after?: { name: string; text: string };
+}
+
+/**
+ * One Sync: PostgreSQL skips all after the first failure, so a COMMIT in `after` commits only on success. A named
+ * statement in `after` is parsed by its name (once per connection, so a generic plan can serve it from then on, as it
+ * serves the first statement): pg records every ParseComplete as the first statement's, so this query counts them,
+ * and records one of `after`'s only once its own ParseComplete came back.
+ */
 class PipelinedQuery extends Query {
+  private readonly parses: Parse[] = [];
+  private listening?: { connection: Connection; onParse: () => void };
+
   constructor(
     config: QueryConfig,
     private readonly before: readonly string[],
@@ -33,8 +54,20 @@ class PipelinedQuery extends Query {
   }
 
   override prepare(connection: Connection): void {
+    const onParse = (): void => {
+      const parsed = this.parses.shift()?.after;
+      if (!parsed) return;
+      connection.parsedStatements[parsed.name] = parsed.text;
+      delete connection.submittedNamedStatements[parsed.name];
+    };
+    connection.on('parseComplete', onParse);
+    this.listening = { connection, onParse };
     // Unnamed: pg records a parse as the named statement's, so a named one here could be recorded wrongly.
-    for (const text of this.before) writeUnnamed(connection, text);
+    for (const text of this.before) {
+      writeUnnamed(connection, text);
+      this.parses.push({});
+    }
+    if (!this.hasBeenParsed(connection)) this.parses.push({});
     super.prepare(connection);
   }
 
@@ -46,8 +79,49 @@ class PipelinedQuery extends Query {
       connection.describe({ type: 'P', name: '' });
       connection.execute({ portal: '' });
     }
-    for (const statement of this.after) writeUnnamed(connection, statement);
+    for (const statement of this.after) this.writeAfter(connection, statement);
     connection.sync();
+  }
+
+  override handleError(error: Error, connection: Connection): void {
+    this.stopCounting();
+    super.handleError(error, connection);
+  }
+
+  override handleReadyForQuery(connection: Connection): void {
+    this.stopCounting();
+    super.handleReadyForQuery(connection);
+  }
+
+  private writeAfter(connection: Connection, statement: Statement): void {
+    const name = typeof statement === 'string' ? undefined : statement.name;
+    const { text, values = [] } = typeof statement === 'string' ? { text: statement } : statement;
+    const known =
+      name === undefined ? undefined : (connection.parsedStatements[name] ?? connection.submittedNamedStatements[name]);
+    // A name pg knows for another text would be refused: that statement goes unnamed, as one without a name does.
+    if (name === undefined || (known !== undefined && known !== text)) {
+      writeUnnamed(connection, statement);
+      this.parses.push({});
+      return;
+    }
+    if (known === undefined) {
+      connection.parse({ text, name });
+      connection.submittedNamedStatements[name] = text;
+      this.parses.push({ after: { name, text } });
+    }
+    connection.bind({ statement: name, values, valueMapper: prepareValue });
+    connection.execute({ portal: '' });
+  }
+
+  /** What did not come back parsed was skipped after a failure: it is parsed again next time. */
+  private stopCounting(): void {
+    if (!this.listening) return;
+    const { connection, onParse } = this.listening;
+    this.listening = undefined;
+    connection.removeListener('parseComplete', onParse);
+    for (const { after } of this.parses.splice(0)) {
+      if (after) delete connection.submittedNamedStatements[after.name];
+    }
   }
 }
 
