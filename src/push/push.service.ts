@@ -192,34 +192,34 @@ export class PushService {
     return results;
   }
 
-  /** The duplicate check names its partitions, so it can share the lock's round trip; it holds if all exist. */
-  private async lockNamed(
+  /**
+   * The duplicate check names its partitions, so it can share the lock's round trip; it holds if all exist. 'now' in a
+   * round trip of their own; 'after-next' behind the statements of the unit's next round trip (UnitOfWork.readAfterNext),
+   * as a transaction's pushes ride with its acks' reads.
+   */
+  private lockNamed(
     unit: UnitOfWork,
     named: Map<string, Map<string, Slot | undefined>>,
     chosen: NamedTransactionKey[],
+    when: 'now' | 'after-next' = 'now',
   ): Promise<PushLocks> {
     const lock = this.pushes.lockNamed(unit.tenantId, named);
-    if (chosen.length === 0) return { locks: await unit.run(lock) };
-    const [locks, existing] = await unit.runTogether([
-      lock,
-      this.pushes.findExistingByName(unit.tenantId, chosen),
-    ] as const);
-    return locks ? { locks, existing } : {};
+    const check = chosen.length === 0 ? undefined : this.pushes.findExistingByName(unit.tenantId, chosen);
+    const sent: Promise<[NamedLocks | undefined, Map<string, string> | undefined]> =
+      when === 'after-next'
+        ? Promise.all([unit.readAfterNext(lock), check && unit.readAfterNext(check)])
+        : check
+          ? unit.runTogether([lock, check] as const)
+          : unit.run(lock).then((locks) => [locks, undefined]);
+    const answer = sent.then(([locks, existing]) => (locks ? { locks, existing } : {}));
+    // A unit that fails before that round trip throws there: an answer sent after-next then has no reader.
+    answer.catch(() => undefined);
+    return answer;
   }
 
-  /**
-   * prepare()'s lock and duplicate check, sent behind the statements of the unit's next round trip
-   * (UnitOfWork.readAfterNext): a transaction's pushes ride with its acks' reads. Its answer goes to prepare().
-   */
-  async lockAfterNext(unit: UnitOfWork, items: PushItem[]): Promise<PushLocks> {
-    const chosen = chosenKeys(items);
-    const lock = unit.readAfterNext(this.pushes.lockNamed(unit.tenantId, partitionsByQueue(items)));
-    if (chosen.length === 0) return { locks: await lock };
-    const [locks, existing] = await Promise.all([
-      lock,
-      unit.readAfterNext(this.pushes.findExistingByName(unit.tenantId, chosen)),
-    ]);
-    return locks ? { locks, existing } : {};
+  /** prepare()'s lock and duplicate check, sent 'after-next' (see lockNamed); its answer goes to prepare(). */
+  lockAfterNext(unit: UnitOfWork, items: PushItem[]): Promise<PushLocks> {
+    return this.lockNamed(unit, partitionsByQueue(items), chosenKeys(items), 'after-next');
   }
 
   private async createAndLock(

@@ -89,10 +89,9 @@ export class TransactionService {
    * each in request order. The acks apply (their cursor update sent with the next round trip), the pushes' partitions
    * locked and their duplicates found behind the acks' reads in their round trip (before the acks, in one of their own,
    * when an ack follows a push), then the pushes take their room and are written with the COMMIT, and the required
-   * leases are checked in its round trip. What request order
-   * shows is kept: an ack sees the messages an earlier push stores, and each result and the first failure name their
-   * operation. A queue's maxSize is held against the queue as the transaction leaves it, its acks having freed room
-   * wherever they stand.
+   * leases are checked in its round trip. What request order shows is kept: an ack sees the messages an earlier push
+   * stores, and each result and the first failure name their operation. A queue's maxSize is held against the queue as
+   * the transaction leaves it, its acks having freed room wherever they stand.
    */
   private async apply(
     unit: UnitOfWork,
@@ -118,8 +117,6 @@ export class TransactionService {
     let prepared = pushesFirst ? await this.pushes.prepare(unit, items) : undefined;
     const pushLocks =
       items.length > 0 && !pushesFirst && commands.length > 0 ? this.pushes.lockAfterNext(unit, items) : undefined;
-    // A transaction that fails before that round trip answers throws there: this answer then has no reader.
-    pushLocks?.catch(() => undefined);
     // The acks' cursor update goes with the next round trip: the COMMIT's, or the push's lock when it comes first.
     const ackRules = new TransactionAcks(
       new Set(requiredLeases),
