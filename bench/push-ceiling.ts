@@ -35,14 +35,24 @@ export interface CeilingResult {
   postgresCpu: number;
 }
 
+/** With the queue's and the partition's names, which the push's statements lock by. */
+interface NamedPartitionRow extends PartitionRow {
+  queue: string;
+  name: string;
+}
+
 const pushStatements = new PushRepository(loadConfig({}));
 /** Each process's NOTIFYs carry an origin, as a broker's do. */
 const origin = randomUUID();
 
 /** A push as the broker sends it: BEGIN and the lock in one round trip, the store, its NOTIFY and COMMIT in the next. */
-export async function storePush(client: Client | PoolClient, partition: PartitionRow, texts: string[]): Promise<void> {
+export async function storePush(
+  client: Client | PoolClient,
+  partition: NamedPartitionRow,
+  texts: string[],
+): Promise<void> {
   const { tenant_id: tenantId, queue, name } = partition;
-  const lock = pushStatements.lockNamed(tenantId, new Map([[queue!, new Map([[name!, undefined]])]]));
+  const lock = pushStatements.lockNamed(tenantId, new Map([[queue, new Map([[name, undefined]])]]));
   const locks = lock.parse((await queryPipelined(client as PoolClient, lock, ['BEGIN'], [])).rows);
   if (!locks) throw new Error(`partition ${name} of queue ${queue} is gone`);
   const [locked] = locks.locked;
@@ -66,7 +76,7 @@ export async function storePush(client: Client | PoolClient, partition: Partitio
   );
   const count = String(texts.length);
   const notices = notifyStatements([
-    { channel: PUSH_CHANNEL, payload: compositeKey(origin, tenantId, queue!, count, `${name!}\t${count}`) },
+    { channel: PUSH_CHANNEL, payload: compositeKey(origin, tenantId, queue, count, `${name}\t${count}`) },
   ]);
   try {
     await queryPipelined(client as PoolClient, store, [], [...notices, 'COMMIT']);
@@ -84,7 +94,7 @@ export async function measurePushCeiling(
 ): Promise<CeilingResult> {
   const setup = new Client({ connectionString: databaseUrl });
   await setup.connect();
-  const { rows: partitions } = await setup.query<PartitionRow>(
+  const { rows: partitions } = await setup.query<NamedPartitionRow>(
     `SELECT p.tenant_id, p.id, q.name AS queue, p.name FROM partitions p
        JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
       WHERE q.name = $1 ORDER BY p.name`,

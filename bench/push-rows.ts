@@ -18,9 +18,6 @@ const INSERT_SQL = `
 export interface PartitionRow {
   tenant_id: string;
   id: string;
-  /** The queue's and the partition's names, which the push's statements lock by. */
-  queue?: string;
-  name?: string;
 }
 
 /** A push's transaction without the broker: lock the partition, insert the rows and move its last offset, commit. */
