@@ -97,8 +97,12 @@ export class DrainService implements OnApplicationBootstrap, BeforeApplicationSh
     for (const listener of this.drainListeners) listener();
     // Once the connections the kernel already completed are taken (their requests then answered 503), not before.
     // Node's own server.close() would also close idle connections at once, with a request perhaps on its way.
+    // A connection the kernel completes between that poll and the close is reset by the kernel, unread: a race TCP
+    // leaves no way out of, which clients handle as a refusal (docs/failures.md#shutdown).
     this.listenerClosed = afterPoll().then(() => {
-      if (this.server?.listening) NetServer.prototype.close.call(this.server);
+      if (!this.server?.listening) return;
+      NetServer.prototype.close.call(this.server);
+      this.logger.log('Listener closed: new connections are refused');
     });
   }
 

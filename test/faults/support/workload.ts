@@ -1,3 +1,4 @@
+import { subscribe } from 'node:diagnostics_channel';
 import { inspect } from 'node:util';
 import { DeliveredMessage, Ledger } from './ledger';
 
@@ -13,6 +14,11 @@ export interface Call {
   body?: unknown;
   error?: string;
   connection?: string | null;
+  /**
+   * Whether its request went out on a connection that had carried an earlier one; undefined when its headers never
+   * went out on any.
+   */
+  reusedConnection?: boolean;
 }
 
 export interface WorkloadOptions {
@@ -35,6 +41,23 @@ export interface WorkloadOptions {
   popTimeoutMs?: number;
   requestTimeoutMs?: number;
 }
+
+/**
+ * Which connection a call's request went out on: fetch says so only through undici's diagnostics channel, whose
+ * messages name the request by its headers, so each call carries its number in one of its own.
+ */
+const CALL_HEADER = 'x-workload-call';
+const CALL_NUMBER = new RegExp(`^${CALL_HEADER}: (\\d+)`, 'im');
+const requestsSent = new WeakMap<object, number>();
+const sentOnUsedConnection = new Map<string, boolean>();
+let calls = 0;
+subscribe('undici:client:sendHeaders', (message) => {
+  const { headers, socket } = message as { headers: unknown; socket: object };
+  const earlier = requestsSent.get(socket) ?? 0;
+  requestsSent.set(socket, earlier + 1);
+  const number = CALL_NUMBER.exec(String(headers))?.[1];
+  if (number !== undefined) sentOnUsedConnection.set(number, earlier > 0);
+});
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -181,10 +204,15 @@ export class Workload {
   private async call(broker: number, route: Route, method: string, path: string, body?: unknown): Promise<Call> {
     const sentAt = performance.now();
     const call: Call = { route, broker, sentAt, answeredAt: sentAt };
+    const number = String((calls += 1));
     try {
       const response = await fetch(`${this.options.brokers[broker]}${path}`, {
         method,
-        headers: { [this.options.tenantHeader]: this.options.tenant, 'content-type': 'application/json' },
+        headers: {
+          [this.options.tenantHeader]: this.options.tenant,
+          'content-type': 'application/json',
+          [CALL_HEADER]: number,
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 30_000),
       });
@@ -198,6 +226,8 @@ export class Workload {
       call.error = `${message ?? String(error)}${cause ? ` (${inspect(cause)})` : ''}`;
     }
     call.answeredAt = performance.now();
+    call.reusedConnection = sentOnUsedConnection.get(number);
+    sentOnUsedConnection.delete(number);
     this.calls.push(call);
     return call;
   }
