@@ -276,6 +276,7 @@ export async function measureIsolation(broker: IsolationBroker, seconds: number)
   for (const [scenario, attack] of scenarios) {
     const wanted = process.env.BENCH_SCENARIO?.split('|');
     if (wanted && !wanted.some((part) => scenario.includes(part))) continue;
+    process.stdout.write(`  ${scenario}\n`);
     let on = true;
     const victim = await startVictim(broker.base, b, victimLease, seconds);
     const attackers = attack(() => on);
@@ -355,7 +356,13 @@ function summarise(scenario: string, victim: Timed[], attacker: string[]): Isola
 function loops(count: number, running: () => boolean, task: () => Promise<string>): Array<Promise<string>> {
   return Array.from({ length: count }, async () => {
     const seen: string[] = [];
-    while (running()) seen.push(await task());
+    while (running()) {
+      seen.push(await task());
+      // A call can fail before any I/O (out of descriptors: EMFILE comes through nextTick). Loops that only ever
+      // await such failures never let the event loop poll, so the sockets the broker closed are never released, and
+      // the run livelocks at full CPU; a turn of the loop between calls lets them go.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     return seen.join(',');
   });
 }
