@@ -341,7 +341,7 @@ describe('streams (/streams/v1)', () => {
       expect(await stateRows(dataSource, client.tenant)).toBe(0);
     });
 
-    it('answers 404 for a query of another tenant, and 409 for a partition outside the source queue', async () => {
+    it('answers 404 for a query of another tenant, and 409 for a partition outside the source queue, storing nothing', async () => {
       const { client, app, dataSource } = broker;
       const { query_id: queryId } = (await register(client, 'mine', 'msrc').expect(200)).body;
       await pushReadings(client, 'msrc', 'p', [{ ts: 1, amount: 1 }], 'm');
@@ -352,6 +352,18 @@ describe('streams (/streams/v1)', () => {
       await stranger
         .post('/streams/v1/cycle', { query_id: queryId, partition_id: partition, state_ops: [] })
         .expect(404);
+      // The state write and the pushes go out before the query is found missing: they are rolled back with the refusal.
+      await stranger
+        .post('/streams/v1/cycle', {
+          query_id: queryId,
+          partition_id: partition,
+          state_ops: [{ type: 'upsert', key: 'k', value: 1 }],
+          push_items: [{ queue: 'stranger-sink', payload: 1 }],
+        })
+        .expect(404);
+      expect(await stateRows(dataSource, stranger.tenant)).toBe(0);
+      expect(await stateRows(dataSource, client.tenant)).toBe(0);
+      await stranger.get('/api/v1/pop/queue/stranger-sink').expect(204);
       await stranger.post('/streams/v1/state/get', { query_id: queryId, partition_id: partition }).expect(404);
       const outside = await client
         .post('/streams/v1/cycle', {

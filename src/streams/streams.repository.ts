@@ -159,7 +159,8 @@ export class StreamsRepository {
   /**
    * In request order: a later operation on a key wins over an earlier one. One statement however many; it answers
    * what the tenant stores more (or less) for it: entries, and their keys' and values' bytes. Undefined for no
-   * operation: nothing to send.
+   * operation: nothing to send. Without the query it writes nothing rather than fail, so that it can be sent in the
+   * round trip that finds the query out (the cycle then rolls back).
    */
   applyState(
     tenantId: string,
@@ -188,7 +189,10 @@ export class StreamsRepository {
        ), upserted AS (
          INSERT INTO stream_state (tenant_id, query_id, partition_id, key, value, bytes, updated_at)
          SELECT ${tenant}, ${query}, ${partition}, l.key, l.value, octet_length(l.key) + octet_length(l.value::text), clock_timestamp()
-           FROM last l WHERE l.type = 'upsert' ORDER BY l.key
+           FROM last l
+          WHERE l.type = 'upsert'
+            AND EXISTS (SELECT 1 FROM stream_queries q WHERE q.tenant_id = ${tenant} AND q.id = ${query})
+          ORDER BY l.key
          ON CONFLICT (tenant_id, query_id, partition_id, key)
          DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes, updated_at = EXCLUDED.updated_at
          RETURNING bytes

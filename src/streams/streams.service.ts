@@ -165,10 +165,9 @@ export class StreamsService {
   /**
    * Locks as a transaction does (the lease's rows, then the query and its partition, the acked cursor, then the
    * pushes' partitions), applies the ack, the state and the pushes, and checks the source lease once more by the
-   * database clock with the COMMIT. Three round trips with an ack, a state write and pushes: the locks ride with the
-   * ack's reads, the state write with the pushes' lock. One more than a transaction of the same ack and pushes, whose
-   * pushes' lock rides with the acks' reads: the state write needs the query found first, and its answer (what it
-   * stores) is needed before the pushes' rows go out with the COMMIT.
+   * database clock with the COMMIT. Two round trips, as a transaction of the same ack and pushes: the locks and the
+   * query's read ride ahead of the ack's reads, the state write and the pushes' lock behind them (the state write does
+   * nothing without the query, which is then refused, and rolled back), the pushed rows with the COMMIT.
    */
   private async apply(unit: UnitOfWork, producerSub: string | null, command: CycleCommand): Promise<CycleResponseDto> {
     const { tenantId } = unit;
@@ -179,12 +178,18 @@ export class StreamsService {
     const locked = lock ? unit.withNextRead(lock) : Promise.resolve(new Set<string>());
     const target = unit.withNextRead(this.streams.cycleTarget(tenantId, queryId, partitionId));
     void unit.withNextRead(this.streams.cycleLock(tenantId, queryId, partitionId));
+    // State is stored like messages: growth is held to the storage quotas, as a push is.
+    const applying = this.streams.applyState(tenantId, queryId, partitionId, command.stateOps);
+    const stored = applying ? unit.readAfterNext(applying) : Promise.resolve({ bytes: 0, messages: 0 });
+    const pushes = command.pushItems.length > 0;
+    const pushLocks = pushes ? this.pushes.lockAfterNext(unit, command.pushItems) : undefined;
 
-    // The acks' cursor update goes with the next round trip: the state write's, the pushes' lock's, or the COMMIT's.
+    // The acks' cursor update goes with the next round trip: the COMMIT's, or the pushes' when a queue or partition
+    // of theirs is new.
     const acked = ack
       ? await this.acks.apply(unit, [ack], new TransactionAcks(new Set(required), undefined, true))
       : [];
-    // Without an ack's reads to ride with, the locks and the query's read go out on their own.
+    // Without an ack's reads to ride with, the locks and the reads go out on their own.
     if (!ack) await unit.runTogether([] as const);
     const found = await target;
     if (!found.query) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND });
@@ -204,17 +209,9 @@ export class StreamsService {
       ackResult = { success: true, count: command.ackCount, lease_released: result.leaseReleased, dlq: result.dlq };
     }
 
-    // State is stored like messages: growth is held to the storage quotas, as a push is.
-    const applying = this.streams.applyState(tenantId, queryId, partitionId, command.stateOps);
-    const pushes = command.pushItems.length > 0;
-    const stored = !applying
-      ? Promise.resolve({ bytes: 0, messages: 0 })
-      : pushes
-        ? unit.withNextRead(applying)
-        : unit.run(applying);
-    const prepared = pushes ? await this.pushes.prepare(unit, command.pushItems) : undefined;
     const state = await stored;
     unit.stores(state, state.bytes > 0 || state.messages > 0);
+    const prepared = pushes ? await this.pushes.prepare(unit, command.pushItems, await pushLocks) : undefined;
     const pushed = prepared ? await this.pushes.write(unit, producerSub, prepared, 'with-commit') : [];
     const full = pushed.find((item) => item.status === 'failed');
     if (full) {
