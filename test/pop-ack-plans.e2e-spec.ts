@@ -182,6 +182,25 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
         ),
       ),
       statement("the push's duplicate check", new PushRepository().findExisting(tenant, keys)),
+      statement(
+        "the push's rows, cursors, counters and usage",
+        new PushRepository().store(
+          tenant,
+          null,
+          keys.map(({ partitionId }) => ({
+            partitionId,
+            seq: 2,
+            id: randomUUID(),
+            transactionId: randomUUID(),
+            traceId: null,
+            payloadJson: '{"n": 2}',
+            payloadBytes: 8,
+            keyId: null,
+          })),
+          new Map(keys.map(({ partitionId }) => [partitionId, 2])),
+          { change: { bytes: 80, messages: 10 }, limits: undefined },
+        ),
+      ),
     ];
   }
 

@@ -48,9 +48,15 @@ export type NamedLocks = QueueLocks & { locked: LockedPartition[] };
  * its starting point, which this statement's snapshot computes from the messages before this push.
  */
 function cursorsOfPushed(tenant: Shared<string>, partitionIds: Shared<string>, lastOffsets: Shared<string>): Sql {
+  // One lookup by key per partition pushed to (LIMIT 1 keeps it a lookup): with statistics older than the tenant's
+  // growth, a plain filter by id was planned as a scan of all the tenant's partitions.
   return sql`pushed AS MATERIALIZED (
-    SELECT p.tenant_id, p.id, p.queue_id, p.last_offset FROM partitions p
-     WHERE p.tenant_id = ${tenant} AND p.id = ANY(${partitionIds}::uuid[])
+    SELECT p.tenant_id, p.id, p.queue_id, p.last_offset
+      FROM unnest(${partitionIds}::uuid[]) AS t(id)
+     CROSS JOIN LATERAL (
+           SELECT p.tenant_id, p.id, p.queue_id, p.last_offset FROM partitions p
+            WHERE p.tenant_id = ${tenant} AND p.id = t.id LIMIT 1
+         ) p
   ), cursors AS MATERIALIZED (
     SELECT c.partition_id, c.consumer_group, c.ready FROM consumers c
      WHERE c.tenant_id = ${tenant} AND c.partition_id = ANY(${partitionIds}::uuid[])
@@ -299,11 +305,11 @@ export class PushRepository {
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${keyId})
           ORDER BY t.partition_id, t.seq
        ), ${cursorsOfPushed(tenant, partitionIds, offsets)}${usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL}
-       UPDATE partitions p SET last_offset = t.last_offset, last_pushed_at = now(),
+       UPDATE partitions p SET last_offset = g.last_offset, last_pushed_at = now(),
                                retention_check_at = CASE WHEN p.last_offset = 0 THEN ${raw(this.due)}
                                                          ELSE LEAST(p.retention_check_at, ${raw(this.due)}) END
-         FROM unnest(${partitionIds}::uuid[], ${offsets}::bigint[]) AS t(id, last_offset), queues q
-        WHERE p.tenant_id = ${tenant} AND p.id = t.id AND q.tenant_id = ${tenant} AND q.id = p.queue_id`,
+         FROM grown g, queues q
+        WHERE p.tenant_id = ${tenant} AND p.id = g.id AND q.tenant_id = ${tenant} AND q.id = g.queue_id`,
       nothing,
     );
   }
