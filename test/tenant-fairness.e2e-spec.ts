@@ -151,7 +151,7 @@ describe('one tenant cannot starve another', () => {
         );
         await waitFor(async () => {
           const { rows } = await observer.query(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE OF p%'",
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%AS t(queue_name, name)%'",
           );
           return rows[0].n === 3;
         }, "the greedy tenant's three pushes wait on the partition lock");

@@ -256,7 +256,7 @@ describe('POST /api/v1/transaction', () => {
             operations: [pushOp('out', 'late-2')],
             requiredLeases: [pop.leaseId],
           });
-          await waitForLockWaiter(observer, 'FOR NO KEY UPDATE OF p');
+          await waitForLockWaiter(observer, 'AS t(queue_name, name)');
           await waitFor(async () => {
             const { rows } = await observer.query(
               'SELECT bool_and(lease_expires_at < clock_timestamp()) AS over FROM consumers WHERE lease_id = $1',
@@ -1054,7 +1054,7 @@ describe("POST /api/v1/transaction, its acks counted against the tenant's RATE_L
         requiredLeases: [pop.leaseId],
       });
       try {
-        await waitForLockWaiter(observer, 'FOR NO KEY UPDATE OF p');
+        await waitForLockWaiter(observer, 'AS t(queue_name, name)');
         await onA.pushMany('barrier', 1, undefined, 'while-open');
         await waitFor(() => wokenQueues().filter((queue) => queue === 'barrier').length >= 2, 'b hears the barrier');
         expect(wokenQueues()).not.toContain('jobs');

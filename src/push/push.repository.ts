@@ -110,6 +110,8 @@ export class PushRepository {
   /**
    * The usual push in one statement: its queues key-share locked and its partitions locked, when all exist
    * (undefined otherwise: lockQueues and lockPartitions then create what is missing). Partitions in primary-key order.
+   * Each partition is found by its key alone and then locked by id: joined instead, a planner without fresh statistics
+   * reads the tenant's every partition of the queue (test/pop-ack-plans).
    */
   lockNamed(tenantId: string, named: Map<string, Map<string, unknown>>): Statement<NamedLocks | undefined> {
     const tenant = shared(tenantId);
@@ -127,13 +129,21 @@ export class PushRepository {
          SELECT id, name, max_size, encryption_enabled FROM queues
           WHERE tenant_id = ${tenant} AND name = ANY(${arrayLiteral([...named.keys()])}::text[])
           ORDER BY name FOR KEY SHARE
+       ), found AS MATERIALIZED (
+         SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, q.encryption_enabled, f.id
+           FROM unnest(${arrayLiteral(queueNames)}::text[], ${arrayLiteral(partitionNames)}::text[]) AS t(queue_name, name)
+           JOIN q ON q.name = t.queue_name
+          CROSS JOIN LATERAL (
+                SELECT p.id FROM partitions p WHERE p.tenant_id = ${tenant} AND p.queue_id = q.id AND p.name = t.name LIMIT 1
+              ) f
        )
-       SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, q.encryption_enabled, p.id, p.name, p.last_offset
-         FROM unnest(${arrayLiteral(queueNames)}::text[], ${arrayLiteral(partitionNames)}::text[]) AS t(queue_name, name)
-         JOIN q ON q.name = t.queue_name
-         JOIN partitions p ON p.tenant_id = ${tenant} AND p.queue_id = q.id AND p.name = t.name
-        ORDER BY p.id
-          FOR NO KEY UPDATE OF p`,
+       SELECT f.queue_id, f.queue_name, f.max_size, f.encryption_enabled, p.id, p.name, p.last_offset
+         FROM (SELECT * FROM found ORDER BY id) f
+        CROSS JOIN LATERAL (
+              SELECT p.id, p.name, p.last_offset FROM partitions p WHERE p.tenant_id = ${tenant} AND p.id = f.id
+                 FOR NO KEY UPDATE
+            ) p
+        ORDER BY p.id`,
       (rows: LockNamedRow[]) => (rows.length === queueNames.length ? lockedNamed(rows) : undefined),
     );
   }
@@ -163,18 +173,30 @@ export class PushRepository {
     );
   }
 
-  /** FOR NO KEY UPDATE, not FOR UPDATE: pops creating consumer rows take a key-share lock through the foreign key. */
+  /**
+   * FOR NO KEY UPDATE, not FOR UPDATE: pops creating consumer rows take a key-share lock through the foreign key. Found
+   * key by key, then locked in primary-key order (lockNamed: the same, for the same reason).
+   */
   lockPartitions(tenantId: string, partitions: Array<{ queueId: string; name: string }>): Statement<LockedPartition[]> {
+    const tenant = shared(tenantId);
     return prepared(
       'leasehold_lock_partitions',
       sql`SELECT p.id, p.queue_id, p.name, p.last_offset
-         FROM partitions p
-         JOIN unnest(${partitions.map((partition) => partition.queueId)}::uuid[],
-                     ${partitions.map((partition) => partition.name)}::text[]) AS t(queue_id, name)
-           ON p.queue_id = t.queue_id AND p.name = t.name
-        WHERE p.tenant_id = ${tenantId}
-        ORDER BY p.id
-          FOR NO KEY UPDATE OF p`,
+         FROM (SELECT f.id
+                 FROM unnest(${partitions.map((partition) => partition.queueId)}::uuid[],
+                             ${partitions.map((partition) => partition.name)}::text[]) AS t(queue_id, name)
+                CROSS JOIN LATERAL (
+                      SELECT p.id FROM partitions p
+                       WHERE p.tenant_id = ${tenant} AND p.queue_id = t.queue_id AND p.name = t.name
+                       LIMIT 1
+                    ) f
+                ORDER BY f.id) f
+        CROSS JOIN LATERAL (
+              SELECT p.id, p.queue_id, p.name, p.last_offset FROM partitions p
+               WHERE p.tenant_id = ${tenant} AND p.id = f.id
+                 FOR NO KEY UPDATE
+            ) p
+        ORDER BY p.id`,
       (rows: Array<{ id: string; queue_id: string; name: string; last_offset: string }>) =>
         rows.map((row) => ({ id: row.id, queueId: row.queue_id, name: row.name, lastOffset: Number(row.last_offset) })),
     );

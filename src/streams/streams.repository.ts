@@ -124,7 +124,8 @@ export class StreamsRepository {
   /**
    * For a cycle: whether the query exists and the partition is one it may keep state for (a partition of its source
    * queue, or one it already keeps state for: retention removes a partition left empty, not its open windows). Key
-   * share: a registration's reset or the queue's deletion waits for the cycle, and the cycle for them.
+   * share: a registration's reset or the queue's deletion waits for the cycle, and the cycle for them. The partition is
+   * read by its id alone: asked with its queue too, a planner without fresh statistics walks the queue's partitions.
    */
   cycleTarget(tenantId: string, queryId: string, partitionId: string): Statement<CycleTarget> {
     const tenant = shared(tenantId);
@@ -132,8 +133,7 @@ export class StreamsRepository {
     return prepared(
       'leasehold_cycle_target',
       sql`SELECT q.name AS source_queue,
-            EXISTS (SELECT 1 FROM partitions p
-                     WHERE p.tenant_id = ${tenant} AND p.id = ${partition} AND p.queue_id = s.source_queue_id)
+            COALESCE((SELECT p.queue_id FROM partitions p WHERE p.tenant_id = ${tenant} AND p.id = ${partition}) = s.source_queue_id, false)
             OR EXISTS (SELECT 1 FROM stream_state t
                         WHERE t.tenant_id = ${tenant} AND t.query_id = s.id AND t.partition_id = ${partition}) AS partition_ok
        FROM stream_queries s
