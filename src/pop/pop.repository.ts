@@ -3,7 +3,7 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../consumer-groups/cursor-ready';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { groupLagCte } from '../consumer-groups/counters';
-import { nothing, prepared, raw, shared, Sql, sql, Statement, statement } from '../database/statement';
+import { nothing, NO_SQL, prepared, raw, shared, Sql, sql, Statement, statement } from '../database/statement';
 import type { StatementReader } from '../database/transaction-runner';
 import { PayloadCipher } from '../encryption/payload-cipher';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../message/message-shape';
@@ -48,6 +48,17 @@ const NEXT_CREATED_AT = `(SELECT m.created_at FROM messages m
                            ORDER BY m.seq LIMIT 1)`;
 
 /**
+ * A prepared claim per shape of request: a filter that does not apply is left out rather than switched off by a
+ * parameter, so a generic plan is estimated as the custom one would be (docs/internals.md, "Plans without fresh
+ * statistics").
+ */
+function claimName(request: ClaimRequest): string {
+  return `leasehold_claim${request.partitionId === undefined ? '' : '_partition'}${
+    request.windowBuffer > 0 ? '_window' : ''
+  }${request.delayedProcessing > 0 ? '_delayed' : ''}`;
+}
+
+/**
  * The claim: one statement, by the clock read once at the claim. Why each part is there: docs/internals.md. The group
  * is its third parameter, as the docs say.
  */
@@ -72,14 +83,22 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
      WHERE c.tenant_id = ${tenant} AND c.queue_id = ${queueId} AND c.consumer_group = ${group} AND c.ready
-       AND (${partition}::uuid IS NULL OR c.partition_id = ${partition}::uuid)
+       ${request.partitionId === undefined ? NO_SQL : sql`AND c.partition_id = ${partition}::uuid`}
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL
             OR c.lease_expires_at + ${retryDelay}::int * interval '1 ms' <= (SELECT now FROM clock))
        AND (c.retry_at IS NULL OR c.retry_at <= (SELECT now FROM clock))
-       AND (${window}::int = 0 OR COALESCE(${raw(NEWEST_CREATED_AT)}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => ${window}))
-       AND (${delayed}::int = 0 OR c.committed_offset < c.delivered_offset
-            OR COALESCE(${raw(NEXT_CREATED_AT)}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => ${delayed}))
+       ${
+         request.windowBuffer > 0
+           ? sql`AND COALESCE(${raw(NEWEST_CREATED_AT)}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => ${window})`
+           : NO_SQL
+       }
+       ${
+         request.delayedProcessing > 0
+           ? sql`AND (c.committed_offset < c.delivered_offset
+                 OR COALESCE(${raw(NEXT_CREATED_AT)}, '-infinity') <= (SELECT now FROM clock) - make_interval(secs => ${delayed}))`
+           : NO_SQL
+       }
      ORDER BY c.updated_at, c.partition_id
      LIMIT ${maxPartitions}
        FOR UPDATE OF c SKIP LOCKED
@@ -420,7 +439,7 @@ export class PopRepository {
   }
 
   claim(tenantId: string, request: ClaimRequest): Statement<ClaimedMessage[]> {
-    return prepared('leasehold_claim', claimSql(tenantId, request), (rows: ClaimedRow[]) =>
+    return prepared(claimName(request), claimSql(tenantId, request), (rows: ClaimedRow[]) =>
       this.claimed(request, rows),
     );
   }
