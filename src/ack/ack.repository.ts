@@ -4,7 +4,7 @@ import { readyAfter } from '../consumer-groups/cursor-ready';
 import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
-import { nothing, prepared, raw, shared, sql, Statement, statement } from '../database/statement';
+import { nothing, prepared, raw, shared, sql, Statement, statement, unsized } from '../database/statement';
 import { TransactionKey } from '../message/message-shape';
 import { keepsDeadLetters } from '../queues/keeps-dead-letters';
 
@@ -66,7 +66,7 @@ export class AckRepository {
       'leasehold_ack_lock',
       sql`WITH locked AS (
          SELECT c.*
-           FROM (SELECT * FROM unnest(${partitionIds}::uuid[], ${groups}::text[]) AS u(partition_id, consumer_group)
+           FROM (SELECT * FROM unnest(${unsized(partitionIds, 'uuid[]')}, ${unsized(groups, 'text[]')}) AS u(partition_id, consumer_group)
                   ORDER BY partition_id, consumer_group) AS t
           CROSS JOIN LATERAL (
                 SELECT c.partition_id, c.consumer_group, c.committed_offset, c.delivered_offset,
@@ -103,7 +103,7 @@ export class AckRepository {
     return prepared(
       'leasehold_ack_offsets',
       sql`SELECT m.partition_id, m.transaction_id, m.seq
-         FROM unnest(${partitionIds}::uuid[], ${transactionIds}::text[]) AS t(partition_id, transaction_id)
+         FROM unnest(${unsized(partitionIds, 'uuid[]')}, ${unsized(transactionIds, 'text[]')}) AS t(partition_id, transaction_id)
         CROSS JOIN LATERAL (
               SELECT m.partition_id, m.transaction_id, m.seq
                 FROM messages m
@@ -142,16 +142,34 @@ export class AckRepository {
                                 ELSE c.retry_at END,
                 ready = ${raw(readyAfter('c', 't.committed_offset'))},
                 updated_at = now()
-           FROM unnest(${partitionIds}::uuid[], ${updates.map((update) => update.consumerGroup)}::text[],
-                       ${updates.map((update) => update.committedOffset)}::bigint[],
-                       ${updates.map((update) => update.retryCount)}::int[],
-                       ${updates.map((update) => update.releaseLease)}::boolean[],
-                       ${updates.map((update) => update.committedBefore)}::bigint[],
-                       ${updates.map((update) => update.retryAfterMs)}::int[])
+           FROM unnest(${unsized(partitionIds, 'uuid[]')}, ${unsized(
+             updates.map((update) => update.consumerGroup),
+             'text[]',
+           )},
+                       ${unsized(
+                         updates.map((update) => update.committedOffset),
+                         'bigint[]',
+                       )},
+                       ${unsized(
+                         updates.map((update) => update.retryCount),
+                         'int[]',
+                       )},
+                       ${unsized(
+                         updates.map((update) => update.releaseLease),
+                         'boolean[]',
+                       )},
+                       ${unsized(
+                         updates.map((update) => update.committedBefore),
+                         'bigint[]',
+                       )},
+                       ${unsized(
+                         updates.map((update) => update.retryAfterMs),
+                         'int[]',
+                       )})
              AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before,
                   retry_after_ms)
           WHERE c.tenant_id = ${tenantId} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-            AND c.partition_id = ANY (${partitionIds}::uuid[])
+            AND c.partition_id = ANY (${unsized(partitionIds, 'uuid[]')})
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, t.committed_before - t.committed_offset AS lag
        ), ${raw(groupLagCte('lag_counted', 'SELECT * FROM saved'))}
        SELECT 1`,

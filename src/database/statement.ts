@@ -45,6 +45,17 @@ export function sql(strings: TemplateStringsArray, ...parts: unknown[]): Sql {
 
 export const NO_SQL = raw('');
 
+/**
+ * An array parameter whose length the planner cannot see (an InitPlan): a custom plan then costs what the generic one
+ * does, and PostgreSQL keeps the generic plan instead of planning at every call, as it did when a one-key custom plan
+ * looked ten times cheaper. Only for statements whose plan is a lookup per key whatever the length
+ * (test/pop-ack-plans holds their generic plans).
+ */
+export function unsized(values: unknown, type: 'uuid[]' | 'text[]' | 'bigint[]' | 'int[]' | 'boolean[]'): Sql {
+  // Cast again: as `= ANY ((SELECT ...))` it would be a sublink comparing to each row, not to the array's elements.
+  return sql`(SELECT ${values}::${raw(type)})::${raw(type)}`;
+}
+
 export function numbered(query: Sql): { text: string; values: unknown[] } {
   const values: unknown[] = [];
   const numbers = new Map<Shared, string>();

@@ -49,7 +49,8 @@ const NEXT_CREATED_AT = `(SELECT m.created_at FROM messages m
 
 /**
  * A prepared claim per shape of request: a filter that does not apply is left out rather than switched off by a
- * parameter, so a generic plan is estimated as the custom one would be (docs/internals.md, "Plans without fresh
+ * parameter, and the partition limit is hidden from the planner (a subquery), so a generic plan is estimated as the
+ * custom one is and PostgreSQL keeps it instead of planning every pop (docs/internals.md, "Plans without fresh
  * statistics").
  */
 function claimName(request: ClaimRequest): string {
@@ -100,7 +101,7 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
            : NO_SQL
        }
      ORDER BY c.updated_at, c.partition_id
-     LIMIT ${maxPartitions}
+     LIMIT (SELECT ${maxPartitions}::int)
        FOR UPDATE OF c SKIP LOCKED
   ), spans AS (
     SELECT k.*, r.redelivery, e.span_end, LEAST(e.span_end - k.committed_offset, ${batch}) AS available,
@@ -114,8 +115,9 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
                                  AND m.seq > k.committed_offset AND m.seq <= k.delivered_offset) AS redelivery) r
      CROSS JOIN LATERAL (
            SELECT CASE WHEN r.redelivery THEN k.delivered_offset
-                       WHEN ${delayed}::int = 0 THEN k.last_offset
-                       -- Delayed: up to the last message due (none when none is; past the cursor when none is kept).
+                       ${
+                         request.delayedProcessing > 0
+                           ? sql`-- Delayed: up to the last message due (none when none is; past the cursor when none is kept).
                        ELSE COALESCE((SELECT max(m.seq) FROM messages m
                                        WHERE m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                                          AND m.seq > k.committed_offset AND m.seq <= k.last_offset
@@ -123,7 +125,9 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
                                      CASE WHEN EXISTS (SELECT 1 FROM messages m
                                                         WHERE m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                                                           AND m.seq > k.committed_offset)
-                                          THEN k.committed_offset ELSE k.last_offset END)
+                                          THEN k.committed_offset ELSE k.last_offset END)`
+                           : sql`ELSE k.last_offset`
+                       }
                   END AS span_end) e
   ), sized AS (
     SELECT s.*, LEAST(s.available, ${batch} - (sum(s.available) OVER (ORDER BY s.claim_order) - s.available))::bigint AS take

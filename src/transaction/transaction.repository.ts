@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { CursorKey } from '../ack/ack.repository';
 import { isUuid } from '../common/uuid';
-import { prepared, rows as rowsOf, shared, sql, Statement, statement } from '../database/statement';
+import { prepared, rows as rowsOf, shared, sql, Statement, statement, unsized } from '../database/statement';
 import type { StatementReader } from '../database/transaction-runner';
 
 /** What leasehold_lease_lost raises (migration LeaseLostGuard), the lease in its detail. */
@@ -13,7 +13,8 @@ export class TransactionRepository {
   /**
    * One statement, in primary-key order as acks and renewals lock, so that concurrent transactions queue instead of
    * deadlocking. Answers the required leases live by the database clock once the locks are held; undefined when there
-   * is nothing to lock.
+   * is nothing to lock. Each lease's rows are read through the lease index (OFFSET 0 keeps the lateral a loop): as a
+   * join, the generic plan read the tenant's every leased row while it had few.
    */
   lock(tenantId: string, requiredLeases: string[], acked: CursorKey[]): Statement<Set<string>> | undefined {
     const leases = requiredLeases.filter(isUuid);
@@ -22,10 +23,22 @@ export class TransactionRepository {
     return prepared(
       'leasehold_transaction_lock',
       sql`WITH wanted AS (
-            SELECT partition_id, consumer_group FROM consumers WHERE tenant_id = ${tenant} AND lease_id = ANY(${leases}::uuid[])
+            SELECT c.partition_id, c.consumer_group
+              FROM unnest(${unsized(leases, 'uuid[]')}) AS r(lease)
+             CROSS JOIN LATERAL (
+                   SELECT c.partition_id, c.consumer_group FROM consumers c
+                    WHERE c.tenant_id = ${tenant} AND c.lease_id = r.lease
+                   OFFSET 0
+                 ) c
              UNION
             SELECT partition_id, consumer_group
-              FROM unnest(${acked.map((key) => key.partitionId)}::uuid[], ${acked.map((key) => key.consumerGroup)}::text[])
+              FROM unnest(${unsized(
+                acked.map((key) => key.partitionId),
+                'uuid[]',
+              )}, ${unsized(
+                acked.map((key) => key.consumerGroup),
+                'text[]',
+              )})
                 AS t(partition_id, consumer_group)
           )
           SELECT c.lease_id, COALESCE(c.lease_expires_at > clock_timestamp(), false) AS live
@@ -46,18 +59,20 @@ export class TransactionRepository {
   /**
    * The check at COMMIT for leases that were live when locked (UnitOfWork.checkAtCommit): raises LEASE_LOST, naming the
    * first in request order whose rows all ran out by the database clock since. A lease no row has any more was
-   * released by an ack of this transaction (the rows were locked): held, as in lost().
+   * released by an ack of this transaction (the rows were locked): held, as in lost(), and `live` is then null. An
+   * aggregate in a lateral, not EXISTS: the planner cannot turn it into a join that reads the tenant's every lease.
    */
   heldAtCommit(tenantId: string, leases: string[]): Statement<void> {
     const tenant = shared(tenantId);
     return prepared(
       'leasehold_transaction_leases_held',
       sql`SELECT leasehold_lease_lost(x.lease) FROM (
-            SELECT r.lease FROM unnest(${leases}::uuid[]) WITH ORDINALITY AS r(lease, n)
-             WHERE EXISTS (SELECT 1 FROM consumers c WHERE c.tenant_id = ${tenant} AND c.lease_id = r.lease)
-               AND NOT EXISTS (SELECT 1 FROM consumers c
-                                WHERE c.tenant_id = ${tenant} AND c.lease_id = r.lease
-                                  AND c.lease_expires_at > clock_timestamp())
+            SELECT r.lease FROM unnest(${unsized(leases, 'uuid[]')}) WITH ORDINALITY AS r(lease, n)
+             CROSS JOIN LATERAL (
+                   SELECT bool_or(c.lease_expires_at > clock_timestamp()) AS live
+                     FROM consumers c WHERE c.tenant_id = ${tenant} AND c.lease_id = r.lease
+                 ) h
+             WHERE NOT h.live
              ORDER BY r.n LIMIT 1) x`,
       () => undefined,
     );
