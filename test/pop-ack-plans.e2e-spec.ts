@@ -286,6 +286,13 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
 
   // A statement planned at every call costs PostgreSQL more than running it (the claim: 1.2 ms against 0.3). It is,
   // when its custom plans look cheaper than the generic one: a one-key array, or a LIMIT the generic plan cannot see.
+  // These three join the request's rows to one another, so they keep the array's length in sight (unsized) and are
+  // planned at every one-key call: hidden, a 10,000-item push was nested-looped against itself.
+  const plannedPerCall = [
+    "the ack's cursor update",
+    "the push's duplicate check by name",
+    "the push's rows, cursors, counters and usage",
+  ];
   for (const named of [1, 10]) {
     it(`keeps a generic plan for each, called with ${named} key${named === 1 ? '' : 's'}`, async () => {
       await db.query('ANALYZE');
@@ -309,10 +316,9 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
         const { rows } = await db.query<{ generic_plans: string; custom_plans: string }>(
           "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'statement'",
         );
-        if (Number(rows[0].generic_plans) === 0)
-          replanned.push(`${statement.name}: ${rows[0].custom_plans} custom plans`);
+        if (Number(rows[0].generic_plans) === 0) replanned.push(statement.name);
       }
-      expect(replanned).toEqual([]);
+      expect(replanned).toEqual(named === 1 ? plannedPerCall : []);
     });
   }
 });

@@ -142,34 +142,16 @@ export class AckRepository {
                                 ELSE c.retry_at END,
                 ready = ${raw(readyAfter('c', 't.committed_offset'))},
                 updated_at = now()
-           FROM unnest(${unsized(partitionIds, 'uuid[]')}, ${unsized(
-             updates.map((update) => update.consumerGroup),
-             'text[]',
-           )},
-                       ${unsized(
-                         updates.map((update) => update.committedOffset),
-                         'bigint[]',
-                       )},
-                       ${unsized(
-                         updates.map((update) => update.retryCount),
-                         'int[]',
-                       )},
-                       ${unsized(
-                         updates.map((update) => update.releaseLease),
-                         'boolean[]',
-                       )},
-                       ${unsized(
-                         updates.map((update) => update.committedBefore),
-                         'bigint[]',
-                       )},
-                       ${unsized(
-                         updates.map((update) => update.retryAfterMs),
-                         'int[]',
-                       )})
+           FROM unnest(${partitionIds}::uuid[], ${updates.map((update) => update.consumerGroup)}::text[],
+                       ${updates.map((update) => update.committedOffset)}::bigint[],
+                       ${updates.map((update) => update.retryCount)}::int[],
+                       ${updates.map((update) => update.releaseLease)}::boolean[],
+                       ${updates.map((update) => update.committedBefore)}::bigint[],
+                       ${updates.map((update) => update.retryAfterMs)}::int[])
              AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before,
                   retry_after_ms)
           WHERE c.tenant_id = ${tenantId} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-            AND c.partition_id = ANY (${unsized(partitionIds, 'uuid[]')})
+            AND c.partition_id = ANY (${partitionIds}::uuid[])
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, t.committed_before - t.committed_offset AS lag
        ), ${raw(groupLagCte('lag_counted', 'SELECT * FROM saved'))}
        SELECT 1`,

@@ -48,10 +48,11 @@ export const NO_SQL = raw('');
 /**
  * An array parameter whose length the planner cannot see (an InitPlan): a custom plan then costs what the generic one
  * does, and PostgreSQL keeps the generic plan instead of planning at every call, as it did when a one-key custom plan
- * looked ten times cheaper. Only for statements whose plan is a lookup per key whatever the length
- * (test/pop-ack-plans holds their generic plans).
+ * looked ten times cheaper. Only where each element drives a lookup of its own (a LATERAL): joined to another set of
+ * the request's rows, an array thought to hold ten can be nested-looped against itself, and a push of 10,000 items
+ * then ran into the statement timeout. test/pop-ack-plans holds which statements keep a generic plan.
  */
-export function unsized(values: unknown, type: 'uuid[]' | 'text[]' | 'bigint[]' | 'int[]' | 'boolean[]'): Sql {
+export function unsized(values: unknown, type: 'uuid[]' | 'text[]'): Sql {
   // Cast again: as `= ANY ((SELECT ...))` it would be a sublink comparing to each row, not to the array's elements.
   return sql`(SELECT ${values}::${raw(type)})::${raw(type)}`;
 }

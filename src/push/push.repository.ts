@@ -64,14 +64,14 @@ function cursorsOfPushed(tenant: Shared<string>, partitionIds: Shared<string>, l
   // growth, a plain filter by id was planned as a scan of all the tenant's partitions.
   return sql`pushed AS MATERIALIZED (
     SELECT p.tenant_id, p.id, p.queue_id, p.last_offset
-      FROM unnest(${unsized(partitionIds, 'uuid[]')}) AS t(id)
+      FROM unnest(${partitionIds}::uuid[]) AS t(id)
      CROSS JOIN LATERAL (
            SELECT p.tenant_id, p.id, p.queue_id, p.last_offset FROM partitions p
             WHERE p.tenant_id = ${tenant} AND p.id = t.id LIMIT 1
          ) p
   ), cursors AS MATERIALIZED (
     SELECT c.partition_id, c.consumer_group, c.ready FROM consumers c
-     WHERE c.tenant_id = ${tenant} AND c.partition_id = ANY(${unsized(partitionIds, 'uuid[]')})
+     WHERE c.tenant_id = ${tenant} AND c.partition_id = ANY(${partitionIds}::uuid[])
   ), readied AS (
     UPDATE consumers c SET ready = true
       FROM cursors k
@@ -91,8 +91,7 @@ function cursorsOfPushed(tenant: Shared<string>, partitionIds: Shared<string>, l
     RETURNING partition_id, consumer_group, committed_offset
   ), grown AS MATERIALIZED (
     SELECT p.tenant_id, p.queue_id, p.id, t.last_offset, t.last_offset - p.last_offset AS added
-      FROM pushed p
-      JOIN unnest(${unsized(partitionIds, 'uuid[]')}, ${unsized(lastOffsets, 'bigint[]')}) AS t(id, last_offset) ON t.id = p.id
+      FROM pushed p JOIN unnest(${partitionIds}::uuid[], ${lastOffsets}::bigint[]) AS t(id, last_offset) ON t.id = p.id
   ), ${raw(LAG_AND_STORED_OF_GROWN)}`;
 }
 
@@ -283,9 +282,9 @@ export class PushRepository {
     return prepared(
       'leasehold_find_pushed_by_name',
       sql`WITH t AS MATERIALIZED (
-         SELECT * FROM unnest(${unsized(arrayLiteral(keys.map((key) => key.queue)), 'text[]')},
-                              ${unsized(arrayLiteral(keys.map((key) => key.partition)), 'text[]')},
-                              ${unsized(arrayLiteral(keys.map((key) => key.transactionId)), 'text[]')})
+         SELECT * FROM unnest(${arrayLiteral(keys.map((key) => key.queue))}::text[],
+                              ${arrayLiteral(keys.map((key) => key.partition))}::text[],
+                              ${arrayLiteral(keys.map((key) => key.transactionId))}::text[])
            AS t(queue_name, partition_name, transaction_id)
        ), named AS MATERIALIZED (
          SELECT n.queue_name, n.partition_name, p.id
@@ -336,15 +335,15 @@ export class PushRepository {
                                producer_sub, created_at${keyId})
          SELECT ${tenant}, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
                 ${producerSub}, (SELECT clock_timestamp())${sealed ? raw(', t.key_id') : NO_SQL}
-           FROM ROWS FROM (unnest(${unsized(arrayLiteral(messages.map((message) => message.partitionId)), 'uuid[]')}),
-                           unnest(${unsized(arrayLiteral(messages.map((message) => message.seq)), 'bigint[]')}),
-                           unnest(${unsized(arrayLiteral(messages.map((message) => message.id)), 'uuid[]')}),
-                           unnest(${unsized(arrayLiteral(messages.map((message) => message.transactionId)), 'text[]')}),
-                           unnest(${unsized(arrayLiteral(messages.map((message) => message.traceId)), 'text[]')}),
+           FROM ROWS FROM (unnest(${arrayLiteral(messages.map((message) => message.partitionId))}::uuid[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.seq))}::bigint[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.id))}::uuid[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.transactionId))}::text[]),
+                           unnest(${arrayLiteral(messages.map((message) => message.traceId))}::text[]),
                            json_array_elements(${payloadArray(messages)}::json),
-                           unnest(${unsized(arrayLiteral(messages.map((message) => message.payloadBytes)), 'int[]')})${
+                           unnest(${arrayLiteral(messages.map((message) => message.payloadBytes))}::int[])${
                              sealed
-                               ? sql`, unnest(${unsized(arrayLiteral(messages.map((message) => message.keyId)), 'text[]')})`
+                               ? sql`, unnest(${arrayLiteral(messages.map((message) => message.keyId))}::text[])`
                                : NO_SQL
                            })
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${keyId})
