@@ -4,7 +4,17 @@ import { readyAfter } from '../consumer-groups/cursor-ready';
 import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
-import { nothing, prepared, raw, shared, sql, Statement, statement, unsized } from '../database/statement';
+import {
+  nothing,
+  planAsAnyTenant,
+  prepared,
+  raw,
+  shared,
+  sql,
+  Statement,
+  statement,
+  unsized,
+} from '../database/statement';
 import { TransactionKey } from '../message/message-shape';
 import { keepsDeadLetters } from '../queues/keeps-dead-letters';
 
@@ -59,7 +69,7 @@ export class AckRepository {
    * queue's every partition.
    */
   lockCursors(tenantId: string, keys: CursorKey[]): Statement<Cursor[]> {
-    const tenant = shared(tenantId);
+    const tenant = planAsAnyTenant(shared(tenantId));
     const partitionIds = keys.map((key) => key.partitionId);
     const groups = keys.map((key) => key.consumerGroup);
     return prepared(

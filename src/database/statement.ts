@@ -46,6 +46,16 @@ export function sql(strings: TemplateStringsArray, ...parts: unknown[]): Sql {
 export const NO_SQL = raw('');
 
 /**
+ * The tenant as an InitPlan: a custom plan then estimates its rows as a generic plan does (from the number of tenants),
+ * not from statistics that may predate it. A tenant ANALYZE never saw looks empty, and the planner then bounded each
+ * lookup by id with the tenant alone, through another index of the table: a push or an ack of 10,000 items read every
+ * partition of the tenant for each one and ran into the statement timeout (test/push-plans-wide).
+ */
+export function planAsAnyTenant(tenant: Shared<string>): Sql {
+  return sql`(SELECT ${tenant}::uuid)`;
+}
+
+/**
  * An array parameter whose length the planner cannot see (an InitPlan): a custom plan then costs what the generic one
  * does, and PostgreSQL keeps the generic plan instead of planning at every call, as it did when a one-key custom plan
  * looked ten times cheaper. Only where each element drives a lookup of its own (a LATERAL): joined to another set of
