@@ -307,9 +307,14 @@ describe('retention: looked at when something became deletable', () => {
     let looking = true;
     const rounds = (async () => {
       while (looking) {
-        await sql(dataSource, `UPDATE partitions SET retention_check_at = clock_timestamp() WHERE tenant_id = $1`, [
-          client.tenant,
-        ]);
+        // Locked in primary-key order first, as pushes lock them: in the table's order, it deadlocked with a push.
+        await sql(
+          dataSource,
+          `UPDATE partitions p SET retention_check_at = clock_timestamp()
+             FROM (SELECT id FROM partitions WHERE tenant_id = $1 ORDER BY id FOR NO KEY UPDATE) l
+            WHERE p.tenant_id = $1 AND p.id = l.id`,
+          [client.tenant],
+        );
         await job.runOnce([client.tenant]);
       }
     })();
