@@ -9,6 +9,7 @@ import { ClaimRequest, PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
 import { StreamsRepository } from '../src/streams/streams.repository';
 import { TransactionRepository } from '../src/transaction/transaction.repository';
+import { literalsOf, PlanNode } from './support/plans';
 import { onEmbeddedDatabase } from './support/test-app';
 
 /**
@@ -29,17 +30,6 @@ const LEASE_SPAN = 10;
 const MOST_ROWS_PER_LOOP = 20;
 
 type Value = string | number | boolean | null | Array<string | number | boolean>;
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  Plans?: PlanNode[];
-}
 
 /** Scans of the tenant's tables that read more rows per loop than the statement's keys can reach. */
 function wideScans(node: PlanNode, found: string[] = []): string[] {
@@ -142,18 +132,12 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     await admin.end();
   });
 
-  function literalsOf(values: Value[]): string[] {
-    return values.map((value) =>
-      value === null ? 'NULL' : db.escapeLiteral(Array.isArray(value) ? `{${value.join(',')}}` : String(value)),
-    );
-  }
-
   /** EXPLAIN ANALYZE of the statement prepared as the broker prepares it, rolled back. */
   async function plan(text: string, values: Value[], mode: string): Promise<PlanNode> {
     await db.query(`SET plan_cache_mode = ${mode}`);
     await db.query('DEALLOCATE ALL');
     await db.query(`PREPARE statement AS ${text}`);
-    const literals = literalsOf(values);
+    const literals = literalsOf(db, values);
     await db.query('BEGIN');
     try {
       const result = await db.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
@@ -307,7 +291,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
           // runs on what the first did.
           for (let call = 0; call < 8; call += 1) {
             await db.query('SAVEPOINT call');
-            await db.query(`EXECUTE statement(${literalsOf(statement.values).join(', ')})`);
+            await db.query(`EXECUTE statement(${literalsOf(db, statement.values).join(', ')})`);
             await db.query('ROLLBACK TO SAVEPOINT call');
           }
         } finally {

@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { AckRepository } from '../src/ack/ack.repository';
 import { Statement } from '../src/database/statement';
 import { PushRepository } from '../src/push/push.repository';
+import { literalsOf, PlanNode } from './support/plans';
 import { onEmbeddedDatabase } from './support/test-app';
 import { ScratchDatabase } from './support/scratch-database';
 
@@ -16,17 +17,6 @@ import { ScratchDatabase } from './support/scratch-database';
 const ITEMS = 10_000;
 /** Rows a node may read in all its loops per item of the request: a lookup per item reads one or two. */
 const MOST_ROWS_PER_ITEM = 5;
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Join Filter'?: number;
-  Plans?: PlanNode[];
-}
 
 function quadratic(node: PlanNode, found: string[] = []): string[] {
   const read = (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * Math.max(node['Actual Loops'], 1);
@@ -166,9 +156,7 @@ function quadratic(node: PlanNode, found: string[] = []): string[] {
           await db.query(`SET plan_cache_mode = ${mode}`);
           await db.query('DEALLOCATE ALL');
           await db.query(`PREPARE statement AS ${text}`);
-          const literals = (values as Array<string | number | null | Array<string | number>>).map((value) =>
-            value === null ? 'NULL' : db.escapeLiteral(Array.isArray(value) ? `{${value.join(',')}}` : String(value)),
-          );
+          const literals = literalsOf(db, values);
           await db.query('BEGIN');
           try {
             // A regression is quadratic: bounded, it fails as a timeout instead of hanging the run.
