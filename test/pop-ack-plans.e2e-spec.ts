@@ -9,7 +9,7 @@ import { ClaimRequest, PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
 import { StreamsRepository } from '../src/streams/streams.repository';
 import { TransactionRepository } from '../src/transaction/transaction.repository';
-import { literalsOf, PlanNode } from './support/plans';
+import { explainRolledBack, literalsOf, PlanNode } from './support/plans';
 import { onEmbeddedDatabase } from './support/test-app';
 
 /**
@@ -47,16 +47,26 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
   return found;
 }
 
+/** A queue the statements are aimed at: ten of its messages' keys, and a live lease on the first one's partition. */
+interface Target {
+  name: string;
+  queueId: string;
+  lease: string;
+  queryId: string;
+  keys: Array<{ partitionId: string; partition: string; transactionId: string }>;
+}
+
+/** SMALL_PARTITIONS partitions of one message each, the group's cursors, the first half leased: a small queue. */
+const SMALL_PARTITIONS = 10;
+
 (onEmbeddedDatabase ? describe.skip : describe)('hot statement plans without fresh statistics', () => {
   const tenant = randomUUID();
   const database = `leasehold_plans_${randomBytes(4).toString('hex')}`;
   let admin: Client;
   let db: Client;
-  let queueId: string;
-  let queryId: string;
-  let lease: string;
-  let keys: Array<{ partitionId: string; partition: string; transactionId: string }>;
-  const keysOf = (count: number) => keys.slice(0, count);
+  /** The tenant's 5,000-partition queue, and a small one beside it, as a pipeline's stage keeps. */
+  let burst: Target;
+  let small: Target;
 
   beforeAll(async () => {
     const url = new URL(process.env.DATABASE_URL!);
@@ -68,62 +78,79 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     db = new Client({ connectionString: url.toString() });
     await db.connect();
     for (const table of KEYED_TABLES) await db.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
-    // What a push of one message to each of PARTITIONS partitions and the group's first pop leave behind.
-    queueId = randomUUID();
-    await db.query("INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, 'burst')", [tenant, queueId]);
-    await db.query(
-      `INSERT INTO partitions (tenant_id, id, queue_id, name, last_offset)
-       SELECT $1, gen_random_uuid(), $2, 'p' || i, 1 FROM generate_series(1, $3) i`,
-      [tenant, queueId, PARTITIONS],
-    );
-    await db.query(
-      `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, payload, payload_bytes, created_at)
-       SELECT tenant_id, id, 1, gen_random_uuid(), gen_random_uuid()::text, '{"n": 1}', 8, now() - interval '1 hour'
-         FROM partitions`,
-    );
-    await db.query('INSERT INTO consumer_groups (tenant_id, queue_id, name) VALUES ($1, $2, $3)', [
-      tenant,
-      queueId,
-      GROUP,
-    ]);
-    await db.query(
-      `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
-       SELECT tenant_id, queue_id, id, $1 FROM partitions ORDER BY id`,
-      [GROUP],
-    );
-    // LEASED partitions leased, LEASE_SPAN to a lease, and claimed since the rest (a claim moves a cursor to the back).
-    await db.query(
-      `UPDATE consumers c SET lease_id = l.lease, lease_expires_at = now() + interval '1 hour', delivered_offset = 1,
-                              updated_at = now() + interval '1 minute'
-         FROM (SELECT partition_id, row_number() OVER (ORDER BY partition_id) AS n FROM consumers) o
-        CROSS JOIN LATERAL (SELECT ('00000000-0000-4000-8000-' || lpad(((o.n - 1) / $1)::text, 12, '0'))::uuid AS lease) l
-        WHERE c.partition_id = o.partition_id AND o.n <= $2`,
-      [LEASE_SPAN, LEASED],
-    );
-    // A stream query keeping state for each partition.
-    queryId = randomUUID();
-    await db.query(
-      `INSERT INTO stream_queries (tenant_id, id, name, source_queue_id, config_hash) VALUES ($1, $2, 'sums', $3, 'h')`,
-      [tenant, queryId, queueId],
-    );
-    await db.query(
-      `INSERT INTO stream_state (tenant_id, query_id, partition_id, key, value, bytes)
-       SELECT tenant_id, $1, id, 'sum', '{"sum": 1}', 13 FROM partitions`,
-      [queryId],
-    );
-    const rows = await db.query<{ partition_id: string; name: string; transaction_id: string }>(
-      `SELECT m.partition_id, p.name, m.transaction_id FROM messages m JOIN partitions p ON p.id = m.partition_id
-        ORDER BY m.partition_id LIMIT 10`,
-    );
-    keys = rows.rows.map((row) => ({
-      partitionId: row.partition_id,
-      partition: row.name,
-      transactionId: row.transaction_id,
-    }));
-    const leased = await db.query<{ lease_id: string }>('SELECT lease_id FROM consumers WHERE partition_id = $1', [
-      keys[0].partitionId,
-    ]);
-    lease = leased.rows[0].lease_id;
+    // What a push of one message to each of a queue's partitions and the group's first pop leave behind.
+    const queueOf = async (name: string, partitions: number): Promise<string> => {
+      const queueId = randomUUID();
+      await db.query('INSERT INTO queues (tenant_id, id, name) VALUES ($1, $2, $3)', [tenant, queueId, name]);
+      await db.query(
+        `INSERT INTO partitions (tenant_id, id, queue_id, name, last_offset)
+         SELECT $1, gen_random_uuid(), $2, 'p' || i, 1 FROM generate_series(1, $3) i`,
+        [tenant, queueId, partitions],
+      );
+      await db.query(
+        `INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, payload, payload_bytes, created_at)
+         SELECT tenant_id, id, 1, gen_random_uuid(), gen_random_uuid()::text, '{"n": 1}', 8, now() - interval '1 hour'
+           FROM partitions WHERE queue_id = $1`,
+        [queueId],
+      );
+      await db.query('INSERT INTO consumer_groups (tenant_id, queue_id, name) VALUES ($1, $2, $3)', [
+        tenant,
+        queueId,
+        GROUP,
+      ]);
+      await db.query(
+        `INSERT INTO consumers (tenant_id, queue_id, partition_id, consumer_group)
+         SELECT tenant_id, queue_id, id, $1 FROM partitions WHERE queue_id = $2 ORDER BY id`,
+        [GROUP, queueId],
+      );
+      // A stream query keeping state for each partition.
+      const queryId = randomUUID();
+      await db.query(
+        `INSERT INTO stream_queries (tenant_id, id, name, source_queue_id, config_hash) VALUES ($1, $2, $3, $4, 'h')`,
+        [tenant, queryId, `sums-${name}`, queueId],
+      );
+      await db.query(
+        `INSERT INTO stream_state (tenant_id, query_id, partition_id, key, value, bytes)
+         SELECT tenant_id, $1, id, 'sum', '{"sum": 1}', 13 FROM partitions WHERE queue_id = $2`,
+        [queryId, queueId],
+      );
+      return queueId;
+    };
+    /** `leased` of the queue's partitions leased, `span` to a lease, and claimed since the rest (a claim moves a cursor to the back). */
+    const lease = async (queueId: string, leased: number, span: number, prefix: string): Promise<void> => {
+      await db.query(
+        `UPDATE consumers c SET lease_id = l.lease, lease_expires_at = now() + interval '1 hour', delivered_offset = 1,
+                                updated_at = now() + interval '1 minute'
+           FROM (SELECT partition_id, row_number() OVER (ORDER BY partition_id) AS n FROM consumers WHERE queue_id = $3) o
+          CROSS JOIN LATERAL (SELECT ($4 || lpad(((o.n - 1) / $1)::text, 12, '0'))::uuid AS lease) l
+          WHERE c.partition_id = o.partition_id AND o.n <= $2`,
+        [span, leased, queueId, prefix],
+      );
+    };
+    const targetOf = async (name: string, queueId: string): Promise<Target> => {
+      const rows = await db.query<{ partition_id: string; name: string; transaction_id: string }>(
+        `SELECT m.partition_id, p.name, m.transaction_id FROM messages m JOIN partitions p ON p.id = m.partition_id
+          WHERE p.queue_id = $1 ORDER BY m.partition_id LIMIT 10`,
+        [queueId],
+      );
+      const keys = rows.rows.map((row) => ({
+        partitionId: row.partition_id,
+        partition: row.name,
+        transactionId: row.transaction_id,
+      }));
+      const held = await db.query<{ lease_id: string; query_id: string }>(
+        `SELECT c.lease_id, q.id AS query_id FROM consumers c JOIN stream_queries q ON q.source_queue_id = c.queue_id
+          WHERE c.partition_id = $1`,
+        [keys[0].partitionId],
+      );
+      return { name, queueId, keys, lease: held.rows[0].lease_id, queryId: held.rows[0].query_id };
+    };
+    const burstId = await queueOf('burst', PARTITIONS);
+    await lease(burstId, LEASED, LEASE_SPAN, '00000000-0000-4000-8000-');
+    const smallId = await queueOf('small', SMALL_PARTITIONS);
+    await lease(smallId, SMALL_PARTITIONS / 2, SMALL_PARTITIONS, '00000000-0000-4000-9000-');
+    burst = await targetOf('burst', burstId);
+    small = await targetOf('small', smallId);
   });
 
   afterAll(async () => {
@@ -132,26 +159,12 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     await admin.end();
   });
 
-  /** EXPLAIN ANALYZE of the statement prepared as the broker prepares it, rolled back. */
-  async function plan(text: string, values: Value[], mode: string): Promise<PlanNode> {
-    await db.query(`SET plan_cache_mode = ${mode}`);
-    await db.query('DEALLOCATE ALL');
-    await db.query(`PREPARE statement AS ${text}`);
-    const literals = literalsOf(db, values);
-    await db.query('BEGIN');
-    try {
-      const result = await db.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE statement(${literals.join(', ')})`,
-      );
-      return result.rows[0]['QUERY PLAN'][0].Plan;
-    } finally {
-      await db.query('ROLLBACK');
-    }
-  }
-
-  /** The hot statements, for `count` of the ten keys (one: as a consumer acking its one partition sends them). */
-  async function statements(count = keys.length): Promise<Array<{ name: string; text: string; values: Value[] }>> {
-    const keys = keysOf(count);
+  /** The hot statements on `target`, for `count` of its ten keys (one: as a consumer acking its one partition sends them). */
+  function statements(
+    { name: queueName, queueId, lease, queryId, keys: all }: Target,
+    count = all.length,
+  ): Array<{ name: string; text: string; values: Value[] }> {
+    const keys = all.slice(0, count);
     const statement = (name: string, { text, values }: Statement<unknown>) => ({
       name,
       text,
@@ -181,7 +194,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     const cursors = keys.map(({ partitionId }) => ({ partitionId, consumerGroup: GROUP }));
     const transactions = new TransactionRepository();
     const streams = new StreamsRepository();
-    const named = new Map([['burst', new Map(keys.map(({ partition }) => [partition, undefined]))]]);
+    const named = new Map([[queueName, new Map(keys.map(({ partition }) => [partition, undefined]))]]);
     return [
       statement("the push's lock", new PushRepository().lockNamed(tenant, named)),
       statement(
@@ -228,7 +241,7 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
         "the push's duplicate check by name",
         new PushRepository().findExistingByName(
           tenant,
-          keys.map(({ partition, transactionId }) => ({ queue: 'burst', partition, transactionId })),
+          keys.map(({ partition, transactionId }) => ({ queue: queueName, partition, transactionId })),
         ),
       ),
       statement("the push's duplicate check", new PushRepository().findExisting(tenant, keys)),
@@ -259,9 +272,11 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
       it(`reads only the rows its keys name, with ${statistics} statistics and plan_cache_mode ${mode}`, async () => {
         if (statistics === 'analysed') await db.query('ANALYZE');
         const wide: string[] = [];
-        for (const statement of await statements()) {
-          const scans = wideScans(await plan(statement.text, statement.values, mode));
-          wide.push(...scans.map((scan) => `${statement.name}: ${scan}`));
+        for (const target of [burst, small]) {
+          for (const statement of statements(target)) {
+            const scans = wideScans(await explainRolledBack(db, statement.text, statement.values, mode));
+            wide.push(...scans.map((scan) => `${target.name}, ${statement.name}: ${scan}`));
+          }
         }
         expect(wide).toEqual([]);
       });
@@ -277,12 +292,17 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
     "the push's duplicate check by name",
     "the push's rows, cursors, counters and usage",
   ];
-  for (const named of [1, 10]) {
-    it(`keeps a generic plan for each, called with ${named} key${named === 1 ? '' : 's'}`, async () => {
+  for (const [queue, named] of [
+    ['burst', 1],
+    ['burst', 10],
+    ['small', 1],
+    ['small', 10],
+  ] as const) {
+    it(`keeps a generic plan for each on the ${queue} queue, called with ${named} key${named === 1 ? '' : 's'}`, async () => {
       await db.query('ANALYZE');
       await db.query('SET plan_cache_mode = auto');
       const replanned: string[] = [];
-      for (const statement of await statements(named)) {
+      for (const statement of statements(queue === 'burst' ? burst : small, named)) {
         await db.query('DEALLOCATE ALL');
         await db.query(`PREPARE statement AS ${statement.text}`);
         await db.query('BEGIN');

@@ -3,7 +3,7 @@ import { Client } from 'pg';
 import { AckRepository } from '../src/ack/ack.repository';
 import { Statement } from '../src/database/statement';
 import { PushRepository } from '../src/push/push.repository';
-import { literalsOf, PlanNode } from './support/plans';
+import { explainRolledBack, PlanNode } from './support/plans';
 import { onEmbeddedDatabase } from './support/test-app';
 import { ScratchDatabase } from './support/scratch-database';
 
@@ -153,21 +153,9 @@ function quadratic(node: PlanNode, found: string[] = []): string[] {
       it(`reads about as many rows as it has items, with plan_cache_mode ${mode}`, async () => {
         const found: string[] = [];
         for (const [name, { text, values }] of statements()) {
-          await db.query(`SET plan_cache_mode = ${mode}`);
-          await db.query('DEALLOCATE ALL');
-          await db.query(`PREPARE statement AS ${text}`);
-          const literals = literalsOf(db, values);
-          await db.query('BEGIN');
-          try {
-            // A regression is quadratic: bounded, it fails as a timeout instead of hanging the run.
-            await db.query("SET LOCAL statement_timeout = '30s'");
-            const { rows } = await db.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-              `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE statement(${literals.join(', ')})`,
-            );
-            found.push(...quadratic(rows[0]['QUERY PLAN'][0].Plan).map((scan) => `${name}: ${scan}`));
-          } finally {
-            await db.query('ROLLBACK');
-          }
+          // A regression is quadratic: bounded, it fails as a timeout instead of hanging the run.
+          const plan = await explainRolledBack(db, text, values, mode);
+          found.push(...quadratic(plan).map((scan) => `${name}: ${scan}`));
         }
         expect(found).toEqual([]);
       }, 120_000);

@@ -46,13 +46,21 @@ export function sql(strings: TemplateStringsArray, ...parts: unknown[]): Sql {
 export const NO_SQL = raw('');
 
 /**
- * The tenant as an InitPlan: a custom plan then estimates its rows as a generic plan does (from the number of tenants),
- * not from statistics that may predate it. A tenant ANALYZE never saw looks empty, and the planner then bounded each
+ * A key as an InitPlan: a custom plan then estimates its rows as a generic plan does (from the number of distinct
+ * keys), not from statistics of this one. A small queue beside a large one looked cheaper to a custom plan than to the
+ * generic one, and PostgreSQL planned its claim at every pop (test/pop-ack-plans).
+ */
+export function planAsAny(key: Shared, type: 'uuid' | 'text'): Sql {
+  return sql`(SELECT ${key}::${raw(type)})`;
+}
+
+/**
+ * The tenant as an InitPlan (planAsAny). A tenant ANALYZE never saw looks empty, and the planner then bounded each
  * lookup by id with the tenant alone, through another index of the table: a push or an ack of 10,000 items read every
  * partition of the tenant for each one and ran into the statement timeout (test/push-plans-wide).
  */
 export function planAsAnyTenant(tenant: Shared<string>): Sql {
-  return sql`(SELECT ${tenant}::uuid)`;
+  return planAsAny(tenant, 'uuid');
 }
 
 /**

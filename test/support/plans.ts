@@ -15,7 +15,39 @@ export interface PlanNode {
 
 /** A statement's parameters as a prepared-statement EXECUTE takes them: SQL literals, arrays as array literals. */
 export function literalsOf(db: Client, values: readonly unknown[]): string[] {
-  return (values as Array<string | number | boolean | null | Array<string | number | boolean>>).map((value) =>
-    value === null ? 'NULL' : db.escapeLiteral(Array.isArray(value) ? `{${value.join(',')}}` : String(value)),
+  const element = (value: unknown) =>
+    value === null ? 'NULL' : `"${String(value).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+  return values.map((value) =>
+    value === null
+      ? 'NULL'
+      : db.escapeLiteral(Array.isArray(value) ? `{${value.map(element).join(',')}}` : String(value)),
   );
+}
+
+/**
+ * EXPLAIN ANALYZE of `text` prepared as the broker prepares a statement, under `mode` (plan_cache_mode), in a
+ * transaction rolled back after it, so the next call runs on the same rows. `timeout` bounds a regression that would
+ * otherwise hang the run.
+ */
+export async function explainRolledBack(
+  db: Client,
+  text: string,
+  values: readonly unknown[],
+  mode: string,
+  timeout = '30s',
+): Promise<PlanNode> {
+  await db.query(`SET plan_cache_mode = ${mode}`);
+  await db.query('DEALLOCATE ALL');
+  await db.query(`PREPARE statement AS ${text}`);
+  const literals = literalsOf(db, values);
+  await db.query('BEGIN');
+  try {
+    await db.query(`SET LOCAL statement_timeout = '${timeout}'`);
+    const { rows } = await db.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE statement(${literals.join(', ')})`,
+    );
+    return rows[0]['QUERY PLAN'][0].Plan;
+  } finally {
+    await db.query('ROLLBACK');
+  }
 }
