@@ -113,7 +113,10 @@ const trimSql = (rules: PartitionRules[], window: number, evictedError: string):
                   max(o.seq) FILTER (WHERE s.held = s.cursors AND o.created_at < ${ago('s.evict_s')}
                                        AND (s.leased_from IS NULL OR o.seq <= s.leased_from)) AS evict_upto,
                   max(o.seq) FILTER (WHERE o.created_at < ${ago('s.completed_s')} AND o.seq <= s.slowest)
-                    AS completed_upto
+                    AS completed_upto,
+                  -- Every cut is among these: the cut is taken by key (= ANY), never as a range of the partition,
+                  -- which statistics of partitions holding many messages made a scan of the whole table.
+                  array_agg(o.seq) AS seqs
              FROM oldest o
             WHERE o.tenant_id = s.tenant_id AND o.partition_id = s.partition_id) x
   ), lettered AS (
@@ -126,7 +129,7 @@ const trimSql = (rules: PartitionRules[], window: number, evictedError: string):
       JOIN partitions p ON p.tenant_id = b.tenant_id AND p.id = b.partition_id
       JOIN locked l ON l.tenant_id = b.tenant_id AND l.partition_id = b.partition_id
                    AND l.committed_offset < b.evict_upto
-      JOIN messages m ON m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id
+      JOIN messages m ON m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq = ANY(b.seqs)
                      AND m.seq > GREATEST(l.committed_offset, COALESCE(b.pending_upto, 0)) AND m.seq <= b.evict_upto
      WHERE b.letters
     RETURNING tenant_id, payload_bytes
@@ -148,7 +151,7 @@ const trimSql = (rules: PartitionRules[], window: number, evictedError: string):
     ),
   )}, gone AS (
     DELETE FROM messages m USING cut b
-     WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq <= b.upto
+     WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq = ANY(b.seqs) AND m.seq <= b.upto
     RETURNING m.tenant_id, m.partition_id, m.seq, ${raw(storedBytes('m'))} AS bytes
   ), ${raw(
     queueStoredCte(
