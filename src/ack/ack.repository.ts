@@ -8,6 +8,7 @@ import {
   nothing,
   planAsAnyTenant,
   prepared,
+  requestArrays,
   raw,
   shared,
   sql,
@@ -139,8 +140,9 @@ export class AckRepository {
    */
   saveCursors(tenantId: string, updates: CursorUpdate[]): Statement<void> {
     const partitionIds = shared(updates.map((update) => update.partitionId));
+    const { array, name } = requestArrays(updates.length, 'leasehold_ack_save');
     return prepared(
-      'leasehold_ack_save',
+      name,
       sql`WITH saved AS (
          UPDATE consumers c
             SET committed_offset = t.committed_offset,
@@ -152,16 +154,34 @@ export class AckRepository {
                                 ELSE c.retry_at END,
                 ready = ${raw(readyAfter('c', 't.committed_offset'))},
                 updated_at = now()
-           FROM unnest(${partitionIds}::uuid[], ${updates.map((update) => update.consumerGroup)}::text[],
-                       ${updates.map((update) => update.committedOffset)}::bigint[],
-                       ${updates.map((update) => update.retryCount)}::int[],
-                       ${updates.map((update) => update.releaseLease)}::boolean[],
-                       ${updates.map((update) => update.committedBefore)}::bigint[],
-                       ${updates.map((update) => update.retryAfterMs)}::int[])
+           FROM unnest(${array(partitionIds, 'uuid[]')}, ${array(
+             updates.map((update) => update.consumerGroup),
+             'text[]',
+           )},
+                       ${array(
+                         updates.map((update) => update.committedOffset),
+                         'bigint[]',
+                       )},
+                       ${array(
+                         updates.map((update) => update.retryCount),
+                         'int[]',
+                       )},
+                       ${array(
+                         updates.map((update) => update.releaseLease),
+                         'boolean[]',
+                       )},
+                       ${array(
+                         updates.map((update) => update.committedBefore),
+                         'bigint[]',
+                       )},
+                       ${array(
+                         updates.map((update) => update.retryAfterMs),
+                         'int[]',
+                       )})
              AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before,
                   retry_after_ms)
           WHERE c.tenant_id = ${tenantId} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-            AND c.partition_id = ANY (${partitionIds}::uuid[])
+            AND c.partition_id = ANY (${array(partitionIds, 'uuid[]')})
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, t.committed_before - t.committed_offset AS lag
        ), ${raw(groupLagCte('lag_counted', 'SELECT * FROM saved'))}
        SELECT 1`,

@@ -66,13 +66,34 @@ export function planAsAnyTenant(tenant: Shared<string>): Sql {
 /**
  * An array parameter whose length the planner cannot see (an InitPlan): a custom plan then costs what the generic one
  * does, and PostgreSQL keeps the generic plan instead of planning at every call, as it did when a one-key custom plan
- * looked ten times cheaper. Only where each element drives a lookup of its own (a LATERAL): joined to another set of
- * the request's rows, an array thought to hold ten can be nested-looped against itself, and a push of 10,000 items
- * then ran into the statement timeout. test/pop-ack-plans holds which statements keep a generic plan.
+ * looked ten times cheaper. At any size only where each element drives a lookup of its own (a LATERAL): joined to
+ * another set of the request's rows, an array thought to hold ten can be nested-looped against itself (requestArrays
+ * bounds that by the request's size). test/pop-ack-plans holds which statements keep a generic plan.
  */
-export function unsized(values: unknown, type: 'uuid[]' | 'text[]'): Sql {
+export function unsized(values: unknown, type: ArrayType): Sql {
   // Cast again: as `= ANY ((SELECT ...))` it would be a sublink comparing to each row, not to the array's elements.
   return sql`(SELECT ${values}::${raw(type)})::${raw(type)}`;
+}
+
+export type ArrayType = 'uuid[]' | 'text[]' | 'bigint[]' | 'int[]' | 'boolean[]';
+
+/** The most rows a request's arrays may hold and still reach the planner unsized in requestArrays. */
+export const UNSIZED_ROWS = 100;
+
+/**
+ * The arrays of a statement that joins a request's rows to one another. Up to UNSIZED_ROWS rows they are unsized, and
+ * PostgreSQL keeps one generic plan: with their length in sight, a push or an ack of a few messages was planned at
+ * every call, 0.25-1 ms on a database of some size, more than it took to run. A plan made for ten rows compares at
+ * most a hundred with a hundred. Larger requests show their length and are planned for it (hidden, a 10,000-item push
+ * was nested-looped against itself); `name` then names that statement apart.
+ */
+export function requestArrays(
+  rows: number,
+  name: string,
+): { array: (values: unknown, type: ArrayType) => Sql; name: string } {
+  return rows <= UNSIZED_ROWS
+    ? { array: unsized, name }
+    : { array: (values, type) => sql`${values}::${raw(type)}`, name: `${name}_sized` };
 }
 
 export function numbered(query: Sql): { text: string; values: unknown[] } {

@@ -9,8 +9,8 @@ import {
   NO_SQL,
   nothing,
   prepared,
+  requestArrays,
   raw,
-  Shared,
   shared,
   Sql,
   sql,
@@ -60,19 +60,19 @@ export type NamedLocks = QueueLocks & { locked: LockedPartition[] };
  * partition is locked, so no ack can unmark them before this commits), and a group with no cursor there gets one at
  * its starting point, which this statement's snapshot computes from the messages before this push.
  */
-function cursorsOfPushed(tenant: Sql, partitionIds: Shared<string>, lastOffsets: Shared<string>): Sql {
+function cursorsOfPushed(tenant: Sql, partitionIds: Sql, lastOffsets: Sql): Sql {
   // One lookup by key per partition pushed to (LIMIT 1 keeps it a lookup): with statistics older than the tenant's
   // growth, a plain filter by id was planned as a scan of all the tenant's partitions.
   return sql`pushed AS MATERIALIZED (
     SELECT p.tenant_id, p.id, p.queue_id, p.last_offset
-      FROM unnest(${partitionIds}::uuid[]) AS t(id)
+      FROM unnest(${partitionIds}) AS t(id)
      CROSS JOIN LATERAL (
            SELECT p.tenant_id, p.id, p.queue_id, p.last_offset FROM partitions p
             WHERE p.tenant_id = ${tenant} AND p.id = t.id LIMIT 1
          ) p
   ), cursors AS MATERIALIZED (
     SELECT c.partition_id, c.consumer_group, c.ready FROM consumers c
-     WHERE c.tenant_id = ${tenant} AND c.partition_id = ANY(${partitionIds}::uuid[])
+     WHERE c.tenant_id = ${tenant} AND c.partition_id = ANY(${partitionIds})
   ), readied AS (
     UPDATE consumers c SET ready = true
       FROM cursors k
@@ -95,7 +95,7 @@ function cursorsOfPushed(tenant: Sql, partitionIds: Shared<string>, lastOffsets:
     RETURNING partition_id, consumer_group, committed_offset
   ), grown AS MATERIALIZED (
     SELECT p.tenant_id, p.queue_id, p.id, t.last_offset, t.last_offset - p.last_offset AS added
-      FROM pushed p JOIN unnest(${partitionIds}::uuid[], ${lastOffsets}::bigint[]) AS t(id, last_offset) ON t.id = p.id
+      FROM pushed p JOIN unnest(${partitionIds}, ${lastOffsets}) AS t(id, last_offset) ON t.id = p.id
   ), ${raw(LAG_AND_STORED_OF_GROWN)}`;
 }
 
@@ -141,15 +141,16 @@ export class PushRepository {
         partitionNames.push(partition);
       }
     }
+    const { array, name } = requestArrays(queueNames.length, 'leasehold_lock_named');
     return prepared(
-      'leasehold_lock_named',
+      name,
       sql`WITH q AS MATERIALIZED (
          SELECT id, name, max_size, encryption_enabled FROM queues
-          WHERE tenant_id = ${tenant} AND name = ANY(${arrayLiteral([...named.keys()])}::text[])
+          WHERE tenant_id = ${tenant} AND name = ANY(${array(arrayLiteral([...named.keys()]), 'text[]')})
           ORDER BY name FOR KEY SHARE
        ), found AS MATERIALIZED (
          SELECT q.id AS queue_id, q.name AS queue_name, q.max_size, q.encryption_enabled, f.id, t.name
-           FROM unnest(${arrayLiteral(queueNames)}::text[], ${arrayLiteral(partitionNames)}::text[]) AS t(queue_name, name)
+           FROM unnest(${array(arrayLiteral(queueNames), 'text[]')}, ${array(arrayLiteral(partitionNames), 'text[]')}) AS t(queue_name, name)
            JOIN q ON q.name = t.queue_name
           CROSS JOIN LATERAL (
                 SELECT p.id FROM partitions p WHERE p.tenant_id = ${tenant} AND p.queue_id = q.id AND p.name = t.name LIMIT 1
@@ -286,12 +287,13 @@ export class PushRepository {
    */
   findExistingByName(tenantId: string, keys: NamedTransactionKey[]): Statement<Map<string, string>> {
     const tenant = planAsAnyTenant(shared(tenantId));
+    const { array, name } = requestArrays(keys.length, 'leasehold_find_pushed_by_name');
     return prepared(
-      'leasehold_find_pushed_by_name',
+      name,
       sql`WITH t AS MATERIALIZED (
-         SELECT * FROM unnest(${arrayLiteral(keys.map((key) => key.queue))}::text[],
-                              ${arrayLiteral(keys.map((key) => key.partition))}::text[],
-                              ${arrayLiteral(keys.map((key) => key.transactionId))}::text[])
+         SELECT * FROM unnest(${array(arrayLiteral(keys.map((key) => key.queue)), 'text[]')},
+                              ${array(arrayLiteral(keys.map((key) => key.partition)), 'text[]')},
+                              ${array(arrayLiteral(keys.map((key) => key.transactionId)), 'text[]')})
            AS t(queue_name, partition_name, transaction_id)
        ), named AS MATERIALIZED (
          SELECT n.queue_name, n.partition_name, p.id
@@ -336,27 +338,31 @@ export class PushRepository {
     const partitionIds = shared(arrayLiteral([...lastOffsets.keys()]));
     const offsets = shared(arrayLiteral([...lastOffsets.values()]));
     const keyId = sealed ? raw(', key_id') : NO_SQL;
-    return prepared(
+    const { array, name } = requestArrays(
+      messages.length,
       `${usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed'}${sealed ? '_sealed' : ''}`,
+    );
+    return prepared(
+      name,
       sql`WITH stored AS (
          INSERT INTO messages (tenant_id, partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes,
                                producer_sub, created_at${keyId})
          SELECT ${tenant}, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
                 ${producerSub}, (SELECT clock_timestamp())${sealed ? raw(', t.key_id') : NO_SQL}
-           FROM ROWS FROM (unnest(${arrayLiteral(messages.map((message) => message.partitionId))}::uuid[]),
-                           unnest(${arrayLiteral(messages.map((message) => message.seq))}::bigint[]),
-                           unnest(${arrayLiteral(messages.map((message) => message.id))}::uuid[]),
-                           unnest(${arrayLiteral(messages.map((message) => message.transactionId))}::text[]),
-                           unnest(${arrayLiteral(messages.map((message) => message.traceId))}::text[]),
+           FROM ROWS FROM (unnest(${array(arrayLiteral(messages.map((message) => message.partitionId)), 'uuid[]')}),
+                           unnest(${array(arrayLiteral(messages.map((message) => message.seq)), 'bigint[]')}),
+                           unnest(${array(arrayLiteral(messages.map((message) => message.id)), 'uuid[]')}),
+                           unnest(${array(arrayLiteral(messages.map((message) => message.transactionId)), 'text[]')}),
+                           unnest(${array(arrayLiteral(messages.map((message) => message.traceId)), 'text[]')}),
                            json_array_elements(${payloadArray(messages)}::json),
-                           unnest(${arrayLiteral(messages.map((message) => message.payloadBytes))}::int[])${
+                           unnest(${array(arrayLiteral(messages.map((message) => message.payloadBytes)), 'int[]')})${
                              sealed
-                               ? sql`, unnest(${arrayLiteral(messages.map((message) => message.keyId))}::text[])`
+                               ? sql`, unnest(${array(arrayLiteral(messages.map((message) => message.keyId)), 'text[]')})`
                                : NO_SQL
                            })
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${keyId})
           ORDER BY t.partition_id, t.seq
-       ), ${cursorsOfPushed(tenantKey, partitionIds, offsets)}${usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL}
+       ), ${cursorsOfPushed(tenantKey, array(partitionIds, 'uuid[]'), array(offsets, 'bigint[]'))}${usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL}
        UPDATE partitions p SET last_offset = g.last_offset, last_pushed_at = now(),
                                retention_check_at = CASE WHEN p.last_offset = 0 THEN ${raw(this.due)}
                                                          ELSE LEAST(p.retention_check_at, ${raw(this.due)}) END
