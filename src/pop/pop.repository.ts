@@ -3,7 +3,18 @@ import { isoTimestamp } from '../common/sql-timestamp';
 import { readyAfter } from '../consumer-groups/cursor-ready';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { groupLagCte } from '../consumer-groups/counters';
-import { nothing, NO_SQL, planAsAny, prepared, raw, shared, Sql, sql, Statement, statement } from '../database/statement';
+import {
+  nothing,
+  NO_SQL,
+  planAsAny,
+  prepared,
+  raw,
+  shared,
+  Sql,
+  sql,
+  Statement,
+  statement,
+} from '../database/statement';
 import type { StatementReader } from '../database/transaction-runner';
 import { PayloadCipher } from '../encryption/payload-cipher';
 import { STORED_MESSAGE_COLUMNS, storedMessage, StoredMessageRow, WireMessage } from '../message/message-shape';

@@ -15,9 +15,10 @@ export interface PlanNode {
 
 /** A statement's parameters as a prepared-statement EXECUTE takes them: SQL literals, arrays as array literals. */
 export function literalsOf(db: Client, values: readonly unknown[]): string[] {
-  const element = (value: unknown) =>
+  type Scalar = string | number | boolean | null;
+  const element = (value: Scalar) =>
     value === null ? 'NULL' : `"${String(value).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
-  return values.map((value) =>
+  return (values as Array<Scalar | Scalar[]>).map((value) =>
     value === null
       ? 'NULL'
       : db.escapeLiteral(Array.isArray(value) ? `{${value.map(element).join(',')}}` : String(value)),
