@@ -1,10 +1,18 @@
+import { INestApplication } from '@nestjs/common';
 import request from 'supertest';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { DataSource } from 'typeorm';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, sql } from './support/db-state';
 import { onEmbeddedDatabase } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
+
+async function retries(app: INestApplication, sqlstate: string): Promise<number> {
+  const counter = app.get(MetricsService).registry.getSingleMetric('leasehold_database_retries_total');
+  const values = counter ? (await counter.get()).values : [];
+  return values.find((value) => value.labels.sqlstate === sqlstate)?.value ?? 0;
+}
 
 /** Each group's lag and each queue's stored messages as the counters hold them, and as the tables recount them. */
 async function counted(dataSource: DataSource, tenant: string) {
@@ -243,5 +251,44 @@ describe('depth and lag on /metrics', () => {
     expect(sample('leasehold_consumer_lag_messages', 'queue="depths",consumer_group="fast"')).toBe('0');
     expect(sample('leasehold_queue_depth_messages', 'queue="depths"')).toBe('12');
     expect(sample('leasehold_queue_depth_messages', 'queue="idle"')).toBe('4');
+  });
+});
+
+// Seventeen connections or more: two of them share a stripe of the counters (their pids modulo 16).
+const CONNECTIONS = 20;
+
+(onEmbeddedDatabase ? describe.skip : describe)('counters of a pool wider than their stripes (real PostgreSQL)', () => {
+  const wide = useTestBroker({ DB_POOL_SIZE: String(CONNECTIONS) });
+
+  // Each write takes its stripe's counter rows (its connection's pid modulo 16) in one order: a push that created a
+  // partition took queue_stored in that statement, before its store took tenant_usage, while another push's store
+  // took tenant_usage first, and two connections on one stripe deadlocked (PostgreSQL then rolls one back after a
+  // second, and the unit of work runs it again: counted by leasehold_database_retries_total).
+  it('never deadlock when pushes creating partitions race pushes to existing ones', async () => {
+    const { app, client, dataSource } = wide;
+    const tenant = client.tenant;
+    const before = await retries(app, '40P01');
+    // A deadlock needs two connections of one stripe in the same instant: 30 rounds showed 4-6 before the fix.
+    for (let round = 0; round < 30; round += 1) {
+      const queue = `first-${round}`;
+      // A group reading the queue: each partition created gets its cursor, each push adds to its lag.
+      await client.push([{ queue, partition: 'seed', payload: 0 }]).expect(201);
+      await client.popLeased(queue, { consumerGroup: 'reader' });
+      // As many at a time as the pool has connections: the first of them create a partition each.
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, async () => {
+          for (let push = 0; push < 4; push += 1) {
+            const partition = next++ % (CONNECTIONS + 5);
+            await client
+              .push(Array.from({ length: 20 }, (_, n) => ({ queue, partition: `p${partition}`, payload: n })))
+              .expect(201);
+          }
+        }),
+      );
+    }
+    expect(await retries(app, '40P01')).toBe(before);
+    const now = await expectExact(dataSource, tenant);
+    expect(now['first-0/reader']).toBe(1 + CONNECTIONS * 4 * 20);
   });
 });

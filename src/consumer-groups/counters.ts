@@ -10,7 +10,9 @@ import { Sql, sql } from '../database/statement';
  *
  * Each transaction adds to the stripe of its connection, as tenant_usage does, so that concurrent writers of one
  * queue rarely wait for each other's counter row, and rows are taken in key order so that two statements never take
- * them in opposite orders. A counter is the sum of its stripes.
+ * them in opposite orders. Across tables too: group_lag, then queue_stored, then tenant_usage, in every transaction
+ * (a statement writes their CTEs in the reverse order: PostgreSQL runs unread ones last-written first). A counter is
+ * the sum of its stripes.
  */
 export const COUNTER_STRIPES = 16;
 

@@ -412,7 +412,7 @@ export class MessagesRepository {
             AND o.tenant_id = c.tenant_id AND o.partition_id = c.partition_id AND o.consumer_group = c.consumer_group
          -- o is the row as it stood (locked above): the cursor's lag falls from there to nothing.
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, o.committed_offset - p.last_offset AS lag
-       ), ${raw(groupLagCte('lag_counted', 'SELECT * FROM moved'))}, gone AS (
+       ), gone AS (
          DELETE FROM messages m
           USING partitions p
           WHERE p.tenant_id = ${tenant} AND p.queue_id = ${queue} AND (${partition}::uuid IS NULL OR p.id = ${partition})
@@ -421,6 +421,9 @@ export class MessagesRepository {
        ), ${withChanges(
          (changes) => queueStoredCte('stored_counted', changes),
          sql`SELECT ${tenant}::uuid AS tenant_id, ${queue}::uuid AS queue_id, -count(*) AS messages, 0 AS partitions, 0 AS offsets FROM gone`,
+       )}, ${raw(
+         // Written after stored_counted so that it runs before it, in the order every write takes counters (push.repository).
+         groupLagCte('lag_counted', 'SELECT * FROM moved'),
        )}
        SELECT (SELECT count(*)::int FROM gone) AS messages, (SELECT COALESCE(sum(bytes), 0) FROM gone) AS bytes,
               (SELECT count(*)::int FROM partitions

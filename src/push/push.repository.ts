@@ -96,10 +96,20 @@ function cursorsOfPushed(tenant: Sql, partitionIds: Sql, lastOffsets: Sql): Sql 
   ), grown AS MATERIALIZED (
     SELECT p.tenant_id, p.queue_id, p.id, t.last_offset, t.last_offset - p.last_offset AS added
       FROM pushed p JOIN unnest(${partitionIds}, ${lastOffsets}) AS t(id, last_offset) ON t.id = p.id
-  ), ${raw(LAG_AND_STORED_OF_GROWN)}`;
+  )`;
 }
 
-const LAG_AND_STORED_OF_GROWN = `${groupLagCte(
+/**
+ * The push's counters, after its usage (usageCtes) in the statement's text: PostgreSQL runs the data-modifying CTEs no
+ * one reads last-written first, so group_lag, then queue_stored, then tenant_usage, the order every write takes its
+ * stripe's rows in (acks and claims, first in a transaction, take group_lag only). Taken in two orders, two
+ * connections on one stripe deadlocked (test/counters). `new_partitions`: those this push created (createPartitions).
+ */
+const STORED_AND_LAG_OF_GROWN = `${queueStoredCte(
+  'stored_counted',
+  `SELECT tenant_id, queue_id, added AS messages, 0 AS partitions, added AS offsets FROM grown
+   UNION ALL SELECT tenant_id, queue_id, 0, partitions, 0 FROM new_partitions`,
+)}, ${groupLagCte(
   'lag_counted',
   // A cursor made by this push lags from its starting point; any other, this push's messages. One another
   // transaction made meanwhile (the insert found it) started before this push committed, so counted without them.
@@ -108,9 +118,6 @@ const LAG_AND_STORED_OF_GROWN = `${groupLagCte(
      FROM grown g
      JOIN consumer_groups k ON k.tenant_id = g.tenant_id AND k.queue_id = g.queue_id
      LEFT JOIN created c ON c.partition_id = g.id AND c.consumer_group = k.name`,
-)}, ${queueStoredCte(
-  'stored_counted',
-  'SELECT tenant_id, queue_id, added AS messages, 0 AS partitions, added AS offsets FROM grown',
 )}`;
 
 /** Every statement of a push, from locking its partitions to storing its messages; PushService runs them. */
@@ -227,8 +234,14 @@ export class PushRepository {
     );
   }
 
-  /** No cursors: the push that creates a partition gives each group of its queue one (store). */
-  createPartitions(tenantId: string, partitions: Array<{ queueId: string; name: string }>): Statement<number> {
+  /**
+   * No cursors: the push that creates a partition gives each group of its queue one (store). Per queue, how many it
+   * created; counted by the store (or countPartitions), so that a push takes its counters in one statement's order.
+   */
+  createPartitions(
+    tenantId: string,
+    partitions: Array<{ queueId: string; name: string }>,
+  ): Statement<Map<string, number>> {
     const tenant = shared(tenantId);
     return statement(
       sql`WITH created AS (
@@ -238,10 +251,22 @@ export class PushRepository {
                        ${partitions.map((partition) => partition.name)}::text[]) AS t(id, queue_id, name)
           ORDER BY t.queue_id, t.name
          ON CONFLICT (tenant_id, queue_id, name) DO NOTHING
-         RETURNING tenant_id, id, queue_id
-       ), ${raw(PARTITIONS_COUNTED)}
-       SELECT count(*)::int AS created FROM created`,
-      countCreated,
+         RETURNING queue_id
+       )
+       SELECT queue_id, count(*)::int AS created FROM created GROUP BY queue_id`,
+      (rows: Array<{ queue_id: string; created: number }>) => new Map(rows.map((row) => [row.queue_id, row.created])),
+    );
+  }
+
+  /** The partitions a push created, when it stores nothing (a full queue): otherwise its store counts them. */
+  countPartitions(tenantId: string, createdPartitions: ReadonlyMap<string, number>): Statement<void> {
+    return statement(
+      sql`WITH new_partitions AS (
+         SELECT ${tenantId}::uuid AS tenant_id, n.queue_id, n.partitions
+           FROM unnest(${[...createdPartitions.keys()]}::uuid[], ${[...createdPartitions.values()]}::int[]) AS n(queue_id, partitions)
+       ), ${raw(queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, 0 AS messages, partitions, 0 AS offsets FROM new_partitions'))}
+       SELECT 1`,
+      nothing,
     );
   }
 
@@ -332,6 +357,7 @@ export class PushRepository {
     lastOffsets: Map<string, number>,
     usage?: UsageRecord,
     sealed = false,
+    createdPartitions: ReadonlyMap<string, number> = new Map(),
   ): Statement<void> {
     const tenant = shared(tenantId);
     const tenantKey = planAsAnyTenant(tenant);
@@ -362,7 +388,13 @@ export class PushRepository {
                            })
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${keyId})
           ORDER BY t.partition_id, t.seq
-       ), ${cursorsOfPushed(tenantKey, array(partitionIds, 'uuid[]'), array(offsets, 'bigint[]'))}${usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL}
+       ), ${cursorsOfPushed(tenantKey, array(partitionIds, 'uuid[]'), array(offsets, 'bigint[]'))}${
+         usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL
+       }, new_partitions AS (
+         SELECT ${tenantKey} AS tenant_id, n.queue_id, n.partitions
+           FROM unnest(${unsized([...createdPartitions.keys()], 'uuid[]')}, ${unsized([...createdPartitions.values()], 'int[]')})
+             AS n(queue_id, partitions)
+       ), ${raw(STORED_AND_LAG_OF_GROWN)}
        UPDATE partitions p SET last_offset = g.last_offset, last_pushed_at = now(),
                                retention_check_at = CASE WHEN p.last_offset = 0 THEN ${raw(this.due)}
                                                          ELSE LEAST(p.retention_check_at, ${raw(this.due)}) END
@@ -447,11 +479,6 @@ function lockedNamed(rows: LockNamedRow[]): NamedLocks {
     })),
   };
 }
-
-const PARTITIONS_COUNTED = queueStoredCte(
-  'partitions_counted',
-  'SELECT tenant_id, queue_id, 0 AS messages, 1 AS partitions, 0 AS offsets FROM created',
-);
 
 function countCreated([row]: Array<{ created: number }>): number {
   return row.created;

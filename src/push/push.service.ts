@@ -57,7 +57,9 @@ export class PushService {
     const named = partitionsByQueue(items);
     const chosen = chosenKeys(items);
     const { locks, existing } = lockedBefore ?? (await this.lockNamed(unit, named, chosen));
-    const { ids, maxSizes, encrypted, locked } = locks ?? (await this.createAndLock(unit, named));
+    const { ids, maxSizes, encrypted, locked, createdPartitions } = locks
+      ? { ...locks, createdPartitions: new Map<string, number>() }
+      : await this.createAndLock(unit, named);
     const queueNames = new Map([...ids].map(([name, id]) => [id, name]));
     for (const partition of locked) {
       named.get(queueNames.get(partition.queueId)!)!.set(partition.name, {
@@ -89,6 +91,7 @@ export class PushService {
       slots,
       maxSizes,
       encrypted,
+      createdPartitions,
     };
   }
 
@@ -100,7 +103,7 @@ export class PushService {
     write: 'now' | 'with-commit' = 'now',
   ): Promise<PushResultDto[]> {
     const { tenantId } = unit;
-    const { items, named, slots, transactionIds, maxSizes, encrypted } = prepared;
+    const { items, named, slots, transactionIds, maxSizes, encrypted, createdPartitions } = prepared;
     const known = prepared.stored;
     // A push to plain queues only ever looks at this: no per-message work, no statement more.
     const sealing = encrypted.size > 0;
@@ -178,9 +181,13 @@ export class PushService {
       }
       if (sealed) await this.keys.recordPrimary(unit);
       if (write === 'with-commit') {
-        unit.lastly((usage) => this.pushes.store(tenantId, producerSub, fresh, lastOffsets, usage, sealed));
+        unit.lastly((usage) =>
+          this.pushes.store(tenantId, producerSub, fresh, lastOffsets, usage, sealed, createdPartitions),
+        );
       } else {
-        await unit.run(this.pushes.store(tenantId, producerSub, fresh, lastOffsets, undefined, sealed));
+        await unit.run(
+          this.pushes.store(tenantId, producerSub, fresh, lastOffsets, undefined, sealed, createdPartitions),
+        );
       }
       unit.afterCommit(() => {
         for (const [queue, count] of perQueue) {
@@ -188,6 +195,9 @@ export class PushService {
           this.history.pushed(tenantId, queue, count);
         }
       });
+    }
+    if (fresh.length === 0 && createdPartitions.size > 0) {
+      await unit.run(this.pushes.countPartitions(tenantId, createdPartitions));
     }
     return results;
   }
@@ -225,7 +235,7 @@ export class PushService {
   private async createAndLock(
     unit: UnitOfWork,
     named: Map<string, Map<string, Slot | undefined>>,
-  ): Promise<QueueLocks & { locked: LockedPartition[] }> {
+  ): Promise<QueueLocks & { locked: LockedPartition[]; createdPartitions: Map<string, number> }> {
     const { tenantId } = unit;
     const queues = await this.ensureQueues(unit, [...named.keys()]);
     await this.quotas.admit(tenantId, 'queues', queues.created, unit);
@@ -236,8 +246,19 @@ export class PushService {
       for (const name of partitions.keys()) wanted.push({ queueId, name });
     }
     const { locked, created } = await this.ensurePartitions(unit, wanted);
-    await this.quotas.admit(tenantId, 'partitions', created, unit);
-    return { ids: queues.ids, maxSizes: queues.maxSizes, encrypted: queues.encrypted, locked };
+    await this.quotas.admit(
+      tenantId,
+      'partitions',
+      [...created.values()].reduce((sum, n) => sum + n, 0),
+      unit,
+    );
+    return {
+      ids: queues.ids,
+      maxSizes: queues.maxSizes,
+      encrypted: queues.encrypted,
+      locked,
+      createdPartitions: created,
+    };
   }
 
   /** Nearly every push names queues that exist: one statement, no insert attempted. */
@@ -258,9 +279,9 @@ export class PushService {
   private async ensurePartitions(
     unit: UnitOfWork,
     partitions: Array<{ queueId: string; name: string }>,
-  ): Promise<{ locked: LockedPartition[]; created: number }> {
+  ): Promise<{ locked: LockedPartition[]; created: Map<string, number> }> {
     const existing = await unit.run(this.pushes.lockPartitions(unit.tenantId, partitions));
-    if (existing.length === partitions.length) return { locked: existing, created: 0 };
+    if (existing.length === partitions.length) return { locked: existing, created: new Map() };
     const created = await unit.run(this.pushes.createPartitions(unit.tenantId, partitions));
     return { locked: await unit.run(this.pushes.lockPartitions(unit.tenantId, partitions)), created };
   }
@@ -291,6 +312,8 @@ export interface PreparedPush {
   readonly maxSizes: Map<string, number>;
   /** Ids of the queues whose new payloads are sealed. */
   readonly encrypted: Set<string>;
+  /** Per queue id, the partitions this push created: its store counts them. */
+  readonly createdPartitions: ReadonlyMap<string, number>;
 }
 
 /** What prepare() locks first: its partitions (undefined when one is missing) and the transactionIds already stored. */

@@ -140,20 +140,18 @@ const trimSql = (rules: PartitionRules[], window: number, evictedError: string):
       FROM cut b
      WHERE c.tenant_id = b.tenant_id AND c.partition_id = b.partition_id AND c.committed_offset < b.trim_upto
     RETURNING c.tenant_id, c.queue_id, c.consumer_group, c.partition_id, b.trim_upto
-  ), ${raw(
-    groupLagCte(
-      'lag_counted',
-      // Every cursor of a trimmed partition is locked (held = cursors), so locked has where each stood.
-      `SELECT a.tenant_id, a.queue_id, a.consumer_group, l.committed_offset - a.trim_upto AS lag
-       FROM advanced a
-       JOIN locked l ON l.tenant_id = a.tenant_id AND l.partition_id = a.partition_id
-                    AND l.consumer_group = a.consumer_group`,
-    ),
-  )}, gone AS (
+  ), gone AS (
     DELETE FROM messages m USING cut b
      WHERE m.tenant_id = b.tenant_id AND m.partition_id = b.partition_id AND m.seq = ANY(b.seqs) AND m.seq <= b.upto
     RETURNING m.tenant_id, m.partition_id, m.seq, ${raw(storedBytes('m'))} AS bytes
   ), ${raw(
+    // The counters in the reverse of the order they run in, as the push's store writes them (STORED_AND_LAG_OF_GROWN).
+    usageChangeCte(
+      'counted',
+      `SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone
+     UNION ALL SELECT tenant_id, payload_bytes, 1 FROM lettered`,
+    ),
+  )}, ${raw(
     queueStoredCte(
       'stored_counted',
       `SELECT p.tenant_id, p.queue_id, -g.messages AS messages, 0 AS partitions, 0 AS offsets
@@ -161,10 +159,13 @@ const trimSql = (rules: PartitionRules[], window: number, evictedError: string):
        JOIN partitions p ON p.tenant_id = g.tenant_id AND p.id = g.partition_id`,
     ),
   )}, ${raw(
-    usageChangeCte(
-      'counted',
-      `SELECT tenant_id, -bytes AS bytes, -1 AS messages FROM gone
-     UNION ALL SELECT tenant_id, payload_bytes, 1 FROM lettered`,
+    groupLagCte(
+      'lag_counted',
+      // Every cursor of a trimmed partition is locked (held = cursors), so locked has where each stood.
+      `SELECT a.tenant_id, a.queue_id, a.consumer_group, l.committed_offset - a.trim_upto AS lag
+       FROM advanced a
+       JOIN locked l ON l.tenant_id = a.tenant_id AND l.partition_id = a.partition_id
+                    AND l.consumer_group = a.consumer_group`,
     ),
   )}
   SELECT b.partition_id,
