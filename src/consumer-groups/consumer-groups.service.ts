@@ -239,17 +239,23 @@ export class ConsumerGroupsService {
   }
 }
 
-const LOCK_NOT_AVAILABLE = '55P03';
+/**
+ * A row it would not wait for was locked (55P03), or PostgreSQL broke a deadlock with it (40P01): a push holds its
+ * queue's row while it marks cursors ready, and a delete holds the group's cursors while it waits for that row. The
+ * unit of work retries a deadlock within its first attempt's bound, which waiting out deadlock_timeout under load
+ * can spend; this one starts afresh.
+ */
+const RETRIED = new Set(['55P03', '40P01']);
 const LOCKED_ATTEMPTS = 5;
 
-/** Runs a unit of work again, a little later each time, while it finds a row it would not wait for locked. */
+/** Runs a unit of work again, a little later each time, while it finds a row locked or loses a deadlock. */
 async function retriedWhileLocked<T>(work: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await work();
     } catch (error) {
       const code = error instanceof QueryFailedError ? (error.driverError as { code?: string }).code : undefined;
-      if (code !== LOCK_NOT_AVAILABLE || attempt === LOCKED_ATTEMPTS) throw error;
+      if (code === undefined || !RETRIED.has(code) || attempt === LOCKED_ATTEMPTS) throw error;
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
     }
   }
