@@ -249,7 +249,7 @@ const RETRIED = new Set(['55P03', '40P01']);
 const LOCKED_ATTEMPTS = 5;
 
 /** Runs a unit of work again, a little later each time, while it finds a row locked or loses a deadlock. */
-async function retriedWhileLocked<T>(work: () => Promise<T>): Promise<T> {
+export async function retriedWhileLocked<T>(work: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await work();
