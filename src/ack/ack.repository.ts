@@ -5,6 +5,7 @@ import { groupLagCte } from '../consumer-groups/counters';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { uuidv7 } from '../common/uuid';
 import {
+  ArrayType,
   nothing,
   planAsAnyTenant,
   prepared,
@@ -141,6 +142,11 @@ export class AckRepository {
   saveCursors(tenantId: string, updates: CursorUpdate[]): Statement<void> {
     const partitionIds = shared(updates.map((update) => update.partitionId));
     const { array, name } = requestArrays(updates.length, 'leasehold_ack_save');
+    const column = (key: keyof CursorUpdate, type: ArrayType) =>
+      array(
+        updates.map((update) => update[key]),
+        type,
+      );
     return prepared(
       name,
       sql`WITH saved AS (
@@ -154,30 +160,10 @@ export class AckRepository {
                                 ELSE c.retry_at END,
                 ready = ${raw(readyAfter('c', 't.committed_offset'))},
                 updated_at = now()
-           FROM unnest(${array(partitionIds, 'uuid[]')}, ${array(
-             updates.map((update) => update.consumerGroup),
-             'text[]',
-           )},
-                       ${array(
-                         updates.map((update) => update.committedOffset),
-                         'bigint[]',
-                       )},
-                       ${array(
-                         updates.map((update) => update.retryCount),
-                         'int[]',
-                       )},
-                       ${array(
-                         updates.map((update) => update.releaseLease),
-                         'boolean[]',
-                       )},
-                       ${array(
-                         updates.map((update) => update.committedBefore),
-                         'bigint[]',
-                       )},
-                       ${array(
-                         updates.map((update) => update.retryAfterMs),
-                         'int[]',
-                       )})
+           FROM unnest(${array(partitionIds, 'uuid[]')}, ${column('consumerGroup', 'text[]')},
+                       ${column('committedOffset', 'bigint[]')}, ${column('retryCount', 'int[]')},
+                       ${column('releaseLease', 'boolean[]')}, ${column('committedBefore', 'bigint[]')},
+                       ${column('retryAfterMs', 'int[]')})
              AS t(partition_id, consumer_group, committed_offset, retry_count, release_lease, committed_before,
                   retry_after_ms)
           WHERE c.tenant_id = ${tenantId} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group

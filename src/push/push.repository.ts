@@ -6,6 +6,7 @@ import { uuidv7 } from '../common/uuid';
 import { groupLagCte, queueDepth, queueStoredCte } from '../consumer-groups/counters';
 import { arrayLiteral } from '../database/array-literal';
 import {
+  ArrayType,
   NO_SQL,
   nothing,
   prepared,
@@ -96,6 +97,14 @@ function cursorsOfPushed(tenant: Sql, partitionIds: Sql, lastOffsets: Sql): Sql 
   ), grown AS MATERIALIZED (
     SELECT p.tenant_id, p.queue_id, p.id, t.last_offset, t.last_offset - p.last_offset AS added
       FROM pushed p JOIN unnest(${partitionIds}, ${lastOffsets}) AS t(id, last_offset) ON t.id = p.id
+  )`;
+}
+
+/** The partitions a push created, per queue (createPartitions), as rows of tenant_id, queue_id and partitions. */
+function newPartitions(tenant: Sql, created: ReadonlyMap<string, number>): Sql {
+  return sql`new_partitions AS (
+    SELECT ${tenant} AS tenant_id, n.queue_id, n.partitions
+      FROM unnest(${unsized([...created.keys()], 'uuid[]')}, ${unsized([...created.values()], 'int[]')}) AS n(queue_id, partitions)
   )`;
 }
 
@@ -261,10 +270,12 @@ export class PushRepository {
   /** The partitions a push created, when it stores nothing (a full queue): otherwise its store counts them. */
   countPartitions(tenantId: string, createdPartitions: ReadonlyMap<string, number>): Statement<void> {
     return statement(
-      sql`WITH new_partitions AS (
-         SELECT ${tenantId}::uuid AS tenant_id, n.queue_id, n.partitions
-           FROM unnest(${[...createdPartitions.keys()]}::uuid[], ${[...createdPartitions.values()]}::int[]) AS n(queue_id, partitions)
-       ), ${raw(queueStoredCte('stored_counted', 'SELECT tenant_id, queue_id, 0 AS messages, partitions, 0 AS offsets FROM new_partitions'))}
+      sql`WITH ${newPartitions(sql`${tenantId}::uuid`, createdPartitions)}, ${raw(
+        queueStoredCte(
+          'stored_counted',
+          'SELECT tenant_id, queue_id, 0 AS messages, partitions, 0 AS offsets FROM new_partitions',
+        ),
+      )}
        SELECT 1`,
       nothing,
     );
@@ -368,6 +379,8 @@ export class PushRepository {
       messages.length,
       `${usage ? 'leasehold_store_pushed_recorded' : 'leasehold_store_pushed'}${sealed ? '_sealed' : ''}`,
     );
+    const column = (key: keyof NewMessage, type: ArrayType) =>
+      array(arrayLiteral(messages.map((message) => message[key])), type);
     return prepared(
       name,
       sql`WITH stored AS (
@@ -375,26 +388,20 @@ export class PushRepository {
                                producer_sub, created_at${keyId})
          SELECT ${tenant}, t.partition_id, t.seq, t.id, t.transaction_id, t.trace_id, t.payload, t.payload_bytes,
                 ${producerSub}, (SELECT clock_timestamp())${sealed ? raw(', t.key_id') : NO_SQL}
-           FROM ROWS FROM (unnest(${array(arrayLiteral(messages.map((message) => message.partitionId)), 'uuid[]')}),
-                           unnest(${array(arrayLiteral(messages.map((message) => message.seq)), 'bigint[]')}),
-                           unnest(${array(arrayLiteral(messages.map((message) => message.id)), 'uuid[]')}),
-                           unnest(${array(arrayLiteral(messages.map((message) => message.transactionId)), 'text[]')}),
-                           unnest(${array(arrayLiteral(messages.map((message) => message.traceId)), 'text[]')}),
+           FROM ROWS FROM (unnest(${column('partitionId', 'uuid[]')}),
+                           unnest(${column('seq', 'bigint[]')}),
+                           unnest(${column('id', 'uuid[]')}),
+                           unnest(${column('transactionId', 'text[]')}),
+                           unnest(${column('traceId', 'text[]')}),
                            json_array_elements(${payloadArray(messages)}::json),
-                           unnest(${array(arrayLiteral(messages.map((message) => message.payloadBytes)), 'int[]')})${
-                             sealed
-                               ? sql`, unnest(${array(arrayLiteral(messages.map((message) => message.keyId)), 'text[]')})`
-                               : NO_SQL
+                           unnest(${column('payloadBytes', 'int[]')})${
+                             sealed ? sql`, unnest(${column('keyId', 'text[]')})` : NO_SQL
                            })
              AS t(partition_id, seq, id, transaction_id, trace_id, payload, payload_bytes${keyId})
           ORDER BY t.partition_id, t.seq
        ), ${cursorsOfPushed(tenantKey, array(partitionIds, 'uuid[]'), array(offsets, 'bigint[]'))}${
          usage ? sql`, ${usageCtes(tenant, usage)}` : NO_SQL
-       }, new_partitions AS (
-         SELECT ${tenantKey} AS tenant_id, n.queue_id, n.partitions
-           FROM unnest(${unsized([...createdPartitions.keys()], 'uuid[]')}, ${unsized([...createdPartitions.values()], 'int[]')})
-             AS n(queue_id, partitions)
-       ), ${raw(STORED_AND_LAG_OF_GROWN)}
+       }, ${newPartitions(tenantKey, createdPartitions)}, ${raw(STORED_AND_LAG_OF_GROWN)}
        UPDATE partitions p SET last_offset = g.last_offset, last_pushed_at = now(),
                                retention_check_at = CASE WHEN p.last_offset = 0 THEN ${raw(this.due)}
                                                          ELSE LEAST(p.retention_check_at, ${raw(this.due)}) END
