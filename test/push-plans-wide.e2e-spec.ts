@@ -3,7 +3,7 @@ import { Client } from 'pg';
 import { AckRepository } from '../src/ack/ack.repository';
 import { Statement, UNSIZED_ROWS } from '../src/database/statement';
 import { PushRepository } from '../src/push/push.repository';
-import { explainRolledBack, PlanNode } from './support/plans';
+import { explainRolledBack, PlanNode, rowsBeyond } from './support/plans';
 import { onEmbeddedDatabase } from './support/test-app';
 import { ScratchDatabase } from './support/scratch-database';
 
@@ -18,19 +18,12 @@ const ITEMS = 10_000;
 /** Rows a node may read in all its loops per item of the request: a lookup per item reads one or two. */
 const MOST_ROWS_PER_ITEM = 5;
 
-function quadratic(node: PlanNode, items: number, found: string[] = []): string[] {
-  const read = (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * Math.max(node['Actual Loops'], 1);
-  if (node['Relation Name'] !== undefined && read > MOST_ROWS_PER_ITEM * items) {
-    found.push(`${node['Node Type']} on ${node['Relation Name']} (${node['Index Name'] ?? 'no index'}): ${read} rows`);
-  }
-  // A join of two sets of the request's rows that compares each with each (a CTE has no index).
-  // Up to UNSIZED_ROWS items the planner takes the request for ten rows and may compare each with each: bounded there.
-  const compared = (node['Rows Removed by Join Filter'] ?? 0) * Math.max(node['Actual Loops'], 1);
-  if (compared > Math.max(MOST_ROWS_PER_ITEM * items, UNSIZED_ROWS ** 2)) {
-    found.push(`${node['Node Type']}: ${compared} rows compared`);
-  }
-  for (const child of node.Plans ?? []) quadratic(child, items, found);
-  return found;
+/** Rows read per item; up to UNSIZED_ROWS items the planner takes the request for ten rows and may compare each with each. */
+function quadratic(plan: PlanNode, items: number): string[] {
+  return rowsBeyond(plan, {
+    read: MOST_ROWS_PER_ITEM * items,
+    compared: Math.max(MOST_ROWS_PER_ITEM * items, UNSIZED_ROWS ** 2),
+  });
 }
 
 (onEmbeddedDatabase ? describe.skip : describe)(

@@ -13,6 +13,22 @@ export interface PlanNode {
   Plans?: PlanNode[];
 }
 
+/**
+ * Nodes of a plan that read more rows of a table in all their loops than `most.read`, or compared more rows in a join
+ * filter than `most.compared`: what a plan test holds a statement to, against its request's size.
+ */
+export function rowsBeyond(node: PlanNode, most: { read: number; compared: number }, found: string[] = []): string[] {
+  const loops = Math.max(node['Actual Loops'], 1);
+  const read = (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * loops;
+  if (node['Relation Name'] !== undefined && read > most.read) {
+    found.push(`${node['Node Type']} on ${node['Relation Name']} (${node['Index Name'] ?? 'no index'}): ${read} rows`);
+  }
+  const compared = (node['Rows Removed by Join Filter'] ?? 0) * loops;
+  if (compared > most.compared) found.push(`${node['Node Type']}: ${compared} rows compared`);
+  for (const child of node.Plans ?? []) rowsBeyond(child, most, found);
+  return found;
+}
+
 /** A statement's parameters as a prepared-statement EXECUTE takes them: SQL literals, arrays as array literals. */
 export function literalsOf(db: Client, values: readonly unknown[]): string[] {
   type Scalar = string | number | boolean | null;
