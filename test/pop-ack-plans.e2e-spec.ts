@@ -7,7 +7,8 @@ import { PayloadCipher } from '../src/encryption/payload-cipher';
 import { migrateDatabase } from '../src/database/run-migrations';
 import { ClaimRequest, PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
-import { StreamsRepository } from '../src/streams/streams.repository';
+import { MAX_STATE_ROWS } from '../src/streams/dto/state-get.dto';
+import { StateFilter, StreamsRepository } from '../src/streams/streams.repository';
 import { TransactionRepository } from '../src/transaction/transaction.repository';
 import { explainRolledBack, literalsOf, PlanNode } from './support/plans';
 import { onEmbeddedDatabase } from './support/test-app';
@@ -163,10 +164,11 @@ const SMALL_PARTITIONS = 10;
   function statements(
     { name: queueName, queueId, lease, queryId, keys: all }: Target,
     count = all.length,
-  ): Array<{ name: string; text: string; values: Value[] }> {
+  ): Array<{ name: string; prepared: boolean; text: string; values: Value[] }> {
     const keys = all.slice(0, count);
-    const statement = (name: string, { text, values }: Statement<unknown>) => ({
+    const statement = (name: string, { name: prepared, text, values }: Statement<unknown>) => ({
       name,
+      prepared: prepared !== undefined,
       text,
       values: values as Value[],
     });
@@ -208,6 +210,25 @@ const SMALL_PARTITIONS = 10;
       statement("the transaction's lock of its required leases alone", transactions.lock(tenant, [lease], [])!),
       statement("the transaction's lease check at COMMIT", transactions.heldAtCommit(tenant, [lease])),
       statement("the cycle's query and partition", streams.cycleTarget(tenant, queryId, keys[0].partitionId)),
+      ...(
+        [
+          ['by keys', { keys: ['sum'] }],
+          ['of all keys', {}],
+          ['by prefix', { keyPrefix: 'su' }],
+          ['of ripe windows', { ripeAtOrBefore: 1000 }],
+        ] as Array<[string, Partial<StateFilter>]>
+      ).map(([shape, filter]) =>
+        statement(
+          `the state read ${shape}`,
+          streams.stateRead(
+            tenant,
+            queryId,
+            keys[0].partitionId,
+            { keys: [], keyPrefix: undefined, ripeAtOrBefore: undefined, ...filter },
+            MAX_STATE_ROWS + 1,
+          ),
+        ),
+      ),
       statement(
         "the cycle's state",
         streams.applyState(tenant, queryId, keys[0].partitionId, [
@@ -266,6 +287,15 @@ const SMALL_PARTITIONS = 10;
       ),
     ];
   }
+
+  // The broker sends a statement without a name unprepared, and PostgreSQL plans it at every call, whatever its shape.
+  it('sends each of them prepared', () => {
+    expect(
+      statements(burst)
+        .filter((statement) => !statement.prepared)
+        .map((statement) => statement.name),
+    ).toEqual([]);
+  });
 
   for (const statistics of ['stale', 'analysed']) {
     for (const mode of ['force_generic_plan', 'force_custom_plan']) {

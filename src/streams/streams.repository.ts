@@ -1,5 +1,15 @@
 import { Injectable } from '@nestjs/common';
-import { nothing, prepared, raw, rows as rowsOf, shared, sql, Statement, statement } from '../database/statement';
+import {
+  NO_SQL,
+  nothing,
+  prepared,
+  raw,
+  rows as rowsOf,
+  shared,
+  sql,
+  Statement,
+  statement,
+} from '../database/statement';
 import type { StatementReader } from '../database/transaction-runner';
 import { UsageChange } from '../limits/stored-usage.repository';
 import { isoTimestamp } from '../common/sql-timestamp';
@@ -203,44 +213,48 @@ export class StreamsRepository {
     );
   }
 
-  /** Undefined when there is no such query. */
-  async state(
-    reader: StatementReader,
+  /**
+   * A partition's state, in key order; undefined when there is no such query. One round trip whether or not the query
+   * keeps any (a row of nulls then), prepared once per filter shape: written with `$x IS NULL OR` switches, one
+   * statement for every shape was planned at every call.
+   */
+  stateRead(
     tenantId: string,
     queryId: string,
     partitionId: string,
-    filter: StateFilter,
+    { keys, keyPrefix, ripeAtOrBefore }: StateFilter,
     limit: number,
-  ): Promise<StateRow[] | undefined> {
-    const tenant = shared(tenantId);
-    const query = shared(queryId);
-    const keys = shared(filter.keys);
-    const keyPrefix = shared(filter.keyPrefix ?? null);
-    const ripe = shared(filter.ripeAtOrBefore ?? null);
-    const rows = await reader.run(
-      statement(
-        sql`SELECT s.key, s.value, ${raw(isoTimestamp('s.updated_at'))} AS updated_at, true AS known
+  ): Statement<StateRow[] | undefined> {
+    const byKeys = keys.length > 0;
+    const byPrefix = keyPrefix !== undefined;
+    const ripe = ripeAtOrBefore !== undefined;
+    return prepared(
+      `leasehold_stream_state_${Number(byKeys)}${Number(byPrefix)}${Number(ripe)}`,
+      sql`SELECT st.key, st.value, st.updated_at
          FROM stream_queries q
-         JOIN stream_state s ON s.tenant_id = q.tenant_id AND s.query_id = q.id AND s.partition_id = ${partitionId}
-        WHERE q.tenant_id = ${tenant} AND q.id = ${query}
-          AND (cardinality(${keys}::text[]) = 0 OR s.key = ANY (${keys}::text[]))
-          AND (${keyPrefix}::text IS NULL OR starts_with(s.key, ${keyPrefix}::text))
-          AND (${ripe}::numeric IS NULL
-               OR (jsonb_typeof(s.value -> 'windowEnd') = 'number' AND (s.value ->> 'windowEnd')::numeric <= ${ripe}::numeric))
-        ORDER BY s.key
-        LIMIT ${limit}`,
-        (found: Array<StateRow & { known: boolean }>) =>
-          found.map(({ key, value, updated_at }): StateRow => ({ key, value, updated_at })),
-      ),
+         LEFT JOIN LATERAL (
+              SELECT s.key, s.value, ${raw(isoTimestamp('s.updated_at'))} AS updated_at
+                FROM stream_state s
+               WHERE s.tenant_id = q.tenant_id AND s.query_id = q.id AND s.partition_id = ${partitionId}
+                     ${byKeys ? sql`AND s.key = ANY (${keys}::text[])` : NO_SQL}
+                     ${byPrefix ? sql`AND starts_with(s.key, ${keyPrefix}::text)` : NO_SQL}
+                     ${
+                       ripe
+                         ? sql`AND jsonb_typeof(s.value -> 'windowEnd') = 'number'
+                               AND (s.value ->> 'windowEnd')::numeric <= ${ripeAtOrBefore}::numeric`
+                         : NO_SQL
+                     }
+               ORDER BY s.key
+               LIMIT ${limit}) st ON true
+        WHERE q.tenant_id = ${tenantId} AND q.id = ${queryId}
+        ORDER BY st.key`,
+      (found: Array<{ key: string | null; value: unknown; updated_at: string }>) =>
+        found.length === 0
+          ? undefined
+          : found.flatMap(({ key, value, updated_at }): StateRow[] =>
+              key === null ? [] : [{ key, value, updated_at }],
+            ),
     );
-    if (rows.length > 0) return rows;
-    const exists = await reader.run(
-      statement(
-        sql`SELECT id FROM stream_queries WHERE tenant_id = ${tenant} AND id = ${query}`,
-        (found: Array<{ id: string }>) => found.length > 0,
-      ),
-    );
-    return exists ? [] : undefined;
   }
 
   list(tenantId: string): Statement<StreamQueryRow[]> {

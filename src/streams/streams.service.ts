@@ -114,17 +114,18 @@ export class StreamsService {
 
   async state(tenantId: string, request: StateGetDto): Promise<StateGetResponseDto> {
     const rows = await this.runner.read(tenantId, (reader) =>
-      this.streams.state(
-        reader,
-        tenantId,
-        request.query_id.toLowerCase(),
-        request.partition_id.toLowerCase(),
-        {
-          keys: request.keys ?? [],
-          keyPrefix: request.key_prefix || undefined,
-          ripeAtOrBefore: request.ripe_at_or_before ?? undefined,
-        },
-        MAX_STATE_ROWS + 1,
+      reader.run(
+        this.streams.stateRead(
+          tenantId,
+          request.query_id.toLowerCase(),
+          request.partition_id.toLowerCase(),
+          {
+            keys: request.keys ?? [],
+            keyPrefix: request.key_prefix || undefined,
+            ripeAtOrBefore: request.ripe_at_or_before ?? undefined,
+          },
+          MAX_STATE_ROWS + 1,
+        ),
       ),
     );
     if (rows === undefined) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND, rows: [] });
