@@ -21,7 +21,8 @@ export type PipelineMode = 'transaction' | 'push then ack' | 'stream cycle' | 's
 
 export interface PipelineRow {
   mode: PipelineMode;
-  phase: 'backlog' | 'steady';
+  /** cold: a backlog drained by a new broker on a new database, its first pipeline (as after a deploy or a restart). */
+  phase: 'backlog' | 'steady' | 'cold';
   messages: number;
   messagesPerSecond: number;
   endToEndP50: number;
@@ -65,7 +66,7 @@ interface OpenWindow {
 export async function measurePipeline(
   base: string,
   mode: PipelineMode,
-  phase: PipelineRow['phase'],
+  phase: 'backlog' | 'steady',
   run = '',
 ): Promise<PipelineRow> {
   const tags: Record<PipelineMode, string> = {
