@@ -230,6 +230,177 @@ describe('lag and stored counters kept by the writes', () => {
   });
 });
 
+/**
+ * Each write to the three counters, in the order PostgreSQL made it: a row trigger per table logs the transaction, the
+ * tenant and the table, in a table of its own. Triggers fire in the order rows are written, so also in the order a
+ * statement's data-modifying CTEs run (the reverse of their text when nothing reads them).
+ */
+async function logCounterWrites(dataSource: DataSource): Promise<void> {
+  await sql(
+    dataSource,
+    `CREATE TABLE counter_writes (seq bigserial PRIMARY KEY, txid bigint NOT NULL, tenant_id uuid, counter text NOT NULL)`,
+  );
+  await sql(
+    dataSource,
+    `CREATE FUNCTION counter_written() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       INSERT INTO counter_writes (txid, tenant_id, counter)
+       VALUES (txid_current(), CASE WHEN TG_OP = 'DELETE' THEN OLD.tenant_id ELSE NEW.tenant_id END, TG_TABLE_NAME);
+       RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+     END $$`,
+  );
+  for (const table of COUNTER_ORDER) {
+    await sql(
+      dataSource,
+      `CREATE TRIGGER counter_written BEFORE INSERT OR UPDATE OR DELETE ON ${table}
+         FOR EACH ROW EXECUTE FUNCTION counter_written()`,
+    );
+  }
+}
+
+async function stopLoggingCounterWrites(dataSource: DataSource): Promise<void> {
+  for (const table of COUNTER_ORDER) await sql(dataSource, `DROP TRIGGER IF EXISTS counter_written ON ${table}`);
+  await sql(dataSource, 'DROP FUNCTION IF EXISTS counter_written()');
+  await sql(dataSource, 'DROP TABLE IF EXISTS counter_writes');
+}
+
+/** docs/internals.md, "Counters of lag and depth": the one order every transaction takes the counters' stripes in. */
+const COUNTER_ORDER = ['group_lag', 'queue_stored', 'tenant_usage'];
+
+/** The tenant's transactions that wrote a counter after one that comes later in COUNTER_ORDER, as the tables they wrote in turn. */
+async function countersOutOfOrder(dataSource: DataSource, tenant: string): Promise<string[]> {
+  const rows = await sql<Array<{ written: string }>>(
+    dataSource,
+    `WITH ranked AS (
+       SELECT seq, txid, counter, array_position($2::text[], counter) AS rank FROM counter_writes WHERE tenant_id = $1
+     ), runs AS (
+       -- Consecutive writes to one table as one step.
+       SELECT txid, counter, seq, rank, rank IS DISTINCT FROM lag(rank) OVER (PARTITION BY txid ORDER BY seq) AS starts
+         FROM ranked
+     )
+     SELECT string_agg(counter, ' > ' ORDER BY seq) AS written FROM runs
+      WHERE starts AND txid IN (SELECT a.txid FROM ranked a JOIN ranked b ON b.txid = a.txid AND b.seq > a.seq
+                                 WHERE b.rank < a.rank)
+      GROUP BY txid`,
+    [tenant, COUNTER_ORDER],
+  );
+  return rows.map((row) => row.written);
+}
+
+describe('the order every transaction writes the counters in', () => {
+  const broker = useTestBroker();
+
+  // Two connections share a stripe of each counter, so two transactions taking the tables in different orders can
+  // deadlock (PostgreSQL then rolls one back after deadlock_timeout). Every write that changes a counter, here.
+  it('is group_lag, then queue_stored, then tenant_usage, in every write that changes them', async () => {
+    const { app, client, dataSource } = broker;
+    const tenant = client.tenant;
+    await logCounterWrites(dataSource);
+    try {
+      // Pushes creating a queue and its partitions; a group's first pops making cursors; acks.
+      await client.push(items('flow', 4, 5, 'a')).expect(201);
+      await client.ackAll(await client.popLeased('flow', { consumerGroup: 'one', batch: 5 })).expect(200);
+      await client.popLeased('flow', { consumerGroup: 'two', batch: 2 });
+      // Pushes creating partitions of a queue with groups: cursors, lag, stored messages and usage at once.
+      await client.push(items('flow', 8, 2, 'b')).expect(201);
+      await client.pop('flow', { consumerGroup: 'auto', batch: 3, autoAck: 'true' }).expect(200);
+
+      // A transaction of acks and pushes.
+      const batch = await client.popLeased('flow', { consumerGroup: 'one', batch: 5 });
+      await client
+        .post('/api/v1/transaction', {
+          operations: [
+            ...batch.messages.map((message) => ({
+              type: 'ack',
+              transactionId: message.transactionId,
+              partitionId: message.partitionId,
+              leaseId: batch.leaseId,
+              consumerGroup: 'one',
+            })),
+            { type: 'push', items: [...items('flow', 10, 1, 't'), ...items('out', 2, 2, 't')] },
+          ],
+          requiredLeases: [batch.leaseId],
+        })
+        .expect(200);
+
+      // Failed past the retry limit: a dead letter.
+      await client.configure({ queue: 'flow', options: { retryLimit: 0, deadLetterQueue: true } }).expect(200);
+      await client.ackAll(await client.popLeased('flow', { consumerGroup: 'one', batch: 2 }), 'failed').expect(200);
+
+      // A stream cycle: its state, its sink's pushes and its source's ack in one transaction.
+      const registered = await client
+        .post('/streams/v1/queries', { name: 'sums', source_queue: 'flow', sink_queue: 'sums', config_hash: 'h' })
+        .expect(200);
+      const queryId = registered.body.query_id as string;
+      const source = await client.popLeased('flow', { consumerGroup: `streams.${queryId}`, batch: 3 });
+      const last = source.messages[source.messages.length - 1];
+      await client
+        .post('/streams/v1/cycle', {
+          query_id: queryId,
+          partition_id: last.partitionId,
+          consumer_group: `streams.${queryId}`,
+          state_ops: [{ type: 'upsert', key: 'sum', value: { sum: source.messages.length } }],
+          push_items: [{ queue: 'sums', payload: { sum: source.messages.length } }],
+          ack: { transactionId: last.transactionId, leaseId: source.leaseId, status: 'completed', count: 3 },
+        })
+        .expect(200);
+
+      // Seeks, a message deleted and one moved to the dead letters by hand, a partition cleared.
+      await client.post('/api/v1/consumer-groups/two/queues/flow/seek', { toEnd: true }).expect(200);
+      await client
+        .post('/api/v1/consumer-groups/two/queues/flow/seek', { timestamp: '2000-01-01T00:00:00Z' })
+        .expect(200);
+      const browsed = await client.get('/api/v1/messages', { queue: 'flow', limit: 2 }).expect(200);
+      const [one, two] = (browsed.body as { messages: Array<{ partitionId: string; transactionId: string }> }).messages;
+      await client.delete(`/api/v1/messages/${one.partitionId}/${one.transactionId}`).expect(200);
+      await client
+        .post(`/api/v1/messages/${two.partitionId}/${two.transactionId}/dlq`)
+        .query({ consumerGroup: 'two' })
+        .expect(200);
+      await client.delete('/api/v1/queues/flow/clear').query({ partition: 'p1' }).expect(200);
+
+      // Retention's cut and its removal of emptied partitions.
+      await client
+        .configure({ queue: 'flow', options: { completedRetentionSeconds: 1, retentionSeconds: 2 } })
+        .expect(200);
+      await ageMessages(dataSource, tenant, 10);
+      await sql(
+        dataSource,
+        `UPDATE partitions SET last_pushed_at = now() - interval '2 hours', retention_check_at = '-infinity'
+          WHERE tenant_id = $1`,
+        [tenant],
+      );
+      for (let round = 0; round < 20; round += 1) {
+        await app.get(RetentionService).runOnce([tenant]);
+        const [{ left }] = await sql<Array<{ left: number }>>(
+          dataSource,
+          `SELECT count(*)::int AS left FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+            WHERE p.tenant_id = $1 AND q.name = 'flow'`,
+          [tenant],
+        );
+        if (left === 0) break;
+      }
+
+      // A group, a stream query and the queues deleted, with their counters; a whole queue cleared.
+      await client.delete('/api/v1/consumer-groups/two').expect(200);
+      await client.delete('/streams/v1/queries/sums').expect(200);
+      await client.delete('/api/v1/queues/out/clear').expect(200);
+      await client.delete('/api/v1/resources/queues/out').expect(200);
+      await client.delete('/api/v1/resources/queues/flow').expect(200);
+
+      const [{ written }] = await sql<Array<{ written: string[] }>>(
+        dataSource,
+        'SELECT array_agg(DISTINCT counter ORDER BY counter) AS written FROM counter_writes WHERE tenant_id = $1',
+        [tenant],
+      );
+      expect(written).toEqual([...COUNTER_ORDER].sort());
+      expect(await countersOutOfOrder(dataSource, tenant)).toEqual([]);
+    } finally {
+      await stopLoggingCounterWrites(dataSource);
+    }
+  });
+});
+
 describe('depth and lag on /metrics', () => {
   const broker = useTestBroker({ METRICS_TENANT_LABELS: 'true' });
 

@@ -236,10 +236,11 @@ export class QueuesRepository {
          RETURNING ${raw(storedBytes('d'))} AS bytes
        ), gone AS (
          DELETE FROM queues WHERE tenant_id = ${tenant} AND id = ${queue}
+       ), stored_gone AS (
+         -- Written before lag_gone, so it runs after it: the counters' order (docs/internals.md).
+         DELETE FROM queue_stored WHERE tenant_id = ${tenant} AND queue_id = ${queue}
        ), lag_gone AS (
          DELETE FROM group_lag WHERE tenant_id = ${tenant} AND queue_id = ${queue}
-       ), stored_gone AS (
-         DELETE FROM queue_stored WHERE tenant_id = ${tenant} AND queue_id = ${queue}
        ), state_gone AS (
          DELETE FROM stream_state s USING stream_queries sq
           WHERE sq.tenant_id = ${tenant} AND sq.source_queue_id = ${queue} AND s.tenant_id = sq.tenant_id AND s.query_id = sq.id
