@@ -534,6 +534,52 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     );
     expect(rows).toEqual([{ lease_id: answer?.body.leaseId }]);
   });
+
+  it('runs one statement with its BEGIN and COMMIT in one round trip, and keeps the connection when it fails', async () => {
+    const once = (divisor: number) =>
+      runner.runOne(
+        undefined,
+        prepared(
+          'round_trips_run_one',
+          sql`SELECT txid_current()::text AS xid, 1 / ${divisor}::int AS one`,
+          (rows: Array<{ xid: string }>) => rows[0].xid,
+        ),
+      );
+    await once(1);
+    let xid = '';
+    expect(await roundTripsOf(async () => (xid = await once(1)))).toBe(1);
+    expect(await statusOf(xid)).toBe('committed');
+
+    const pidBefore = await backendPid();
+    // The failed statement's round trip, then the ROLLBACK that leaves the connection clean for the pool.
+    expect(await roundTripsOf(() => expect(once(0)).rejects.toThrow('division by zero'))).toBe(2);
+    expect(await backendPid()).toBe(pidBefore);
+    expect(await roundTripsOf(async () => (xid = await once(1)))).toBe(1);
+    expect(await statusOf(xid)).toBe('committed');
+  });
+
+  it("reads a stream's state in one round trip, whether it keeps any or the query is unknown", async () => {
+    const server = app.getHttpServer();
+    const queue = `round-trips-${randomUUID()}`;
+    await request(server)
+      .post('/api/v1/push')
+      .send({ items: [{ queue, partition: 'a', payload: {} }] })
+      .expect(201);
+    const registered = await request(server)
+      .post('/streams/v1/queries')
+      .send({ name: queue, source_queue: queue, config_hash: 'h' })
+      .expect(200);
+    const read = (queryId: string) =>
+      request(server).post('/streams/v1/state/get').send({ query_id: queryId, partition_id: randomUUID(), keys: [] });
+    await read(registered.body.query_id).expect(200);
+
+    let answers: number[] = [];
+    const trips = await roundTripsOf(async () => {
+      answers = [(await read(registered.body.query_id)).status, (await read(uuidv7())).status];
+    });
+    expect(answers).toEqual([200, 404]);
+    expect(trips).toBe(2);
+  });
 });
 
 // Counted on either database: the embedded one sends BEGIN on its own and each statement apart, a fixed number more.

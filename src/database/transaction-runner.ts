@@ -66,9 +66,14 @@ export class TransactionRunner {
     this.gate = new TenantGate(config.limits.tenantMaxConnections);
   }
 
-  /** One statement in a bounded transaction of its own, as run() runs work; its answer parsed. */
+  /**
+   * One statement in a bounded transaction of its own, as run() runs work, sent with its BEGIN and COMMIT in one round
+   * trip; its answer parsed.
+   */
   runOne<T>(tenantId: string | undefined, statement: Statement<T>): Promise<T> {
-    return this.read(tenantId, (reader) => reader.run(statement));
+    return this.run(tenantId, async (_manager, transaction) =>
+      statement.parse(await transaction.commitWith(statement)),
+    );
   }
 
   /** Statements in one bounded transaction, as run() runs work; for work without effects after commit (see Writes). */

@@ -113,19 +113,18 @@ export class StreamsService {
   }
 
   async state(tenantId: string, request: StateGetDto): Promise<StateGetResponseDto> {
-    const rows = await this.runner.read(tenantId, (reader) =>
-      reader.run(
-        this.streams.stateRead(
-          tenantId,
-          request.query_id.toLowerCase(),
-          request.partition_id.toLowerCase(),
-          {
-            keys: request.keys ?? [],
-            keyPrefix: request.key_prefix || undefined,
-            ripeAtOrBefore: request.ripe_at_or_before ?? undefined,
-          },
-          MAX_STATE_ROWS + 1,
-        ),
+    const rows = await this.runner.runOne(
+      tenantId,
+      this.streams.stateRead(
+        tenantId,
+        request.query_id.toLowerCase(),
+        request.partition_id.toLowerCase(),
+        {
+          keys: request.keys ?? [],
+          keyPrefix: request.key_prefix || undefined,
+          ripeAtOrBefore: request.ripe_at_or_before ?? undefined,
+        },
+        MAX_STATE_ROWS + 1,
       ),
     );
     if (rows === undefined) throw new NotFoundException({ success: false, error: QUERY_NOT_FOUND, rows: [] });
