@@ -1,11 +1,14 @@
+import { randomBytes } from 'node:crypto';
 import { INestApplication } from '@nestjs/common';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Client } from 'pg';
 import request from 'supertest';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { DataSource } from 'typeorm';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, sql } from './support/db-state';
-import { onEmbeddedDatabase } from './support/test-app';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { useTestBroker } from './support/test-broker';
 
 async function retries(app: INestApplication, sqlstate: string): Promise<number> {
@@ -258,12 +261,6 @@ async function logCounterWrites(dataSource: DataSource): Promise<void> {
   }
 }
 
-async function stopLoggingCounterWrites(dataSource: DataSource): Promise<void> {
-  for (const table of COUNTER_ORDER) await sql(dataSource, `DROP TRIGGER IF EXISTS counter_written ON ${table}`);
-  await sql(dataSource, 'DROP FUNCTION IF EXISTS counter_written()');
-  await sql(dataSource, 'DROP TABLE IF EXISTS counter_writes');
-}
-
 /** docs/internals.md, "Counters of lag and depth": the one order every transaction takes the counters' stripes in. */
 const COUNTER_ORDER = ['group_lag', 'queue_stored', 'tenant_usage'];
 
@@ -287,16 +284,37 @@ async function countersOutOfOrder(dataSource: DataSource, tenant: string): Promi
   return rows.map((row) => row.written);
 }
 
-describe('the order every transaction writes the counters in', () => {
-  const broker = useTestBroker();
+// A database of its own: the triggers would otherwise sit on tables every test file of the run writes to.
+(onEmbeddedDatabase ? describe.skip : describe)(
+  'the order every transaction writes the counters in (real PostgreSQL)',
+  () => {
+    const database = `leasehold_counter_order_${randomBytes(4).toString('hex')}`;
+    let admin: Client;
+    let app: NestExpressApplication;
+    let dataSource: DataSource;
 
-  // Two connections share a stripe of each counter, so two transactions taking the tables in different orders can
-  // deadlock (PostgreSQL then rolls one back after deadlock_timeout). Every write that changes a counter, here.
-  it('is group_lag, then queue_stored, then tenant_usage, in every write that changes them', async () => {
-    const { app, client, dataSource } = broker;
-    const tenant = client.tenant;
-    await logCounterWrites(dataSource);
-    try {
+    beforeAll(async () => {
+      const url = new URL(process.env.DATABASE_URL!);
+      admin = new Client({ connectionString: url.toString() });
+      await admin.connect();
+      await admin.query(`CREATE DATABASE ${database}`);
+      url.pathname = `/${database}`;
+      app = await createTestApp({ DATABASE_URL: url.toString() });
+      dataSource = app.get(DataSource);
+      await logCounterWrites(dataSource);
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await admin.end();
+    });
+
+    // Two connections share a stripe of each counter, so two transactions taking the tables in different orders can
+    // deadlock (PostgreSQL then rolls one back after deadlock_timeout). Every write that changes a counter, here.
+    it('is group_lag, then queue_stored, then tenant_usage, in every write that changes them', async () => {
+      const client = new BrokerClient(app, newTenant());
+      const tenant = client.tenant;
       // Pushes creating a queue and its partitions; a group's first pops making cursors; acks.
       await client.push(items('flow', 4, 5, 'a')).expect(201);
       await client.ackAll(await client.popLeased('flow', { consumerGroup: 'one', batch: 5 })).expect(200);
@@ -395,11 +413,9 @@ describe('the order every transaction writes the counters in', () => {
       );
       expect(written).toEqual([...COUNTER_ORDER].sort());
       expect(await countersOutOfOrder(dataSource, tenant)).toEqual([]);
-    } finally {
-      await stopLoggingCounterWrites(dataSource);
-    }
-  });
-});
+    });
+  },
+);
 
 describe('depth and lag on /metrics', () => {
   const broker = useTestBroker({ METRICS_TENANT_LABELS: 'true' });
