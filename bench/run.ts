@@ -555,13 +555,23 @@ async function measurePipelines(broker: ChildProcess, pipelines: PipelineRow[]):
   for (const phase of ['backlog', 'steady'] as const) {
     for (const mode of ['transaction', 'push then ack', 'stream cycle', 'stream window'] as PipelineMode[]) {
       log(`two-stage pipeline, ${phase}: ${mode}`);
-      const used = cpuFrom(broker);
-      const row = await measurePipeline(BROKER, mode, phase);
-      const cpu = used();
-      const perMessage = (seconds: number) => Math.round((seconds / Math.max(1, row.messages)) * 1000 * 1000) / 1000;
-      pipelines.push({ ...row, brokerCpuMs: perMessage(cpu.broker), postgresCpuMs: perMessage(cpu.postgres) });
+      pipelines.push(await pipelineWithCpu(broker, BROKER, mode, phase));
     }
   }
+}
+
+/** A pipeline's row with the CPU the broker and PostgreSQL spent on it, in milliseconds a message. */
+async function pipelineWithCpu(
+  broker: ChildProcess,
+  base: string,
+  mode: PipelineMode,
+  phase: 'backlog' | 'steady',
+): Promise<PipelineRow> {
+  const used = cpuFrom(broker);
+  const row = await measurePipeline(base, mode, phase);
+  const cpu = used();
+  const perMessage = (seconds: number) => Math.round((seconds / Math.max(1, row.messages)) * 1000 * 1000) / 1000;
+  return { ...row, brokerCpuMs: perMessage(cpu.broker), postgresCpuMs: perMessage(cpu.postgres) };
 }
 
 const COLD_ROUNDS = 3;
@@ -584,14 +594,8 @@ async function measureColdPipelines(): Promise<PipelineRow[]> {
         env: { DB_POOL_SIZE: process.env.BENCH_POOL_SIZE ?? '10', RATE_LIMIT_RENEW: '10000000' },
       });
       try {
-        const used = cpuFrom(scratch.process);
-        const row = await measurePipeline(scratch.base, mode, 'backlog');
-        const cpu = used();
-        const perMessage = (seconds: number) => Math.round((seconds / Math.max(1, row.messages)) * 1000 * 1000) / 1000;
-        rounds.set(mode, [
-          ...(rounds.get(mode) ?? []),
-          { ...row, phase: 'cold', brokerCpuMs: perMessage(cpu.broker), postgresCpuMs: perMessage(cpu.postgres) },
-        ]);
+        const row = await pipelineWithCpu(scratch.process, scratch.base, mode, 'backlog');
+        rounds.set(mode, [...(rounds.get(mode) ?? []), { ...row, phase: 'cold' }]);
       } finally {
         await scratch.stop();
       }
