@@ -1,16 +1,15 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { AckRepository } from '../src/ack/ack.repository';
-import { loadConfig } from '../src/config/load-config';
 import { Statement } from '../src/database/statement';
 import { PayloadCipher } from '../src/encryption/payload-cipher';
-import { migrateDatabase } from '../src/database/run-migrations';
 import { ClaimRequest, PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
 import { MAX_STATE_ROWS } from '../src/streams/dto/state-get.dto';
 import { StateFilter, StreamsRepository } from '../src/streams/streams.repository';
 import { TransactionRepository } from '../src/transaction/transaction.repository';
 import { explainRolledBack, literalsOf, PlanNode } from './support/plans';
+import { ScratchDatabase } from './support/scratch-database';
 import { onEmbeddedDatabase } from './support/test-app';
 
 /**
@@ -62,21 +61,15 @@ const SMALL_PARTITIONS = 10;
 
 (onEmbeddedDatabase ? describe.skip : describe)('hot statement plans without fresh statistics', () => {
   const tenant = randomUUID();
-  const database = `leasehold_plans_${randomBytes(4).toString('hex')}`;
-  let admin: Client;
+  let scratch: ScratchDatabase;
   let db: Client;
   /** The tenant's 5,000-partition queue, and a small one beside it, as a pipeline's stage keeps. */
   let burst: Target;
   let small: Target;
 
   beforeAll(async () => {
-    const url = new URL(process.env.DATABASE_URL!);
-    admin = new Client({ connectionString: url.toString() });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${database}`);
-    url.pathname = `/${database}`;
-    await migrateDatabase(loadConfig({ ...process.env, DATABASE_URL: url.toString() }).database, url.toString());
-    db = new Client({ connectionString: url.toString() });
+    scratch = await ScratchDatabase.create('leasehold_plans');
+    db = new Client({ connectionString: scratch.url });
     await db.connect();
     for (const table of KEYED_TABLES) await db.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
     // What a push of one message to each of a queue's partitions and the group's first pop leave behind.
@@ -156,8 +149,7 @@ const SMALL_PARTITIONS = 10;
 
   afterAll(async () => {
     await db?.end();
-    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin.end();
+    await scratch?.drop();
   });
 
   /** The hot statements on `target`, for `count` of its ten keys (one: as a consumer acking its one partition sends them). */
