@@ -1,7 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { INestApplication } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { Client } from 'pg';
 import request from 'supertest';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { DataSource } from 'typeorm';
@@ -9,6 +7,7 @@ import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, sql } from './support/db-state';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { ScratchDatabase } from './support/scratch-database';
 import { useTestBroker } from './support/test-broker';
 
 async function retries(app: INestApplication, sqlstate: string): Promise<number> {
@@ -86,6 +85,29 @@ async function expectExact(dataSource: DataSource, tenant: string): Promise<Reco
   expect(now.stored).toEqual(now.storedRecounted);
   expect(now.partitions).toEqual(now.partitionsRecounted);
   return now.lag;
+}
+
+/**
+ * Retention rounds for the tenant, its partitions due now (with `idle`, also past the grace an emptied partition
+ * gets), until `done` or 20 rounds.
+ */
+async function retainUntil(
+  app: INestApplication,
+  dataSource: DataSource,
+  tenant: string,
+  done: () => Promise<boolean>,
+  { idle = false } = {},
+): Promise<void> {
+  await sql(
+    dataSource,
+    `UPDATE partitions SET retention_check_at = '-infinity'${idle ? ", last_pushed_at = now() - interval '2 hours'" : ''}
+      WHERE tenant_id = $1`,
+    [tenant],
+  );
+  for (let round = 0; round < 20; round += 1) {
+    await app.get(RetentionService).runOnce([tenant]);
+    if (await done()) return;
+  }
 }
 
 const items = (queue: string, partitions: number, perPartition: number, tag: string) =>
@@ -166,31 +188,26 @@ describe('lag and stored counters kept by the writes', () => {
       .expect(200);
     await drain(client, 'orders', 'audit');
     await ageMessages(dataSource, tenant, 10);
-    await sql(dataSource, `UPDATE partitions SET retention_check_at = '-infinity' WHERE tenant_id = $1`, [tenant]);
-    for (let round = 0; round < 20; round += 1) {
-      await app.get(RetentionService).runOnce([tenant]);
+    await retainUntil(app, dataSource, tenant, async () => {
       const [{ stored }] = await sql<Array<{ stored: number }>>(
         dataSource,
         'SELECT count(*)::int AS stored FROM messages WHERE tenant_id = $1',
         [tenant],
       );
-      if (stored === 0) break;
-    }
+      return stored === 0;
+    });
     const afterRetention = await counted(dataSource, tenant);
     expect(afterRetention.storedRecounted).toEqual({});
     await expectExact(dataSource, tenant);
 
     // Emptied partitions past their grace are removed, and counted out of the queue's partitions and offsets.
-    await sql(
+    await retainUntil(
+      app,
       dataSource,
-      `UPDATE partitions SET last_pushed_at = now() - interval '2 hours', retention_check_at = '-infinity'
-        WHERE tenant_id = $1`,
-      [tenant],
+      tenant,
+      async () => Object.keys((await counted(dataSource, tenant)).partitionsRecounted).length === 0,
+      { idle: true },
     );
-    for (let round = 0; round < 20; round += 1) {
-      await app.get(RetentionService).runOnce([tenant]);
-      if (Object.keys((await counted(dataSource, tenant)).partitionsRecounted).length === 0) break;
-    }
     expect((await counted(dataSource, tenant)).partitionsRecounted).toEqual({});
     await expectExact(dataSource, tenant);
 
@@ -288,26 +305,21 @@ async function countersOutOfOrder(dataSource: DataSource, tenant: string): Promi
 (onEmbeddedDatabase ? describe.skip : describe)(
   'the order every transaction writes the counters in (real PostgreSQL)',
   () => {
-    const database = `leasehold_counter_order_${randomBytes(4).toString('hex')}`;
-    let admin: Client;
+    let scratch: ScratchDatabase;
     let app: NestExpressApplication;
     let dataSource: DataSource;
 
     beforeAll(async () => {
-      const url = new URL(process.env.DATABASE_URL!);
-      admin = new Client({ connectionString: url.toString() });
-      await admin.connect();
-      await admin.query(`CREATE DATABASE ${database}`);
-      url.pathname = `/${database}`;
-      app = await createTestApp({ DATABASE_URL: url.toString() });
+      // The broker migrates it as it starts.
+      scratch = await ScratchDatabase.create('leasehold_counter_order', { migrated: false });
+      app = await createTestApp({ DATABASE_URL: scratch.url });
       dataSource = app.get(DataSource);
       await logCounterWrites(dataSource);
     });
 
     afterAll(async () => {
       await app?.close();
-      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-      await admin.end();
+      await scratch?.drop();
     });
 
     // Two connections share a stripe of each counter, so two transactions taking the tables in different orders can
@@ -382,22 +394,21 @@ async function countersOutOfOrder(dataSource: DataSource, tenant: string): Promi
         .configure({ queue: 'flow', options: { completedRetentionSeconds: 1, retentionSeconds: 2 } })
         .expect(200);
       await ageMessages(dataSource, tenant, 10);
-      await sql(
+      await retainUntil(
+        app,
         dataSource,
-        `UPDATE partitions SET last_pushed_at = now() - interval '2 hours', retention_check_at = '-infinity'
-          WHERE tenant_id = $1`,
-        [tenant],
+        tenant,
+        async () => {
+          const [{ left }] = await sql<Array<{ left: number }>>(
+            dataSource,
+            `SELECT count(*)::int AS left FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+              WHERE p.tenant_id = $1 AND q.name = 'flow'`,
+            [tenant],
+          );
+          return left === 0;
+        },
+        { idle: true },
       );
-      for (let round = 0; round < 20; round += 1) {
-        await app.get(RetentionService).runOnce([tenant]);
-        const [{ left }] = await sql<Array<{ left: number }>>(
-          dataSource,
-          `SELECT count(*)::int AS left FROM partitions p JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
-            WHERE p.tenant_id = $1 AND q.name = 'flow'`,
-          [tenant],
-        );
-        if (left === 0) break;
-      }
 
       // A group, a stream query and the queues deleted, with their counters; a whole queue cleared.
       await client.delete('/api/v1/consumer-groups/two').expect(200);
