@@ -3,6 +3,9 @@ import { DataSource } from 'typeorm';
 import { DatabaseTimeoutError } from '../src/common/database-errors';
 import { RetentionRepository } from '../src/retention/retention.repository';
 import { RetentionService } from '../src/retention/retention.service';
+import { ParkedPolls } from '../src/wakeup/parked-polls';
+import { REDELIVERY_CHANNEL } from '../src/wakeup/wakeup-channel';
+import { Client } from 'pg';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { sql } from './support/db-state';
 import { onEmbeddedDatabase } from './support/test-app';
@@ -282,6 +285,48 @@ describe('retention: looked at when something became deletable', () => {
 
 (onEmbeddedDatabase ? describe.skip : describe)('retention racing pushes and acks', () => {
   const broker = useTestBroker({ DB_POOL_SIZE: '8' });
+
+  it('wakes the polls that parked while it held their cursor, instead of leaving them to their timeout', async () => {
+    const { client, dataSource } = broker;
+    const job = broker.app.get(RetentionService);
+    const polls = broker.app.get(ParkedPolls);
+    const [, waiting] = await client.pushMany('held', 2);
+    await client.ackAll(await client.popLeased('held', { batch: 1, consumerGroup: 'g' })).expect(200);
+    // Polls parked on other brokers hear of it as of any redelivery.
+    const listener = new Client({ connectionString: process.env.DATABASE_URL });
+    const heard: string[][] = [];
+    listener.on('notification', (notice) => heard.push((notice.payload ?? '').split('\n')));
+    await listener.connect();
+    const holder = dataSource.createQueryRunner();
+    try {
+      await listener.query(`LISTEN ${REDELIVERY_CHANNEL}`);
+      // The cursor moved, so a round will look at its partition. Meanwhile it is held, as a round's cut and its
+      // marking hold it: the claim skips it and the poll parks, with a message there and no push to come.
+      await holder.connect();
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM consumers WHERE tenant_id = $1 FOR NO KEY UPDATE`, [client.tenant]);
+      const poll = client
+        .pop('held', { batch: 1, consumerGroup: 'g', wait: true, timeout: 600_000 })
+        .then((answer) => answer);
+      await waitFor(() => polls.parkedCount(client.tenant, 'held', 'g') === 1, 'the poll parked');
+      await holder.commitTransaction();
+
+      await waitFor(async () => {
+        await job.runOnce([client.tenant]);
+        return polls.parkedCount(client.tenant, 'held', 'g') === 0;
+      }, 'the parked poll woken by a round');
+      const answer = await poll;
+      expect(answer.status).toBe(200);
+      expect((answer.body as PopBody).messages.map((message) => message.transactionId)).toEqual([waiting]);
+      await waitFor(
+        () => heard.some(([, tenant, queue, group]) => tenant === client.tenant && queue === 'held' && group === 'g'),
+        "the group's redelivery notified",
+      );
+    } finally {
+      await holder.release();
+      await listener.end();
+    }
+  });
 
   it('loses no message a group has not consumed, and misses no cursor that moved while it looked', async () => {
     const { client, dataSource } = broker;

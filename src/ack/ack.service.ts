@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { compositeKey } from '../common/composite-key';
 import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService, RedeliveryCause } from '../metrics/metrics.service';
-import { Redelivery } from '../wakeup/parked-polls';
+import { Redelivery, redeliveriesOf } from '../wakeup/parked-polls';
 import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { AckCommand } from './dto/ack-request.dto';
@@ -256,18 +256,16 @@ interface Tally {
 }
 
 function claimableAgain(cursors: WorkingCursor[]): Redelivery[] {
-  const byGroup = new Map<string, Redelivery>();
-  for (const cursor of cursors) {
-    if (!cursor.releaseLease || cursor.lastOffset <= cursor.committedOffset) continue;
-    const key = compositeKey(cursor.queue, cursor.consumerGroup);
-    let redelivery = byGroup.get(key);
-    if (!redelivery) {
-      redelivery = { queue: cursor.queue, consumerGroup: cursor.consumerGroup, partitions: new Map() };
-      byGroup.set(key, redelivery);
-    }
-    redelivery.partitions.set(cursor.partition, cursor.lastOffset - cursor.committedOffset);
-  }
-  return [...byGroup.values()];
+  return redeliveriesOf(
+    cursors
+      .filter((cursor) => cursor.releaseLease && cursor.lastOffset > cursor.committedOffset)
+      .map(({ queue, consumerGroup, partition, lastOffset, committedOffset }) => ({
+        queue,
+        consumerGroup,
+        partition,
+        messages: lastOffset - committedOffset,
+      })),
+  );
 }
 
 /** A transaction's ack without a leaseId of its own is checked against the required lease holding its cursor. */

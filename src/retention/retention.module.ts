@@ -1,6 +1,11 @@
 import { Module } from '@nestjs/common';
 import { RetentionRepository } from './retention.repository';
 import { RetentionService } from './retention.service';
+import { WakeupModule } from '../wakeup/wakeup.module';
 
-@Module({ providers: [RetentionRepository, RetentionService], exports: [RetentionService] })
+@Module({
+  imports: [WakeupModule],
+  providers: [RetentionRepository, RetentionService],
+  exports: [RetentionService],
+})
 export class RetentionModule {}

@@ -6,6 +6,7 @@ import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
 import { keepsDeadLetters } from '../queues/keeps-dead-letters';
+import type { CursorWork } from '../wakeup/parked-polls';
 
 export interface DuePartition {
   tenantId: string;
@@ -266,8 +267,29 @@ const scheduleSql = (rules: PartitionRules[], pollMs: number, hurried: string[])
   ), rechecked AS (
     DELETE FROM retention_rechecks x USING rules r
      WHERE x.tenant_id = r.tenant_id AND x.partition_id = r.partition_id
+  ), claimable AS (
+    SELECT c.tenant_id, q.name AS queue, c.consumer_group, p.name AS partition, p.last_offset - c.committed_offset AS messages
+      FROM consumers c
+      JOIN rules r ON c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
+      JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+      JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
+     WHERE c.ready AND p.last_offset > c.committed_offset
+       AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= clock_timestamp())
   )
-  SELECT (SELECT count(*) FROM removed)::int AS removed`;
+  SELECT (SELECT count(*) FROM removed)::int AS removed,
+         (SELECT json_agg(json_build_object('tenantId', tenant_id, 'queue', queue, 'consumerGroup', consumer_group,
+                                            'partition', partition, 'messages', messages))
+            FROM claimable) AS claimable`;
+
+export interface ClaimableCursor extends CursorWork {
+  tenantId: string;
+}
+
+export interface Scheduled {
+  /** Partitions removed, empty past their grace. */
+  removed: number;
+  claimable: ClaimableCursor[];
+}
 
 interface TrimmedRow {
   partition_id: string;
@@ -465,10 +487,18 @@ export class RetentionRepository {
     });
   }
 
-  schedule(rules: PartitionRules[], pollMs: number, hurried: string[]): Statement<number> {
+  /**
+   * Schedules the partitions' next looks and removes those empty past their grace. `claimable`: cursors of theirs that
+   * a claim could take now. A claim skips a cursor this round held (the cut, the marking), and a poll that found
+   * nothing else parks, so the round wakes their groups once it has let go.
+   */
+  schedule(rules: PartitionRules[], pollMs: number, hurried: string[]): Statement<Scheduled> {
     return statement(
       scheduleSql(rules, pollMs, hurried),
-      ([scheduled]: Array<{ removed: number }>) => scheduled.removed,
+      ([scheduled]: Array<{ removed: number; claimable: ClaimableCursor[] | null }>) => ({
+        removed: scheduled.removed,
+        claimable: scheduled.claimable ?? [],
+      }),
     );
   }
 

@@ -5,7 +5,9 @@ import { TenantQuotas } from '../limits/tenant-quotas';
 import { HistoryRepository } from '../history/history.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { evictAfterSeconds, RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
-import { PartitionRules, RetentionRepository } from './retention.repository';
+import { ClaimableCursor, PartitionRules, RetentionRepository } from './retention.repository';
+import { redeliveriesOf } from '../wakeup/parked-polls';
+import { Writes } from '../wakeup/writes';
 import { TenantRotation } from './tenant-rotation';
 import { errorMessage } from '../common/error-message';
 
@@ -57,6 +59,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly history: HistoryRepository,
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
+    private readonly writes: Writes,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.settings = config.retention;
@@ -192,16 +195,28 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     if (cut.trimmed.completed + cut.trimmed.retention + cut.trimmed.evicted > 0) {
       for (const rule of cut.rules) this.quotas.forgetStored(rule.tenantId);
     }
-    const removed = await this.transactions.runOne(
+    const { removed, claimable } = await this.transactions.runOne(
       undefined,
       this.retention.schedule(cut.rules, this.roundMs, cut.trimmed.full),
     );
+    await this.wake(claimable);
     this.count(outcome, 'completed', cut.trimmed.completed);
     this.count(outcome, 'retention', cut.trimmed.retention);
     this.count(outcome, 'evicted', cut.trimmed.evicted);
     this.count(outcome, 'partition', removed);
     outcome.evictedToDeadLetters += cut.trimmed.lettered;
     return cut.rules.length;
+  }
+
+  /** A failed wakeup leaves those polls to their timeout, as before the round; the round goes on. */
+  private async wake(cursors: ClaimableCursor[]): Promise<void> {
+    if (cursors.length === 0) return;
+    const byTenant = new Map<string, ClaimableCursor[]>();
+    for (const cursor of cursors) byTenant.set(cursor.tenantId, [...(byTenant.get(cursor.tenantId) ?? []), cursor]);
+    const redeliveries = new Map([...byTenant].map(([tenantId, held]) => [tenantId, redeliveriesOf(held)]));
+    await this.writes.redelivered(redeliveries).catch((error: unknown) => {
+      this.logger.warn(`Waking the polls of cursors a retention round held failed (${errorMessage(error)})`);
+    });
   }
 
   /** Buckets past HISTORY_RETENTION_DAYS, tenant by tenant, a batch per statement, within the budget. */

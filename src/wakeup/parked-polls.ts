@@ -23,6 +23,29 @@ export interface Redelivery {
   partitions: QueueWork;
 }
 
+/** One cursor with messages a claim could take. */
+export interface CursorWork {
+  queue: string;
+  consumerGroup: string;
+  partition: string;
+  messages: number;
+}
+
+/** Cursors as wakeups: one per queue and consumer group. */
+export function redeliveriesOf(cursors: Iterable<CursorWork>): Redelivery[] {
+  const byGroup = new Map<string, Redelivery>();
+  for (const { queue, consumerGroup, partition, messages } of cursors) {
+    const key = compositeKey(queue, consumerGroup);
+    let redelivery = byGroup.get(key);
+    if (!redelivery) {
+      redelivery = { queue, consumerGroup, partitions: new Map() };
+      byGroup.set(key, redelivery);
+    }
+    redelivery.partitions.set(partition, messages);
+  }
+  return [...byGroup.values()];
+}
+
 /**
  * One long poll, from its first look to its answer: it counts once towards its tenant's POP_MAX_WAITING_PER_TENANT
  * and the parked-polls gauge, however many queues it listens on (a discovery poll listens on several, or none yet).

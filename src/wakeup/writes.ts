@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { TransactionRunner } from '../database/transaction-runner';
 import { UnitOfWork } from '../database/unit-of-work';
 import { TenantQuotas } from '../limits/tenant-quotas';
-import { ParkedPolls } from './parked-polls';
+import { ParkedPolls, Redelivery } from './parked-polls';
 import { WakeupChannel } from './wakeup-channel';
 import { notifyStatements } from './wakeup.repository';
 
@@ -50,5 +50,22 @@ export class Writes {
     this.polls.redelivered(tenantId, unit!.redelivered);
     unit!.runEffects(this.logger);
     return result;
+  }
+
+  /**
+   * Wakeups for what work on no tenant's behalf made claimable again (a background round): this process's polls at
+   * once, the others' by NOTIFYs in one round trip, outside every tenant's share of the pool.
+   */
+  async redelivered(byTenant: ReadonlyMap<string, Redelivery[]>): Promise<void> {
+    for (const [tenantId, redeliveries] of byTenant) this.polls.redelivered(tenantId, redeliveries);
+    const notices = [...byTenant].flatMap(([tenantId, redeliveries]) =>
+      this.channel.notices(tenantId, new Map(), redeliveries),
+    );
+    if (notices.length === 0) return;
+    await this.transactions.run(
+      undefined,
+      () => Promise.resolve(),
+      () => ({ before: notifyStatements(notices) }),
+    );
   }
 }
