@@ -558,6 +558,27 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(await statusOf(xid)).toBe('committed');
   });
 
+  it('sends the last statement of a read with its COMMIT, and runs nothing after it', async () => {
+    const xid = prepared(
+      'round_trips_read_xid',
+      sql`SELECT txid_current()::text AS xid WHERE ${1}::int = 1`,
+      (rows: Array<{ xid: string }>) => rows[0].xid,
+    );
+    const read = () => runner.read(undefined, async (reader) => [await reader.run(xid), await reader.last(xid)]);
+    await read();
+    let xids: string[] = [];
+    expect(await roundTripsOf(async () => (xids = await read()))).toBe(2);
+    expect(xids[0]).toBe(xids[1]);
+    expect(await statusOf(xids[0])).toBe('committed');
+
+    await expect(
+      runner.read(undefined, async (reader) => {
+        await reader.last(xid);
+        return reader.run(xid);
+      }),
+    ).rejects.toThrow('a read runs nothing after its last statement');
+  });
+
   it("reads a stream's state in one round trip, whether it keeps any or the query is unknown", async () => {
     const server = app.getHttpServer();
     const queue = `round-trips-${randomUUID()}`;

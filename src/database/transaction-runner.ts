@@ -48,6 +48,12 @@ export interface StatementReader {
   runTogether<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>>;
 }
 
+/** What read() hands its work: a reader that may end with a statement sent with its COMMIT. */
+export interface Reading extends StatementReader {
+  /** The read's last statement, in one round trip with COMMIT (OpenTransaction.commitWith); nothing may follow. */
+  last<T>(statement: Statement<T>): Promise<T>;
+}
+
 /** Past its budget the connection is closed so the server rolls back: none goes back with a transaction open. */
 @Injectable()
 export class TransactionRunner {
@@ -77,13 +83,28 @@ export class TransactionRunner {
   }
 
   /** Statements in one bounded transaction, as run() runs work; for work without effects after commit (see Writes). */
-  read<T>(tenantId: string | undefined, work: (reader: StatementReader) => Promise<T>): Promise<T> {
-    return this.run(tenantId, (_manager, transaction) =>
-      work({
-        run: async (statement) => statement.parse(await transaction.rows(statement)),
-        runTogether: async (statements) => answersOf(statements, await transaction.rowsTogether(statements)),
-      }),
-    );
+  read<T>(tenantId: string | undefined, work: (reader: Reading) => Promise<T>): Promise<T> {
+    return this.run(tenantId, (_manager, transaction) => {
+      let ended = false;
+      const open = (): void => {
+        if (ended) throw new Error('a read runs nothing after its last statement');
+      };
+      return work({
+        run: async (statement) => {
+          open();
+          return statement.parse(await transaction.rows(statement));
+        },
+        runTogether: async (statements) => {
+          open();
+          return answersOf(statements, await transaction.rowsTogether(statements));
+        },
+        last: async (statement) => {
+          open();
+          ended = true;
+          return statement.parse(await transaction.commitWith(statement));
+        },
+      });
+    });
   }
 
   /** The pool was resized: one tenant's share follows it. */

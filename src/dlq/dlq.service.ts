@@ -38,7 +38,7 @@ export class DlqService {
       const messages = await reader.run(
         this.deadLetters.page(tenantId, filter, query.limit, query.offset, this.pageBudget),
       );
-      const total = await reader.run(this.deadLetters.count(tenantId, filter));
+      const total = await reader.last(this.deadLetters.count(tenantId, filter));
       return new JsonText(`{"messages":[${messages.map(deadLetterJson).join(',')}],"total":${total}}`);
     });
   }

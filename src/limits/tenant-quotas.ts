@@ -169,7 +169,7 @@ export class TenantQuotas {
         const used = limit === 0 ? null : await reader.run(this.counts.count(tenantId, kind, limit + 1));
         uses.push({ quota: kind, variable: QUOTAS[kind].variable, used, limit: limit || null });
       }
-      const stored = await reader.run(this.stored.usage(tenantId));
+      const stored = await reader.last(this.stored.usage(tenantId));
       for (const kind of STORAGE_QUOTAS) {
         const used = kind === 'storedBytes' ? stored.bytes : stored.messages;
         uses.push({ quota: kind, variable: QUOTAS[kind].variable, used, limit: this.limits[kind] || null });

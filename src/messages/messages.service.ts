@@ -56,7 +56,7 @@ export class MessagesService {
       if (!(await reader.run(this.queues.find(tenantId, query.queue)))) {
         throw new NotFoundException({ error: 'queue not found' });
       }
-      const { messages, more } = await reader.run(this.messages.page(tenantId, filter, this.pageBudget));
+      const { messages, more } = await reader.last(this.messages.page(tenantId, filter, this.pageBudget));
       const last = messages.at(-1);
       const next = more && last ? encodeCursor(last.createdAt, last.partitionId, last.seq) : null;
       const entries = messages.map((message) => messageJson(message, `"status":${JSON.stringify(message.status)}`));
@@ -69,7 +69,7 @@ export class MessagesService {
       const stored = await reader.run(this.messages.find(tenantId, partitionId, transactionId));
       if (!stored) throw new NotFoundException({ error: 'message not found' });
       const groups = await reader.run(this.messages.groupStates(tenantId, stored.queueId, partitionId, transactionId));
-      const deadLetters = await reader.run(this.messages.deadLetters(tenantId, partitionId, transactionId));
+      const deadLetters = await reader.last(this.messages.deadLetters(tenantId, partitionId, transactionId));
       const { message } = stored;
       const text = JSON.stringify;
       return new JsonText(

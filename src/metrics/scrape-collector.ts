@@ -193,7 +193,7 @@ export class ScrapeCollector {
       await reader.run(this.repository.statementTimeout(QUEUE_STATS_TIMEOUT_MS));
       const lag = await reader.run(this.repository.groupLags(this.tenantLabels, this.maxSeries));
       const depth = await reader.run(this.repository.queueDepths(this.tenantLabels, this.maxSeries));
-      const deadRows = await reader.run(this.repository.deadRows());
+      const deadRows = await reader.last(this.repository.deadRows());
       return { deadRows, lag, depth };
     });
   }

@@ -118,7 +118,7 @@ export class QueuesService {
       return {
         queues: summaries.map((summary) => toSummary(summary, this.retentionDefaults)),
         next: more ? shown[shown.length - 1].name : null,
-        retentionLagSeconds: await reader.run(this.queues.retentionLagSeconds(tenantId)),
+        retentionLagSeconds: await reader.last(this.queues.retentionLagSeconds(tenantId)),
       };
     });
   }
@@ -151,7 +151,7 @@ export class QueuesService {
       const page = await reader.run(this.queues.partitionStats(tenantId, summary.id, after, limit + 1));
       const partitions = page.slice(0, limit);
       const totals = await reader.run(this.queues.consumerGroupTotals(tenantId, summary.id, groups));
-      const consumers = await reader.run(
+      const consumers = await reader.last(
         this.queues.consumerStats(
           tenantId,
           summary.id,
@@ -174,7 +174,7 @@ export class QueuesService {
       if (!queue) {
         throw new NotFoundException({ error: 'queue not found' });
       }
-      return reader.run(this.queues.liveLeases(tenantId, queue.id, limit));
+      return reader.last(this.queues.liveLeases(tenantId, queue.id, limit));
     });
   }
 

@@ -183,7 +183,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       await reader.run(this.retention.cursorsForCut(rules));
       // One statement reads at most about a batch of messages, however many partitions share it.
       window.size = Math.max(10, Math.floor(this.batch / claimed.length));
-      return { claimed, cut: { rules, trimmed: await reader.run(this.retention.trim(rules, window.size, EVICTED)) } };
+      return { claimed, cut: { rules, trimmed: await reader.last(this.retention.trim(rules, window.size, EVICTED)) } };
     });
     due.claimed(
       tenants,

@@ -55,7 +55,7 @@ export class TracesService {
   /** An unknown message has no traces: the same empty answer, as Queen gives. */
   ofMessage(tenantId: string, partitionId: string, transactionId: string): Promise<JsonText> {
     return this.transactions.read(tenantId, async (reader) => {
-      const traces = await reader.run(this.traces.ofMessage(tenantId, partitionId, transactionId));
+      const traces = await reader.last(this.traces.ofMessage(tenantId, partitionId, transactionId));
       return new JsonText(`{"traces":[${traces.map((trace) => traceJson(trace, MESSAGE_TRACE_KEYS)).join(',')}]}`);
     });
   }
@@ -66,7 +66,7 @@ export class TracesService {
     const page = { limit: query.limit, offset: query.offset, after };
     return this.transactions.read(tenantId, async (reader) => {
       const { traces, more } = await reader.run(this.traces.byName(tenantId, name, page, this.pageBudget));
-      const total = await reader.run(this.traces.nameTotal(tenantId, name));
+      const total = await reader.last(this.traces.nameTotal(tenantId, name));
       const last = traces.at(-1);
       const next = more && last ? encodeCursor(last.createdAt, last.id) : null;
       const pagination = JSON.stringify({ limit: query.limit, offset: query.offset, next });
@@ -78,7 +78,7 @@ export class TracesService {
   names(tenantId: string, { limit, offset }: TraceNamesQueryDto): Promise<TraceNamesDto> {
     return this.transactions.read(tenantId, async (reader) => {
       const names = await reader.run(this.traces.names(tenantId, limit, offset));
-      const total = await reader.run(this.traces.nameCount(tenantId));
+      const total = await reader.last(this.traces.nameCount(tenantId));
       return {
         trace_names: names.map((name) => ({
           trace_name: name.name,
