@@ -2,9 +2,10 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, cursors, storedCounts } from './support/db-state';
-import { createTestApp, newTenant } from './support/test-app';
+import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
+import { openSession } from './support/pg-session';
 import { useTestBroker } from './support/test-broker';
-import { waitFor, within } from './support/wait';
+import { waitFor, waitForLockWaiter, within } from './support/wait';
 import { MESSAGE_KEYS } from './support/contract-keys';
 import { expectPayloadsAsSent, SENT_PAYLOADS, sentItems, storedAs } from './support/sent-payloads';
 
@@ -337,5 +338,43 @@ describe('messages', () => {
       expect(ids(first.body.messages)).toEqual(['big-3', 'big-2']);
       expect(ids(await everyPage(client, { queue: 'big' }))).toEqual(['big-3', 'big-2', 'big-1', 'big-0']);
     });
+  });
+});
+
+(onEmbeddedDatabase ? describe.skip : describe)('changing one message while polls wait (real PostgreSQL)', () => {
+  const broker = useTestBroker();
+
+  it("wakes the polls that parked while a delete held their partition's cursors", async () => {
+    const { client } = broker;
+    const polls = broker.app.get(ParkedPolls);
+    const [, doomed, left] = await client.pushMany('held', 3);
+    const first = await client.popLeased('held', { batch: 1, consumerGroup: 'g' });
+    await client.ackAll(first).expect(200);
+    const { partitionId } = first.messages[0];
+    // The delete locks the partition's cursors, then waits for the message's row, which this session holds.
+    const holder = await openSession();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM messages WHERE tenant_id = $1 AND transaction_id = $2 FOR UPDATE', [
+        client.tenant,
+        doomed,
+      ]);
+      const deleted = client.delete(`/api/v1/messages/${partitionId}/${doomed}`).then((answer) => answer);
+      await waitForLockWaiter(holder, 'DELETE FROM messages');
+      // The claim skips the held cursor, and the poll parks with a message there and no push to come.
+      const poll = client
+        .pop('held', { batch: 1, consumerGroup: 'g', wait: true, timeout: 600_000 })
+        .then((answer) => answer);
+      await waitFor(() => polls.parkedCount(client.tenant, 'held', 'g') === 1, 'the poll parked');
+      await holder.query('COMMIT');
+
+      expect((await deleted).status).toBe(200);
+      await waitFor(() => polls.parkedCount(client.tenant, 'held', 'g') === 0, 'the parked poll woken by the delete');
+      const answer = await poll;
+      expect(answer.status).toBe(200);
+      expect((answer.body as PopBody).messages.map((message) => message.transactionId)).toEqual([left]);
+    } finally {
+      await holder.end();
+    }
   });
 });

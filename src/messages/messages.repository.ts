@@ -7,6 +7,7 @@ import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { MESSAGE_ENVELOPE_BYTES } from '../pop/pop.repository';
 import { PayloadCipher, UnreadablePayloadError } from '../encryption/payload-cipher';
+import type { CursorWork } from '../wakeup/parked-polls';
 import {
   STORED_MESSAGE_COLUMNS,
   storedMessage,
@@ -16,6 +17,23 @@ import {
 } from '../message/message-shape';
 
 export type MessageStatus = 'pending' | 'leased' | 'completed' | 'dead_letter';
+
+/** A partition's cursors as lockLeased holds them. */
+export interface HeldCursors {
+  /** A live lease covers the message. */
+  leased: boolean;
+  /** Cursors a claim could take now: it skips them while they are held, so their polls are woken after. */
+  claimable: CursorWork[];
+}
+
+interface HeldCursorRow {
+  leased: boolean | null;
+  claimable: boolean;
+  queue: string;
+  consumer_group: string;
+  partition: string;
+  messages: string;
+}
 
 export interface MessageFilter {
   queue: string;
@@ -313,15 +331,29 @@ export class MessagesRepository {
    * Cursors in primary-key order, as acks take them, so no claim can lease the message meanwhile; true when a live
    * lease covers the message.
    */
-  lockLeased(tenantId: string, partitionId: string, transactionId: string): Statement<boolean> {
+  lockLeased(tenantId: string, partitionId: string, transactionId: string): Statement<HeldCursors> {
     return statement(
-      sql`SELECT c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset AS leased
+      sql`SELECT c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset AS leased,
+                c.ready AND p.last_offset > c.committed_offset AND COALESCE(c.lease_expires_at <= now(), true) AS claimable,
+                q.name AS queue, c.consumer_group, p.name AS partition, p.last_offset - c.committed_offset AS messages
          FROM consumers c
+         JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
+         JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
          LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.partition_id = c.partition_id AND m.transaction_id = ${transactionId}
         WHERE c.tenant_id = ${tenantId} AND c.partition_id = ${partitionId}
         ORDER BY c.tenant_id, c.partition_id, c.consumer_group
           FOR UPDATE OF c`,
-      (rows: Array<{ leased: boolean }>) => rows.some((row) => row.leased),
+      (rows: Array<HeldCursorRow>) => ({
+        leased: rows.some((row) => row.leased),
+        claimable: rows
+          .filter((row) => row.claimable)
+          .map((row) => ({
+            queue: row.queue,
+            consumerGroup: row.consumer_group,
+            partition: row.partition,
+            messages: Number(row.messages),
+          })),
+      }),
     );
   }
 

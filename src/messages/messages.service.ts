@@ -7,6 +7,8 @@ import { TransactionRunner } from '../database/transaction-runner';
 import { PushService } from '../push/push.service';
 import { QueuesRepository } from '../queues/queues.repository';
 import { Writes } from '../wakeup/writes';
+import { redeliveriesOf } from '../wakeup/parked-polls';
+import { UnitOfWork } from '../database/unit-of-work';
 import { UsageChange } from '../limits/stored-usage.repository';
 import { QUEUE_MODE_GROUP } from '../common/queue-mode';
 import { messageJson } from '../message/message-shape';
@@ -84,7 +86,7 @@ export class MessagesService {
 
   async delete(tenantId: string, partitionId: string, transactionId: string): Promise<DeleteMessageResponseDto> {
     const outcome = await this.writes.run(tenantId, async (unit) => {
-      if (await unit.run(this.messages.lockLeased(tenantId, partitionId, transactionId))) return 'leased' as const;
+      if (await this.holdCursors(unit, tenantId, partitionId, transactionId)) return 'leased' as const;
       const deleted = await unit.run(this.messages.delete(tenantId, partitionId, transactionId));
       unit.stores(freeing(deleted.freed));
       return deleted;
@@ -107,7 +109,7 @@ export class MessagesService {
     const group = consumerGroup ?? QUEUE_MODE_GROUP;
     const deadLetterId = uuidv7();
     const moved = await this.writes.run(tenantId, async (unit) => {
-      if (await unit.run(this.messages.lockLeased(tenantId, partitionId, transactionId))) return 'leased' as const;
+      if (await this.holdCursors(unit, tenantId, partitionId, transactionId)) return 'leased' as const;
       return unit.run(
         this.messages.moveToDeadLetters(tenantId, partitionId, transactionId, group, MOVED, deadLetterId),
       );
@@ -183,6 +185,22 @@ export class MessagesService {
       messagesDeleted: cleared.messages,
       partitions: cleared.partitions,
     };
+  }
+
+  /**
+   * Locks the partition's cursors for a change to one of its messages; true when a live lease covers it. A claim skips
+   * the cursors meanwhile, so the unit wakes the polls of those with messages to claim once it commits.
+   */
+  private async holdCursors(
+    unit: UnitOfWork,
+    tenantId: string,
+    partitionId: string,
+    transactionId: string,
+  ): Promise<boolean> {
+    const held = await unit.run(this.messages.lockLeased(tenantId, partitionId, transactionId));
+    if (held.leased) return true;
+    for (const redelivery of redeliveriesOf(held.claimable)) unit.redeliver(redelivery);
+    return false;
   }
 }
 
