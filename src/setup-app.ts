@@ -93,6 +93,19 @@ function keepUndecodableSegments(routes: FastRouteTable): RequestHandler {
 }
 
 function setupSwagger(app: NestExpressApplication): void {
+  // Before Swagger's own routes and files, so every answer under them carries the page's headers.
+  app.use([DOCS_PATH, DOCS_JSON_PATH, DOCS_YAML_PATH], withHeaders(DOCS_HEADERS));
+  // Built when first asked for, not at boot: most brokers never serve it, and it is megabytes of heap.
+  SwaggerModule.setup(DOCS_PATH, app, () => documentOf(app), {
+    jsonDocumentUrl: DOCS_JSON_PATH,
+    yamlDocumentUrl: DOCS_YAML_PATH,
+    customSiteTitle: 'Leasehold',
+    // Kept in memory only: a persisted token would sit in this origin's localStorage, the console's too.
+    swaggerOptions: { persistAuthorization: false },
+  });
+}
+
+function documentOf(app: NestExpressApplication): OpenAPIObject {
   const document = SwaggerModule.createDocument(
     app,
     new DocumentBuilder()
@@ -118,15 +131,7 @@ function setupSwagger(app: NestExpressApplication): void {
       .build(),
   );
   dropDuplicateSecurity(document);
-  // Before Swagger's own routes and files, so every answer under them carries the page's headers.
-  app.use([DOCS_PATH, DOCS_JSON_PATH, DOCS_YAML_PATH], withHeaders(DOCS_HEADERS));
-  SwaggerModule.setup(DOCS_PATH, app, document, {
-    jsonDocumentUrl: DOCS_JSON_PATH,
-    yamlDocumentUrl: DOCS_YAML_PATH,
-    customSiteTitle: 'Leasehold',
-    // Kept in memory only: a persisted token would sit in this origin's localStorage, the console's too.
-    swaggerOptions: { persistAuthorization: false },
-  });
+  return document;
 }
 
 /** @Access and a controller's @ApiBearerAuth() both add the bearer requirement, which Swagger concatenates. */

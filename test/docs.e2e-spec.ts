@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
+import { SwaggerModule } from '@nestjs/swagger';
 import request from 'supertest';
 import { INSUFFICIENT_PERMISSIONS } from '../src/auth/access.guard';
 import { AUTHENTICATION_REQUIRED } from '../src/auth/token-problem';
@@ -63,13 +64,25 @@ function errorExamples(operation: Operation, status: string): string[] {
 
 describe('OpenAPI documentation', () => {
   let app: NestExpressApplication;
+  let built: jest.SpyInstance;
 
   beforeAll(async () => {
+    built = jest.spyOn(SwaggerModule, 'createDocument');
     app = await createTestApp();
   });
 
   afterAll(async () => {
+    built.mockRestore();
     await app.close();
+  });
+
+  it('builds the document when first asked for, not at boot, and once', async () => {
+    expect(built).not.toHaveBeenCalled();
+    const server = app.getHttpServer();
+    await request(server).get('/docs-json').expect(200);
+    await request(server).get('/docs-yaml').expect(200);
+    await request(server).get('/docs/swagger-ui-init.js').expect(200);
+    expect(built).toHaveBeenCalledTimes(1);
   });
 
   it('serves Swagger UI at /docs', async () => {
