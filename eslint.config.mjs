@@ -39,6 +39,12 @@ export default tseslint.config(
               message:
                 'Import from class-validator/cjs/...: its index loads every built-in rule, validator.js and libphonenumber (300 modules, 3 MB of heap).',
             },
+            {
+              name: 'jwks-rsa',
+              allowTypeImports: true,
+              message:
+                'Required where a key set is made (src/auth/jwks-key-set.ts): it loads jose, heap a broker without a JWKS URL does not need.',
+            },
           ],
         },
       ],
