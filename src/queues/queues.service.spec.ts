@@ -133,7 +133,7 @@ function harness(
   const repository = fakeRepository(options.existing);
   const manager = {};
   const run = async <T>(statement: Statement<T>): Promise<T> => statement.parse([]);
-  const transactions = { read: (_tenant: string, work: (reader: unknown) => unknown) => work({ run }) };
+  const transactions = { read: (_tenant: string, work: (reader: unknown) => unknown) => work({ run, last: run }) };
   const writes = {
     run: (_tenant: string, work: (u: unknown) => unknown) =>
       work({
