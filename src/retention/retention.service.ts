@@ -212,7 +212,11 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   private async wake(cursors: ClaimableCursor[]): Promise<void> {
     if (cursors.length === 0) return;
     const byTenant = new Map<string, ClaimableCursor[]>();
-    for (const cursor of cursors) byTenant.set(cursor.tenantId, [...(byTenant.get(cursor.tenantId) ?? []), cursor]);
+    for (const cursor of cursors) {
+      const held = byTenant.get(cursor.tenantId) ?? [];
+      held.push(cursor);
+      byTenant.set(cursor.tenantId, held);
+    }
     const redeliveries = new Map([...byTenant].map(([tenantId, held]) => [tenantId, redeliveriesOf(held)]));
     await this.writes.redelivered(redeliveries).catch((error: unknown) => {
       this.logger.warn(`Waking the polls of cursors a retention round held failed (${errorMessage(error)})`);
