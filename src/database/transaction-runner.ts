@@ -77,9 +77,7 @@ export class TransactionRunner {
    * trip; its answer parsed.
    */
   runOne<T>(tenantId: string | undefined, statement: Statement<T>): Promise<T> {
-    return this.run(tenantId, async (_manager, transaction) =>
-      statement.parse(await transaction.commitWith(statement)),
-    );
+    return this.read(tenantId, (reader) => reader.last(statement));
   }
 
   /** Statements in one bounded transaction, as run() runs work; for work without effects after commit (see Writes). */
