@@ -12,3 +12,12 @@ export function readyAfter(cursor: string, committed: string): string {
                          AND rp.last_offset <= ${committed}
                          FOR SHARE OF rp SKIP LOCKED)`;
 }
+
+/**
+ * SQL: the cursor `cursor` of the partition row `partition` has messages a claim could take now (no live lease): what
+ * a write that held it wakes the group's polls for once it lets go, since a claim skipped it meanwhile.
+ */
+export function claimableNow(cursor: string, partition: string): string {
+  return `${cursor}.ready AND ${partition}.last_offset > ${cursor}.committed_offset
+          AND COALESCE(${cursor}.lease_expires_at <= clock_timestamp(), true)`;
+}

@@ -1,6 +1,6 @@
 import { Injectable, UnprocessableEntityException } from '@nestjs/common';
 import { nothing, raw, shared, Sql, sql, Statement, statement } from '../database/statement';
-import { readyAfter } from '../consumer-groups/cursor-ready';
+import { claimableNow, readyAfter } from '../consumer-groups/cursor-ready';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { storedBytes, UsageChange } from '../limits/stored-usage.repository';
@@ -334,7 +334,7 @@ export class MessagesRepository {
   lockLeased(tenantId: string, partitionId: string, transactionId: string): Statement<HeldCursors> {
     return statement(
       sql`SELECT c.lease_expires_at > now() AND m.seq > c.committed_offset AND m.seq <= c.lease_end_offset AS leased,
-                c.ready AND p.last_offset > c.committed_offset AND COALESCE(c.lease_expires_at <= now(), true) AS claimable,
+                ${raw(claimableNow('c', 'p'))} AS claimable,
                 q.name AS queue, c.consumer_group, p.name AS partition, p.last_offset - c.committed_offset AS messages
          FROM consumers c
          JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id

@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { nothing, raw, Shared, shared, Sql, sql, Statement, statement } from '../database/statement';
-import { readyAfter } from '../consumer-groups/cursor-ready';
+import { claimableNow, readyAfter } from '../consumer-groups/cursor-ready';
 import { subscriptionStartOffset } from '../consumer-groups/subscription-start';
 import { storedBytes, usageChangeCte } from '../limits/stored-usage.repository';
 import { groupLagCte, queueStoredCte } from '../consumer-groups/counters';
 import { RetentionRow, retentionColumns, StoredRetention, storedRetentionOf } from './retention-policy';
 import { keepsDeadLetters } from '../queues/keeps-dead-letters';
-import type { CursorWork } from '../wakeup/parked-polls';
+import type { TenantCursorWork } from '../wakeup/parked-polls';
 
 export interface DuePartition {
   tenantId: string;
@@ -273,22 +273,17 @@ const scheduleSql = (rules: PartitionRules[], pollMs: number, hurried: string[])
       JOIN rules r ON c.tenant_id = r.tenant_id AND c.partition_id = r.partition_id
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
       JOIN queues q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
-     WHERE c.ready AND p.last_offset > c.committed_offset
-       AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= clock_timestamp())
+     WHERE ${raw(claimableNow('c', 'p'))}
   )
   SELECT (SELECT count(*) FROM removed)::int AS removed,
          (SELECT json_agg(json_build_object('tenantId', tenant_id, 'queue', queue, 'consumerGroup', consumer_group,
                                             'partition', partition, 'messages', messages))
             FROM claimable) AS claimable`;
 
-export interface ClaimableCursor extends CursorWork {
-  tenantId: string;
-}
-
 export interface Scheduled {
   /** Partitions removed, empty past their grace. */
   removed: number;
-  claimable: ClaimableCursor[];
+  claimable: TenantCursorWork[];
 }
 
 interface TrimmedRow {
@@ -495,7 +490,7 @@ export class RetentionRepository {
   schedule(rules: PartitionRules[], pollMs: number, hurried: string[]): Statement<Scheduled> {
     return statement(
       scheduleSql(rules, pollMs, hurried),
-      ([scheduled]: Array<{ removed: number; claimable: ClaimableCursor[] | null }>) => ({
+      ([scheduled]: Array<{ removed: number; claimable: TenantCursorWork[] | null }>) => ({
         removed: scheduled.removed,
         claimable: scheduled.claimable ?? [],
       }),

@@ -5,8 +5,8 @@ import { TenantQuotas } from '../limits/tenant-quotas';
 import { HistoryRepository } from '../history/history.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { evictAfterSeconds, RetentionDefaults, retentionDefaultsOf, retentionPolicy } from './retention-policy';
-import { ClaimableCursor, PartitionRules, RetentionRepository } from './retention.repository';
-import { redeliveriesOf } from '../wakeup/parked-polls';
+import { PartitionRules, RetentionRepository } from './retention.repository';
+import { TenantCursorWork } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/writes';
 import { TenantRotation } from './tenant-rotation';
 import { errorMessage } from '../common/error-message';
@@ -209,16 +209,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /** A failed wakeup leaves those polls to their timeout, as before the round; the round goes on. */
-  private async wake(cursors: ClaimableCursor[]): Promise<void> {
-    if (cursors.length === 0) return;
-    const byTenant = new Map<string, ClaimableCursor[]>();
-    for (const cursor of cursors) {
-      const held = byTenant.get(cursor.tenantId) ?? [];
-      held.push(cursor);
-      byTenant.set(cursor.tenantId, held);
-    }
-    const redeliveries = new Map([...byTenant].map(([tenantId, held]) => [tenantId, redeliveriesOf(held)]));
-    await this.writes.redelivered(redeliveries).catch((error: unknown) => {
+  private async wake(cursors: TenantCursorWork[]): Promise<void> {
+    await this.writes.redelivered(cursors).catch((error: unknown) => {
       this.logger.warn(`Waking the polls of cursors a retention round held failed (${errorMessage(error)})`);
     });
   }

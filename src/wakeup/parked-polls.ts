@@ -31,6 +31,11 @@ export interface CursorWork {
   messages: number;
 }
 
+/** A cursor with messages to claim, of any tenant: what work on no tenant's behalf wakes for (Writes.redelivered). */
+export interface TenantCursorWork extends CursorWork {
+  tenantId: string;
+}
+
 /** Cursors as wakeups: one per queue and consumer group. */
 export function redeliveriesOf(cursors: Iterable<CursorWork>): Redelivery[] {
   const byGroup = new Map<string, Redelivery>();

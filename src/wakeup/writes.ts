@@ -2,8 +2,8 @@ import { Injectable, Logger } from '@nestjs/common';
 import { TransactionRunner } from '../database/transaction-runner';
 import { UnitOfWork } from '../database/unit-of-work';
 import { TenantQuotas } from '../limits/tenant-quotas';
-import { ParkedPolls, Redelivery } from './parked-polls';
-import { WakeupChannel } from './wakeup-channel';
+import { ParkedPolls, redeliveriesOf, TenantCursorWork } from './parked-polls';
+import { Notice, WakeupChannel } from './wakeup-channel';
 import { notifyStatements } from './wakeup.repository';
 
 /** Other processes hear of a write by NOTIFYs sent with its COMMIT; this one's parked polls are woken directly. */
@@ -56,12 +56,20 @@ export class Writes {
    * Wakeups for what work on no tenant's behalf made claimable again (a background round): this process's polls at
    * once, the others' by NOTIFYs in one round trip, outside every tenant's share of the pool.
    */
-  async redelivered(byTenant: ReadonlyMap<string, Redelivery[]>): Promise<void> {
-    for (const [tenantId, redeliveries] of byTenant) this.polls.redelivered(tenantId, redeliveries);
-    const notices = [...byTenant].flatMap(([tenantId, redeliveries]) =>
-      this.channel.notices(tenantId, new Map(), redeliveries),
-    );
-    if (notices.length === 0) return;
+  async redelivered(cursors: readonly TenantCursorWork[]): Promise<void> {
+    if (cursors.length === 0) return;
+    const byTenant = new Map<string, TenantCursorWork[]>();
+    for (const cursor of cursors) {
+      const ones = byTenant.get(cursor.tenantId) ?? [];
+      ones.push(cursor);
+      byTenant.set(cursor.tenantId, ones);
+    }
+    const notices: Notice[] = [];
+    for (const [tenantId, ones] of byTenant) {
+      const redeliveries = redeliveriesOf(ones);
+      this.polls.redelivered(tenantId, redeliveries);
+      notices.push(...this.channel.notices(tenantId, new Map(), redeliveries));
+    }
     await this.transactions.run(
       undefined,
       () => Promise.resolve(),
