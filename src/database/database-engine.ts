@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
 import { canRollBack } from './guarded-pool';
-import { queryTogether } from './pipelined-query';
+import { queryNamed, queryTogether } from './pipelined-query';
 
 /**
  * The embedded PGlite socket server interleaves the protocol messages of statements that run outside a
@@ -26,7 +26,7 @@ export class DatabaseEngine implements OnModuleInit {
 
   /** Unnamed on the embedded database (one shared session). Not async: the PostgreSQL path costs no extra promise. */
   runWhole<R extends QueryResultRow>(client: PoolClient, statement: QueryConfig): Promise<QueryResult<R>> {
-    if (!this.embedded) return client.query<R>(statement);
+    if (!this.embedded) return queryNamed<R>(client, statement);
     return this.runInTransaction<R>(client, statement);
   }
 
@@ -51,7 +51,7 @@ export class DatabaseEngine implements OnModuleInit {
     if (this.embedded || !runner) return manager.query(text, values);
     const client = (await runner.connect()) as PoolClient;
     try {
-      return (await client.query({ name, text, values })).rows as T[];
+      return (await queryNamed(client, { name, text, values })).rows as T[];
     } catch (error) {
       throw asQueryFailed(text, values, error);
     }

@@ -1,4 +1,4 @@
-import pg, { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+import pg, { FieldDef, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 
 interface Connection {
   parse(message: { text: string; name?: string }): void;
@@ -8,9 +8,18 @@ interface Connection {
   sync(): void;
   on(event: 'parseComplete', listener: () => void): void;
   removeListener(event: 'parseComplete', listener: () => void): void;
+  close(message: { type: 'S'; name: string }): void;
   /** pg's record of the named statements parsed on this connection, and of those whose parse is on its way. */
   parsedStatements: Record<string, string>;
   submittedNamedStatements: Record<string, string>;
+}
+
+/** pg's Result, with the parts its published types leave out. */
+interface Result {
+  command: string | null;
+  fields: FieldDef[];
+  _parsers: unknown[] | undefined;
+  _prebuiltEmptyResultObject: object | null;
 }
 
 /** pg's own conversion of parameters, which its published types leave out. */
@@ -18,12 +27,46 @@ const prepareValue = (pg as unknown as { utils: { prepareValue: unknown } }).uti
 
 /** pg's Query, with steps missing from its published types. */
 const Query = pg.Query as unknown as new (config: QueryConfig) => {
-  prepare(connection: Connection): void;
+  text?: string;
+  name?: string;
+  values?: unknown[];
+  types?: unknown;
+  binary?: boolean;
+  _result: Result;
+  _accumulateRows?: unknown;
   hasBeenParsed(connection: Connection): boolean;
+  handleRowDescription(message: { fields: FieldDef[] }): void;
+  handleCommandComplete(message: unknown, connection: Connection): void;
   handleError(error: Error, connection: Connection): void;
   handleReadyForQuery(connection: Connection): void;
+  _checkForMultirow(): void;
   callback?: (error: Error | null, result: QueryResult | QueryResult[]) => void;
+  listeners(event: 'row'): unknown[];
 };
+
+/** What a named statement's rows look like: its fields and pg's parsers for them, as its first Describe answered. */
+interface Described {
+  text: string;
+  fields: FieldDef[];
+  parsers: unknown[] | undefined;
+  empty: object | null;
+}
+
+/**
+ * Per connection, the statements described there. A prepared statement's row description cannot change (PostgreSQL
+ * refuses to run it if its result type would), so later executions skip the Describe: PostgreSQL sends no
+ * RowDescription, and pg neither parses one nor builds its parsers again for every result.
+ */
+const described = new WeakMap<Connection, Map<string, Described>>();
+
+/** One statement of a round trip, in order: whether its Describe goes out, and its description if it does not. */
+interface Step {
+  name?: string;
+  text?: string;
+  describes: boolean;
+  known?: Described;
+  rowsDescribed?: boolean;
+}
 
 /** A Parse written in the round trip: named ones of `after` are recorded as parsed when the server says so. */
 interface Parse {
@@ -34,11 +77,15 @@ interface Parse {
  * One Sync: PostgreSQL skips all after the first failure, so a COMMIT in `after` commits only on success. A named
  * statement in `after` is parsed by its name (once per connection, so a generic plan can serve it from then on, as it
  * serves the first statement): pg records every ParseComplete as the first statement's, so this query counts them,
- * and records one of `after`'s only once its own ParseComplete came back.
+ * and records one of `after`'s only once its own ParseComplete came back. The first statement and those `together`
+ * with it are described once per connection (see `described`); `before` and `after` are never described.
  */
 class PipelinedQuery extends Query {
   private readonly parses: Parse[] = [];
   private listening?: { connection: Connection; onParse: () => void };
+  private readonly steps: Step[] = [];
+  private at = 0;
+  private known?: Map<string, Described>;
 
   constructor(
     config: QueryConfig,
@@ -53,34 +100,60 @@ class PipelinedQuery extends Query {
     return true;
   }
 
-  override prepare(connection: Connection): void {
-    const onParse = (): void => {
-      const parsed = this.parses.shift()?.after;
-      if (!parsed) return;
-      connection.parsedStatements[parsed.name] = parsed.text;
-      delete connection.submittedNamedStatements[parsed.name];
-    };
-    connection.on('parseComplete', onParse);
-    this.listening = { connection, onParse };
+  /** pg's own steps (parse if new, bind, describe, execute), with `before`, `together` and `after` around them. */
+  prepare(connection: Connection): void {
+    this.known = describedOn(connection);
     // Unnamed: pg records a parse as the named statement's, so a named one here could be recorded wrongly.
     for (const text of this.before) {
       writeUnnamed(connection, text);
       this.parses.push({});
+      this.steps.push({ describes: false });
     }
-    if (!this.hasBeenParsed(connection)) this.parses.push({});
-    super.prepare(connection);
-  }
-
-  /** pg's last step of a statement (execute, then Sync), with `after` written before the Sync. */
-  _getRows(connection: Connection): void {
+    if (!this.hasBeenParsed(connection)) {
+      this.parses.push({});
+      connection.parse({ text: this.text!, name: this.name });
+      if (this.name) connection.submittedNamedStatements[this.name] = this.text!;
+    }
+    try {
+      connection.bind({ statement: this.name, values: this.values, valueMapper: prepareValue });
+    } catch (error) {
+      // As pg does: a value it cannot send leaves no statement half parsed behind.
+      connection.close({ type: 'S', name: this.name ?? '' });
+      connection.sync();
+      this.handleError(error as Error, connection);
+      return;
+    }
+    this.describe(connection, this.name, this.text);
     connection.execute({ portal: '' });
     for (const statement of this.together) {
       connection.bind({ statement: statement.name, values: statement.values, valueMapper: prepareValue });
-      connection.describe({ type: 'P', name: '' });
+      this.describe(connection, statement.name, statement.text);
       connection.execute({ portal: '' });
     }
-    for (const statement of this.after) this.writeAfter(connection, statement);
+    for (const statement of this.after) {
+      this.writeAfter(connection, statement);
+      this.steps.push({ describes: false });
+    }
     connection.sync();
+    if (this.parses.some((parse) => parse.after)) this.countParses(connection);
+    this.enter(this.steps[0]);
+  }
+
+  override handleRowDescription(message: { fields: FieldDef[] }): void {
+    super.handleRowDescription(message);
+    const step = this.steps[this.at];
+    if (!step?.describes) return;
+    step.rowsDescribed = true;
+    this.remember(step, this._result);
+  }
+
+  override handleCommandComplete(message: unknown, connection: Connection): void {
+    const step = this.steps[this.at];
+    // Described, and no RowDescription came: PostgreSQL answered NoData, a statement without rows.
+    if (step?.describes && !step.rowsDescribed) this.remember(step);
+    super.handleCommandComplete(message, connection);
+    this.at += 1;
+    this.enter(this.steps[this.at]);
   }
 
   override handleError(error: Error, connection: Connection): void {
@@ -91,6 +164,50 @@ class PipelinedQuery extends Query {
   override handleReadyForQuery(connection: Connection): void {
     this.stopCounting();
     super.handleReadyForQuery(connection);
+  }
+
+  private describe(connection: Connection, name: string | undefined, text: string | undefined): void {
+    // pg's parsers depend on a query's own types and format: only the default ones are remembered.
+    const known = name === undefined || this.types || this.binary ? undefined : this.known?.get(name);
+    if (known && known.text === text) {
+      this.steps.push({ describes: false, known });
+      return;
+    }
+    connection.describe({ type: 'P', name: '' });
+    this.steps.push({ name, text, describes: true });
+  }
+
+  /** A statement sent without its Describe: its result is the one pg would have made from the RowDescription. */
+  private enter(step: Step | undefined): void {
+    const known = step?.known;
+    if (!known) return;
+    this._checkForMultirow();
+    const result = this._result;
+    result.fields = known.fields;
+    result._parsers = known.parsers;
+    result._prebuiltEmptyResultObject = known.empty;
+    this._accumulateRows = this.callback || this.listeners('row').length === 0;
+  }
+
+  private remember(step: Step, result?: Result): void {
+    if (step.name === undefined || step.text === undefined || this.types || this.binary) return;
+    this.known?.set(step.name, {
+      text: step.text,
+      fields: result?.fields ?? [],
+      parsers: result?._parsers,
+      empty: result?._prebuiltEmptyResultObject ?? null,
+    });
+  }
+
+  private countParses(connection: Connection): void {
+    const onParse = (): void => {
+      const parsed = this.parses.shift()?.after;
+      if (!parsed) return;
+      connection.parsedStatements[parsed.name] = parsed.text;
+      delete connection.submittedNamedStatements[parsed.name];
+    };
+    connection.on('parseComplete', onParse);
+    this.listening = { connection, onParse };
   }
 
   private writeAfter(connection: Connection, statement: Statement): void {
@@ -125,6 +242,15 @@ class PipelinedQuery extends Query {
   }
 }
 
+function describedOn(connection: Connection): Map<string, Described> {
+  let known = described.get(connection);
+  if (!known) {
+    known = new Map();
+    described.set(connection, known);
+  }
+  return known;
+}
+
 /** A text, or a statement with parameters, sent unnamed. */
 type Statement = string | QueryConfig;
 
@@ -148,6 +274,14 @@ export async function queryPipelined<R extends QueryResultRow>(
   return (await pipeline<R>(client, statement, [], before, after))[0];
 }
 
+/** One statement, with the BEGIN a DeferredBegin holds back ahead of it: described once per connection if named. */
+export function queryNamed<R extends QueryResultRow>(
+  client: PoolClient,
+  statement: QueryConfig,
+): Promise<QueryResult<R>> {
+  return queryPipelined<R>(client, statement, DeferredBegin.takeFrom(client), []);
+}
+
 /**
  * Named statements that do not depend on each other's results, in one round trip, their results in order. Ahead of
  * them goes the BEGIN a DeferredBegin holds back. A statement not yet parsed on this connection makes them go one by
@@ -158,7 +292,7 @@ export async function queryTogether(client: PoolClient, statements: readonly Que
   const before = DeferredBegin.takeFrom(client);
   if (rest.some((statement) => !preparedOn(client, statement.name!))) {
     const results = [await queryPipelined(client, first, before, [])];
-    for (const statement of rest) results.push(await client.query(statement));
+    for (const statement of rest) results.push(await queryPipelined(client, statement, [], []));
     return results;
   }
   return pipeline(client, first, rest, before, []);

@@ -1,0 +1,119 @@
+import { Client, PoolClient, QueryConfig, QueryResult, types } from 'pg';
+import { queryNamed, queryPipelined, queryTogether } from '../src/database/pipelined-query';
+import { openSession } from './support/pg-session';
+import { onEmbeddedDatabase } from './support/test-app';
+
+/** RowDescriptions a connection received: PostgreSQL sends one for each statement described. */
+function countDescriptions(client: Client): { readonly count: number; stop(): void } {
+  const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+  let count = 0;
+  const onDescription = (): void => void (count += 1);
+  connection.on('rowDescription', onDescription);
+  return {
+    get count() {
+      return count;
+    },
+    stop: () => void connection.removeListener('rowDescription', onDescription),
+  };
+}
+
+/** What a caller reads of a result. */
+const answer = ({ command, rowCount, rows, fields }: QueryResult) => ({
+  command,
+  rowCount,
+  rows,
+  fields: fields.map(({ name, dataTypeID }) => ({ name, dataTypeID })),
+});
+
+const TYPED: QueryConfig = {
+  name: 'described_typed',
+  text:
+    "SELECT $1::int AS n, $1::bigint AS big, '2026-12-07T05:00:00Z'::timestamptz AS at, " +
+    `'{"a":[1,2]}'::jsonb AS doc, NULL::text AS nothing, ARRAY['x','y']::text[] AS list`,
+  values: [7],
+};
+const SERIES: QueryConfig = {
+  name: 'described_series',
+  text: 'SELECT g, g * 2 AS twice FROM generate_series(1, $1::int) AS g',
+  values: [3],
+};
+const INSERT: QueryConfig = {
+  name: 'described_insert',
+  text: 'INSERT INTO described_rows (n) VALUES ($1)',
+  values: [1],
+};
+
+// The named statements of the PostgreSQL path; the embedded database runs every statement unnamed.
+(onEmbeddedDatabase ? describe.skip : describe)('a named statement is described once per connection', () => {
+  let client: Client;
+
+  beforeEach(async () => {
+    client = await openSession();
+    await client.query('CREATE TEMP TABLE described_rows (n int)');
+  });
+
+  afterEach(async () => {
+    await client.end();
+  });
+
+  const on = (): PoolClient => client as unknown as PoolClient;
+
+  it('answers the same rows, types parsed, without a RowDescription after the first execution', async () => {
+    const descriptions = countDescriptions(client);
+    const first = answer(await queryNamed(on(), TYPED));
+    expect(descriptions.count).toBe(1);
+    expect(first.rows).toEqual([
+      { n: 7, big: '7', at: new Date('2026-12-07T05:00:00Z'), doc: { a: [1, 2] }, nothing: null, list: ['x', 'y'] },
+    ]);
+
+    for (let run = 0; run < 3; run += 1) expect(answer(await queryNamed(on(), TYPED))).toEqual(first);
+    expect(descriptions.count).toBe(1);
+    descriptions.stop();
+  });
+
+  it('keeps each statement of a round trip to its own result, around BEGIN, without rows and before COMMIT', async () => {
+    const roundTrip = async () => [
+      ...(await queryTogether(on(), [SERIES, TYPED])).map(answer),
+      answer(await queryPipelined(on(), INSERT, ['BEGIN'], [{ ...INSERT, name: undefined, values: [2] }, 'COMMIT'])),
+      answer(await queryNamed(on(), INSERT)),
+      answer(await queryPipelined(on(), SERIES, ['BEGIN'], ['COMMIT'])),
+    ];
+    // The first pass prepares them (queryTogether goes one by one until every statement is parsed).
+    await roundTrip();
+    const descriptions = countDescriptions(client);
+    const described = await roundTrip();
+    expect(descriptions.count).toBe(0);
+
+    expect(described).toEqual(await roundTrip());
+    expect(described.map(({ command, rowCount }) => [command, rowCount])).toEqual([
+      ['SELECT', 3],
+      ['SELECT', 1],
+      ['INSERT', 1],
+      ['INSERT', 1],
+      ['SELECT', 3],
+    ]);
+    expect(described[0].rows).toEqual([
+      { g: 1, twice: 2 },
+      { g: 2, twice: 4 },
+      { g: 3, twice: 6 },
+    ]);
+    expect(described[2].fields).toEqual([]);
+    expect((await client.query('SELECT count(*)::int AS n FROM described_rows')).rows).toEqual([{ n: 9 }]);
+    descriptions.stop();
+  });
+
+  it('answers right after a failed execution, and describes a statement with types of its own every time', async () => {
+    const divide: QueryConfig = { name: 'described_divide', text: 'SELECT 10 / $1::int AS q', values: [2] };
+    expect((await queryNamed(on(), divide)).rows).toEqual([{ q: 5 }]);
+    await expect(queryNamed(on(), { ...divide, values: [0] })).rejects.toThrow('division by zero');
+    expect((await queryNamed(on(), { ...divide, values: [5] })).rows).toEqual([{ q: 2 }]);
+
+    const descriptions = countDescriptions(client);
+    const asText = { getTypeParser: () => (value: string) => `text:${value}` } as unknown as typeof types;
+    const typed = { name: 'described_own_types', text: 'SELECT $1::int AS n', values: [3], types: asText };
+    expect((await queryNamed(on(), typed)).rows).toEqual([{ n: 'text:3' }]);
+    expect((await queryNamed(on(), typed)).rows).toEqual([{ n: 'text:3' }]);
+    expect(descriptions.count).toBe(2);
+    descriptions.stop();
+  });
+});
