@@ -17,6 +17,8 @@ export interface RetentionRound {
   partitions: number;
   deleted: Record<RetentionReason, number>;
   evictedToDeadLetters: number;
+  /** False when the round's budget ran out with work due left: the next round starts at once. */
+  finished: boolean;
 }
 
 /** A round's budget, and how soon a partition that could not be cut is looked at again, even with the timer off. */
@@ -99,6 +101,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       partitions: 0,
       deleted: { completed: 0, retention: 0, evicted: 0, dead_letter: 0, partition: 0, history: 0 },
       evictedToDeadLetters: 0,
+      finished: false,
     };
     const stopAt = performance.now() + this.roundMs;
     const timer = this.metrics.retentionRunSeconds.startTimer();
@@ -145,6 +148,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         outcome.partitions += await this.cut(outcome, due);
       }
       this.behind = !due.done || !lettered.done;
+      outcome.finished = !this.behind;
       if (due.done) this.dueSince = this.untimedSince = undefined;
     } finally {
       timer();
