@@ -1,21 +1,7 @@
 import { Client, PoolClient, QueryConfig, QueryResult, types } from 'pg';
 import { queryNamed, queryPipelined, queryTogether } from '../src/database/pipelined-query';
-import { openSession } from './support/pg-session';
+import { countMessages, openSession } from './support/pg-session';
 import { onEmbeddedDatabase } from './support/test-app';
-
-/** RowDescriptions a connection received: PostgreSQL sends one for each statement described. */
-function countDescriptions(client: Client): { readonly count: number; stop(): void } {
-  const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
-  let count = 0;
-  const onDescription = (): void => void (count += 1);
-  connection.on('rowDescription', onDescription);
-  return {
-    get count() {
-      return count;
-    },
-    stop: () => void connection.removeListener('rowDescription', onDescription),
-  };
-}
 
 /** What a caller reads of a result. */
 const answer = ({ command, rowCount, rows, fields }: QueryResult) => ({
@@ -59,7 +45,7 @@ const INSERT: QueryConfig = {
   const on = (): PoolClient => client as unknown as PoolClient;
 
   it('answers the same rows, types parsed, without a RowDescription after the first execution', async () => {
-    const descriptions = countDescriptions(client);
+    const descriptions = countMessages(client, 'rowDescription');
     const first = answer(await queryNamed(on(), TYPED));
     expect(descriptions.count).toBe(1);
     expect(first.rows).toEqual([
@@ -80,7 +66,7 @@ const INSERT: QueryConfig = {
     ];
     // The first pass prepares them (queryTogether goes one by one until every statement is parsed).
     await roundTrip();
-    const descriptions = countDescriptions(client);
+    const descriptions = countMessages(client, 'rowDescription');
     const described = await roundTrip();
     expect(descriptions.count).toBe(0);
 
@@ -108,7 +94,7 @@ const INSERT: QueryConfig = {
     await expect(queryNamed(on(), { ...divide, values: [0] })).rejects.toThrow('division by zero');
     expect((await queryNamed(on(), { ...divide, values: [5] })).rows).toEqual([{ q: 2 }]);
 
-    const descriptions = countDescriptions(client);
+    const descriptions = countMessages(client, 'rowDescription');
     const asText = { getTypeParser: () => (value: string) => `text:${value}` } as unknown as typeof types;
     const typed = { name: 'described_own_types', text: 'SELECT $1::int AS n', values: [3], types: asText };
     expect((await queryNamed(on(), typed)).rows).toEqual([{ n: 'text:3' }]);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { Client, Pool, PoolClient } from 'pg';
+import { Client, Pool } from 'pg';
 import request from 'supertest';
 import { DataSource, EntityManager } from 'typeorm';
 import { uuidv7 } from '../src/common/uuid';
@@ -14,27 +14,13 @@ import { Writes } from '../src/wakeup/writes';
 import { REDELIVERY_CHANNEL } from '../src/wakeup/wakeup-channel';
 import { BrokerClient } from './support/broker-client';
 import { cursors, storedCounts } from './support/db-state';
-import { backendPidOf, openSession } from './support/pg-session';
+import { backendPidOf, countMessages, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
-
-/** Round trips a connection makes: PostgreSQL ends each with one ReadyForQuery. */
-function countRoundTrips(client: PoolClient): { readonly count: number; stop(): void } {
-  const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
-  let count = 0;
-  const onReady = (): void => void (count += 1);
-  connection.on('readyForQuery', onReady);
-  return {
-    get count() {
-      return count;
-    },
-    stop: () => void connection.removeListener('readyForQuery', onReady),
-  };
-}
 
 /** What `fn` did on the pool's one connection, in round trips. */
 async function roundTripsOn(pool: Pool, fn: () => Promise<unknown>): Promise<number> {
   const client = await pool.connect();
-  const trips = countRoundTrips(client);
+  const trips = countMessages(client, 'readyForQuery');
   client.release();
   try {
     await fn().catch(() => undefined);

@@ -25,3 +25,20 @@ export async function lockTenantRows(
 export async function backendPidOf(client: Client | PoolClient): Promise<number> {
   return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 }
+
+/** Counts the protocol messages of one kind a connection receives (a ReadyForQuery ends each round trip). */
+export function countMessages(
+  client: Client | PoolClient,
+  message: 'readyForQuery' | 'rowDescription',
+): { readonly count: number; stop(): void } {
+  const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+  let count = 0;
+  const onMessage = (): void => void (count += 1);
+  connection.on(message, onMessage);
+  return {
+    get count() {
+      return count;
+    },
+    stop: () => void connection.removeListener(message, onMessage),
+  };
+}
