@@ -24,7 +24,7 @@ export class DatabaseEngine implements OnModuleInit {
     this.embedded = row.version.includes('PGlite');
   }
 
-  /** Unnamed on the embedded database (one shared session). Not async: the PostgreSQL path costs no extra promise. */
+  /** Named on PostgreSQL (described once per connection); unnamed on the embedded database (one shared session). */
   runWhole<R extends QueryResultRow>(client: PoolClient, statement: QueryConfig): Promise<QueryResult<R>> {
     if (!this.embedded) return queryNamed<R>(client, statement);
     return this.runInTransaction<R>(client, statement);

@@ -61,6 +61,7 @@ const described = new WeakMap<Connection, Map<string, Described>>();
 
 /** One statement of a round trip, in order: whether its Describe goes out, and its description if it does not. */
 interface Step {
+  /** Set on a described step whose description is kept. */
   name?: string;
   text?: string;
   describes: boolean;
@@ -167,14 +168,15 @@ class PipelinedQuery extends Query {
   }
 
   private describe(connection: Connection, name: string | undefined, text: string | undefined): void {
-    // pg's parsers depend on a query's own types and format: only the default ones are remembered.
-    const known = name === undefined || this.types || this.binary ? undefined : this.known?.get(name);
+    // pg's parsers depend on a query's own types and format: only the default ones are kept, under a step's name.
+    const kept = this.types || this.binary ? undefined : name;
+    const known = kept === undefined ? undefined : this.known?.get(kept);
     if (known && known.text === text) {
       this.steps.push({ describes: false, known });
       return;
     }
     connection.describe({ type: 'P', name: '' });
-    this.steps.push({ name, text, describes: true });
+    this.steps.push({ name: kept, text, describes: true });
   }
 
   /** A statement sent without its Describe: its result is the one pg would have made from the RowDescription. */
@@ -190,7 +192,7 @@ class PipelinedQuery extends Query {
   }
 
   private remember(step: Step, result?: Result): void {
-    if (step.name === undefined || step.text === undefined || this.types || this.binary) return;
+    if (step.name === undefined || step.text === undefined) return;
     this.known?.set(step.name, {
       text: step.text,
       fields: result?.fields ?? [],
