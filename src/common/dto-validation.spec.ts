@@ -6,6 +6,7 @@ import { ConfigureRequestDto } from '../queues/dto/configure-request.dto';
 import { withValidationLimits } from './contract-validators';
 import {
   AcceptsKey,
+  classValidatorMessage,
   compileDtoCheck,
   firstMessage,
   IgnoresKeys,
@@ -67,20 +68,54 @@ describe('DTO validation', () => {
       { transactionId: 't', partitionId: UUID, leaseEpoch: null, error: {} },
     ];
 
+    // Request bodies: the first failing property is the one class-validator names, whatever fails after it.
+    const pushBodies: Record<string, unknown>[] = [
+      {},
+      { items: [] },
+      { items: pushItems.slice(0, 2) },
+      { items: pushItems },
+      { items: 'x' },
+    ];
+    const ackBatches: Record<string, unknown>[] = [
+      { acknowledgments: acks.slice(0, 2) },
+      { acknowledgments: acks },
+      { acknowledgments: acks.slice(0, 2), consumerGroup: 'g' },
+      { consumerGroup: 7, acknowledgments: 'x' },
+      { consumerGroup: '', acknowledgments: acks.slice(3) },
+      {},
+    ];
+    const configureBodies: Record<string, unknown>[] = [
+      { queue: 'q' },
+      { queue: 'q', options: { leaseTime: 0 } },
+      { queue: '', options: [] },
+      { queue: 'q', namespace: 5, options: { deadLetterQueue: 'yes' } },
+    ];
+
     it.each([
       ['PushItemDto', PushItemDto, pushItems],
       ['AckRequestDto', AckRequestDto, acks],
+      ['PushRequestDto', PushRequestDto, pushBodies],
+      ['AckBatchRequestDto', AckBatchRequestDto, ackBatches],
+      ['ConfigureRequestDto', ConfigureRequestDto, configureBodies],
     ] as const)('for %s', (_name, dto, corpus) => {
       const type: new () => object = dto;
       const check = compileDtoCheck(type);
+      let refused = 0;
       for (const plain of corpus) {
-        const expected = withValidationLimits(LIMITS, () => firstMessage(instantiate(type, plain)));
+        const instance = instantiate(type, plain);
+        const expected = withValidationLimits(LIMITS, () => classValidatorMessage(instance));
+        if (expected !== undefined) refused += 1;
         expect(withValidationLimits(LIMITS, () => check(plain))).toBe(expected);
+        expect(withValidationLimits(LIMITS, () => firstMessage(instance))).toBe(expected);
       }
+      expect(refused).toBeGreaterThan(1);
     });
 
-    it('refuses a DTO with rules it cannot run directly', () => {
+    it('refuses a DTO with rules it cannot run directly, and leaves it to class-validator', () => {
       expect(() => compileDtoCheck(PopQueryDto)).toThrow(/only contract rules can be compiled/);
+      const query = Object.assign(new PopQueryDto(), { subscriptionMode: 'sometimes' });
+      expect(firstMessage(query)).toBe(classValidatorMessage(query));
+      expect(firstMessage(query)).toMatch(/^subscriptionMode must be one of/);
     });
   });
 

@@ -1,6 +1,6 @@
 import { BadRequestException, HttpException, PayloadTooLargeException, PipeTransform } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
-import type { ValidationArguments } from 'class-validator';
+import type { ValidationArguments, ValidatorConstraintInterface } from 'class-validator';
 import { Allow } from 'class-validator/cjs/decorator/common/Allow';
 import { getMetadataStorage } from 'class-validator/cjs/metadata/MetadataStorage';
 import { ValidationTypes } from 'class-validator/cjs/validation/ValidationTypes';
@@ -86,7 +86,14 @@ export function unknownKeysProblem(type: DtoClass, plain: object, noun = 'key'):
 
 const validator = new Validator();
 
+/** The first failing rule's message, by the compiled check when the DTO has only contract rules. */
 export function firstMessage(instance: object): string | undefined {
+  const check = compiledCheckOf(instance.constructor as DtoClass);
+  return check ? check(instance as Record<string, unknown>) : classValidatorMessage(instance);
+}
+
+/** What class-validator itself answers; the compiled checks are held to it. */
+export function classValidatorMessage(instance: object): string | undefined {
   const [error] = validator.validateSync(instance, {
     // A DTO may declare no rule at all (NoQueryParameters): its keys were checked already.
     forbidUnknownValues: false,
@@ -139,45 +146,63 @@ export class QueryDtoPipe<T extends object> implements PipeTransform<unknown, T>
 }
 
 type Check = (plain: Record<string, unknown>) => string | undefined;
-const compiledChecks = new WeakMap<DtoClass, Check>();
+/** null: the DTO has a rule only class-validator can run (a condition, nesting, a custom message). */
+const compiledChecks = new WeakMap<DtoClass, Check | null>();
 
 /** validateSync allocates per property and re-reads metadata per object: it tripled a 10,000-item push's validation. */
 export function compileDtoCheck(type: DtoClass): Check {
-  const cached = compiledChecks.get(type);
-  if (cached) return cached;
+  const check = compiledCheckOf(type);
+  if (!check) throw new Error(`${type.name}: only contract rules can be compiled`);
+  return check;
+}
+
+function compiledCheckOf(type: DtoClass): Check | undefined {
+  let check = compiledChecks.get(type);
+  if (check === undefined) {
+    check = compile(type);
+    compiledChecks.set(type, check);
+  }
+  return check ?? undefined;
+}
+
+/** Rules grouped by property in the order class-validator walks them, so the first message is the one it gives. */
+function compile(type: DtoClass): Check | null {
   const storage = getMetadataStorage();
-  const rules = storage
+  const metadatas = storage
     .getTargetValidationMetadatas(type, '', true, false)
     // AcceptsKey only lets a key be sent: it checks nothing.
-    .filter((metadata) => metadata.type !== ValidationTypes.WHITELIST)
-    .map((metadata) => {
-      if (metadata.type !== ValidationTypes.CUSTOM_VALIDATION || metadata.each || metadata.message !== undefined) {
-        throw new Error(`${type.name}.${metadata.propertyName}: only contract rules can be compiled`);
-      }
-      const constraints = storage
-        .getTargetValidatorConstraints(metadata.constraintCls)
-        .map((constraint) => constraint.instance);
-      return { property: metadata.propertyName, constraints, arguments: metadata.constraints };
-    });
-  const check: Check = (plain) => {
-    for (const rule of rules) {
-      const value = plain[rule.property];
-      for (const constraint of rule.constraints) {
-        const args: ValidationArguments = {
-          targetName: type.name,
-          property: rule.property,
-          object: plain,
-          value,
-          constraints: rule.arguments,
-        };
-        if (!constraint.validate(value, args))
-          return constraint.defaultMessage?.(args) ?? `${rule.property} is invalid`;
+    .filter((metadata) => metadata.type !== ValidationTypes.WHITELIST);
+  const compilable = (metadata: (typeof metadatas)[number]) =>
+    metadata.type === ValidationTypes.CUSTOM_VALIDATION && !metadata.each && metadata.message === undefined;
+  if (!metadatas.every(compilable)) return null;
+  const byProperty = new Map<string, Array<{ constraints: ValidatorConstraintInterface[]; arguments: unknown[] }>>();
+  for (const metadata of metadatas) {
+    const constraints = storage
+      .getTargetValidatorConstraints(metadata.constraintCls)
+      .map((constraint) => constraint.instance);
+    const rules = byProperty.get(metadata.propertyName) ?? [];
+    rules.push({ constraints, arguments: metadata.constraints });
+    byProperty.set(metadata.propertyName, rules);
+  }
+  const properties = [...byProperty].map(([property, rules]) => ({ property, rules }));
+  return (plain) => {
+    for (const { property, rules } of properties) {
+      const value = plain[property];
+      for (const rule of rules) {
+        for (const constraint of rule.constraints) {
+          const args: ValidationArguments = {
+            targetName: type.name,
+            property,
+            object: plain,
+            value,
+            constraints: rule.arguments,
+          };
+          if (!constraint.validate(value, args)) return constraint.defaultMessage?.(args) ?? `${property} is invalid`;
+        }
       }
     }
     return undefined;
   };
-  compiledChecks.set(type, check);
-  return check;
 }
 
 export function IsArrayOf(
