@@ -34,6 +34,8 @@ export interface PipelineRow {
   brokerCpuMs?: number;
   /** The same of every PostgreSQL process. */
   postgresCpuMs?: number;
+  /** The broker's CPU per message of each unmeasured run of the mode before this row, on the same broker (set by the caller). */
+  warmUp?: number[];
 }
 
 const PARTITIONS = 8;
