@@ -18,7 +18,9 @@ import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { DrainService } from '../src/lifecycle/drain.service';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { FastRouteTable } from '../src/http/fast-route-table';
-import { expireLeases } from './support/db-state';
+import { RegisterQueryDto } from '../src/streams/dto/register-query.dto';
+import { StreamsService } from '../src/streams/streams.service';
+import { expireLeases, sql } from './support/db-state';
 import { sleep } from './support/sleep';
 import { waitFor } from './support/wait';
 import { createLease, expiries, FixtureLease } from './support/lease-fixture';
@@ -344,6 +346,8 @@ describe('lease route served ahead of the router', () => {
       'POST /api/v1/lease/:leaseId/extend LeaseController.extend',
       'POST /api/v1/push PushController.push',
       'POST /api/v1/transaction TransactionController.commit',
+      'POST /streams/v1/cycle StreamsController.cycle',
+      'POST /streams/v1/state/get StreamsController.state',
     ]);
   });
 
@@ -977,6 +981,132 @@ describe('transaction route served ahead of the router', () => {
   );
 });
 
+const CYCLE_ROUTE = '/streams/v1/cycle';
+const STATE_ROUTE = '/streams/v1/state/get';
+const streamAs = (path: string) => (token: string, body: string) => post(path, withToken(token), ...json(body));
+
+/** A stream query registered on the queue of a live lease, as the SDK's runner holds one between a pop and its cycle. */
+interface StreamFixture {
+  token: string;
+  queryId: string;
+  lease: FixtureLease;
+}
+
+async function streamFixture(app: NestExpressApplication): Promise<StreamFixture> {
+  const tenant = newTenant();
+  const lease = await createLease(app, tenant, [30]);
+  const [{ name }] = await sql<Array<{ name: string }>>(
+    app.get(DataSource),
+    'SELECT q.name FROM queues AS q JOIN partitions AS p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id WHERE p.id = $1',
+    [lease.partitionIds[0]],
+  );
+  const registered = await app
+    .get(StreamsService)
+    .register(
+      tenant,
+      Object.assign(new RegisterQueryDto(), { name: `sum-${name}`, source_queue: name, config_hash: 'h' }),
+    );
+  return { token: hsToken({ role: 'read-write', tenant }), queryId: registered.query_id, lease };
+}
+
+/** A cycle's and a state read's answers name the query, the partition and new message ids: each test makes its own. */
+function comparableStream(response: WireResponse): unknown {
+  const { date: _date, 'x-request-id': _requestId, 'content-length': _length, ...headers } = response.headers;
+  return {
+    status: response.status,
+    headers,
+    body: response.body.replace(UUID, '<uuid>').replace(TIMESTAMPS, '<time>'),
+  };
+}
+
+const STREAM_CASES: Array<{ name: string; status: number; path: string; body: (f: StreamFixture) => string }> = [
+  {
+    name: 'a cycle of a state write, a push and the ack under the live lease',
+    status: 200,
+    path: CYCLE_ROUTE,
+    body: (f) =>
+      JSON.stringify({
+        query_id: f.queryId,
+        partition_id: f.lease.partitionIds[0],
+        state_ops: [{ type: 'upsert', key: 'sum', value: { sum: 1 } }],
+        push_items: [{ queue: 'stream-out', partition: 'p', payload: { sum: 1 } }],
+        ack: { transactionId: f.lease.messages[0].transactionId, leaseId: f.lease.leaseId },
+      }),
+  },
+  {
+    name: 'a cycle under a lease that is not held (409, nothing applied)',
+    status: 409,
+    path: CYCLE_ROUTE,
+    body: (f) =>
+      JSON.stringify({
+        query_id: f.queryId,
+        partition_id: f.lease.partitionIds[0],
+        state_ops: [{ type: 'upsert', key: 'sum', value: { sum: 1 } }],
+        ack: { transactionId: f.lease.messages[0].transactionId, leaseId: UNKNOWN_LEASE },
+      }),
+  },
+  {
+    name: 'a cycle of an unknown query',
+    status: 404,
+    path: CYCLE_ROUTE,
+    body: (f) => JSON.stringify({ query_id: UNKNOWN_LEASE, partition_id: f.lease.partitionIds[0] }),
+  },
+  {
+    name: 'a cycle whose partition_id is no UUID',
+    status: 400,
+    path: CYCLE_ROUTE,
+    body: (f) => JSON.stringify({ query_id: f.queryId, partition_id: 'p' }),
+  },
+  { name: 'a cycle of malformed JSON', status: 400, path: CYCLE_ROUTE, body: () => '{"query_id":' },
+  {
+    name: "a state read of the query's partition",
+    status: 200,
+    path: STATE_ROUTE,
+    body: (f) => JSON.stringify({ query_id: f.queryId, partition_id: f.lease.partitionIds[0], keys: [] }),
+  },
+  {
+    name: 'a state read of an unknown query',
+    status: 404,
+    path: STATE_ROUTE,
+    body: (f) => JSON.stringify({ query_id: UNKNOWN_LEASE, partition_id: f.lease.partitionIds[0] }),
+  },
+  { name: 'a state read of malformed JSON', status: 400, path: STATE_ROUTE, body: () => '{"query_id":' },
+];
+
+describe('stream routes served ahead of the router', () => {
+  const apps = bothPaths();
+
+  it('serves cycles and state reads itself and times them under their routes', async () => {
+    const fixture = await streamFixture(apps.fast);
+    const before = await Promise.all([CYCLE_ROUTE, STATE_ROUTE].map((route) => servedFast(apps.fast, route)));
+    const timedBefore = await requestsTimed(apps.fast, CYCLE_ROUTE);
+
+    for (const testCase of [STREAM_CASES[5], STREAM_CASES[0]]) {
+      const body = testCase.body(fixture);
+      const answer = await onTheWire(apps.fast, streamAs(testCase.path)(fixture.token, body), body);
+      expect(answer.status).toBe(200);
+      expect(JSON.parse(answer.body)).toMatchObject({ success: true });
+    }
+
+    const after = await Promise.all([CYCLE_ROUTE, STATE_ROUTE].map((route) => servedFast(apps.fast, route)));
+    expect(after.map((served, index) => served - before[index])).toEqual([1, 1]);
+    expect((await requestsTimed(apps.fast, CYCLE_ROUTE)) - timedBefore).toBe(1);
+  });
+
+  it.each(STREAM_CASES.map((testCase) => [testCase.name, testCase] as const))(
+    'answers %s exactly as the router does',
+    async (_name, testCase) => {
+      const answer = async (app: NestExpressApplication) => {
+        const fixture = await streamFixture(app);
+        const body = testCase.body(fixture);
+        return onTheWire(app, streamAs(testCase.path)(fixture.token, body), body);
+      };
+
+      await expectRoutersAnswer(apps, testCase.status, answer, comparableStream);
+    },
+  );
+});
+
 interface RouteRequest {
   name: string;
   head: (token: string) => string;
@@ -990,6 +1120,7 @@ const unknownAck = JSON.stringify({
   leaseId: UNKNOWN_LEASE,
   status: 'completed',
 });
+const unknownCycle = JSON.stringify({ query_id: UNKNOWN_LEASE, partition_id: UNKNOWN_LEASE });
 const unknownAckBatch = JSON.stringify({ acknowledgments: [JSON.parse(unknownAck) as unknown] });
 const withToken = (token: string) => `Authorization: Bearer ${token}`;
 
@@ -1014,6 +1145,8 @@ const EVERY_FAST_ROUTE: RouteRequest[] = [
     head: (t) => post('/api/v1/transaction', withToken(t), ...json(pushTransaction)),
     body: pushTransaction,
   },
+  { name: 'a stream cycle', head: (t) => streamAs(CYCLE_ROUTE)(t, unknownCycle), body: unknownCycle },
+  { name: 'a stream state read', head: (t) => streamAs(STATE_ROUTE)(t, unknownCycle), body: unknownCycle },
 ];
 
 const routeRows = (rows: RouteRequest[]) => rows.map((row) => [row.name, row] as const);

@@ -8,6 +8,8 @@ import { ApiAuthErrors, ApiErrorResponse, JSON_BODY_ELEMENTS } from '../common/a
 import { NoQueryParameters, QueryDtoPipe, validateBody } from '../common/dto-validation';
 import { NamePipe } from '../common/name.pipe';
 import { AcceptsBody } from '../http/body-limit.decorator';
+import { FastRoute } from '../http/fast-route.decorator';
+import { JsonRequestBody, ReadsOwnBody } from '../http/request-body.interceptor';
 import { RateLimited } from '../limits/route-class.decorator';
 import { quotaRefusal } from '../limits/tenant-quotas';
 import { CycleCommand, CycleRequestPipe } from './cycle-request.pipe';
@@ -116,6 +118,7 @@ export class StreamsController {
   }
 
   @Post('cycle')
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @RateLimited('produce', {
@@ -204,15 +207,17 @@ export class StreamsController {
     'The cycle may or may not have committed. A committed one moved the cursor past the acked message: the next ' +
       'pop shows which.',
   )
+  @ReadsOwnBody()
   cycle(
     @TenantId() tenantId: string,
     @CurrentPrincipal() principal: Principal | undefined,
-    @Body(CycleRequestPipe) command: CycleCommand,
+    @JsonRequestBody(CycleRequestPipe) command: CycleCommand,
   ): Promise<CycleResponseDto> {
     return this.streams.cycle(tenantId, principal?.subject, command);
   }
 
   @Post('state/get')
+  @FastRoute()
   @HttpCode(HttpStatus.OK)
   @Access('read-write')
   @RateLimited('consume')
@@ -245,7 +250,8 @@ export class StreamsController {
   @ApiAuthErrors('the token has no read-write or admin role')
   @AcceptsBody(2 * 1024 * 1024)
   @ApiDatabaseErrors('Nothing changed; ask again.')
-  state(@TenantId() tenantId: string, @Body() body: unknown): Promise<StateGetResponseDto> {
+  @ReadsOwnBody()
+  state(@TenantId() tenantId: string, @JsonRequestBody() body: unknown): Promise<StateGetResponseDto> {
     return this.streams.state(tenantId, validateBody(StateGetDto, body));
   }
 }

@@ -12,6 +12,7 @@ import { StreamsService } from './streams.service';
 @Module({
   imports: [WakeupModule, PushModule, AckModule, QueuesModule, TransactionModule],
   controllers: [StreamsController],
-  providers: [StreamsService, StreamsRepository, CycleRequestPipe],
+  // A provider too, for the fast path: Nest resolves a handler's enhancers and pipes from its host's module.
+  providers: [StreamsService, StreamsRepository, CycleRequestPipe, StreamsController],
 })
 export class StreamsModule {}
