@@ -548,12 +548,14 @@ const WARM_UP_RUNS = 5;
  * Every mode runs WARM_UP_RUNS times unmeasured first: the modes share one broker, so without it the first mode
  * measured would pay the whole process's warm-up, and V8 goes on optimising the routes' code for four to six runs of
  * 3,000 messages (a rule on the CPU's fall stopped early on the machine's noise). A broker that has served for minutes
- * is past that; what a new one pays is the cold rows'. Then each phase with the modes back to back, so that a drift of
- * the machine hits them alike.
+ * is past that; what a new one pays is the cold rows'. Then the backlog with the modes alternating, BACKLOG_ROUNDS
+ * times (one run of 3,000 messages moves by a quarter on this machine's noise), and the steady phase, so that a drift
+ * of the machine hits the modes alike.
  */
 async function measurePipelines(broker: ChildProcess, pipelines: PipelineRow[]): Promise<void> {
+  const modes: PipelineMode[] = ['transaction', 'push then ack', 'stream cycle', 'stream window'];
   const warmUps = new Map<PipelineMode, number[]>();
-  for (const mode of ['transaction', 'push then ack', 'stream cycle', 'stream window'] as PipelineMode[]) {
+  for (const mode of modes) {
     const cpu: number[] = [];
     while (cpu.length < WARM_UP_RUNS) {
       const row = await pipelineWithCpu(broker, BROKER, mode, 'backlog', `-warm-up-${cpu.length}`);
@@ -562,13 +564,34 @@ async function measurePipelines(broker: ChildProcess, pipelines: PipelineRow[]):
     }
     warmUps.set(mode, cpu);
   }
-  for (const phase of ['backlog', 'steady'] as const) {
-    for (const mode of ['transaction', 'push then ack', 'stream cycle', 'stream window'] as PipelineMode[]) {
-      log(`two-stage pipeline, ${phase}: ${mode}`);
-      const row = await pipelineWithCpu(broker, BROKER, mode, phase);
-      pipelines.push(phase === 'backlog' ? { ...row, warmUp: warmUps.get(mode) } : row);
+  const backlogs = new Map<PipelineMode, PipelineRow[]>();
+  for (let round = 0; round < BACKLOG_ROUNDS; round += 1) {
+    for (const mode of modes) {
+      log(`two-stage pipeline, backlog, round ${round + 1}: ${mode}`);
+      const row = await pipelineWithCpu(broker, BROKER, mode, 'backlog', `-${round}`);
+      backlogs.set(mode, [...(backlogs.get(mode) ?? []), row]);
     }
   }
+  for (const mode of modes) pipelines.push({ ...medianPipeline(backlogs.get(mode) ?? []), warmUp: warmUps.get(mode) });
+  for (const mode of modes) {
+    log(`two-stage pipeline, steady: ${mode}`);
+    pipelines.push(await pipelineWithCpu(broker, BROKER, mode, 'steady'));
+  }
+}
+
+const BACKLOG_ROUNDS = 3;
+
+/** The run of median throughput, with the medians of the CPU columns (a run's CPU and throughput vary apart). */
+function medianPipeline(rows: PipelineRow[]): PipelineRow {
+  const middle = <T>(values: T[], by: (value: T) => number): T =>
+    [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
+  const cpu = (pick: (row: PipelineRow) => number | undefined) => pick(middle(rows, (row) => pick(row) ?? 0));
+  return {
+    ...middle(rows, (row) => row.messagesPerSecond),
+    brokerCpuMs: cpu((row) => row.brokerCpuMs),
+    postgresCpuMs: cpu((row) => row.postgresCpuMs),
+    errors: rows.reduce((sum, row) => sum + row.errors, 0),
+  };
 }
 
 /** A pipeline's row with the CPU the broker and PostgreSQL spent on it, in milliseconds a message. */
@@ -613,10 +636,7 @@ async function measureColdPipelines(): Promise<PipelineRow[]> {
       }
     }
   }
-  return [...rounds.values()].map((rows) => {
-    const sorted = [...rows].sort((a, b) => a.messagesPerSecond - b.messagesPerSecond);
-    return sorted[Math.floor(sorted.length / 2)];
-  });
+  return [...rounds.values()].map(medianPipeline);
 }
 
 /** The backlog's ratios the targets name: transactions against push-then-ack, stream cycles against transactions. */
@@ -750,8 +770,10 @@ function writeResults(
       '(4 workers) pops the output and acks it. Backlog: 3000 messages pushed ' +
       'first, end-to-end messages per second until the last is acked at stage two. Steady: 300 messages/s fed for 8 s; ' +
       'milliseconds from the push to the ack at stage two, and for stage one from its pop answer to its output committed. ' +
+      `Backlog rows: the modes alternated for ${BACKLOG_ROUNDS} rounds, the run of median throughput with the medians ` +
+      'of the CPU columns and the errors summed. ' +
       `Cold: the backlog drained by a new broker on a new database, its first pipeline (as after a deploy or a restart; ` +
-      `transaction and push then ack alternated for ${COLD_ROUNDS} rounds, a broker each, the medians); the other rows ` +
+      `transaction and push then ack alternated for ${COLD_ROUNDS} rounds, a broker each, the medians as above); the other rows ` +
       `ran on the broker of the workloads above, each mode first run ${WARM_UP_RUNS} times unmeasured (its broker CPU ` +
       'per message run by run is listed below the table). ' +
       'Every output must reach stage two exactly once (errors otherwise).',
