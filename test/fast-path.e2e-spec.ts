@@ -1019,31 +1019,28 @@ function comparableStream(response: WireResponse): unknown {
   };
 }
 
+/** The SDK's cycle for a running sum: the sum's state, the pushes, and the ack of the batch under `leaseId`. */
+const sumCycle = (f: StreamFixture, leaseId: string, pushItems: unknown[] = []) =>
+  JSON.stringify({
+    query_id: f.queryId,
+    partition_id: f.lease.partitionIds[0],
+    state_ops: [{ type: 'upsert', key: 'sum', value: { sum: 1 } }],
+    push_items: pushItems,
+    ack: { transactionId: f.lease.messages[0].transactionId, leaseId },
+  });
+
 const STREAM_CASES: Array<{ name: string; status: number; path: string; body: (f: StreamFixture) => string }> = [
   {
     name: 'a cycle of a state write, a push and the ack under the live lease',
     status: 200,
     path: CYCLE_ROUTE,
-    body: (f) =>
-      JSON.stringify({
-        query_id: f.queryId,
-        partition_id: f.lease.partitionIds[0],
-        state_ops: [{ type: 'upsert', key: 'sum', value: { sum: 1 } }],
-        push_items: [{ queue: 'stream-out', partition: 'p', payload: { sum: 1 } }],
-        ack: { transactionId: f.lease.messages[0].transactionId, leaseId: f.lease.leaseId },
-      }),
+    body: (f) => sumCycle(f, f.lease.leaseId, [{ queue: 'stream-out', partition: 'p', payload: { sum: 1 } }]),
   },
   {
     name: 'a cycle under a lease that is not held (409, nothing applied)',
     status: 409,
     path: CYCLE_ROUTE,
-    body: (f) =>
-      JSON.stringify({
-        query_id: f.queryId,
-        partition_id: f.lease.partitionIds[0],
-        state_ops: [{ type: 'upsert', key: 'sum', value: { sum: 1 } }],
-        ack: { transactionId: f.lease.messages[0].transactionId, leaseId: UNKNOWN_LEASE },
-      }),
+    body: (f) => sumCycle(f, UNKNOWN_LEASE),
   },
   {
     name: 'a cycle of an unknown query',
