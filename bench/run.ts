@@ -514,8 +514,6 @@ async function withUsage(
  * round's figures.
  */
 function median(rounds: Row[]): Row {
-  const middle = <T>(values: T[], by: (value: T) => number) =>
-    [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
   const row = middle(rounds, (round) => round.requestsPerSecond);
   return {
     ...row,
@@ -528,6 +526,11 @@ function median(rounds: Row[]): Row {
       `${row.extra ? `${row.extra}; ` : ''}medians of ${rounds.length} alternating rounds (req/s at p99 ms): ` +
       `${rounds.map((round) => `${round.requestsPerSecond} at ${round.p99}`).join(', ')}; errors summed`,
   };
+}
+
+/** The element at the median of `by` (with an even count, the upper of the two middle ones). */
+function middle<T>(values: T[], by: (value: T) => number): T {
+  return [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
 }
 
 function summarise(scenario: string, connections: number, result: Result): Row {
@@ -583,8 +586,6 @@ const BACKLOG_ROUNDS = 3;
 
 /** The run of median throughput, with the medians of the CPU columns (a run's CPU and throughput vary apart). */
 function medianPipeline(rows: PipelineRow[]): PipelineRow {
-  const middle = <T>(values: T[], by: (value: T) => number): T =>
-    [...values].sort((a, b) => by(a) - by(b))[Math.floor(values.length / 2)];
   const cpu = (pick: (row: PipelineRow) => number | undefined) => pick(middle(rows, (row) => pick(row) ?? 0));
   return {
     ...middle(rows, (row) => row.messagesPerSecond),
