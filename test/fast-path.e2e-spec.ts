@@ -20,7 +20,7 @@ import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { FastRouteTable } from '../src/http/fast-route-table';
 import { RegisterQueryDto } from '../src/streams/dto/register-query.dto';
 import { StreamsService } from '../src/streams/streams.service';
-import { expireLeases, sql } from './support/db-state';
+import { expireLeases } from './support/db-state';
 import { sleep } from './support/sleep';
 import { waitFor } from './support/wait';
 import { createLease, expiries, FixtureLease } from './support/lease-fixture';
@@ -995,17 +995,14 @@ interface StreamFixture {
 async function streamFixture(app: NestExpressApplication): Promise<StreamFixture> {
   const tenant = newTenant();
   const lease = await createLease(app, tenant, [30]);
-  const [{ name }] = await sql<Array<{ name: string }>>(
-    app.get(DataSource),
-    'SELECT q.name FROM queues AS q JOIN partitions AS p ON p.tenant_id = q.tenant_id AND p.queue_id = q.id WHERE p.id = $1',
-    [lease.partitionIds[0]],
+  const registered = await app.get(StreamsService).register(
+    tenant,
+    Object.assign(new RegisterQueryDto(), {
+      name: `sum-${lease.queue}`,
+      source_queue: lease.queue,
+      config_hash: 'h',
+    }),
   );
-  const registered = await app
-    .get(StreamsService)
-    .register(
-      tenant,
-      Object.assign(new RegisterQueryDto(), { name: `sum-${name}`, source_queue: name, config_hash: 'h' }),
-    );
   return { token: hsToken({ role: 'read-write', tenant }), queryId: registered.query_id, lease };
 }
 

@@ -9,6 +9,7 @@ import { sql } from './db-state';
 
 export interface FixtureLease {
   leaseId: string;
+  queue: string;
   partitionIds: string[];
   consumerGroup: string;
   messages: Array<{ transactionId: string; partitionId: string }>;
@@ -80,6 +81,7 @@ export async function createLease(
   }
   return {
     leaseId: popped.leaseId,
+    queue,
     partitionIds,
     consumerGroup,
     messages: popped.messages.map(({ transactionId, partitionId }) => ({ transactionId, partitionId })),
