@@ -78,6 +78,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
           partitionId: undefined,
           consumerGroup: '__QUEUE_MODE__',
           batch: 1,
+          leaseTime: queue.options.leaseTime as number,
           delayedProcessing: 0,
           windowBuffer: 0,
           retryDelayMs: 0,

@@ -47,6 +47,11 @@ function wideScans(node: PlanNode, found: string[] = []): string[] {
   return found;
 }
 
+function foundIn(node: PlanNode, table: string): boolean {
+  if (node['Relation Name'] === table && node['Actual Rows'] > 0) return true;
+  return (node.Plans ?? []).some((child) => foundIn(child, table));
+}
+
 /** A queue the statements are aimed at: ten of its messages' keys, and a live lease on the first one's partition. */
 interface Target {
   name: string;
@@ -156,7 +161,7 @@ const SMALL_PARTITIONS = 10;
   function statements(
     { name: queueName, queueId, lease, queryId, keys: all }: Target,
     count = all.length,
-  ): Array<{ name: string; prepared: boolean; text: string; values: Value[] }> {
+  ): Array<{ name: string; prepared: boolean; text: string; values: Value[]; setup?: string }> {
     const keys = all.slice(0, count);
     const statement = (name: string, { name: prepared, text, values }: Statement<unknown>) => ({
       name,
@@ -164,26 +169,35 @@ const SMALL_PARTITIONS = 10;
       text,
       values: values as Value[],
     });
-    const claim = (partitions: number, shape: Partial<ClaimRequest> = {}, named = '') =>
-      statement(
-        `the claim of ${partitions} partitions${named}`,
-        new PopRepository({} as PayloadCipher).claim(tenant, {
-          queueId,
-          partitionId: undefined,
-          consumerGroup: GROUP,
-          leaseId: randomUUID(),
-          leaseSeconds: 60,
-          batch: 10,
-          maxPartitions: partitions,
-          autoAck: false,
-          maxBytes: 1048576,
-          maxTotalSeconds: undefined,
-          delayedProcessing: 0,
-          windowBuffer: 0,
-          retryDelayMs: 0,
-          ...shape,
-        }),
-      );
+    const claim = (partitions: number, shape: Partial<ClaimRequest> = {}, named = '') => {
+      const request: ClaimRequest = {
+        queueId,
+        partitionId: undefined,
+        consumerGroup: GROUP,
+        leaseId: randomUUID(),
+        leaseSeconds: 60,
+        leaseTime: 60,
+        batch: 10,
+        maxPartitions: partitions,
+        autoAck: false,
+        maxBytes: 1048576,
+        maxTotalSeconds: undefined,
+        delayedProcessing: 0,
+        windowBuffer: 0,
+        retryDelayMs: 0,
+        ...shape,
+      };
+      return {
+        ...statement(
+          `the claim of ${partitions} partitions${named}`,
+          new PopRepository({} as PayloadCipher).claim(tenant, request),
+        ),
+        // The queue configured as the claim was planned, which it holds the queue to.
+        setup: `UPDATE queues SET lease_time = ${request.leaseTime}, delayed_processing = ${request.delayedProcessing},
+                       window_buffer = ${request.windowBuffer}, retry_delay_ms = ${request.retryDelayMs}
+                 WHERE id = '${queueId}'`,
+      };
+    };
     const acks = new AckRepository();
     const cursors = keys.map(({ partitionId }) => ({ partitionId, consumerGroup: GROUP }));
     const transactions = new TransactionRepository();
@@ -296,7 +310,11 @@ const SMALL_PARTITIONS = 10;
         const wide: string[] = [];
         for (const target of [burst, small]) {
           for (const statement of statements(target)) {
-            const scans = wideScans(await explainRolledBack(db, statement.text, statement.values, mode));
+            const plan = await explainRolledBack(db, statement.text, statement.values, mode, statement);
+            const scans = wideScans(plan);
+            // A claim whose queue check failed would not look at its cursors, and would read nothing to hold it to.
+            // Its queue as it was planned with, or the claim would stop at its check of the queue and read nothing.
+            if (statement.setup && !foundIn(plan, 'queues')) scans.push('its queue check found nothing');
             wide.push(...scans.map((scan) => `${target.name}, ${statement.name}: ${scan}`));
           }
         }
@@ -324,6 +342,7 @@ const SMALL_PARTITIONS = 10;
         await db.query(`PREPARE statement AS ${statement.text}`);
         await db.query('BEGIN');
         try {
+          if (statement.setup) await db.query(statement.setup);
           // Past the five custom plans after which PostgreSQL weighs the generic one; each call undone, so the last
           // runs on what the first did.
           for (let call = 0; call < 8; call += 1) {

@@ -250,6 +250,71 @@ describe('GET /api/v1/pop/queue/:queue[/partition/:partition]', () => {
     });
   });
 
+  // A pop claims on what it saw of its queue, group and cursor at its last pop, held to it by the claim itself.
+  describe('a queue popped before', () => {
+    /** Pushes one message with a transaction id of its own (`tag`) and pops; the pop's answer. */
+    const pushThenPop = async (queue: string, tag: string, query = {}, partition?: string) => {
+      await broker.client.pushMany(queue, 1, partition, `${queue}-${tag}`);
+      return broker.client.pop(queue, query, partition);
+    };
+    const popped = async (...args: Parameters<typeof pushThenPop>): Promise<PopBody> => {
+      const answer = await pushThenPop(...args);
+      expect(answer.status).toBe(200);
+      return answer.body as PopBody;
+    };
+    /** Twice a message popped and acked, so that the broker has seen the queue's group and cursor ready. */
+    const popTwice = async (queue: string, query = {}, partition?: string) => {
+      for (const tag of ['seen-1', 'seen-2']) {
+        await broker.client.ackAll(await popped(queue, tag, query, partition)).expect(200);
+      }
+    };
+    const secondsLeft = async (body: PopBody) =>
+      (await leaseSecondsLeft(broker.dataSource, broker.client.tenant, body.leaseId!))[0];
+
+    it('leases for the lease time configured since, through this broker or straight in the database', async () => {
+      await broker.client.configure({ queue: 'known', options: { leaseTime: 30 } }).expect(200);
+      await popTwice('known');
+
+      await broker.client.configure({ queue: 'known', options: { leaseTime: 600 } }).expect(200);
+      const configured = await popped('known', 'configured');
+      await broker.client.ackAll(configured).expect(200);
+      // Another broker's configure: nothing in this one hears of it.
+      await sql(broker.dataSource, `UPDATE queues SET lease_time = 120 WHERE tenant_id = $1 AND name = 'known'`, [
+        broker.client.tenant,
+      ]);
+      const elsewhere = await popped('known', 'elsewhere');
+
+      expect(configured.messages).toHaveLength(1);
+      const left = await secondsLeft(elsewhere);
+      expect(left).toBeGreaterThan(60);
+      expect(left).toBeLessThanOrEqual(120);
+    });
+
+    it('holds back messages newer than a windowBuffer configured since', async () => {
+      await popTwice('windowed');
+      await broker.client.configure({ queue: 'windowed', options: { windowBuffer: 3600 } }).expect(200);
+
+      expect((await pushThenPop('windowed', 'fresh')).status).toBe(204);
+    });
+
+    it('finds the queue deleted and made again under its name, and its new messages', async () => {
+      await popTwice('remade');
+      await broker.client.delete('/api/v1/resources/queues/remade').expect(200);
+
+      expect(transactionIds(await popped('remade', 'again'))).toEqual(['remade-again-0']);
+    });
+
+    it("pops a named partition again after the group's cursors there were deleted", async () => {
+      await popTwice('grouped', { consumerGroup: 'g' }, 'p1');
+      await broker.client.delete('/api/v1/consumer-groups/g/queues/grouped').expect(200);
+
+      const answer = await popped('grouped', 'again', { consumerGroup: 'g' }, 'p1');
+
+      // Its cursors gone, the group starts again from the partition's first message.
+      expect(transactionIds(answer)).toEqual(['grouped-seen-1-0', 'grouped-seen-2-0', 'grouped-again-0']);
+    });
+  });
+
   describe('HEAD', () => {
     it.each([
       ['the queue route', '/api/v1/pop/queue/orders'],

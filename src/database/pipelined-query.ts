@@ -286,18 +286,33 @@ export function queryNamed<R extends QueryResultRow>(
 
 /**
  * Named statements that do not depend on each other's results, in one round trip, their results in order. Ahead of
- * them goes the BEGIN a DeferredBegin holds back. A statement not yet parsed on this connection makes them go one by
- * one: pg could not tell whose ParseComplete is whose.
+ * them goes the BEGIN a DeferredBegin holds back.
  */
-export async function queryTogether(client: PoolClient, statements: readonly QueryConfig[]): Promise<QueryResult[]> {
+export function queryTogether(client: PoolClient, statements: readonly QueryConfig[]): Promise<QueryResult[]> {
+  return queryAllPipelined(client, statements, DeferredBegin.takeFrom(client), []);
+}
+
+/**
+ * Statements that do not depend on each other's results, every one's rows read, with `before` ahead of them and `after`
+ * behind them (unread) in one round trip. One not yet parsed on this connection makes them go one by one: pg could
+ * not tell whose ParseComplete is whose.
+ */
+export async function queryAllPipelined(
+  client: PoolClient,
+  statements: readonly QueryConfig[],
+  before: readonly string[],
+  after: readonly Statement[],
+): Promise<QueryResult[]> {
   const [first, ...rest] = statements;
-  const before = DeferredBegin.takeFrom(client);
-  if (rest.some((statement) => !preparedOn(client, statement.name!))) {
-    const results = [await queryPipelined(client, first, before, [])];
-    for (const statement of rest) results.push(await queryPipelined(client, statement, [], []));
+  if (rest.some((statement) => statement.name === undefined || !preparedOn(client, statement.name))) {
+    const results: QueryResult[] = [];
+    for (const [index, statement] of statements.entries()) {
+      const last = index === statements.length - 1;
+      results.push(await queryPipelined(client, statement, index === 0 ? before : [], last ? after : []));
+    }
     return results;
   }
-  return pipeline(client, first, rest, before, []);
+  return pipeline(client, first, rest, before, after);
 }
 
 async function pipeline<R extends QueryResultRow>(

@@ -7,7 +7,7 @@ import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
 import { asQueryFailed, DatabaseEngine } from './database-engine';
 import { canRollBack } from './guarded-pool';
-import { DeferredBegin, queryPipelined } from './pipelined-query';
+import { DeferredBegin, queryAllPipelined } from './pipelined-query';
 import { ConflictRetries } from './conflict-retries';
 import { Statement } from './statement';
 import { answersOf, type Answers } from './unit-of-work';
@@ -36,10 +36,10 @@ export interface OpenTransaction {
   /** Statements that do not need each other's rows, in one round trip on PostgreSQL (preparedTogether). */
   rowsTogether(statements: readonly SentStatement[]): Promise<unknown[][]>;
   /**
-   * Runs the statement and commits in one round trip, and returns its rows; only reads may follow. On the embedded
-   * database, whose COMMIT takes a round trip of its own anyway, it commits at the end as usual.
+   * Runs the statements and commits in one round trip, and returns each one's rows; only reads may follow. On the
+   * embedded database, whose COMMIT takes a round trip of its own anyway, it commits at the end as usual.
    */
-  commitWith(statement: SentStatement): Promise<unknown[]>;
+  commitWith(statements: readonly SentStatement[]): Promise<unknown[][]>;
 }
 
 /** Reads (or writes with no effects after commit) as statements: what run() hands a read's work. */
@@ -99,7 +99,7 @@ export class TransactionRunner {
         last: async (statement) => {
           open();
           ended = true;
-          return statement.parse(await transaction.commitWith(statement));
+          return statement.parse((await transaction.commitWith([statement]))[0]);
         },
       });
     });
@@ -160,13 +160,17 @@ export class TransactionRunner {
         const begin = await this.begin(runner, client);
         let commitAsked = false;
         let committed = false;
-        const commitWith = async (statement: SentStatement): Promise<unknown[]> => {
+        const commitWith = async (statements: readonly SentStatement[]): Promise<unknown[][]> => {
           if (commitAsked) throw new Error('a unit of work commits once');
           commitAsked = true;
-          if (!begin) return runner.manager.query(statement.text, statement.values);
-          const rows: unknown[] = await this.commit(runner, client, begin, withCommit?.(), statement);
+          if (!begin) {
+            const found: unknown[][] = [];
+            for (const { text, values } of statements) found.push(await runner.manager.query(text, values));
+            return found;
+          }
+          const found = await this.commit(runner, client, begin, withCommit?.(), statements);
           committed = true;
-          return rows;
+          return found;
         };
         const transaction: OpenTransaction = {
           rows: (statement) => this.engine.rows(runner.manager, statement),
@@ -209,19 +213,20 @@ export class TransactionRunner {
 
   /**
    * One round trip: if a statement before COMMIT fails, the server skips the rest and the transaction rolls back.
-   * Answers the rows of the statement the work committed with, the unit's last statement being sent unread.
+   * Answers the rows of the statements the work committed with, the unit's last statement being sent unread.
    */
   private async commit(
     runner: QueryRunner,
     client: PoolClient,
     begin: DeferredBegin | undefined,
     { statement: last, usage, before, first = [], checks = [] }: CommitWith = { before: [] },
-    read?: SentStatement,
-  ): Promise<any[]> {
+    read?: readonly SentStatement[],
+  ): Promise<unknown[][]> {
     if (read && (last || usage || first.length > 0)) {
       throw new Error('a unit of work that commits with a statement has no last statement');
     }
-    const [statement, ...more] = [...first, read ?? last, usage, ...checks].filter((given) => given !== undefined);
+    const sent = [...first, ...(read ?? [last]), usage, ...checks].filter((given) => given !== undefined);
+    const [statement, ...more] = sent;
     if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();
@@ -233,14 +238,21 @@ export class TransactionRunner {
     }
     if (statement && begin) {
       begin.sent = true;
-      let rows: any[];
+      // Only the statements committed with are read; the rest go unread behind them.
+      const reads = read?.length ?? 1;
+      let found: unknown[][];
       try {
-        rows = (await queryPipelined(client, statement, beginWith, [...more, ...before, 'COMMIT'])).rows;
+        const results = await queryAllPipelined(client, sent.slice(0, reads), beginWith, [
+          ...sent.slice(reads),
+          ...before,
+          'COMMIT',
+        ]);
+        found = results.map((result) => result.rows as unknown[]);
       } catch (error) {
         throw asQueryFailed(statement.text, statement.values, error);
       }
       markTransaction(runner, false);
-      return rows;
+      return found;
     }
     for (const given of statement ? [statement, ...more] : []) await runner.manager.query(given.text, given.values);
     if (before.length === 0) {

@@ -80,7 +80,12 @@ export class UnitOfWork {
 
   /** The statement and COMMIT in one round trip, with the NOTIFYs recorded so far; only reads may follow. */
   async commitWith<T>(statement: Statement<T>): Promise<T> {
-    return statement.parse(await this.transaction.commitWith(statement));
+    return (await this.commitWithAll([statement] as const))[0];
+  }
+
+  /** As commitWith, for statements that do not need each other's answers: every one's answer, in order. */
+  async commitWithAll<S extends readonly Statement<unknown>[]>(statements: S): Promise<Answers<S>> {
+    return answersOf(statements, await this.transaction.commitWith(statements));
   }
 
   push(queue: string, partition: string, count = 1): void {

@@ -28,6 +28,12 @@ export interface ClaimRequest {
   consumerGroup: string;
   leaseId: string;
   leaseSeconds: number;
+  /**
+   * The queue's lease time as the claim was planned with, which leaseSeconds comes from unless the pop asked for its
+   * own: with delayedProcessing, windowBuffer and retryDelayMs, what the claim holds the queue to (a queue configured
+   * since claims nothing).
+   */
+  leaseTime: number;
   /** Messages in total across the claimed partitions. */
   batch: number;
   maxPartitions: number;
@@ -86,7 +92,13 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
   const maxTotalSeconds = shared(request.maxTotalSeconds ?? null);
   const delayed = shared(request.delayedProcessing);
   const window = shared(request.windowBuffer);
-  const { maxPartitions, leaseId, leaseSeconds, maxBytes, retryDelayMs: retryDelay } = request;
+  const retryDelay = shared(request.retryDelayMs);
+  const { maxPartitions, leaseId, leaseSeconds, maxBytes } = request;
+  // The queue as the claim was planned: a pop may plan from what it read before (PopService), so this holds it to that.
+  const planned = sql`EXISTS (SELECT 1 FROM queues q
+                   WHERE q.tenant_id = ${tenant} AND q.id = ${queueId} AND q.lease_time = ${request.leaseTime}::int
+                     AND q.delayed_processing = ${delayed}::int AND q.window_buffer = ${window}::int
+                     AND q.retry_delay_ms = ${retryDelay}::int)`;
   return sql`
   WITH clock AS (
     SELECT clock_timestamp() AS now
@@ -97,6 +109,7 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
       FROM consumers c
       JOIN partitions p ON p.tenant_id = c.tenant_id AND p.id = c.partition_id
      WHERE c.tenant_id = ${tenant} AND c.queue_id = ${queueId} AND c.consumer_group = ${groupKey} AND c.ready
+       AND ${planned}
        ${request.partitionId === undefined ? NO_SQL : sql`AND c.partition_id = ${partition}`}
        AND p.last_offset > c.committed_offset
        AND (c.lease_expires_at IS NULL

@@ -86,14 +86,22 @@ function harness(world: World = {}) {
     counted: [] as Array<{ metric: string; value: number }>,
     history: [] as Array<{ kind: string; messages: number; oldest?: string }>,
     clockRead: 0,
+    /** Statements run before the claim's round trip: a pop that claims on what it saw sends none. */
+    reads: 0,
+    commits: 0,
   };
   const signal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
   const transaction: OpenTransaction = {
-    rows: async () => [],
+    rows: async () => {
+      calls.reads += 1;
+      return [];
+    },
     rowsTogether: async (statements) => statements.map(() => []),
-    commitWith: async () => {
+    // The claim, then (on a target seen before) the fresh look at it, whose answer the fake target gives.
+    commitWith: async (statements) => {
+      calls.commits += 1;
       if (world.hangUpDuringClaim) signal.aborted = true;
-      return world.claimed ?? [];
+      return statements.map((_statement, index) => (index === 0 ? (world.claimed ?? []) : []));
     },
   };
   const writes = {
@@ -180,8 +188,8 @@ function harness(world: World = {}) {
     history,
     config,
   );
-  const pop = async (options: Partial<PopOptions> = {}) => {
-    const answer = await service.pop('t', 'jobs', undefined, { ...OPTIONS, ...options }, signal);
+  const pop = async (options: Partial<PopOptions> = {}, partition?: string) => {
+    const answer = await service.pop('t', 'jobs', partition, { ...OPTIONS, ...options }, signal);
     return answer === undefined ? undefined : (JSON.parse(answer.text) as Record<string, any>);
   };
   return { service, calls, pop };
@@ -326,5 +334,64 @@ describe('PopService.pop', () => {
       { kind: 'popped', messages: 1, oldest: '2026-12-01T10:00:00.000000Z' },
       { kind: 'acked', messages: 1 },
     ]);
+  });
+
+  describe('on a queue it saw at its last pop', () => {
+    /** Pops once per target given, the world's target set to it first; the reads and commits each pop made. */
+    async function popsOn(world: World, targets: PopTarget[]) {
+      const { pop, calls } = harness(world);
+      const trips: Array<{ reads: number; commits: number }> = [];
+      for (const target of targets) {
+        world.target = target;
+        const before = { reads: calls.reads, commits: calls.commits };
+        await pop();
+        trips.push({ reads: calls.reads - before.reads, commits: calls.commits - before.commits });
+      }
+      return { calls, trips, leases: calls.claims.map((claim) => claim.leaseSeconds) };
+    }
+
+    it('claims on what it saw, its look at the queue sent with the claim and COMMIT', async () => {
+      const { trips, leases } = await popsOn({ claimed: [row(P1, 'a', 1)] }, [TARGET, TARGET, TARGET]);
+
+      expect(trips).toEqual([
+        { reads: 1, commits: 1 },
+        { reads: 0, commits: 1 },
+        { reads: 0, commits: 1 },
+      ]);
+      expect(leases).toEqual([30, 30, 30]);
+    });
+
+    it('looks first and claims again when the queue changed and its claim on what it saw took nothing', async () => {
+      const { trips, leases } = await popsOn({ claimed: [] }, [TARGET, { ...TARGET, leaseTime: 90 }]);
+
+      expect(trips[1]).toEqual({ reads: 1, commits: 2 });
+      expect(leases).toEqual([30, 30, 90]);
+    });
+
+    it('keeps what it claimed beside a look that found the queue changed, and claims on the change next', async () => {
+      const changed = { ...TARGET, leaseTime: 90 };
+      const { trips, leases } = await popsOn({ claimed: [row(P1, 'a', 1)] }, [TARGET, changed, changed]);
+
+      expect(trips.map(({ reads }) => reads)).toEqual([1, 0, 0]);
+      expect(leases).toEqual([30, 30, 90]);
+    });
+
+    it.each([
+      ['a group that does not exist yet', { groupExists: false }, undefined],
+      ['a group still looking through its partitions', { backfilling: true }, undefined],
+      ['a partition without its cursor yet', { partitionId: P1, hasCursor: false }, 'a'],
+    ])('looks first at every pop on %s', async (_case, shape, partition) => {
+      const world: World = { claimed: [] };
+      const { pop, calls } = harness(world);
+      world.target = { ...TARGET, ...shape };
+
+      for (let round = 0; round < 3; round += 1) {
+        await pop({}, partition);
+      }
+
+      expect(calls.commits).toBe(3);
+      expect(calls.reads).toBeGreaterThanOrEqual(3);
+      expect(calls.claims).toHaveLength(3);
+    });
   });
 });

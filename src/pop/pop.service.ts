@@ -19,7 +19,9 @@ import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '
 import { Writes } from '../wakeup/writes';
 import { popAnswerJson } from './dto/pop-response.dto';
 import { PopOptions } from './pop-query.pipe';
-import { ClaimedMessage, PopRepository } from './pop.repository';
+import { ClaimedMessage, ClaimRequest, PopRepository, PopTarget } from './pop.repository';
+import type { Statement } from '../database/statement';
+import type { UnitOfWork } from '../database/unit-of-work';
 import { errorMessage } from '../common/error-message';
 
 const ANSWER_ENVELOPE_BYTES = 2_048;
@@ -29,6 +31,8 @@ const RETRY_AFTER_FAILURE_MS = 250;
 export const DISCOVERY_MAX_QUEUES = 100;
 /** Filters whose matching queues are remembered for a second, for the polls that wait on them. */
 const DISCOVERY_CACHE_ENTRIES = 10_000;
+/** Queues, groups and partitions whose pops claim on what they saw before (PopService.claim), the oldest forgotten. */
+const TARGET_CACHE_ENTRIES = 10_000;
 /** Past the instant a delayed message or a window comes due, so the next look finds it due by the database clock. */
 const DUE_SLACK_MS = 20;
 export const TOO_MANY_WAITING = 'too many waiting pops';
@@ -39,6 +43,31 @@ interface Attempt {
   dueInMs?: number;
   /** The group has partitions left to look through: nothing found yet is not nothing there. */
   backfilling?: boolean;
+}
+
+/** What a unit claimed: `request` undefined when there was nothing to claim from. */
+interface Planned {
+  claimed: ClaimedMessage[];
+  request?: ClaimRequest;
+  backfilling?: boolean;
+}
+
+/** The claim on a target, as the unit sends it. */
+type ClaimOn = (target: PopTarget) => { request: ClaimRequest; claim: Statement<ClaimedMessage[]> };
+
+function sameTarget(a: PopTarget, b: PopTarget | undefined): boolean {
+  return (
+    b !== undefined &&
+    a.queueId === b.queueId &&
+    a.leaseTime === b.leaseTime &&
+    a.delayedProcessing === b.delayedProcessing &&
+    a.windowBuffer === b.windowBuffer &&
+    a.retryDelayMs === b.retryDelayMs &&
+    a.partitionId === b.partitionId &&
+    a.groupExists === b.groupExists &&
+    a.backfilling === b.backfilling &&
+    a.hasCursor === b.hasCursor
+  );
 }
 
 /** Partitions a new group looks through per step (PopRepository.backfill); a step takes tens of milliseconds. */
@@ -53,6 +82,8 @@ export class PopService {
   private readonly pollClaims: KeyedSemaphore;
   private readonly maxTotalSeconds: number | undefined;
   private readonly discovered = new Map<string, { at: number; queues: Promise<string[]> }>();
+  /** What pops last saw of a queue, group and partition they may claim on at once (remember). */
+  private readonly targets = new Map<string, PopTarget>();
 
   constructor(
     private readonly maintenance: MaintenanceService,
@@ -246,6 +277,11 @@ export class PopService {
     }
   }
 
+  /**
+   * A pop whose queue, group and cursor it has seen before claims on what it saw, in one round trip with a fresh look
+   * at them (the claim holds the queue to what it was planned with, so one configured since claims nothing); when that
+   * look finds them changed and nothing was claimed, or when they were never seen, it looks first and then claims.
+   */
   private async claim(
     tenantId: string,
     queueName: string,
@@ -253,54 +289,100 @@ export class PopService {
     options: PopOptions,
     signal: HangUpSignal,
   ): Promise<Attempt> {
-    const leaseId = uuidv7();
-    let dueInMs: number | undefined;
+    const key = compositeKey(tenantId, queueName, options.consumerGroup, partitionName ?? '');
+    const target = () => this.pops.target(tenantId, queueName, partitionName, options.consumerGroup);
+    const known = this.targets.get(key);
+    if (known) {
+      const attempt = await this.claimOnce(tenantId, queueName, options, signal, async (unit, claimOn) => {
+        const { request, claim } = claimOn(known);
+        const [claimed, seen] = await unit.commitWithAll([claim, target()] as const);
+        this.remember(key, seen);
+        return claimed.length > 0 || sameTarget(known, seen) ? { claimed, request } : undefined;
+      });
+      if (attempt) return attempt;
+    }
+    const attempt = await this.claimOnce(tenantId, queueName, options, signal, async (unit, claimOn) => {
+      const seen = await unit.run(target());
+      this.remember(key, seen);
+      return this.prepareAndClaim(unit, tenantId, partitionName, options, seen, claimOn);
+    });
+    return attempt!;
+  }
+
+  /** Remembers what a pop saw of its queue, group and cursor, when a claim on it needs nothing made first. */
+  private remember(key: string, target: PopTarget | undefined): void {
+    this.targets.delete(key);
+    if (!target?.groupExists || target.backfilling || (target.partitionId !== null && !target.hasCursor)) return;
+    this.targets.set(key, target);
+    if (this.targets.size > TARGET_CACHE_ENTRIES) this.targets.delete(this.targets.keys().next().value!);
+  }
+
+  /** What the first pop of a queue, a group or a partition makes before claiming, then the claim. */
+  private async prepareAndClaim(
+    unit: UnitOfWork,
+    tenantId: string,
+    partitionName: string | undefined,
+    options: PopOptions,
+    target: PopTarget | undefined,
+    claimOn: ClaimOn,
+  ): Promise<Planned> {
+    // Nothing is created here: a long poll parks, and the push that creates the queue or partition wakes it.
+    if (!target || (partitionName !== undefined && target.partitionId === null)) {
+      // "new" means messages from this first pop on, also when the queue comes later.
+      if (options.subscriptionMode === 'new' && options.subscriptionFrom === undefined) {
+        options.subscriptionFrom = await unit.run(this.pops.databaseNow());
+      }
+      return { claimed: [] };
+    }
+    if (!target.groupExists) {
+      const created = await this.pops.ensureGroup(unit, tenantId, target.queueId, options.consumerGroup, {
+        newOnly: options.subscriptionMode === 'new',
+        from: options.subscriptionFrom,
+      });
+      await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit);
+    }
     let backfilling = false;
+    // Cursors are made when first needed: for the partition named, or a step through the queue's partitions.
+    if (target.partitionId !== null) {
+      if (!target.hasCursor) {
+        await unit.run(this.pops.ensureCursor(tenantId, target.queueId, target.partitionId, options.consumerGroup));
+      }
+    } else if (target.backfilling || !target.groupExists) {
+      const step = await unit.run(this.pops.backfill(tenantId, target.queueId, options.consumerGroup, BACKFILL_STEP));
+      // None taken: nothing left to look through, or another pop of the group is taking the step.
+      backfilling = step === undefined ? target.backfilling : !step.done;
+    }
+    const { request, claim } = claimOn(target);
+    // Nothing follows the claim but reads, so it commits in its own round trip.
+    return { claimed: await unit.commitWith(claim), request, backfilling };
+  }
+
+  /**
+   * One unit that claims as `plan` does: undefined when the plan claimed nothing on what it knew and a pop should look
+   * again. The lease id is minted once: an attempt the database rolled back (and that Writes runs again) granted
+   * nothing.
+   */
+  private async claimOnce(
+    tenantId: string,
+    queueName: string,
+    options: PopOptions,
+    signal: HangUpSignal,
+    plan: (unit: UnitOfWork, claimOn: ClaimOn) => Promise<Planned | undefined>,
+  ): Promise<Attempt | undefined> {
+    const leaseId = uuidv7();
     let claimSentAt = 0;
     let late = false;
     let leased = false;
-    // The lease id is minted once: an attempt the database rolled back (and that Writes runs again) granted nothing.
-    const work = this.writes.run(tenantId, async (unit) => {
-      dueInMs = undefined;
-      backfilling = false;
-      late = false;
-      leased = false;
-      // Nothing is created here: a long poll parks, and the push that creates the queue or partition wakes it.
-      const nothing = async () => {
-        // "new" means messages from this first pop on, also when the queue comes later.
-        if (options.subscriptionMode === 'new' && options.subscriptionFrom === undefined) {
-          options.subscriptionFrom = await unit.run(this.pops.databaseNow());
-        }
-        return { claimed: [] as ClaimedMessage[], leaseSeconds: 0 };
-      };
-      const target = await unit.run(this.pops.target(tenantId, queueName, partitionName, options.consumerGroup));
-      if (!target || (partitionName !== undefined && target.partitionId === null)) return nothing();
-      if (!target.groupExists) {
-        const created = await this.pops.ensureGroup(unit, tenantId, target.queueId, options.consumerGroup, {
-          newOnly: options.subscriptionMode === 'new',
-          from: options.subscriptionFrom,
-        });
-        await this.quotas.admit(tenantId, 'consumerGroups', created ? 1 : 0, unit);
-      }
-      // Cursors are made when first needed: for the partition named, or a step through the queue's partitions.
-      if (target.partitionId !== null) {
-        if (!target.hasCursor) {
-          await unit.run(this.pops.ensureCursor(tenantId, target.queueId, target.partitionId, options.consumerGroup));
-        }
-      } else if (target.backfilling || !target.groupExists) {
-        const step = await unit.run(this.pops.backfill(tenantId, target.queueId, options.consumerGroup, BACKFILL_STEP));
-        // None taken: nothing left to look through, or another pop of the group is taking the step.
-        backfilling = step === undefined ? target.backfilling : !step.done;
-      }
+    const claimOn: ClaimOn = (target) => {
       // A lease may not outlast the ceiling from its first second.
       const leaseSeconds = Math.min(options.leaseSeconds ?? target.leaseTime, this.maxTotalSeconds ?? Infinity);
-      claimSentAt = monotonicNow();
-      const request = {
+      const request: ClaimRequest = {
         queueId: target.queueId,
         partitionId: target.partitionId ?? undefined,
         consumerGroup: options.consumerGroup,
         leaseId,
         leaseSeconds,
+        leaseTime: target.leaseTime,
         batch: options.batch,
         maxPartitions: options.partitions,
         autoAck: options.autoAck,
@@ -310,31 +392,44 @@ export class PopService {
         windowBuffer: target.windowBuffer,
         retryDelayMs: target.retryDelayMs,
       };
-      // Nothing follows the claim but reads, so it commits in its own round trip.
+      claimSentAt = monotonicNow();
       leased = !options.autoAck;
-      const claimed = await unit.commitWith(this.pops.claim(tenantId, request));
+      return { request, claim: this.pops.claim(tenantId, request) };
+    };
+    const work = this.writes.run(tenantId, async (unit) => {
+      late = false;
+      leased = false;
+      const planned = await plan(unit, claimOn);
+      if (!planned) return undefined;
+      const { claimed, request, backfilling = false } = planned;
       leased &&= claimed.length > 0;
+      let dueInMs: number | undefined;
       if (
+        request &&
         claimed.length === 0 &&
-        (target.delayedProcessing > 0 || target.windowBuffer > 0 || target.retryDelayMs > 0)
+        (request.delayedProcessing > 0 || request.windowBuffer > 0 || request.retryDelayMs > 0)
       ) {
         dueInMs = await unit.run(this.pops.nextDueInMs(tenantId, request));
       }
-      if (claimed.length > 0) {
+      if (request && claimed.length > 0) {
         unit.afterCommit(() => {
           // The lease runs from the claim, which the server ran after claimSentAt. A lease that may already be over
           // is not handed out: it is released below, and the next pop gets the batch with a live lease.
-          late = !options.autoAck && monotonicNow() - claimSentAt >= leaseSeconds * 1000;
-          if (!late && !(leased && signal.aborted)) this.handedOut(tenantId, queueName, options, claimed, leaseSeconds);
+          late = !options.autoAck && monotonicNow() - claimSentAt >= request.leaseSeconds * 1000;
+          if (!late && !(leased && signal.aborted)) {
+            this.handedOut(tenantId, queueName, options, claimed, request.leaseSeconds);
+          }
         });
       }
-      return { claimed, leaseSeconds };
+      return { claimed, leaseSeconds: request?.leaseSeconds ?? 0, dueInMs, backfilling };
     });
     // Once the claim went out, its COMMIT may have reached the server although the pop gave up.
-    const { claimed, leaseSeconds } = await work.catch((error: unknown) => {
+    const done = await work.catch((error: unknown) => {
       if (leased) this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);
       throw error;
     });
+    if (!done) return undefined;
+    const { claimed, leaseSeconds, dueInMs, backfilling } = done;
     if (claimed.length === 0) return { dueInMs, backfilling };
     if (late) {
       this.releaseUnused(tenantId, queueName, options.consumerGroup, leaseId);

@@ -43,15 +43,15 @@ export function literalsOf(db: Client, values: readonly unknown[]): string[] {
 
 /**
  * EXPLAIN ANALYZE of `text` prepared as the broker prepares a statement, under `mode` (plan_cache_mode), in a
- * transaction rolled back after it, so the next call runs on the same rows. `timeout` bounds a regression that would
- * otherwise hang the run.
+ * transaction rolled back after it, so the next call runs on the same rows. `setup` runs first in that transaction;
+ * `timeout` bounds a regression that would otherwise hang the run.
  */
 export async function explainRolledBack(
   db: Client,
   text: string,
   values: readonly unknown[],
   mode: string,
-  timeout = '30s',
+  { setup, timeout = '30s' }: { setup?: string; timeout?: string } = {},
 ): Promise<PlanNode> {
   await db.query(`SET plan_cache_mode = ${mode}`);
   await db.query('DEALLOCATE ALL');
@@ -60,6 +60,7 @@ export async function explainRolledBack(
   await db.query('BEGIN');
   try {
     await db.query(`SET LOCAL statement_timeout = '${timeout}'`);
+    if (setup) await db.query(setup);
     const { rows } = await db.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
       `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE statement(${literals.join(', ')})`,
     );
