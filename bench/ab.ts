@@ -4,6 +4,8 @@ import autocannon from 'autocannon';
 import { ADMIN_URL, dropDatabase, recreateDatabase, vacuumAnalyze } from './database';
 import { percentile, popAndAck, pushInBatches } from './http';
 import { createLeases } from './leases';
+import { measurePipeline } from './pipeline';
+import { TcpProxy } from '../test/support/tcp-proxy';
 import { startFlags } from './start-flags';
 import { cpuFrom, rss } from './usage';
 
@@ -16,10 +18,15 @@ import { cpuFrom, rss } from './usage';
  * warm-up, rounds alternate between them, so a drift of the machine hits
  * both: extend at 50 connections, push of 100 items from 10 connections
  * over 10 partitions, and pop + ack (ACK_MESSAGES pushed untimed, then
- * drained by 4 consumers popping 100 and acking them). Prints the medians
- * as a Markdown table with the broker's CPU per request; not part of CI.
+ * drained by 4 consumers popping 100 and acking them), and the two-stage
+ * pipeline through transactions (bench/pipeline.ts, its backlog; warmed up
+ * PIPELINE_WARM_UP times, V8 compiling its path for that long). Prints the
+ * medians as a Markdown table with the broker's CPU per request; not part of
+ * CI.
  * BENCH_WORKLOADS picks workloads; BENCH_PUSH_TRANSACTION_IDS=1 gives each
- * pushed item a transactionId of its own.
+ * pushed item a transactionId of its own; BENCH_DATABASE_DELAY_MS puts each
+ * broker's database behind the tests' TCP proxy, holding every chunk that
+ * long each way, as a database a network hop away is.
  */
 
 const ROOT = join(__dirname, '..', '..');
@@ -30,6 +37,10 @@ const PUSH_ITEMS = Number(process.env.BENCH_PUSH_ITEMS ?? 100);
 const PUSH_PARTITIONS = 10;
 const ACK_MESSAGES = Number(process.env.BENCH_ACK_MESSAGES ?? 40_000);
 const ACK_QUEUE = 'ab-pop-ack';
+const PIPELINE_WARM_UP = 5;
+const DATABASE_DELAY_MS = Number(process.env.BENCH_DATABASE_DELAY_MS ?? 0);
+/** Names each pipeline run's queues apart. */
+let pipelineRuns = 0;
 
 interface Round {
   requestsPerSecond: number;
@@ -48,11 +59,12 @@ interface Side {
   databaseUrl?: string;
   port: number;
   process?: ChildProcess;
+  proxy?: TcpProxy;
   leases: string[];
   rounds: Record<Workload, Round[]>;
 }
 
-const ALL_WORKLOADS = ['extend', 'push', 'pop + ack'] as const;
+const ALL_WORKLOADS = ['extend', 'push', 'pop + ack', 'pipeline'] as const;
 type Workload = (typeof ALL_WORKLOADS)[number];
 /** BENCH_WORKLOADS=push,extend runs only those. */
 const WORKLOADS = ALL_WORKLOADS.filter((workload) =>
@@ -89,20 +101,27 @@ async function main(): Promise<void> {
   const other = process.argv[2];
   if (!other) throw new Error('usage: npm run bench:ab -- <path of the other checkout, built>');
   const sides: Side[] = [
-    { name: 'other', root: other, port: 6720, leases: [], rounds: { extend: [], push: [], 'pop + ack': [] } },
-    { name: 'this', root: ROOT, port: 6721, leases: [], rounds: { extend: [], push: [], 'pop + ack': [] } },
+    { name: 'other', root: other, port: 6720, leases: [], rounds: noRounds() },
+    { name: 'this', root: ROOT, port: 6721, leases: [], rounds: noRounds() },
   ];
   try {
     for (const side of sides) {
       const url = await recreateDatabase(ADMIN_URL, `leasehold_ab_${side.name}`);
       side.databaseUrl = url;
+      let brokerUrl = url;
+      if (DATABASE_DELAY_MS > 0) {
+        side.proxy = TcpProxy.forDatabaseUrl(url);
+        await side.proxy.start();
+        side.proxy.delay(DATABASE_DELAY_MS);
+        brokerUrl = side.proxy.rewrite(url);
+      }
       side.process = spawn(process.execPath, [...startFlags(side.root), join(side.root, 'dist', 'src', 'main.js')], {
         env: {
           ...process.env,
           NODE_ENV: 'production',
           PORT: String(side.port),
           HOST: '127.0.0.1',
-          DATABASE_URL: url,
+          DATABASE_URL: brokerUrl,
           // One tenant renews here more often than the default per-tenant limit allows: raised, not off.
           RATE_LIMIT_RENEW: '10000000',
         },
@@ -111,7 +130,11 @@ async function main(): Promise<void> {
       side.process.stdout?.resume();
       await untilReady(`http://127.0.0.1:${side.port}`);
       side.leases = await createLeases(`http://127.0.0.1:${side.port}`, LEASES);
-      for (const workload of WORKLOADS) await round(side, workload, 3);
+      for (const workload of WORKLOADS) {
+        for (let warm = 0; warm < (workload === 'pipeline' ? PIPELINE_WARM_UP : 1); warm += 1) {
+          await round(side, workload, 3);
+        }
+      }
     }
     for (let index = 0; index < ROUNDS; index += 1) {
       for (const workload of WORKLOADS) {
@@ -124,6 +147,8 @@ async function main(): Promise<void> {
     await Promise.all(sides.map((side) => stopAndDrop(side)));
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  if (DATABASE_DELAY_MS > 0)
+    console.log(`Each broker's database behind a proxy adding ${DATABASE_DELAY_MS} ms each way.\n`);
   console.log(
     `| build | workload | req/s (median of ${ROUNDS}) | messages/s | p99 ms (median) | broker CPU ms per request | PostgreSQL CPU ms per request | max RSS MB | errors | rounds (req/s at p99 ms) |`,
   );
@@ -132,14 +157,22 @@ async function main(): Promise<void> {
     extend: 'extend, 50 connections',
     push: `push, 10 connections × ${PUSH_ITEMS} items`,
     'pop + ack': `pop + ack of ${ACK_MESSAGES} messages, batch 100, 4 consumers (a pop and its ack per request)`,
+    pipeline: 'two-stage pipeline through transactions, backlog of 3,000 (messages/s as req/s, CPU per message)',
+  };
+  const messagesPerRequest: Record<Workload, number | undefined> = {
+    extend: undefined,
+    push: PUSH_ITEMS,
+    'pop + ack': 100,
+    pipeline: 1,
   };
   for (const workload of WORKLOADS) {
     for (const side of sides) {
       const rounds = side.rounds[workload];
       const requests = median(rounds.map((r) => r.requestsPerSecond));
+      const messages = messagesPerRequest[workload];
       console.log(
         `| ${side.name === 'this' ? 'this checkout' : side.root} | ${names[workload]} | ` +
-          `${requests} | ${workload === 'extend' ? '' : requests * (workload === 'push' ? PUSH_ITEMS : 100)} | ${median(rounds.map((r) => r.p99))} | ` +
+          `${requests} | ${messages === undefined ? '' : requests * messages} | ${median(rounds.map((r) => r.p99))} | ` +
           `${median(rounds.map((r) => r.cpuMs)).toFixed(3)} | ${median(rounds.map((r) => r.postgresCpuMs)).toFixed(3)} | ` +
           `${Math.max(...rounds.map((r) => r.rssMb))} | ` +
           `${rounds.reduce((sum, r) => sum + r.errors, 0)} | ${rounds.map((r) => `${r.requestsPerSecond} at ${r.p99}`).join(', ')} |`,
@@ -150,6 +183,7 @@ async function main(): Promise<void> {
 
 async function round(side: Side, workload: Workload, seconds: number): Promise<Round> {
   if (workload === 'pop + ack') return popAckRound(side);
+  if (workload === 'pipeline') return pipelineRound(side);
   let sequence = 0;
   const request: autocannon.Request =
     workload === 'extend'
@@ -229,6 +263,28 @@ async function popAckRound(side: Side): Promise<Round> {
   };
 }
 
+/** Seconds do not apply either: a backlog through stage one into stage two; p99 is stage one's. */
+async function pipelineRound(side: Side): Promise<Round> {
+  const used = cpuFrom(side.process!);
+  const row = await measurePipeline(
+    `http://127.0.0.1:${side.port}`,
+    'transaction',
+    'backlog',
+    `-ab${(pipelineRuns += 1)}`,
+  );
+  return {
+    requestsPerSecond: row.messagesPerSecond,
+    p99: row.stageOneP99,
+    errors: row.errors,
+    ...perRequest(used(), row.messages),
+    rssMb: rss(side.process!),
+  };
+}
+
+function noRounds(): Record<Workload, Round[]> {
+  return { extend: [], push: [], 'pop + ack': [], pipeline: [] };
+}
+
 /** The broker stopped, then its database dropped: a benchmark leaves nothing behind. */
 async function stopAndDrop(side: Side): Promise<void> {
   const child = side.process;
@@ -237,6 +293,7 @@ async function stopAndDrop(side: Side): Promise<void> {
     child.kill('SIGTERM');
     await exited;
   }
+  await side.proxy?.stop();
   if (side.databaseUrl === undefined) return;
   await dropDatabase(ADMIN_URL, `leasehold_ab_${side.name}`);
 }
