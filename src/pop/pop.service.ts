@@ -311,6 +311,9 @@ export class PopService {
 
   /** Remembers what a pop saw of its queue, group and cursor, when a claim on it needs nothing made first. */
   private remember(key: string, target: PopTarget | undefined): void {
+    const known = this.targets.get(key);
+    // Unchanged, the entry stays: a long-lived map rewritten at every pop would keep each pop's objects alive.
+    if (known && sameTarget(known, target)) return;
     this.targets.delete(key);
     if (!target?.groupExists || target.backfilling || (target.partitionId !== null && !target.hasCursor)) return;
     this.targets.set(key, target);
