@@ -494,7 +494,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     expect(rows).toEqual(['a', 'b', 'c'].map((name) => ({ name, committed: 2, lease_id: null })));
   });
 
-  it('pops in two round trips the first time it finds its group ready, and in one from then on: the claim with BEGIN, a look at the queue and COMMIT', async () => {
+  it('pops in two round trips the first time it finds its group ready, and in one from then on: BEGIN, a look at the queue, the claim and COMMIT', async () => {
     const server = app.getHttpServer();
     const queue = `round-trips-${randomUUID()}`;
     const push = () =>

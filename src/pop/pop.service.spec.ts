@@ -89,6 +89,8 @@ function harness(world: World = {}) {
     /** Statements run before the claim's round trip: a pop that claims on what it saw sends none. */
     reads: 0,
     commits: 0,
+    /** The names of the statements each unit committed with, the fake look at the queue as `look`. */
+    committed: [] as string[][],
   };
   const signal = { aborted: false, addEventListener: () => undefined, removeEventListener: () => undefined };
   const transaction: OpenTransaction = {
@@ -97,11 +99,12 @@ function harness(world: World = {}) {
       return [];
     },
     rowsTogether: async (statements) => statements.map(() => []),
-    // The claim, then (on a target seen before) the fresh look at it, whose answer the fake target gives.
+    // The claim, last; before it, on a target seen before, the fresh look at it, whose answer the fake target gives.
     commitWith: async (statements) => {
       calls.commits += 1;
+      calls.committed.push(statements.map((statement) => statement.name ?? 'look'));
       if (world.hangUpDuringClaim) signal.aborted = true;
-      return statements.map((_statement, index) => (index === 0 ? (world.claimed ?? []) : []));
+      return statements.map((_statement, index) => (index === statements.length - 1 ? (world.claimed ?? []) : []));
     },
   };
   const writes = {
@@ -350,8 +353,8 @@ describe('PopService.pop', () => {
       return { calls, trips, leases: calls.claims.map((claim) => claim.leaseSeconds) };
     }
 
-    it('claims on what it saw, its look at the queue sent with the claim and COMMIT', async () => {
-      const { trips, leases } = await popsOn({ claimed: [row(P1, 'a', 1)] }, [TARGET, TARGET, TARGET]);
+    it('claims on what it saw, its look at the queue sent ahead of the claim, the claim with COMMIT', async () => {
+      const { calls, trips, leases } = await popsOn({ claimed: [row(P1, 'a', 1)] }, [TARGET, TARGET, TARGET]);
 
       expect(trips).toEqual([
         { reads: 1, commits: 1 },
@@ -359,6 +362,8 @@ describe('PopService.pop', () => {
         { reads: 0, commits: 1 },
       ]);
       expect(leases).toEqual([30, 30, 30]);
+      // The claim last: were the two sent one at a time, its locks would be held for one round trip only.
+      expect(calls.committed).toEqual([['leasehold_claim'], ['look', 'leasehold_claim'], ['look', 'leasehold_claim']]);
     });
 
     it('looks first and claims again when the queue changed and its claim on what it saw took nothing', async () => {

@@ -280,7 +280,8 @@ export class PopService {
   /**
    * A pop whose queue, group and cursor it has seen before claims on what it saw, in one round trip with a fresh look
    * at them (the claim holds the queue to what it was planned with, so one configured since claims nothing); when that
-   * look finds them changed and nothing was claimed, or when they were never seen, it looks first and then claims.
+   * look finds them changed and nothing was claimed, or when they were never seen, it looks first and then claims. A
+   * change that lands between the look and the claim makes that one pop find nothing; the next one sees it.
    */
   private async claim(
     tenantId: string,
@@ -295,7 +296,8 @@ export class PopService {
     if (known) {
       const attempt = await this.claimOnce(tenantId, queueName, options, signal, async (unit, claimOn) => {
         const { request, claim } = claimOn(known);
-        const [claimed, seen] = await unit.commitWithAll([claim, target()] as const);
+        // The claim last: where they cannot share a round trip, its locks are then held for one only, as a first pop's.
+        const [seen, claimed] = await unit.commitWithAll([target(), claim] as const);
         this.remember(key, seen);
         return claimed.length > 0 || sameTarget(known, seen) ? { claimed, request } : undefined;
       });
