@@ -1,4 +1,5 @@
 import { MAINTENANCE_REFRESH_MS, MaintenanceService } from '../maintenance/maintenance.service';
+import { isDeepStrictEqual } from 'node:util';
 import { HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { databaseFailureOf, DatabaseTimeoutError } from '../common/database-errors';
 import { JsonText } from '../common/json-text';
@@ -55,19 +56,9 @@ interface Planned {
 /** The claim on a target, as the unit sends it. */
 type ClaimOn = (target: PopTarget) => { request: ClaimRequest; claim: Statement<ClaimedMessage[]> };
 
+/** Every field compared, so a field added to PopTarget is compared too. */
 function sameTarget(a: PopTarget, b: PopTarget | undefined): boolean {
-  return (
-    b !== undefined &&
-    a.queueId === b.queueId &&
-    a.leaseTime === b.leaseTime &&
-    a.delayedProcessing === b.delayedProcessing &&
-    a.windowBuffer === b.windowBuffer &&
-    a.retryDelayMs === b.retryDelayMs &&
-    a.partitionId === b.partitionId &&
-    a.groupExists === b.groupExists &&
-    a.backfilling === b.backfilling &&
-    a.hasCursor === b.hasCursor
-  );
+  return b !== undefined && isDeepStrictEqual(a, b);
 }
 
 /** Partitions a new group looks through per step (PopRepository.backfill); a step takes tens of milliseconds. */
