@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { tenantSnapshot } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
@@ -14,13 +14,13 @@ const LONG_NAME = 'q'.repeat(256);
  */
 describe('bad input on the message routes', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
   let client: BrokerClient;
   let lease: PopBody;
 
   beforeAll(async () => {
     app = await createTestApp();
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
     client = new BrokerClient(app, newTenant());
     await client.configure({ queue: 'orders', options: { retryLimit: 0 } });
     await client.pushMany('orders', 3);

@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { storedCounts } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
 import { hsToken, TEST_JWT_SECRET } from './support/tokens';
@@ -86,11 +86,11 @@ const ROLES: Role[] = ['read-only', 'write-only', 'read-write', 'admin'];
 
 describe('message routes with authentication on', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
 
   beforeAll(async () => {
     app = await createTestApp({ JWT_ENABLED: 'true', JWT_SECRET: TEST_JWT_SECRET });
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {

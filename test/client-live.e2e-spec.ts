@@ -1,6 +1,6 @@
 import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import {
   consume,
   LeaseholdClient,
@@ -192,7 +192,7 @@ function work(ms: number, signal: AbortSignal): Promise<void> {
  */
 describe('the client against a live broker', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
   let baseUrl: string;
   let brokerPort: number;
   let tenant: string;
@@ -203,7 +203,7 @@ describe('the client against a live broker', () => {
   beforeAll(async () => {
     app = await createTestApp();
     await app.listen(0, '127.0.0.1');
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
     brokerPort = (app.getHttpServer().address() as AddressInfo).port;
     baseUrl = `http://127.0.0.1:${brokerPort}`;
   });

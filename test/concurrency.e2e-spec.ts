@@ -1,5 +1,5 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { WakeupChannel } from '../src/wakeup/wakeup-channel';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { cursors } from './support/db-state';
@@ -164,7 +164,7 @@ class Ledger {
       });
 
       expectExactlyOnce(ledger, pushed);
-      const rows = await cursors(brokerA.get(DataSource), tenant, 'work');
+      const rows = await cursors(brokerA.get(Database), tenant, 'work');
       expect(rows).toHaveLength(12);
       expect(rows.every((row) => row.committedOffset === 20 && row.leaseId === null)).toBe(true);
     },
@@ -205,7 +205,7 @@ class Ledger {
     );
 
     const offsets: Array<{ seq: number }> = await brokerA
-      .get(DataSource)
+      .get(Database)
       .query('SELECT seq::int AS seq FROM messages WHERE tenant_id = $1 ORDER BY seq', [tenant]);
     expect(offsets.map((row) => row.seq)).toEqual(Array.from({ length: 40 }, (_, n) => n + 1));
   });

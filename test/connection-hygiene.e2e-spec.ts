@@ -1,9 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client, Pool } from 'pg';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { DatabaseTimeoutError } from '../src/common/database-errors';
-import { driverPool } from '../src/database/guarded-pool';
 import { TransactionRunner } from '../src/database/transaction-runner';
 import { backendPidOf, openSession } from './support/pg-session';
 import { createTestApp, onEmbeddedDatabase } from './support/test-app';
@@ -18,7 +17,7 @@ import { sessionExists, waitFor } from './support/wait';
   beforeAll(async () => {
     // One connection: anything reused would be the same session.
     app = await createTestApp({ DB_POOL_SIZE: '1', DB_STATEMENT_TIMEOUT_MS: '500' });
-    pool = driverPool(app.get(DataSource))!;
+    pool = app.get(Database).pool;
     observer = await openSession();
   });
 

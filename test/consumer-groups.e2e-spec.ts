@@ -15,7 +15,10 @@ const seek = (client: BrokerClient, group: string, queue: string, body: unknown,
   );
 
 /** The database clock `seconds` from now, in the contract's format. */
-async function databaseTime(broker: { dataSource: import('typeorm').DataSource }, seconds: number): Promise<string> {
+async function databaseTime(
+  broker: { dataSource: import('../src/database/database').Database },
+  seconds: number,
+): Promise<string> {
   const [row] = await sql(
     broker.dataSource,
     `SELECT to_char((now() + make_interval(secs => $1)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`,

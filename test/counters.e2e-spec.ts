@@ -2,7 +2,7 @@ import { INestApplication } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, sql } from './support/db-state';
@@ -17,7 +17,7 @@ async function retries(app: INestApplication, sqlstate: string): Promise<number>
 }
 
 /** Each group's lag and each queue's stored messages as the counters hold them, and as the tables recount them. */
-async function counted(dataSource: DataSource, tenant: string) {
+async function counted(dataSource: Database, tenant: string) {
   const [kept, recounted, stored, stores, shape, reshaped] = await Promise.all([
     sql<Array<{ key: string; n: string }>>(
       dataSource,
@@ -79,7 +79,7 @@ async function counted(dataSource: DataSource, tenant: string) {
   };
 }
 
-async function expectExact(dataSource: DataSource, tenant: string): Promise<Record<string, number>> {
+async function expectExact(dataSource: Database, tenant: string): Promise<Record<string, number>> {
   const now = await counted(dataSource, tenant);
   expect(now.lag).toEqual(now.lagRecounted);
   expect(now.stored).toEqual(now.storedRecounted);
@@ -93,7 +93,7 @@ async function expectExact(dataSource: DataSource, tenant: string): Promise<Reco
  */
 async function retainUntil(
   app: INestApplication,
-  dataSource: DataSource,
+  dataSource: Database,
   tenant: string,
   done: () => Promise<boolean>,
   { idle = false } = {},
@@ -255,7 +255,7 @@ describe('lag and stored counters kept by the writes', () => {
  * tenant and the table, in a table of its own. Triggers fire in the order rows are written, so also in the order a
  * statement's data-modifying CTEs run (the reverse of their text when nothing reads them).
  */
-async function logCounterWrites(dataSource: DataSource): Promise<void> {
+async function logCounterWrites(dataSource: Database): Promise<void> {
   await sql(
     dataSource,
     `CREATE TABLE counter_writes (seq bigserial PRIMARY KEY, txid bigint NOT NULL, tenant_id uuid, counter text NOT NULL)`,
@@ -282,7 +282,7 @@ async function logCounterWrites(dataSource: DataSource): Promise<void> {
 const COUNTER_ORDER = ['group_lag', 'queue_stored', 'tenant_usage'];
 
 /** The tenant's transactions that wrote a counter after one that comes later in COUNTER_ORDER, as the tables they wrote in turn. */
-async function countersOutOfOrder(dataSource: DataSource, tenant: string): Promise<string[]> {
+async function countersOutOfOrder(dataSource: Database, tenant: string): Promise<string[]> {
   const rows = await sql<Array<{ written: string }>>(
     dataSource,
     `WITH ranked AS (
@@ -307,13 +307,13 @@ async function countersOutOfOrder(dataSource: DataSource, tenant: string): Promi
   () => {
     let scratch: ScratchDatabase;
     let app: NestExpressApplication;
-    let dataSource: DataSource;
+    let dataSource: Database;
 
     beforeAll(async () => {
       // The broker migrates it as it starts.
       scratch = await ScratchDatabase.create('leasehold_counter_order', { migrated: false });
       app = await createTestApp({ DATABASE_URL: scratch.url });
-      dataSource = app.get(DataSource);
+      dataSource = app.get(Database);
       await logCounterWrites(dataSource);
     });
 

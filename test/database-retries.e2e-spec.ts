@@ -1,6 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DatabaseError } from 'pg';
-import { DataSource, QueryFailedError } from 'typeorm';
+import { Database } from '../src/database/database';
+import { QueryFailedError } from '../src/database/query-failed-error';
 import { DatabaseEngine } from '../src/database/database-engine';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { PushService } from '../src/push/push.service';
@@ -41,7 +42,7 @@ describe('a unit of work rolled back as a deadlock or a serialization failure', 
   }
 
   async function stored(tenant: string): Promise<Array<{ id: string; transaction_id: string }>> {
-    return sql(app.get(DataSource), 'SELECT id, transaction_id FROM messages WHERE tenant_id = $1', [tenant]);
+    return sql(app.get(Database), 'SELECT id, transaction_id FROM messages WHERE tenant_id = $1', [tenant]);
   }
 
   const item = { queue: 'retried', partition: 'p', payloadJson: '{}', transactionId: 'once', traceId: undefined };

@@ -34,7 +34,6 @@ const INTERNALS_USED: Record<string, 'exact' | 'patch'> = {
   '@nestjs/common': 'patch',
   '@nestjs/core': 'patch',
   '@nestjs/platform-express': 'patch',
-  typeorm: 'patch',
 };
 
 describe('package.json ranges', () => {

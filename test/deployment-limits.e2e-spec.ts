@@ -1,7 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
-import { driverPool } from '../src/database/guarded-pool';
+import { Database } from '../src/database/database';
 import { BrokerRegistry, LIVE_FOR_HEARTBEATS } from '../src/cluster/broker-registry';
 import { BrokersRepository } from '../src/cluster/brokers.repository';
 import { nothing, sql, statement } from '../src/database/statement';
@@ -137,13 +136,13 @@ function burst(clients: BrokerClient[], count: number): Promise<Answer[]> {
     const budgeted = { ...env, DB_CONNECTION_BUDGET: '12', DB_POOL_SIZE: '10', DB_ACQUIRE_TIMEOUT_MS: '30000' };
     const staying = await createTestApp(budgeted);
     try {
-      const pool = driverPool(staying.get(DataSource))!;
+      const pool = staying.get(Database).pool;
       expect(pool.options.max).toBe(10);
       const joining = await createTestApp(budgeted);
       try {
         // 12 / 2 brokers, less each one's LISTEN and probe connections.
         await waitFor(() => pool.options.max === 4, 'the first broker shrinks its pool for the second');
-        const other = driverPool(joining.get(DataSource))!;
+        const other = joining.get(Database).pool;
         await waitFor(() => other.options.max === 4, 'the second broker takes its part');
 
         const clients = [new BrokerClient(staying, newTenant()), new BrokerClient(joining, newTenant())];

@@ -2,7 +2,7 @@ import { whenAnswered } from '../src/common/later-answer';
 import { ClientRequest, IncomingMessage, request as httpRequest, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { Statement } from '../src/database/statement';
 import { PopRepository } from '../src/pop/pop.repository';
 import { UnitOfWork } from '../src/database/unit-of-work';
@@ -253,7 +253,7 @@ describe('long polls whose clients go', () => {
       );
       await within(Promise.all(ended), 'the poll ends once its client has gone', 10_000);
       await waitFor(
-        async () => (await cursors(app.get(DataSource), client.tenant, queue)).every((row) => row.leaseId === null),
+        async () => (await cursors(app.get(Database), client.tenant, queue)).every((row) => row.leaseId === null),
         'the lease is released',
       );
     } finally {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { Reencryption } from '../src/encryption/reencryption';
 import { BrokerClient } from './support/broker-client';
 import { sql } from './support/db-state';
@@ -18,7 +18,7 @@ const MARKER = 'plaintext-marker-7c1f';
 /** Sent as text: keys out of order and a number jsonb would rewrite, so the answer must be the text sent. */
 const SENT = `{"z":"${MARKER}","a":1.50,"nested":[1,{"k":"v"}]}`;
 
-const stored = (dataSource: DataSource, tenant: string) =>
+const stored = (dataSource: Database, tenant: string) =>
   sql<Array<{ transaction_id: string; payload: string; key_id: string | null; payload_bytes: number; size: number }>>(
     dataSource,
     `SELECT transaction_id, payload::text AS payload, key_id, payload_bytes, octet_length(payload::text) AS size
@@ -241,15 +241,12 @@ describe('encryption keys across restarts', () => {
 
   const keyIds = async () =>
     (
-      await sql<Array<{ key_id: string }>>(
-        open!.get(DataSource),
-        'SELECT key_id FROM tenant_encryption_keys ORDER BY 1',
-      )
+      await sql<Array<{ key_id: string }>>(open!.get(Database), 'SELECT key_id FROM tenant_encryption_keys ORDER BY 1')
     ).map((row) => row.key_id);
   const rowKeys = async (table: 'messages' | 'dead_letters') =>
     (
       await sql<Array<{ transaction_id: string; key_id: string }>>(
-        open!.get(DataSource),
+        open!.get(Database),
         `SELECT transaction_id, key_id FROM ${table} WHERE tenant_id = $1 ORDER BY transaction_id`,
         [tenant],
       )

@@ -4,7 +4,8 @@ import { CallHandler, ExecutionContext, Logger, NestInterceptor } from '@nestjs/
 import { NestExpressApplication } from '@nestjs/platform-express';
 import type { Response } from 'express';
 import { Observable, tap } from 'rxjs';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
+import { HeldConnection } from './support/held-connection';
 import { AccessGuard } from '../src/auth/access.guard';
 import { TenantThrottlerGuard } from '../src/limits/tenant-throttler.guard';
 import { HttpExceptionFilter } from '../src/common/http-exception.filter';
@@ -296,10 +297,10 @@ async function expectRoutersAnswer(
 
 describe('lease route served ahead of the router', () => {
   const apps = bothPaths();
-  let dataSource: DataSource;
+  let dataSource: Database;
 
   beforeAll(() => {
-    dataSource = apps.fast.get(DataSource);
+    dataSource = apps.fast.get(Database);
   });
 
   async function caller(app: NestExpressApplication, foreign = false, expired = false): Promise<Caller> {
@@ -575,7 +576,7 @@ describe('push route served ahead of the router', () => {
         body,
       );
       const stored: Array<{ payload: string }> = await app
-        .get(DataSource)
+        .get(Database)
         .query('SELECT payload::text AS payload FROM messages WHERE tenant_id = $1 ORDER BY seq', [tenant]);
 
       expect(pushed.status).toBe(201);
@@ -1166,7 +1167,7 @@ describe('fast routes when no database connection is free', () => {
     const answer = async (app: NestExpressApplication) => {
       const token = hsToken({ role: 'read-write', tenant: newTenant() });
       // The pool's only connection, taken for the duration of the request.
-      const runner = app.get(DataSource).createQueryRunner();
+      const runner = new HeldConnection(app.get(Database));
       await runner.connect();
       try {
         return await onTheWire(app, row.head(token), row.body);

@@ -1,7 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
-import { driverPool } from '../src/database/guarded-pool';
+import { Database } from '../src/database/database';
 import { DatabaseProbe, PROBE_INTERVAL_MS } from '../src/health/database-probe';
 import { DrainService } from '../src/lifecycle/drain.service';
 import { TcpProxy } from './support/tcp-proxy';
@@ -89,7 +88,7 @@ describe('readiness under a crowd of callers', () => {
     const http = request(app.getHttpServer());
     await http.get('/health/ready').expect(200);
     // Every pooled connection busy: a readiness check through the pool would answer 503 "pool".
-    const pool = driverPool(app.get(DataSource))!;
+    const pool = app.get(Database).pool;
     const held = await Promise.all([pool.connect(), pool.connect()]);
     try {
       const before = probe.made;

@@ -2,7 +2,7 @@ import { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { storedCounts } from './support/db-state';
 import { rawGzipRequest, rawRequest } from './support/raw-request';
 import { answerUntilClosed, openSocket } from './support/raw-socket';
@@ -72,7 +72,7 @@ describe('bodies sent to hurt the broker (auth on)', () => {
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual({ error: 'compressed body inflates more than 100 times' });
-    expect(await storedCounts(app.get(DataSource), tenant)).toMatchObject({ queues: 0, messages: 0 });
+    expect(await storedCounts(app.get(Database), tenant)).toMatchObject({ queues: 0, messages: 0 });
   });
 
   it('refuses a payload of millions of values with 413 before parsing it, and keeps serving', async () => {
@@ -94,7 +94,7 @@ describe('bodies sent to hurt the broker (auth on)', () => {
       expect(response.status).toBe(413);
       expect(response.body).toEqual({ error: 'JSON body has more than 500000 elements' });
       expect((await request(lenient.getHttpServer()).get('/health')).status).toBe(200);
-      expect(await storedCounts(lenient.get(DataSource), tenant)).toMatchObject({ queues: 0, messages: 0 });
+      expect(await storedCounts(lenient.get(Database), tenant)).toMatchObject({ queues: 0, messages: 0 });
     } finally {
       await lenient.close();
     }
@@ -114,7 +114,7 @@ describe('bodies sent to hurt the broker (auth on)', () => {
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual({ error: `items[1].payload is larger than 4194304 bytes (${big.length + 2})` });
-    expect(await storedCounts(app.get(DataSource), tenant)).toMatchObject({ queues: 0, messages: 0 });
+    expect(await storedCounts(app.get(Database), tenant)).toMatchObject({ queues: 0, messages: 0 });
   });
 
   it.each([

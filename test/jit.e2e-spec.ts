@@ -1,7 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { SESSION_SETTINGS } from '../src/database/session-settings';
 import { BrokerClient } from './support/broker-client';
 import { ScratchDatabase } from './support/scratch-database';
@@ -78,7 +78,7 @@ describe("the broker's pooled sessions", () => {
     try {
       app = await createTestApp({ DATABASE_URL: database.url });
       await request(app.getHttpServer()).get('/health/ready').expect(200);
-      const [{ jit }] = await app.get(DataSource).query('SHOW jit');
+      const [{ jit }] = await app.get(Database).query('SHOW jit');
       expect(jit).toBe('off');
 
       const applications = new Set(watched.sessions.map((session) => session.application));

@@ -1,5 +1,5 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { sql } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
@@ -113,7 +113,7 @@ describe('answers bounded in bytes (RESPONSE_MAX_BYTES=4mb)', () => {
     const names = Array.from({ length: 100 }, (_, index) => `q${String(index).padStart(3, '0')}`);
     for (const queue of names) await client.configure({ queue });
     await sql(
-      app.get(DataSource),
+      app.get(Database),
       `UPDATE queues SET options = jsonb_build_object('note', $2::text) WHERE tenant_id = $1`,
       [client.tenant, note],
     );

@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { uuidv7 } from '../src/common/uuid';
 import { nothing, sql, statement } from '../src/database/statement';
 import { TransactionRunner } from '../src/database/transaction-runner';
@@ -108,7 +108,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       const tenant = newTenant();
       const client = new BrokerClient(app, tenant);
       const lease = await createLease(app, tenant, [60]);
-      const before = await expiries(app.get(DataSource), tenant, lease.partitionIds);
+      const before = await expiries(app.get(Database), tenant, lease.partitionIds);
       const lock = await lockConsumers(tenant);
       const busy = await client.extend(lease.leaseId, 120);
       await sleep(100);
@@ -116,7 +116,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
 
       expect(busy.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
       expect(busy.headers['leasehold-lease-status']).toBe('busy');
-      expect(await expiries(app.get(DataSource), tenant, lease.partitionIds)).toEqual(before);
+      expect(await expiries(app.get(Database), tenant, lease.partitionIds)).toEqual(before);
       const response = await client.extend(lease.leaseId, 120);
       expect(response.body).toMatchObject({ success: true, renewed: 1 });
       expect(await secondsBetween(observer, response.body.newExpiresAt, releasedAt)).toBeGreaterThanOrEqual(119.9);
@@ -126,7 +126,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       const tenant = newTenant();
       const client = new BrokerClient(app, tenant);
       const lease = await createLease(app, tenant, [1]);
-      const before = await expiries(app.get(DataSource), tenant, lease.partitionIds);
+      const before = await expiries(app.get(Database), tenant, lease.partitionIds);
       const lock = await lockConsumers(tenant);
       await leaseExpired(tenant);
       const whileHeld = await client.extend(lease.leaseId, 60);
@@ -137,7 +137,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
         expect(answer.body).toMatchObject({ success: false, renewed: 0, newExpiresAt: null });
         expect(answer.headers['leasehold-lease-status']).toBe('expired');
       }
-      expect(await expiries(app.get(DataSource), tenant, lease.partitionIds)).toEqual(before);
+      expect(await expiries(app.get(Database), tenant, lease.partitionIds)).toEqual(before);
     });
 
     it('refuses an ack whose lease expired while the ack waited for the row lock, and leaves the cursor', async () => {

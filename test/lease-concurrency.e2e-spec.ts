@@ -1,7 +1,8 @@
 import { Agent } from 'node:http';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
+import { HeldConnection } from './support/held-connection';
 import { createLease, expiries } from './support/lease-fixture';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
 
@@ -24,12 +25,12 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
 
   describe.each(scenarios)('%s', (_name, env) => {
     let app: NestExpressApplication;
-    let dataSource: DataSource;
+    let dataSource: Database;
 
     beforeAll(async () => {
       app = await createTestApp({ ...env, DB_ACQUIRE_TIMEOUT_MS: '10000' });
       await app.listen(0, '127.0.0.1');
-      dataSource = app.get(DataSource);
+      dataSource = app.get(Database);
     });
 
     afterAll(async () => {
@@ -98,7 +99,7 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
   it('serves renewal through the partial lease index, with renewals eligible for HOT updates', async () => {
     const app = await createTestApp();
     try {
-      const dataSource = app.get(DataSource);
+      const dataSource = app.get(Database);
       const [definition] = await dataSource.query(
         `SELECT indexdef FROM pg_indexes WHERE tablename = 'consumers' AND indexname = 'idx_consumers_lease'`,
       );
@@ -109,7 +110,7 @@ import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './s
       const [table] = await dataSource.query(`SELECT reloptions FROM pg_class WHERE relname = 'consumers'`);
       expect(table.reloptions).toContain('fillfactor=70');
 
-      const runner = dataSource.createQueryRunner();
+      const runner = new HeldConnection(dataSource);
       await runner.connect();
       try {
         await runner.query('SET enable_seqscan = off');

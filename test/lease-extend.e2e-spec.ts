@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { uuidv7 } from '../src/common/uuid';
 import { expireLeases, sql } from './support/db-state';
 import { createLease, expiries, releaseLease, secondsLeft, secondsUntil } from './support/lease-fixture';
@@ -12,12 +12,12 @@ const RESPONSE_KEYS = ['leaseId', 'success', 'renewed', 'newExpiresAt', 'expires
 
 describe('POST /api/v1/lease/:leaseId/extend', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
   let tenant: string;
 
   beforeAll(async () => {
     app = await createTestApp();
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {

@@ -1,7 +1,8 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
+import { HeldConnection } from './support/held-connection';
 import { createLease, expiries } from './support/lease-fixture';
 import { openSession } from './support/pg-session';
 import { ScratchDatabase } from './support/scratch-database';
@@ -27,7 +28,7 @@ describe('lease route and health under database faults', () => {
       const tenant = newTenant();
       const lease = await createLease(app, tenant, [30]);
       // Take the pool's only connection away for the duration of the request.
-      const runner = app.get(DataSource).createQueryRunner();
+      const runner = new HeldConnection(app.get(Database));
       await runner.connect();
       try {
         const started = Date.now();
@@ -108,7 +109,7 @@ describe('lease route and health under database faults', () => {
 
     it('reports the statement failure and leaves the lease as it was', async () => {
       const tenant = newTenant();
-      const dataSource = app.get(DataSource);
+      const dataSource = app.get(Database);
       const lease = await createLease(app, tenant, [30]);
       const before = await expiries(dataSource, tenant, lease.partitionIds);
       // A renewal never waits for row locks: its UPDATE of this tenant's rows is made slow instead.

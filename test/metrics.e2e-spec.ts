@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { sign } from 'jsonwebtoken';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { MetricsServer } from '../src/metrics/metrics.server';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { BrokerClient, PopBody } from './support/broker-client';
@@ -97,7 +97,7 @@ describe('GET /metrics', () => {
       expect((await client.extend(newTenant(), 60)).body.renewed).toBe(0);
       // b's lease runs out unrenewed and its message is claimed back.
       const b = (await client.pop(queue, { leaseSeconds: 60 }, 'b')).body as PopBody;
-      await expireLeases(app.get(DataSource), client.tenant, b.leaseId!);
+      await expireLeases(app.get(Database), client.tenant, b.leaseId!);
       const bAgain = (await client.pop(queue, { leaseSeconds: 60 }, 'b')).body as PopBody;
       expect(bAgain.messages[0].deliveryAttempt).toBe(2);
       // c's batch of three is nacked through its first message: all three are handed back.

@@ -1,11 +1,12 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
+import { HeldConnection } from './support/held-connection';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
 import { waitForValue } from './support/wait';
 
 /** Backends of this database that wait for a lock held by one of `holders`. */
-async function waitingOn(dataSource: DataSource, holders: number[]): Promise<number[]> {
+async function waitingOn(dataSource: Database, holders: number[]): Promise<number[]> {
   const rows: Array<{ pid: number }> = await dataSource.query(
     `SELECT pid FROM pg_stat_activity
       WHERE datname = current_database() AND pg_blocking_pids(pid) && $1::int[]
@@ -18,12 +19,12 @@ async function waitingOn(dataSource: DataSource, holders: number[]): Promise<num
 // PGlite runs one transaction at a time: it has no lock waits to order.
 (onEmbeddedDatabase ? describe.skip : describe)('DELETE /api/v1/resources/queues/:queue under concurrent acks', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
   let client: BrokerClient;
 
   beforeAll(async () => {
     app = await createTestApp({ DB_POOL_SIZE: '8' });
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {
@@ -42,7 +43,7 @@ async function waitingOn(dataSource: DataSource, holders: number[]): Promise<num
     // Holds the queue row so the delete queues up behind it first; then the
     // ack arrives. Released, the two meet exactly as when a delete lands
     // between an ack's cursor lock and its dead-letter insert.
-    const holder = dataSource.createQueryRunner();
+    const holder = new HeldConnection(dataSource);
     await holder.connect();
     try {
       await holder.startTransaction();

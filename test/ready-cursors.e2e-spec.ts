@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { RetentionService } from '../src/retention/retention.service';
 import { ageMessages, sql } from './support/db-state';
@@ -12,7 +12,7 @@ const ids = (body: PopBody) => body.messages.map((message) => message.transactio
 
 /** The group's cursors in the tenant: how many, and how many are marked as maybe having work. */
 async function cursorCount(
-  dataSource: DataSource,
+  dataSource: Database,
   tenant: string,
   group: string,
 ): Promise<{ all: number; ready: number }> {

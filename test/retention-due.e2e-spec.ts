@@ -1,5 +1,6 @@
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
+import { HeldConnection } from './support/held-connection';
 import { DatabaseTimeoutError } from '../src/common/database-errors';
 import { RetentionRepository } from '../src/retention/retention.repository';
 import { RetentionService } from '../src/retention/retention.service';
@@ -13,7 +14,7 @@ import { useTestBroker } from './support/test-broker';
 import { waitFor } from './support/wait';
 
 /** Time passes for the tenant: its messages, dead letters, pushes and retention checks are `seconds` older. */
-async function passTime(dataSource: DataSource, tenant: string, seconds: number): Promise<void> {
+async function passTime(dataSource: Database, tenant: string, seconds: number): Promise<void> {
   for (const statement of [
     `UPDATE messages SET created_at = created_at - make_interval(secs => $2) WHERE tenant_id = $1`,
     `UPDATE dead_letters SET created_at = created_at - make_interval(secs => $2) WHERE tenant_id = $1`,
@@ -25,7 +26,7 @@ async function passTime(dataSource: DataSource, tenant: string, seconds: number)
   }
 }
 
-async function kept(dataSource: DataSource, tenant: string): Promise<string[]> {
+async function kept(dataSource: Database, tenant: string): Promise<string[]> {
   const rows: Array<{ transaction_id: string }> = await sql(
     dataSource,
     'SELECT transaction_id FROM messages WHERE tenant_id = $1 ORDER BY partition_id, seq',
@@ -42,7 +43,7 @@ interface PartitionState {
   due: boolean;
 }
 
-async function partitions(dataSource: DataSource, tenant: string): Promise<PartitionState[]> {
+async function partitions(dataSource: Database, tenant: string): Promise<PartitionState[]> {
   const rows: Array<{ name: string; after: number | null; due: boolean }> = await sql(
     dataSource,
     `SELECT p.name,
@@ -59,7 +60,7 @@ async function partitions(dataSource: DataSource, tenant: string): Promise<Parti
 }
 
 /** Cursors that moved since the job last looked at their partition: what its moved-cursor index holds. */
-async function moved(dataSource: DataSource, tenant: string): Promise<string[]> {
+async function moved(dataSource: Database, tenant: string): Promise<string[]> {
   const rows: Array<{ consumer_group: string }> = await sql(
     dataSource,
     `SELECT consumer_group FROM consumers WHERE tenant_id = $1 AND committed_offset > retention_seen
@@ -297,7 +298,7 @@ describe('retention: looked at when something became deletable', () => {
     const heard: string[][] = [];
     listener.on('notification', (notice) => heard.push((notice.payload ?? '').split('\n')));
     await listener.connect();
-    const holder = dataSource.createQueryRunner();
+    const holder = new HeldConnection(dataSource);
     try {
       await listener.query(`LISTEN ${REDELIVERY_CHANNEL}`);
       // The cursor moved, so a round will look at its partition. Meanwhile it is held, as a round's cut and its

@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { RetentionService } from '../src/retention/retention.service';
 import { ageMessages, sql, storedCounts, tenantSnapshot } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
@@ -13,7 +13,7 @@ import { waitFor } from './support/wait';
  */
 describe('shortening retention with auth on', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
   let tenant: string;
   let as: (role: string) => {
     configure: (body: object) => request.Test;
@@ -27,7 +27,7 @@ describe('shortening retention with auth on', () => {
       JWT_SECRET: TEST_JWT_SECRET,
       QUEUE_MIN_RETENTION_SECONDS: '3600',
     });
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {

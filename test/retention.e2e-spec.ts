@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, cursors, expireLeases, sql } from './support/db-state';
@@ -9,7 +9,7 @@ import { useTestBroker } from './support/test-broker';
 import { waitFor, waitForLockWaiter, within } from './support/wait';
 
 /** The tenant's messages of a queue, by transaction id, in offset order. */
-async function kept(dataSource: DataSource, tenant: string, queue: string): Promise<string[]> {
+async function kept(dataSource: Database, tenant: string, queue: string): Promise<string[]> {
   const rows: Array<{ transaction_id: string }> = await sql(
     dataSource,
     `SELECT m.transaction_id FROM messages m
@@ -24,7 +24,7 @@ async function kept(dataSource: DataSource, tenant: string, queue: string): Prom
 const ids = (body: PopBody) => body.messages.map((message) => message.transactionId);
 
 /** The tenant's partitions are the retention job's next work, before any other's. */
-async function firstInLine(dataSource: DataSource, tenant: string): Promise<void> {
+async function firstInLine(dataSource: Database, tenant: string): Promise<void> {
   await sql(dataSource, `UPDATE partitions SET retention_check_at = '-infinity' WHERE tenant_id = $1`, [tenant]);
 }
 
@@ -418,7 +418,7 @@ describe('retention: empty partitions', () => {
     const second = await createTestApp();
     try {
       const client = new BrokerClient(first, newTenant());
-      const dataSource = first.get(DataSource);
+      const dataSource = first.get(Database);
       for (let index = 0; index < 20; index += 1) {
         await client.configure({ queue: `q${index}`, options: { maxWaitTimeSeconds: 30 } }).expect(200);
         await client.pop(`q${index}`, { consumerGroup: 'g' }).expect(204);

@@ -1,5 +1,5 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { sql } from './support/db-state';
 import { createTestApp } from './support/test-app';
 
@@ -37,11 +37,11 @@ const LOCAL_TABLES = ['brokers'];
 
 describe('the migrated schema can be distributed by tenant', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
 
   beforeAll(async () => {
     app = await createTestApp();
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {

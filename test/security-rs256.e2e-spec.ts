@@ -2,7 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { sign } from 'jsonwebtoken';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { mintToken } from '../src/auth/token-minting';
 import { uuidv7 } from '../src/common/uuid';
 import { APP_CONFIG, AppConfig } from '../src/config/app-config';
@@ -22,7 +22,7 @@ describe('security with JWT_ALGORITHM=RS256', () => {
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
   });
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
 
   beforeAll(async () => {
     app = await createTestApp({
@@ -31,7 +31,7 @@ describe('security with JWT_ALGORITHM=RS256', () => {
       JWT_PUBLIC_KEY: pair.publicKey,
       JWT_PRIVATE_KEY: pair.privateKey,
     });
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {

@@ -1,7 +1,7 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { sign, SignOptions } from 'jsonwebtoken';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { AppModule } from '../src/app.module';
 import { AccessLevel } from '../src/auth/access-level';
 import { Role } from '../src/auth/principal';
@@ -351,11 +351,11 @@ function observable(response: RawResponse, substitutions: Array<[string, string]
 
 describe('security', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
 
   beforeAll(async () => {
     app = await createTestApp(HS_ENV);
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
   });
 
   afterAll(async () => {

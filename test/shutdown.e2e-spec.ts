@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { createLease } from './support/lease-fixture';
 import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
@@ -12,7 +12,7 @@ import { waitForLockWaiter } from './support/wait';
     const app = await createTestApp();
     await app.listen(0, '127.0.0.1');
     const server = app.getHttpServer();
-    const dataSource = app.get(DataSource);
+    const dataSource = app.get(Database);
     const tenant = newTenant();
     const lease = await createLease(app, tenant, [30]);
     const blocker = await openSession();
@@ -31,14 +31,14 @@ import { waitForLockWaiter } from './support/wait';
 
       closing = app.close();
       await new Promise((resolve) => setTimeout(resolve, 100));
-      expect(dataSource.isInitialized).toBe(true);
+      expect(dataSource.pool.ended).toBe(false);
       await blocker.query('ROLLBACK');
 
       const response = await inFlight;
       await closing;
       expect(response.status).toBe(200);
       expect(response.body).toEqual([expect.objectContaining({ success: true, leaseReleased: true })]);
-      expect(dataSource.isInitialized).toBe(false);
+      expect(dataSource.pool.ended).toBe(true);
       expect(server.listening).toBe(false);
     } finally {
       await blocker.end();

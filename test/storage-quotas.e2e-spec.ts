@@ -1,4 +1,4 @@
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
@@ -15,7 +15,7 @@ const BYTES_REFUSAL = {
 };
 
 /** What the tenant's counters say, and what its rows hold. */
-async function usage(dataSource: DataSource, tenant: string) {
+async function usage(dataSource: Database, tenant: string) {
   const [row] = await sql(
     dataSource,
     `SELECT (SELECT COALESCE(sum(stored_messages), 0)::int FROM tenant_usage WHERE tenant_id = $1) AS counted_messages,
@@ -40,7 +40,7 @@ const items = (queue: string, count: number, partition = 'Default', prefix = que
   Array.from({ length: count }, (_, n) => ({ queue, partition, payload: { n }, transactionId: `${prefix}-${n}` }));
 
 /** The (partitionId, transactionId) of the tenant's message. */
-async function messageKey(dataSource: DataSource, tenant: string, transactionId: string): Promise<string> {
+async function messageKey(dataSource: Database, tenant: string, transactionId: string): Promise<string> {
   const [row] = await sql(
     dataSource,
     'SELECT partition_id FROM messages WHERE tenant_id = $1 AND transaction_id = $2',

@@ -1,4 +1,4 @@
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient, PopBody } from './support/broker-client';
 import { ageMessages, sql } from './support/db-state';
@@ -12,7 +12,7 @@ interface Usage {
 }
 
 /** The tenant's counters, and the same two figures summed over its rows, which no request ever does. */
-async function countedAndTrue(dataSource: DataSource, tenant: string): Promise<{ counted: Usage; truth: Usage }> {
+async function countedAndTrue(dataSource: Database, tenant: string): Promise<{ counted: Usage; truth: Usage }> {
   const [row] = await sql(
     dataSource,
     `SELECT (SELECT COALESCE(sum(stored_bytes), 0) FROM tenant_usage WHERE tenant_id = $1)::bigint AS counted_bytes,

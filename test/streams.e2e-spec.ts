@@ -1,5 +1,5 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { BrokerClient, PopBody, PopMessage } from './support/broker-client';
 import { expireLeases, sql } from './support/db-state';
 import { createTestApp, newTenant } from './support/test-app';
@@ -98,7 +98,7 @@ function register(client: BrokerClient, name: string, source: string, body: Reco
   });
 }
 
-async function stateRows(dataSource: DataSource, tenant: string): Promise<number> {
+async function stateRows(dataSource: Database, tenant: string): Promise<number> {
   const [row] = await sql<Array<{ n: number }>>(
     dataSource,
     'SELECT count(*)::int AS n FROM stream_state WHERE tenant_id = $1',
@@ -526,7 +526,7 @@ describe('streams (/streams/v1)', () => {
 });
 
 async function partitionId(
-  dataSource: DataSource,
+  dataSource: Database,
   client: BrokerClient,
   queue: string,
   partition: string,

@@ -2,7 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import request from 'supertest';
-import { DataSource, QueryRunner } from 'typeorm';
+import { Database } from '../src/database/database';
+import { HeldConnection } from './support/held-connection';
 import { UNIDENTIFIED } from '../src/http/fair-dispatch';
 import { LeaseholdHttpAdapter } from '../src/http/http-adapter';
 import { PopRepository } from '../src/pop/pop.repository';
@@ -215,7 +216,7 @@ describe('one tenant cannot starve another', () => {
       const small = await createTestApp({ DB_POOL_SIZE: '1', DB_ACQUIRE_TIMEOUT_MS: '300' }, {}, (created) =>
         created.useLogger(logs),
       );
-      let held: QueryRunner | undefined;
+      let held: HeldConnection | undefined;
       try {
         const consumer = new BrokerClient(small, newTenant());
         const producer = new BrokerClient(pusher, consumer.tenant);
@@ -224,7 +225,7 @@ describe('one tenant cannot starve another', () => {
         const poll = consumer.pop('later', { wait: true, timeout: 15_000 }).then((response) => response);
         await waitFor(() => claims.mock.calls.length === 1, 'the poll looked once and parked');
         // Take the small broker's only connection, then push through the other broker: NOTIFY wakes the poll.
-        held = small.get(DataSource).createQueryRunner();
+        held = new HeldConnection(small.get(Database));
         await held.connect();
         await producer.pushMany('later', 1);
         await waitFor(

@@ -1,4 +1,4 @@
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { RetentionService } from '../src/retention/retention.service';
 import { BrokerClient } from './support/broker-client';
 import { ageMessages, sql } from './support/db-state';
@@ -54,7 +54,7 @@ const names = (client: BrokerClient, query: Record<string, string | number> = {}
   client.get('/api/v1/traces/names', query);
 
 /** The tenant's rows in every trace table: none left means nothing was orphaned. */
-async function traceRows(dataSource: DataSource, tenant: string): Promise<Record<string, number>> {
+async function traceRows(dataSource: Database, tenant: string): Promise<Record<string, number>> {
   const [row] = await sql(
     dataSource,
     `SELECT (SELECT count(*)::int FROM traces WHERE tenant_id = $1) AS traces,

@@ -2,11 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client, Pool } from 'pg';
 import request from 'supertest';
-import { DataSource, EntityManager } from 'typeorm';
+import { Database, Session } from '../src/database/database';
 import { uuidv7 } from '../src/common/uuid';
-import { DatabaseEngine } from '../src/database/database-engine';
-import { driverPool } from '../src/database/guarded-pool';
-import { TransactionRunner } from '../src/database/transaction-runner';
+import { OpenTransaction, TransactionRunner } from '../src/database/transaction-runner';
 import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { nothing, prepared, rows as rowsOf, sql, statement } from '../src/database/statement';
 import { UnitOfWork } from '../src/database/unit-of-work';
@@ -30,7 +28,7 @@ async function roundTripsOn(pool: Pool, fn: () => Promise<unknown>): Promise<num
   }
 }
 
-const xidOf = async (manager: EntityManager): Promise<string> =>
+const xidOf = async (manager: Session): Promise<string> =>
   (await manager.query('SELECT txid_current()::text AS xid WHERE $1::int = 1', [1]))[0].xid as string;
 
 // Round trips on the wire: the embedded database takes BEGIN on its own.
@@ -43,7 +41,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
   beforeAll(async () => {
     // One connection, so that every statement of every unit is on the connection counted.
     app = await createTestApp({ DB_POOL_SIZE: '1', JWT_ENABLED: 'false' });
-    pool = driverPool(app.get(DataSource))!;
+    pool = app.get(Database).pool;
     runner = app.get(TransactionRunner);
     // Its refresh would share the counted connection.
     await app.get(MaintenanceService).onApplicationShutdown();
@@ -75,8 +73,8 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let second = '';
     const trips = await roundTripsOf(() =>
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
-        second = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
+        second = await xidOf(unit.session);
         unit.lastly(statement(sql`SELECT pg_advisory_xact_lock(${7_130_001})`, nothing));
       }),
     );
@@ -101,7 +99,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
       let xid = '';
       await expect(
         writes.run('round-trips', async (unit: UnitOfWork) => {
-          xid = await xidOf(unit.manager);
+          xid = await xidOf(unit.session);
           await fail(unit);
         }),
       ).rejects.toThrow('division by zero');
@@ -144,7 +142,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let after: Array<{ xid: string }> = [];
     const trips = await roundTripsOf(() =>
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
         unit.redeliver({ queue: 'round-trips', consumerGroup: '__QUEUE_MODE__', partitions: new Map([['a', 1]]) });
         rows = await unit.commitWith(
           prepared(
@@ -153,7 +151,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
             rowsOf<{ xid: string }>,
           ),
         );
-        after = await unit.manager.query('SELECT txid_current()::text AS xid');
+        after = await unit.session.query('SELECT txid_current()::text AS xid');
       }),
     );
 
@@ -177,7 +175,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let xid = '';
     await expect(
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
         unit.lastly(statement(sql`SELECT 1`, nothing));
         await unit.commitWith(commitWith);
       }),
@@ -190,7 +188,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let xid = '';
     const trips = await roundTripsOf(() =>
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
         unit.withNext(statement(sql`SELECT pg_advisory_xact_lock(${7_130_011})`, nothing));
         unit.lastly(statement(sql`UPDATE queues SET name = name WHERE tenant_id = ${uuidv7()}`, nothing));
         unit.checkAtCommit(statement(sql`SELECT 1 WHERE ${1}::int = 2`, nothing));
@@ -308,7 +306,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let xid = '';
     await expect(
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
         void unit.readAfterNext(statement(sql`SELECT ${1}::int AS n`, (rows: Array<{ n: number }>) => rows[0].n));
       }),
     ).rejects.toThrow('a deferred read reached the COMMIT');
@@ -321,7 +319,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let xid = '';
     await expect(
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
         void unit.withNextRead(statement(sql`SELECT ${1}::int AS n`, (rows: Array<{ n: number }>) => rows[0].n));
       }),
     ).rejects.toThrow('a deferred read reached the COMMIT');
@@ -334,7 +332,7 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
     let xid = '';
     await expect(
       writes.run('round-trips', async (unit: UnitOfWork) => {
-        xid = await xidOf(unit.manager);
+        xid = await xidOf(unit.session);
         unit.withNext(statement(sql`SELECT pg_advisory_xact_lock(${7_130_021})`, nothing));
         unit.checkAtCommit(
           statement(sql`SELECT leasehold_lease_lost(${'0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90'}::uuid)`, nothing),
@@ -374,15 +372,13 @@ const xidOf = async (manager: EntityManager): Promise<string> =>
   });
 
   it('keeps a connection whose first named statement failed to parse behind BEGIN: the statement is parsed again next time', async () => {
-    const engine = app.get(DatabaseEngine);
     // A temporary table belongs to the session: the statement fails to parse until this connection creates it.
-    const probe = (manager: EntityManager) =>
-      engine.prepared(
-        manager,
-        'round_trips_probe',
-        'SELECT count(*)::int AS n FROM pg_temp.round_trips_probe WHERE $1::int = 1',
-        [1],
-      );
+    const probe = (_session: Session, transaction: OpenTransaction) =>
+      transaction.rows({
+        name: 'round_trips_probe',
+        text: 'SELECT count(*)::int AS n FROM pg_temp.round_trips_probe WHERE $1::int = 1',
+        values: [1],
+      });
     await expect(runner.run(undefined, probe)).rejects.toThrow('does not exist');
     await runner.run(undefined, (manager) => manager.query('CREATE TEMPORARY TABLE round_trips_probe (n int)'));
     try {
@@ -603,7 +599,7 @@ describe('a transaction’s round trips do not grow with its operations', () => 
 
   beforeAll(async () => {
     app = await createTestApp({ DB_POOL_SIZE: '1', JWT_ENABLED: 'false' });
-    pool = driverPool(app.get(DataSource))!;
+    pool = app.get(Database).pool;
     await app.get(MaintenanceService).onApplicationShutdown();
   });
 
@@ -726,8 +722,8 @@ describe('a transaction’s round trips do not grow with its operations', () => 
     expect(large?.body.results).toHaveLength(1_000);
     expect(largeTrips).toBe(smallTrips);
     expect(smallTrips).toBeLessThanOrEqual(12);
-    expect(await storedCounts(app.get(DataSource), client.tenant)).toMatchObject({ messages: 600 + 500 + 510 });
-    expect(await cursors(app.get(DataSource), client.tenant, 'in')).toMatchObject([
+    expect(await storedCounts(app.get(Database), client.tenant)).toMatchObject({ messages: 600 + 500 + 510 });
+    expect(await cursors(app.get(Database), client.tenant, 'in')).toMatchObject([
       { committedOffset: 510, leaseId: pop.leaseId, leaseLive: true },
     ]);
   });

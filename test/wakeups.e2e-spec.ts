@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
 import { WakeupRepository } from '../src/wakeup/wakeup.repository';
 import { ParkedPolls } from '../src/wakeup/parked-polls';
 import { BrokerClient, PopBody, Query } from './support/broker-client';
@@ -19,13 +19,13 @@ const GROUP = 'workers';
 
 describe('parked polls wake when something they could claim becomes claimable', () => {
   let app: NestExpressApplication;
-  let dataSource: DataSource;
+  let dataSource: Database;
   let wakeup: ParkedPolls;
   let client: BrokerClient;
 
   beforeAll(async () => {
     app = await createTestApp();
-    dataSource = app.get(DataSource);
+    dataSource = app.get(Database);
     wakeup = app.get(ParkedPolls);
   });
 

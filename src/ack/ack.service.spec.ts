@@ -1,11 +1,11 @@
 import { Logger } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { Redelivery } from '../wakeup/parked-polls';
 import { Statement } from '../database/statement';
 import { OpenTransaction } from '../database/transaction-runner';
+import type { Session } from '../database/database';
 import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { AckCommand } from './dto/ack-request.dto';
@@ -121,7 +121,7 @@ function harness(world: World = {}): Harness {
 
   const writes = {
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
-      const unit = new UnitOfWork(tenantId, {} as EntityManager, noDatabase);
+      const unit = new UnitOfWork(tenantId, {} as Session, noDatabase);
       const result = await work(unit);
       announced.push(unit.redelivered);
       unit.runEffects(new Logger('test'));

@@ -1,4 +1,4 @@
-import type { DataSource } from 'typeorm';
+import type { Database } from '../database/database';
 import { loadConfig } from '../config/load-config';
 import { DatabaseEngine } from '../database/database-engine';
 import { GuardedPool } from '../database/guarded-pool';
@@ -26,8 +26,7 @@ function broker(env: Record<string, string> = {}) {
   const drain = { onDrain: () => undefined } as unknown as DrainService;
   const registry = new BrokerRegistry(transactions, brokers, { isEmbedded: false } as DatabaseEngine, drain, config);
   const pool = new GuardedPool({ max: config.database.poolSize });
-  const dataSource = { driver: { master: pool } } as unknown as DataSource;
-  const sizer = new PoolSizer(registry, dataSource, transactions, config);
+  const sizer = new PoolSizer(registry, { pool } as unknown as Database, transactions, config);
   return { registry, answers, pool, sizer, tenantShares };
 }
 

@@ -1,8 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { driverPool, PoolShrankError } from '../database/guarded-pool';
+import { Database } from '../database/database';
+import { PoolShrankError } from '../database/guarded-pool';
 import { TransactionRunner } from '../database/transaction-runner';
 import { BrokerRegistry } from './broker-registry';
 
@@ -36,7 +35,7 @@ export class PoolSizer {
 
   constructor(
     brokers: BrokerRegistry,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly transactions: TransactionRunner,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
@@ -52,11 +51,10 @@ export class PoolSizer {
     const { connectionBudget, poolSize } = this.config.database;
     const size = poolShare(connectionBudget, liveBrokers, poolSize);
     if (size === this.size) return;
-    const pool = driverPool(this.dataSource);
+    const pool = this.database.pool;
     this.logger.log(`${liveBrokers} brokers share ${connectionBudget} connections: this one's pool is now ${size}`);
     this.size = size;
     this.transactions.resizeTenantShare(tenantShare(size, this.config.limits.tenantMaxConnections));
-    if (!pool) return;
     pool.options.max = size;
     // Idle connections past the size: taken (the pool hands idle ones out first) and closed.
     const idleExcess = Math.min(pool.idleCount, pool.totalCount - size);

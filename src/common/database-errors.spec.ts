@@ -1,5 +1,5 @@
 import { DatabaseError } from 'pg';
-import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import {
   conflictOf,
   ConnectionLostError,
@@ -37,10 +37,6 @@ describe('databaseFailureOf', () => {
     [
       'a write refused by a standby or a read-only session (25006)',
       new QueryFailedError('INSERT', [], serverError('25006', 'cannot execute INSERT in a read-only transaction')),
-    ],
-    [
-      "TypeORM's runner released when our session was terminated between statements",
-      new QueryRunnerAlreadyReleasedError(),
     ],
     [
       'any error after the connection died under a unit of work',

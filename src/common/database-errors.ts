@@ -1,5 +1,5 @@
 import { InternalServerErrorException } from '@nestjs/common';
-import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import { errorMessage } from './error-message';
 
 export class PoolUnavailableError extends Error {
@@ -27,7 +27,7 @@ export class DatabaseFailureException extends InternalServerErrorException {
   }
 }
 
-/** What fails after the connection died is only a TypeORM symptom: the cause is the connection's own error. */
+/** What fails after the connection died is only a symptom (a client not queryable): the cause is the connection's own error. */
 export class ConnectionLostError extends Error {
   constructor(cause: unknown) {
     super('connection lost', { cause });
@@ -68,8 +68,6 @@ const UNAVAILABLE_MESSAGES = [
 /** Anything else, a constraint violation say, is a failed statement on a healthy database: undefined. */
 export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   if (error instanceof PoolUnavailableError || error instanceof ConnectionLostError) return 'unavailable';
-  // TypeORM releases a query runner when its connection fails between statements; ours release theirs only once done.
-  if (error instanceof QueryRunnerAlreadyReleasedError) return 'unavailable';
   if (error instanceof DatabaseTimeoutError) return 'timeout';
   const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
   const code = (driverError as { code?: unknown } | null)?.code;

@@ -1,5 +1,5 @@
 import { Injectable, Logger, NotFoundException } from '@nestjs/common';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import { StatementReader, TransactionRunner } from '../database/transaction-runner';
 import { TenantQuotas } from '../limits/tenant-quotas';
 import { PopRepository } from '../pop/pop.repository';

@@ -1,5 +1,5 @@
 import { DatabaseError } from 'pg';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import { retriedWhileLocked } from './consumer-groups.service';
 
 function failed(code: string): QueryFailedError {

@@ -1,5 +1,5 @@
 import { DatabaseError } from 'pg';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from './query-failed-error';
 import { loadConfig } from '../config/load-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { CONFLICT_ATTEMPTS, ConflictRetries } from './conflict-retries';

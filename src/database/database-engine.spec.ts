@@ -1,11 +1,11 @@
 import { DatabaseError, PoolClient, QueryConfig } from 'pg';
-import { DataSource } from 'typeorm';
+import type { Database } from './database';
 import { DatabaseEngine } from './database-engine';
 
 const STATEMENT: QueryConfig = { name: 'leasehold_renew_one', text: 'SELECT $1::int AS n', values: [1] };
 
 async function engineOn(version: string): Promise<DatabaseEngine> {
-  const engine = new DatabaseEngine({ query: async () => [{ version }] } as unknown as DataSource);
+  const engine = new DatabaseEngine({ query: async () => [{ version }] } as unknown as Database);
   await engine.onModuleInit();
   return engine;
 }

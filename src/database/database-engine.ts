@@ -1,8 +1,8 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
-import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
+import { Database, queryRows } from './database';
 import { canRollBack } from './guarded-pool';
+import { QueryFailedError } from './query-failed-error';
 import { queryNamed, queryTogether } from './pipelined-query';
 
 /**
@@ -13,14 +13,14 @@ import { queryNamed, queryTogether } from './pipelined-query';
 export class DatabaseEngine implements OnModuleInit {
   private embedded = false;
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   get isEmbedded(): boolean {
     return this.embedded;
   }
 
   async onModuleInit(): Promise<void> {
-    const [row]: Array<{ version: string }> = await this.dataSource.query('SELECT version() AS version');
+    const [row]: Array<{ version: string }> = await this.database.query('SELECT version() AS version');
     this.embedded = row.version.includes('PGlite');
   }
 
@@ -46,10 +46,8 @@ export class DatabaseEngine implements OnModuleInit {
   }
 
   /** Named, so it is parsed (and, on a generic plan, planned) once per connection; unnamed on the embedded database. */
-  async prepared<T = any>(manager: EntityManager, name: string, text: string, values: unknown[]): Promise<T[]> {
-    const runner = manager.queryRunner;
-    if (this.embedded || !runner) return manager.query(text, values);
-    const client = (await runner.connect()) as PoolClient;
+  async prepared<T = any>(client: PoolClient, name: string, text: string, values: unknown[]): Promise<T[]> {
+    if (this.embedded) return queryRows<T>(client, text, values);
     try {
       return (await queryNamed(client, { name, text, values })).rows as T[];
     } catch (error) {
@@ -57,23 +55,21 @@ export class DatabaseEngine implements OnModuleInit {
     }
   }
 
-  /** A statement's rows: prepared when it has a name, as `prepared`; sent unnamed through the manager otherwise. */
-  rows(manager: EntityManager, { name, text, values }: QueryConfig & { values: unknown[] }): Promise<unknown[]> {
-    return name === undefined ? manager.query(text, values) : this.prepared(manager, name, text, values);
+  /** A statement's rows: prepared when it has a name, as `prepared`; sent unnamed otherwise. */
+  rows(client: PoolClient, { name, text, values }: QueryConfig & { values: unknown[] }): Promise<unknown[]> {
+    return name === undefined ? queryRows(client, text, values) : this.prepared(client, name, text, values);
   }
 
   /** Prepared statements whose parameters do not depend on each other's results, in one round trip on PostgreSQL. */
   async preparedTogether(
-    manager: EntityManager,
+    client: PoolClient,
     statements: ReadonlyArray<QueryConfig & { values: unknown[] }>,
   ): Promise<unknown[][]> {
-    const runner = manager.queryRunner;
-    if (this.embedded || !runner) {
+    if (this.embedded) {
       const results: unknown[][] = [];
-      for (const { text, values } of statements) results.push(await manager.query(text, values));
+      for (const { text, values } of statements) results.push(await queryRows(client, text, values));
       return results;
     }
-    const client = (await runner.connect()) as PoolClient;
     try {
       return (await queryTogether(client, statements)).map((result) => result.rows as unknown[]);
     } catch (error) {
@@ -82,7 +78,7 @@ export class DatabaseEngine implements OnModuleInit {
   }
 }
 
-/** As manager.query fails, so callers tell a refused statement from a lost database however it was sent. */
+/** As queryRows fails, so callers tell a refused statement from a lost database however it was sent. */
 export function asQueryFailed(text: string, values: unknown[] | undefined, error: unknown): unknown {
   return error instanceof Error && typeof (error as { code?: unknown }).code === 'string'
     ? new QueryFailedError(text, values, error)

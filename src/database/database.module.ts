@@ -1,54 +1,52 @@
 import { Global, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import { DataSource, DataSourceOptions } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { ConflictRetries } from './conflict-retries';
-import { buildDataSourceOptions } from './data-source-options';
+import { Database } from './database';
 import { DatabaseEngine } from './database-engine';
 import { DatabaseServer } from './database-server';
+import { poolConfig } from './pool-config';
 import { runMigrations } from './run-migrations';
 import { TransactionRunner } from './transaction-runner';
-
-@Global()
-@Module({ providers: [DatabaseServer], exports: [DatabaseServer] })
-class DatabaseServerModule {}
 
 /** Closes the pool before the embedded server, whatever order Nest runs module shutdown hooks in. */
 @Injectable()
 class DatabaseShutdown implements OnApplicationShutdown {
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly server: DatabaseServer,
   ) {}
 
   async onApplicationShutdown(): Promise<void> {
-    if (this.dataSource.isInitialized) {
-      await this.dataSource.destroy();
-    }
+    await this.database.end();
     await this.server.stop();
   }
 }
 
 @Global()
 @Module({
-  imports: [
-    DatabaseServerModule,
-    TypeOrmModule.forRootAsync({
-      imports: [DatabaseServerModule],
+  providers: [
+    DatabaseServer,
+    {
+      provide: Database,
       inject: [APP_CONFIG, DatabaseServer],
-      // main.ts waited for the database before the application started: a failure now is not worth nine retries.
-      useFactory: async (config: AppConfig, server: DatabaseServer) => ({
-        ...buildDataSourceOptions(config.database, await server.url()),
-        toRetry: () => false,
-      }),
-      dataSourceFactory: async (options?: DataSourceOptions) => {
-        const dataSource = await new DataSource(options!).initialize();
-        await runMigrations(dataSource, (options as { url: string }).url);
-        return dataSource;
+      // main.ts waited for the database before the application started: a failure now fails the start.
+      useFactory: async (config: AppConfig, server: DatabaseServer): Promise<Database> => {
+        const url = await server.url();
+        const database = new Database(poolConfig(config.database, url));
+        try {
+          await runMigrations(database, config.database, url);
+        } catch (error) {
+          await database.end();
+          throw error;
+        }
+        return database;
       },
-    }),
+    },
+    DatabaseShutdown,
+    DatabaseEngine,
+    ConflictRetries,
+    TransactionRunner,
   ],
-  providers: [DatabaseShutdown, DatabaseEngine, ConflictRetries, TransactionRunner],
-  exports: [DatabaseEngine, ConflictRetries, TransactionRunner],
+  exports: [DatabaseServer, Database, DatabaseEngine, ConflictRetries, TransactionRunner],
 })
 export class DatabaseModule {}

@@ -1,5 +1,5 @@
 import { DatabaseError, PoolClient } from 'pg';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from './query-failed-error';
 import { canRollBack, unsafeState } from './guarded-pool';
 
 /** The two things the driver tells about a connection: ReadyForQuery seen, and the server's transaction status. */

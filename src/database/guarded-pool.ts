@@ -1,6 +1,5 @@
 import { Logger } from '@nestjs/common';
 import pg, { PoolClient } from 'pg';
-import type { DataSource } from 'typeorm';
 
 type ConnectCallback = (
   error: Error | undefined,
@@ -44,7 +43,7 @@ const READ_ONLY_SQL_TRANSACTION = '25006';
 
 /**
  * Also true between a statement's error and ReadyForQuery: closing then is the safe side of the race.
- * Null status: released within its connect callback (TypeORM's probe of a new pool), nothing sent yet.
+ * Null status: released before anything was sent.
  */
 export function statementInFlight(client: PoolClient): boolean {
   if (client.getTransactionStatus() === null) return false;
@@ -104,10 +103,6 @@ export class GuardedPool extends pg.Pool {
       callback(undefined, client, guardedRelease);
     });
   }
-}
-
-export function driverPool(dataSource: DataSource): pg.Pool | undefined {
-  return (dataSource.driver as unknown as { master?: pg.Pool }).master;
 }
 
 export const guardedPg = { ...pg, Pool: GuardedPool };

@@ -56,3 +56,6 @@ export const MIGRATIONS = [
   StreamStateUsage1798500000000,
   LeaseLostGuard1798600000000,
 ];
+
+/** TypeORM's default name, kept so databases migrated by earlier versions and by its CLI read the same table. */
+export const MIGRATIONS_TABLE = 'migrations';

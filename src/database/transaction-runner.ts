@@ -1,10 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient, QueryConfig } from 'pg';
-import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { connectWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
+import { Database, queryRows, Session, sessionOf } from './database';
+import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
 import { asQueryFailed, DatabaseEngine } from './database-engine';
 import { canRollBack } from './guarded-pool';
 import { DeferredBegin, queryAllPipelined } from './pipelined-query';
@@ -62,7 +61,7 @@ export class TransactionRunner {
   private readonly gate: TenantGate;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly engine: DatabaseEngine,
     private readonly retries: ConflictRetries,
@@ -82,7 +81,7 @@ export class TransactionRunner {
 
   /** Statements in one bounded transaction, as run() runs work; for work without effects after commit (see Writes). */
   read<T>(tenantId: string | undefined, work: (reader: Reading) => Promise<T>): Promise<T> {
-    return this.run(tenantId, (_manager, transaction) => {
+    return this.run(tenantId, (_session, transaction) => {
       let ended = false;
       const open = (): void => {
         if (ended) throw new Error('a read runs nothing after its last statement');
@@ -116,7 +115,7 @@ export class TransactionRunner {
    */
   async run<T>(
     tenantId: string | undefined,
-    work: (manager: EntityManager, transaction: OpenTransaction) => Promise<T>,
+    work: (session: Session, transaction: OpenTransaction) => Promise<T>,
     withCommit?: () => CommitWith,
   ): Promise<T> {
     const started = monotonicNow();
@@ -145,11 +144,10 @@ export class TransactionRunner {
   private async attempt<T>(
     acquireMs: number,
     deadline: number,
-    work: (manager: EntityManager, transaction: OpenTransaction) => Promise<T>,
+    work: (session: Session, transaction: OpenTransaction) => Promise<T>,
     withCommit?: () => CommitWith,
   ): Promise<T> {
-    const runner = this.dataSource.createQueryRunner();
-    const client = await runnerConnectionWithin(runner, acquireMs);
+    const client = await acquireWithin(this.database.pool, acquireMs);
     let lostWith: Error | undefined;
     const onLost = (error: Error): void => {
       lostWith ??= error;
@@ -157,7 +155,7 @@ export class TransactionRunner {
     client.on('error', onLost);
     try {
       return await withinBudget(client, Math.min(this.budgetMs, deadline - monotonicNow()), async () => {
-        const begin = await this.begin(runner, client);
+        const begin = await this.begin(client);
         let commitAsked = false;
         let committed = false;
         const commitWith = async (statements: readonly SentStatement[]): Promise<unknown[][]> => {
@@ -165,28 +163,29 @@ export class TransactionRunner {
           commitAsked = true;
           if (!begin) {
             const found: unknown[][] = [];
-            for (const { text, values } of statements) found.push(await runner.manager.query(text, values));
+            for (const { text, values } of statements) found.push(await queryRows(client, text, values));
             return found;
           }
-          const found = await this.commit(runner, client, begin, withCommit?.(), statements);
+          const found = await this.commit(client, begin, withCommit?.(), statements);
           committed = true;
           return found;
         };
         const transaction: OpenTransaction = {
-          rows: (statement) => this.engine.rows(runner.manager, statement),
-          rowsTogether: (statements) => this.engine.preparedTogether(runner.manager, statements),
+          rows: (statement) => this.engine.rows(client, statement),
+          rowsTogether: (statements) => this.engine.preparedTogether(client, statements),
           commitWith,
         };
         try {
-          const result = await work(runner.manager, transaction);
-          if (!committed) await this.commit(runner, client, begin, withCommit?.());
+          const result = await work(sessionOf(client), transaction);
+          if (!committed) {
+            await this.commit(client, begin, withCommit?.());
+            committed = true;
+          }
           return result;
         } catch (error) {
-          if (begin && !begin.sent) markTransaction(runner, false);
-          if (runner.isTransactionActive && canRollBack(client, error)) {
-            await runner.rollbackTransaction().catch(() => undefined);
-          }
-          // Once the connection died, TypeORM's own errors (a released query runner) only hide that.
+          // Open once BEGIN went out and until a COMMIT answered.
+          const open = !committed && (begin ? begin.sent : true);
+          if (open && canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
           throw lostWith && !databaseFailureOf(error) ? new ConnectionLostError(lostWith) : error;
         } finally {
           begin?.end();
@@ -194,7 +193,8 @@ export class TransactionRunner {
       });
     } finally {
       client.removeListener('error', onLost);
-      await runner.release();
+      // A lost connection goes back with its error, so the pool closes it rather than handing it out again.
+      client.release(lostWith);
     }
   }
 
@@ -202,12 +202,11 @@ export class TransactionRunner {
    * BEGIN, deferred to the first statement on PostgreSQL; sent now on the embedded database, which runs the rest
    * unnamed.
    */
-  private async begin(runner: QueryRunner, client: PoolClient): Promise<DeferredBegin | undefined> {
+  private async begin(client: PoolClient): Promise<DeferredBegin | undefined> {
     if (this.engine.isEmbedded) {
-      await runner.startTransaction();
+      await client.query('BEGIN');
       return undefined;
     }
-    markTransaction(runner, true);
     return new DeferredBegin(client);
   }
 
@@ -216,7 +215,6 @@ export class TransactionRunner {
    * Answers the rows of the statements the work committed with, the unit's last statement being sent unread.
    */
   private async commit(
-    runner: QueryRunner,
     client: PoolClient,
     begin: DeferredBegin | undefined,
     { statement: last, usage, before, first = [], checks = [] }: CommitWith = { before: [] },
@@ -232,7 +230,6 @@ export class TransactionRunner {
     begin?.end();
     if (beginWith.length > 0 && !statement) {
       // Nothing ran, so nothing is written; the NOTIFYs still go out.
-      markTransaction(runner, false);
       if (before.length > 0) await sendSimple(client, before.join('; '));
       return [];
     }
@@ -251,28 +248,12 @@ export class TransactionRunner {
       } catch (error) {
         throw asQueryFailed(statement.text, statement.values, error);
       }
-      markTransaction(runner, false);
       return found;
     }
-    for (const given of statement ? [statement, ...more] : []) await runner.manager.query(given.text, given.values);
-    if (before.length === 0) {
-      await runner.commitTransaction();
-      return [];
-    }
-    await sendSimple(client, `${before.join('; ')}; COMMIT`);
-    markTransaction(runner, false);
+    for (const given of statement ? [statement, ...more] : []) await queryRows(client, given.text, given.values);
+    await sendSimple(client, [...before, 'COMMIT'].join('; '));
     return [];
   }
-}
-
-/** TypeORM's runner as in a transaction, without the round trip startTransaction makes. */
-function markTransaction(runner: QueryRunner, active: boolean): void {
-  (runner as { isTransactionActive: boolean }).isTransactionActive = active;
-}
-
-function runnerConnectionWithin(runner: QueryRunner, timeoutMs: number): Promise<PoolClient> {
-  const release = (): void => void runner.release();
-  return connectWithin<PoolClient>(() => runner.connect(), timeoutMs, { late: release, failed: release });
 }
 
 async function sendSimple(client: PoolClient, text: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import type { UsageChange, UsageRecord } from '../limits/stored-usage.repository';
+import type { Session } from './database';
 import { Statement } from './statement';
 import type { OpenTransaction } from './transaction-runner';
 import type { QueueWork, Redelivery } from '../wakeup/parked-polls';
@@ -45,7 +45,7 @@ export class UnitOfWork {
 
   constructor(
     readonly tenantId: string,
-    readonly manager: EntityManager,
+    readonly session: Session,
     private readonly transaction: OpenTransaction,
   ) {}
 

@@ -1,9 +1,8 @@
 import { Injectable, Logger, OnApplicationBootstrap, ServiceUnavailableException } from '@nestjs/common';
 import { HealthCheckResult, HealthCheckService, HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { DrainService } from '../lifecycle/drain.service';
 import { DatabaseProbe } from './database-probe';
+import { Database } from '../database/database';
 import { migrationsUpToDate } from '../database/run-migrations';
 import { errorMessage } from '../common/error-message';
 import { databaseFailureOf, databaseFailureText } from '../common/database-errors';
@@ -23,7 +22,7 @@ export class ReadinessService implements OnApplicationBootstrap {
     private readonly health: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
     private readonly probe: DatabaseProbe,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly pool: Database,
     private readonly drain: DrainService,
   ) {}
 
@@ -62,7 +61,7 @@ export class ReadinessService implements OnApplicationBootstrap {
     const check = this.indicators.check('migrations');
     if (!this.migrated) {
       try {
-        this.migrated = await migrationsUpToDate(this.dataSource);
+        this.migrated = await migrationsUpToDate(this.pool);
       } catch (error) {
         return check.down({ message: this.failure(error) });
       }

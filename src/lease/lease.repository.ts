@@ -1,14 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { PoolClient } from 'pg';
-import { DataSource } from 'typeorm';
 import { databaseFailureOf, DatabaseTimeoutError, PoolUnavailableError } from '../common/database-errors';
 import { isoTimestamp } from '../common/sql-timestamp';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
 import { ConflictRetries } from '../database/conflict-retries';
 import { DatabaseEngine } from '../database/database-engine';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from '../database/deadline';
-import { driverPool } from '../database/guarded-pool';
+import { Database } from '../database/database';
 import { arrayLiteral } from '../database/array-literal';
 import { Statement } from '../database/statement';
 import { INT32_MAX } from '../common/input';
@@ -157,7 +155,7 @@ export class LeaseRepository {
   private readonly acquireTimeoutMs: number;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly engine: DatabaseEngine,
     private readonly retries: ConflictRetries,
     @Inject(APP_CONFIG) config: AppConfig,
@@ -168,10 +166,7 @@ export class LeaseRepository {
 
   /** Answers in request order, or fails by `deadline` (monotonicNow() time). */
   async renew(requests: readonly RenewalRequest[], deadline: number): Promise<LeaseRenewal[]> {
-    const client = await acquireWithin(
-      driverPool(this.dataSource)!,
-      Math.min(this.acquireTimeoutMs, deadline - monotonicNow()),
-    );
+    const client = await acquireWithin(this.database.pool, Math.min(this.acquireTimeoutMs, deadline - monotonicNow()));
     try {
       const statement = this.renewal(requests);
       const rows = await this.execute(client, statement, deadline).catch((error: unknown) => {

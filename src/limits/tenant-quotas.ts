@@ -1,6 +1,6 @@
 import { ForbiddenException, Inject, Injectable } from '@nestjs/common';
 import type { QueryConfig } from 'pg';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import { APP_CONFIG, AppConfig, TenantQuotas as QuotaLimits } from '../config/app-config';
 import { StatementReader, TransactionRunner } from '../database/transaction-runner';
 import { MetricsService } from '../metrics/metrics.service';

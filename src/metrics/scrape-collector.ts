@@ -1,11 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { Counter, Gauge } from 'prom-client';
-import { DataSource } from 'typeorm';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { driverPool } from '../database/guarded-pool';
+import { Database } from '../database/database';
 import { TransactionRunner } from '../database/transaction-runner';
 import { DrainService } from '../lifecycle/drain.service';
 import { ParkedPolls } from '../wakeup/parked-polls';
@@ -43,7 +41,7 @@ export class ScrapeCollector {
 
   constructor(
     metrics: MetricsService,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    database: Database,
     private readonly transactions: TransactionRunner,
     private readonly repository: MetricsRepository,
     polls: ParkedPolls,
@@ -58,7 +56,7 @@ export class ScrapeCollector {
     const registers = [metrics.registry];
     // The process that deleted a queue frees its series itself (QueuesService); the others hear of it here.
     channel.onQueueDeleted((tenantId, queue) => metrics.queueDeleted(tenantId, queue));
-    const pool = (): Pool | undefined => driverPool(this.dataSource);
+    const pool = (): Pool | undefined => database.pool;
     const queueLabels = this.tenantLabels ? ['tenant', 'queue'] : ['queue'];
     this.failures = new Counter({
       name: 'leasehold_metrics_queue_stats_failures_total',

@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { Statement } from '../database/statement';
 import { OpenTransaction } from '../database/transaction-runner';
+import type { Session } from '../database/database';
 import { UnitOfWork } from '../database/unit-of-work';
 import { PayloadCipher } from '../encryption/payload-cipher';
 import type { HistoryRecorder } from '../history/history-recorder';
@@ -109,7 +109,7 @@ function harness(world: World = {}) {
   };
   const writes = {
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
-      const unit = new UnitOfWork(tenantId, {} as EntityManager, transaction);
+      const unit = new UnitOfWork(tenantId, {} as Session, transaction);
       const result = await work(unit);
       calls.redelivered.push(...unit.redelivered);
       unit.runEffects(new Logger('test'));

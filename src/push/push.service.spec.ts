@@ -8,11 +8,11 @@ import type { EncryptionKeysRepository } from '../encryption/encryption-keys.rep
 import { PayloadCipher } from '../encryption/payload-cipher';
 import type { TenantQuotas } from '../limits/tenant-quotas';
 import { ConflictException, Logger } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { compositeKey } from '../common/composite-key';
 import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueueWork } from '../wakeup/parked-polls';
+import type { Session } from '../database/database';
 import { UnitOfWork } from '../database/unit-of-work';
 import { Writes } from '../wakeup/writes';
 import { PushItem } from './dto/push-request.dto';
@@ -156,7 +156,7 @@ function harness(stored: StoredPartition[] = [], vanished: string[] = []): Harne
   // process's polls after commit, then the effects run.
   const writes = {
     run: async (tenantId: string, work: (unit: UnitOfWork) => Promise<unknown>) => {
-      const unit = new UnitOfWork(tenantId, {} as EntityManager, noDatabase);
+      const unit = new UnitOfWork(tenantId, {} as Session, noDatabase);
       const result = await work(unit);
       // The runner sends the unit's last statement with the COMMIT.
       const last = unit.lastStatement;

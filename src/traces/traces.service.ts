@@ -1,5 +1,5 @@
 import { BadRequestException, ConflictException, Inject, Injectable, NotFoundException } from '@nestjs/common';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import { BrokerRegistry } from '../cluster/broker-registry';
 import { zonedTimestamp } from '../common/contract-validators';
 import { JsonText } from '../common/json-text';

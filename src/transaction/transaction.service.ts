@@ -1,6 +1,6 @@
 import { MaintenanceService } from '../maintenance/maintenance.service';
 import { Injectable, Logger } from '@nestjs/common';
-import { QueryFailedError } from 'typeorm';
+import { QueryFailedError } from '../database/query-failed-error';
 import { ALREADY_ACKNOWLEDGED, AckService, INVALID_LEASE, TransactionAcks } from '../ack/ack.service';
 import { AckCommand, MAX_ACKS } from '../ack/dto/ack-request.dto';
 import { compositeKey } from '../common/composite-key';

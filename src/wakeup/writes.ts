@@ -24,7 +24,7 @@ export class Writes {
     try {
       result = await this.transactions.run(
         tenantId,
-        (manager, transaction) => work((unit = new UnitOfWork(tenantId, manager, transaction))),
+        (session, transaction) => work((unit = new UnitOfWork(tenantId, session, transaction))),
         () => {
           const change = unit!.storedChange;
           const record = change && this.quotas.usageRecord(change, change.held);

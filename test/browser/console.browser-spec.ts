@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
-import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
 import { CONSOLE_DIR, CONSOLE_SOURCE_DIR } from '../../src/console/console-paths';
 import { HistoryRecorder } from '../../src/history/history-recorder';
 import { randomHex } from '../support/tenant-fixture';
@@ -97,7 +97,7 @@ describeWithBrowser('web console', () => {
     // A group that took one message and left the rest: the queue behind.
     await api('GET', `/pop/queue/${behindA}?consumerGroup=mailer&autoAck=true&batch=1`, writerA);
     await api('POST', '/push', token(tenantB, 'read-write'), { items: [{ queue: queueB, payload: { invoice: 1 } }] });
-    if (SCREENSHOTS) await seedHistory(app.get(DataSource), tenantA, [queueA, behindA]);
+    if (SCREENSHOTS) await seedHistory(app.get(Database), tenantA, [queueA, behindA]);
   });
 
   afterAll(async () => {
@@ -581,7 +581,7 @@ describeWithBrowser('web console', () => {
    * An hour of history for the screenshots: the test cannot wait an hour for the broker to write one, so the
    * buckets it would have written are made here, shaped like a queue that fell behind and caught up.
    */
-  async function seedHistory(dataSource: DataSource, tenant: string, queues: string[]): Promise<void> {
+  async function seedHistory(dataSource: Database, tenant: string, queues: string[]): Promise<void> {
     for (const [index, queue] of queues.entries()) {
       await dataSource.query(
         `INSERT INTO queue_history (tenant_id, queue_id, minute, pushed, popped, acked, dead_lettered, max_wait_ms, lag)

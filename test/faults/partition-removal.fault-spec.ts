@@ -1,6 +1,6 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
 import { RetentionRound, RetentionService } from '../../src/retention/retention.service';
 import { BrokerClient } from '../support/broker-client';
 import { sql } from '../support/db-state';
@@ -32,13 +32,13 @@ async function lockWaiter(observer: Client, fragment: string): Promise<{ ageSeco
   'a push waiting on an emptied partition while retention removes it',
   () => {
     let app: NestExpressApplication;
-    let dataSource: DataSource;
+    let dataSource: Database;
     let blocker: Client;
     let observer: Client;
 
     beforeAll(async () => {
       app = await createTestApp({ EMPTY_PARTITION_GRACE_SECONDS: String(GRACE_SECONDS) });
-      dataSource = app.get(DataSource);
+      dataSource = app.get(Database);
       blocker = await openSession();
       observer = await openSession();
     });

@@ -1,4 +1,4 @@
-import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
 import { waitFor } from './wait';
 
 /**
@@ -9,8 +9,8 @@ import { waitFor } from './wait';
  * its rows. The broker guards its own statements (DatabaseEngine); this
  * guards the tests', which share the database with other files' brokers.
  */
-export function sql<T = any>(dataSource: DataSource, text: string, parameters?: unknown[]): Promise<T> {
-  return dataSource.transaction((manager) => manager.query(text, parameters));
+export function sql<T = any>(dataSource: Database, text: string, parameters?: unknown[]): Promise<T> {
+  return dataSource.transaction((session) => session.query(text, parameters)) as Promise<T>;
 }
 
 export interface CursorRow {
@@ -27,7 +27,7 @@ export interface CursorRow {
 }
 
 /** Every consumer row of a queue, straight from the table, ordered by group and partition name. */
-export async function cursors(dataSource: DataSource, tenantId: string, queue: string): Promise<CursorRow[]> {
+export async function cursors(dataSource: Database, tenantId: string, queue: string): Promise<CursorRow[]> {
   const rows: Array<Record<string, unknown>> = await sql(
     dataSource,
     `SELECT p.name AS partition, c.consumer_group, c.committed_offset, c.delivered_offset, c.lease_id,
@@ -55,7 +55,7 @@ export async function cursors(dataSource: DataSource, tenantId: string, queue: s
 }
 
 /** Counts of what a tenant has stored, to prove a refused request changed nothing. */
-export async function storedCounts(dataSource: DataSource, tenantId: string): Promise<Record<string, number>> {
+export async function storedCounts(dataSource: Database, tenantId: string): Promise<Record<string, number>> {
   const [row] = await sql(
     dataSource,
     `SELECT (SELECT count(*)::int FROM queues WHERE tenant_id = $1) AS queues,
@@ -70,7 +70,7 @@ export async function storedCounts(dataSource: DataSource, tenantId: string): Pr
 }
 
 /** Makes the tenant's messages (and dead letters) look pushed `seconds` earlier, keeping their order. */
-export async function ageMessages(dataSource: DataSource, tenantId: string, seconds: number): Promise<void> {
+export async function ageMessages(dataSource: Database, tenantId: string, seconds: number): Promise<void> {
   await sql(
     dataSource,
     `UPDATE messages SET created_at = created_at - make_interval(secs => $2) WHERE tenant_id = $1`,
@@ -84,7 +84,7 @@ export async function ageMessages(dataSource: DataSource, tenantId: string, seco
 }
 
 /** Ends a lease (every row it holds) by the database clock, as if its time had run out. */
-export async function expireLeases(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
+export async function expireLeases(dataSource: Database, tenantId: string, leaseId: string): Promise<void> {
   await sql(
     dataSource,
     `UPDATE consumers SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND lease_id = $2`,
@@ -93,7 +93,7 @@ export async function expireLeases(dataSource: DataSource, tenantId: string, lea
 }
 
 /** Seconds from the database's now() to the expiry of each row held by a lease. */
-export async function leaseSecondsLeft(dataSource: DataSource, tenantId: string, leaseId: string): Promise<number[]> {
+export async function leaseSecondsLeft(dataSource: Database, tenantId: string, leaseId: string): Promise<number[]> {
   const rows: Array<{ left: string }> = await sql(
     dataSource,
     `SELECT extract(epoch FROM lease_expires_at - now()) AS left FROM consumers WHERE tenant_id = $1 AND lease_id = $2`,
@@ -121,7 +121,7 @@ const TENANT_TABLES = [
  * PostgreSQL renders it (so timestamps keep their microseconds). Equal
  * snapshots mean a request changed nothing at all.
  */
-export async function tenantSnapshot(dataSource: DataSource, tenantId: string): Promise<Record<string, string[]>> {
+export async function tenantSnapshot(dataSource: Database, tenantId: string): Promise<Record<string, string[]>> {
   const snapshot: Record<string, string[]> = {};
   for (const table of TENANT_TABLES) {
     const rows: Array<{ row: string }> = await sql(
@@ -136,7 +136,7 @@ export async function tenantSnapshot(dataSource: DataSource, tenantId: string): 
 }
 
 /** Waits until every lease row held by the lease has run out by the database's clock. */
-export async function waitUntilExpired(dataSource: DataSource, tenantId: string, leaseId: string): Promise<void> {
+export async function waitUntilExpired(dataSource: Database, tenantId: string, leaseId: string): Promise<void> {
   await waitFor(
     async () => (await leaseSecondsLeft(dataSource, tenantId, leaseId)).every((left) => left <= 0),
     `lease ${leaseId} running out`,

@@ -1,5 +1,5 @@
 import { INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
 import { uuidv7 } from '../../src/common/uuid';
 import { AckService } from '../../src/ack/ack.service';
 import { PopService } from '../../src/pop/pop.service';
@@ -63,7 +63,7 @@ export async function createLease(
   if (!popped?.leaseId || popped.partitionsClaimed !== partitions.length) {
     throw new Error(`pop claimed ${popped?.partitionsClaimed ?? 0} of ${partitions.length} partitions`);
   }
-  const dataSource = app.get(DataSource);
+  const dataSource = app.get(Database);
   const rows: Array<{ id: string }> = await sql(
     dataSource,
     `SELECT p.id FROM partitions AS p JOIN queues AS q ON q.tenant_id = p.tenant_id AND q.id = p.queue_id
@@ -111,7 +111,7 @@ export async function releaseLease(
 }
 
 /** Seconds from the database's now() to each row's expiry, in partition order (null when released). */
-export async function secondsLeft(dataSource: DataSource, tenantId: string, partitionIds: string[]): Promise<number[]> {
+export async function secondsLeft(dataSource: Database, tenantId: string, partitionIds: string[]): Promise<number[]> {
   const rows: Array<{ left: string | null }> = await sql(
     dataSource,
     `SELECT extract(epoch FROM lease_expires_at - now()) AS left
@@ -124,7 +124,7 @@ export async function secondsLeft(dataSource: DataSource, tenantId: string, part
 }
 
 /** Each row's expiry rendered by PostgreSQL in the contract's format, in partition order. */
-export async function expiries(dataSource: DataSource, tenantId: string, partitionIds: string[]): Promise<string[]> {
+export async function expiries(dataSource: Database, tenantId: string, partitionIds: string[]): Promise<string[]> {
   const rows: Array<{ expires_at: string }> = await sql(
     dataSource,
     `SELECT to_char(lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS expires_at
@@ -137,7 +137,7 @@ export async function expiries(dataSource: DataSource, tenantId: string, partiti
 }
 
 /** Seconds from the database's now() to an ISO timestamp from a response. */
-export async function secondsUntil(dataSource: DataSource, isoTimestamp: string): Promise<number> {
+export async function secondsUntil(dataSource: Database, isoTimestamp: string): Promise<number> {
   const [row] = await sql(dataSource, 'SELECT extract(epoch FROM $1::timestamptz - now()) AS left', [isoTimestamp]);
   return Number(row.left);
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
 import { uuidv7 } from '../../src/common/uuid';
 
 /** What one tenant owns after a push, a pop that is still leased, a consumer group and a dead letter. */
@@ -26,7 +26,7 @@ export const randomHex = (bytes = 4) => randomBytes(bytes).toString('hex');
  * lease on both for the queue-mode consumer, a named consumer group, and one
  * dead letter.
  */
-export async function createOwnedQueue(dataSource: DataSource, tenantId: string): Promise<OwnedQueue> {
+export async function createOwnedQueue(dataSource: Database, tenantId: string): Promise<OwnedQueue> {
   const owned: OwnedQueue = {
     queue: `orders-${randomHex()}`,
     queueId: uuidv7(),

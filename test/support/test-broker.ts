@@ -1,11 +1,11 @@
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
 import { BrokerClient } from './broker-client';
 import { createTestApp, newTenant } from './test-app';
 
 export interface TestBroker {
   readonly app: NestExpressApplication;
-  readonly dataSource: DataSource;
+  readonly dataSource: Database;
   /** A client of a tenant of its own, new for every test. */
   readonly client: BrokerClient;
 }
@@ -17,11 +17,11 @@ export interface TestBroker {
  * once the block starts.
  */
 export function useTestBroker(env: Record<string, string> = {}): TestBroker {
-  const broker = {} as { app: NestExpressApplication; dataSource: DataSource; client: BrokerClient };
+  const broker = {} as { app: NestExpressApplication; dataSource: Database; client: BrokerClient };
 
   beforeAll(async () => {
     broker.app = await createTestApp(env);
-    broker.dataSource = broker.app.get(DataSource);
+    broker.dataSource = broker.app.get(Database);
   });
 
   afterAll(async () => {
