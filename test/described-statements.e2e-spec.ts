@@ -64,7 +64,7 @@ const INSERT: QueryConfig = {
       answer(await queryNamed(on(), INSERT)),
       answer(await queryPipelined(on(), SERIES, ['BEGIN'], ['COMMIT'])),
     ];
-    // The first pass prepares them (queryTogether goes one by one until every statement is parsed).
+    // The first pass parses them, each in its own round trip's messages.
     await roundTrip();
     const descriptions = countMessages(client, 'rowDescription');
     const described = await roundTrip();
@@ -86,6 +86,49 @@ const INSERT: QueryConfig = {
     expect(described[2].fields).toEqual([]);
     expect((await client.query('SELECT count(*)::int AS n FROM described_rows')).rows).toEqual([{ n: 9 }]);
     descriptions.stop();
+  });
+
+  it('parses statements new to the connection in the round trip that first runs them, each under its own name', async () => {
+    const parsed = () => (client as unknown as { connection: { parsedStatements: Record<string, string> } }).connection;
+    const trips = countMessages(client, 'readyForQuery');
+    const first = (await queryTogether(on(), [SERIES, TYPED, INSERT])).map(answer);
+    expect(trips.count).toBe(1);
+    expect(Object.keys(parsed().parsedStatements).sort()).toEqual([INSERT.name, SERIES.name, TYPED.name].sort());
+
+    expect((await queryTogether(on(), [SERIES, TYPED, INSERT])).map(answer)).toEqual(first);
+    expect(trips.count).toBe(2);
+    trips.stop();
+  });
+
+  it('parses a new statement again after its parse failed in a round trip with others', async () => {
+    const missing: QueryConfig = {
+      name: 'described_later',
+      text: 'SELECT count(*)::int AS n FROM pg_temp.described_later WHERE $1::int = 1',
+      values: [1],
+    };
+    await expect(queryTogether(on(), [SERIES, missing, TYPED])).rejects.toThrow('does not exist');
+    const connection = (client as unknown as { connection: { parsedStatements: Record<string, string> } }).connection;
+    // The statement before the failure was parsed; the failed one and the one skipped after it were not.
+    expect(connection.parsedStatements[SERIES.name!]).toBe(SERIES.text);
+    expect(connection.parsedStatements[missing.name!]).toBeUndefined();
+    expect(connection.parsedStatements[TYPED.name!]).toBeUndefined();
+
+    await client.query('CREATE TEMP TABLE described_later (n int)');
+    const [series, later, typed] = await queryTogether(on(), [SERIES, missing, TYPED]);
+    expect([series.rowCount, later.rows, typed.rowCount]).toEqual([3, [{ n: 0 }], 1]);
+  });
+
+  it('parses a first statement again whose parse failed behind BEGIN, which pg had taken for parsed', async () => {
+    const missing: QueryConfig = {
+      name: 'described_first_later',
+      text: 'SELECT count(*)::int AS n FROM pg_temp.described_first_later WHERE $1::int = 1',
+      values: [1],
+    };
+    await expect(queryPipelined(on(), missing, ['BEGIN'], ['COMMIT'])).rejects.toThrow('does not exist');
+    await client.query('ROLLBACK');
+
+    await client.query('CREATE TEMP TABLE described_first_later (n int)');
+    expect((await queryPipelined(on(), missing, ['BEGIN'], ['COMMIT'])).rows).toEqual([{ n: 0 }]);
   });
 
   it('answers right after a failed execution, and describes a statement with types of its own every time', async () => {

@@ -69,17 +69,18 @@ interface Step {
   rowsDescribed?: boolean;
 }
 
-/** A Parse written in the round trip: named ones of `after` are recorded as parsed when the server says so. */
+/** A Parse written in the round trip: a named one is recorded when the server says it parsed it. */
 interface Parse {
-  after?: { name: string; text: string };
+  named?: { name: string; text: string };
 }
 
 /**
  * One Sync: PostgreSQL skips all after the first failure, so a COMMIT in `after` commits only on success. A named
- * statement in `after` is parsed by its name (once per connection, so a generic plan can serve it from then on, as it
- * serves the first statement): pg records every ParseComplete as the first statement's, so this query counts them,
- * and records one of `after`'s only once its own ParseComplete came back. The first statement and those `together`
- * with it are described once per connection (see `described`); `before` and `after` are never described.
+ * statement of `together` or `after` is parsed by its name where it is new (once per connection, so a generic plan can
+ * serve it from then on, as it serves the first statement): pg records every ParseComplete as the first statement's,
+ * so this query counts them, and records one of the others only once its own ParseComplete came back. The first
+ * statement and those `together` with it are described once per connection (see `described`); `before` and `after`
+ * are never described.
  */
 class PipelinedQuery extends Query {
   private readonly parses: Parse[] = [];
@@ -111,7 +112,7 @@ class PipelinedQuery extends Query {
       this.steps.push({ describes: false });
     }
     if (!this.hasBeenParsed(connection)) {
-      this.parses.push({});
+      this.parses.push(this.name ? { named: { name: this.name, text: this.text! } } : {});
       connection.parse({ text: this.text!, name: this.name });
       if (this.name) connection.submittedNamedStatements[this.name] = this.text!;
     }
@@ -127,16 +128,20 @@ class PipelinedQuery extends Query {
     this.describe(connection, this.name, this.text);
     connection.execute({ portal: '' });
     for (const statement of this.together) {
-      connection.bind({ statement: statement.name, values: statement.values, valueMapper: prepareValue });
-      this.describe(connection, statement.name, statement.text);
+      const name = this.parseIfNew(connection, statement);
+      connection.bind({ statement: name, values: statement.values, valueMapper: prepareValue });
+      this.describe(connection, name || undefined, statement.text);
       connection.execute({ portal: '' });
     }
     for (const statement of this.after) {
-      this.writeAfter(connection, statement);
+      const name = this.parseIfNew(connection, statement);
+      const { values = [] } = typeof statement === 'string' ? {} : statement;
+      connection.bind({ statement: name, values, valueMapper: prepareValue });
+      connection.execute({ portal: '' });
       this.steps.push({ describes: false });
     }
     connection.sync();
-    if (this.parses.some((parse) => parse.after)) this.countParses(connection);
+    if (this.parses.some((parse) => parse.named)) this.countParses(connection);
     this.enter(this.steps[0]);
   }
 
@@ -203,7 +208,7 @@ class PipelinedQuery extends Query {
 
   private countParses(connection: Connection): void {
     const onParse = (): void => {
-      const parsed = this.parses.shift()?.after;
+      const parsed = this.parses.shift()?.named;
       if (!parsed) return;
       connection.parsedStatements[parsed.name] = parsed.text;
       delete connection.submittedNamedStatements[parsed.name];
@@ -212,34 +217,39 @@ class PipelinedQuery extends Query {
     this.listening = { connection, onParse };
   }
 
-  private writeAfter(connection: Connection, statement: Statement): void {
+  /** Parses the statement where this connection does not know it yet; answers the name to bind ('' for unnamed). */
+  private parseIfNew(connection: Connection, statement: Statement): string {
     const name = typeof statement === 'string' ? undefined : statement.name;
-    const { text, values = [] } = typeof statement === 'string' ? { text: statement } : statement;
+    const text = typeof statement === 'string' ? statement : statement.text;
     const known =
       name === undefined ? undefined : (connection.parsedStatements[name] ?? connection.submittedNamedStatements[name]);
     // A name pg knows for another text would be refused: that statement goes unnamed, as one without a name does.
     if (name === undefined || (known !== undefined && known !== text)) {
-      writeUnnamed(connection, statement);
+      connection.parse({ text, name: '' });
       this.parses.push({});
-      return;
+      return '';
     }
     if (known === undefined) {
       connection.parse({ text, name });
       connection.submittedNamedStatements[name] = text;
-      this.parses.push({ after: { name, text } });
+      this.parses.push({ named: { name, text } });
     }
-    connection.bind({ statement: name, values, valueMapper: prepareValue });
-    connection.execute({ portal: '' });
+    return name;
   }
 
-  /** What did not come back parsed was skipped after a failure: it is parsed again next time. */
+  /**
+   * What did not come back parsed failed or was skipped after a failure: it is parsed again next time. pg may have
+   * recorded the first statement on an earlier statement's ParseComplete, so that record goes too.
+   */
   private stopCounting(): void {
     if (!this.listening) return;
     const { connection, onParse } = this.listening;
     this.listening = undefined;
     connection.removeListener('parseComplete', onParse);
-    for (const { after } of this.parses.splice(0)) {
-      if (after) delete connection.submittedNamedStatements[after.name];
+    for (const { named } of this.parses.splice(0)) {
+      if (!named) continue;
+      delete connection.submittedNamedStatements[named.name];
+      if (connection.parsedStatements[named.name] === named.text) delete connection.parsedStatements[named.name];
     }
   }
 }
@@ -263,10 +273,7 @@ function writeUnnamed(connection: Connection, statement: Statement): void {
   connection.execute({ portal: '' });
 }
 
-/**
- * pg records every ParseComplete of a round trip as the named statement's: had a named statement not yet parsed
- * here failed to parse, pg would take it for prepared from then on, so `before` then goes in its own round trip.
- */
+/** One statement, with `before` ahead of it and `after` behind it (unread), in one round trip. */
 export async function queryPipelined<R extends QueryResultRow>(
   client: PoolClient,
   statement: QueryConfig,
@@ -294,24 +301,15 @@ export function queryTogether(client: PoolClient, statements: readonly QueryConf
 
 /**
  * Statements that do not depend on each other's results, every one's rows read, with `before` ahead of them and `after`
- * behind them (unread) in one round trip. One not yet parsed on this connection makes them go one by one: pg could
- * not tell whose ParseComplete is whose.
+ * behind them (unread) in one round trip, those new to the connection parsed in it too.
  */
-export async function queryAllPipelined(
+export function queryAllPipelined(
   client: PoolClient,
   statements: readonly QueryConfig[],
   before: readonly string[],
   after: readonly Statement[],
 ): Promise<QueryResult[]> {
   const [first, ...rest] = statements;
-  if (rest.some((statement) => statement.name === undefined || !preparedOn(client, statement.name))) {
-    const results: QueryResult[] = [];
-    for (const [index, statement] of statements.entries()) {
-      const last = index === statements.length - 1;
-      results.push(await queryPipelined(client, statement, index === 0 ? before : [], last ? after : []));
-    }
-    return results;
-  }
   return pipeline(client, first, rest, before, after);
 }
 
@@ -322,10 +320,6 @@ async function pipeline<R extends QueryResultRow>(
   before: readonly string[],
   after: readonly Statement[],
 ): Promise<Array<QueryResult<R>>> {
-  if (before.length > 0 && first.name && !preparedOn(client, first.name)) {
-    await client.query(before.join('; '));
-    before = [];
-  }
   return new Promise((resolve, reject) => {
     const query = new PipelinedQuery(first, before, after, together);
     query.callback = (error, result) => {
@@ -338,11 +332,6 @@ async function pipeline<R extends QueryResultRow>(
     };
     void client.query(query as never);
   });
-}
-
-function preparedOn(client: PoolClient, name: string): boolean {
-  const connection = (client as unknown as { connection: { parsedStatements: Record<string, string> } }).connection;
-  return connection.parsedStatements[name] !== undefined;
 }
 
 type Query = PoolClient['query'];

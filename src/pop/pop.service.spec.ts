@@ -362,7 +362,7 @@ describe('PopService.pop', () => {
         { reads: 0, commits: 1 },
       ]);
       expect(leases).toEqual([30, 30, 30]);
-      // The claim last: were the two sent one at a time, its locks would be held for one round trip only.
+      // The claim last: its locks are taken at the end of the round trip, after the look.
       expect(calls.committed).toEqual([['leasehold_claim'], ['look', 'leasehold_claim'], ['look', 'leasehold_claim']]);
     });
 

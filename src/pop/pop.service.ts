@@ -287,7 +287,7 @@ export class PopService {
     if (known) {
       const attempt = await this.claimOnce(tenantId, queueName, options, signal, async (unit, claimOn) => {
         const { request, claim } = claimOn(known);
-        // The claim last: where they cannot share a round trip, its locks are then held for one only, as a first pop's.
+        // The claim last: its locks are taken after the look, at the end of the round trip.
         const [seen, claimed] = await unit.commitWithAll([target(), claim] as const);
         this.remember(key, seen);
         return claimed.length > 0 || sameTarget(known, seen) ? { claimed, request } : undefined;
