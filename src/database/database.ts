@@ -50,6 +50,9 @@ export class Database {
   }
 
   async query<T = any>(text: string, values?: unknown[]): Promise<T[]> {
+    // The embedded server interleaves other connections' messages into a statement with parameters sent outside a
+    // transaction (DatabaseEngine); inside one it does not.
+    if (values !== undefined && values.length > 0) return this.transaction((session) => session.query<T>(text, values));
     const client = await this.pool.connect();
     try {
       return await queryRows<T>(client, text, values);
