@@ -1,7 +1,6 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import type { PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
-import { Database, queryRows } from './database';
-import { canRollBack } from './guarded-pool';
+import { Database, inTransaction, queryEach, queryRows } from './database';
 import { QueryFailedError } from './query-failed-error';
 import { queryNamed, queryTogether } from './pipelined-query';
 
@@ -27,22 +26,7 @@ export class DatabaseEngine implements OnModuleInit {
   /** Named on PostgreSQL (described once per connection); unnamed on the embedded database (one shared session). */
   runWhole<R extends QueryResultRow>(client: PoolClient, statement: QueryConfig): Promise<QueryResult<R>> {
     if (!this.embedded) return queryNamed<R>(client, statement);
-    return this.runInTransaction<R>(client, statement);
-  }
-
-  private async runInTransaction<R extends QueryResultRow>(
-    client: PoolClient,
-    statement: QueryConfig,
-  ): Promise<QueryResult<R>> {
-    await client.query('BEGIN');
-    try {
-      const result = await client.query<R>({ text: statement.text, values: statement.values });
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      if (canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    }
+    return inTransaction(client, () => client.query<R>({ text: statement.text, values: statement.values }));
   }
 
   /** Named, so it is parsed (and, on a generic plan, planned) once per connection; unnamed on the embedded database. */
@@ -65,11 +49,7 @@ export class DatabaseEngine implements OnModuleInit {
     client: PoolClient,
     statements: ReadonlyArray<QueryConfig & { values: unknown[] }>,
   ): Promise<unknown[][]> {
-    if (this.embedded) {
-      const results: unknown[][] = [];
-      for (const { text, values } of statements) results.push(await queryRows(client, text, values));
-      return results;
-    }
+    if (this.embedded) return queryEach(client, statements);
     try {
       return (await queryTogether(client, statements)).map((result) => result.rows as unknown[]);
     } catch (error) {

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { ClientBase, PoolConfig } from 'pg';
+import type { ClientBase, PoolClient, PoolConfig } from 'pg';
 import { canRollBack, GuardedPool } from './guarded-pool';
 import { QueryFailedError } from './query-failed-error';
 
@@ -27,6 +27,30 @@ export async function queryRows<T = any>(client: ClientBase, text: string, value
   } catch (error) {
     logger.warn(`${error instanceof Error ? error.message : String(error)} in: ${briefly(text)}`);
     throw new QueryFailedError(text, values, error);
+  }
+}
+
+/** Statements one after another on one connection, each one's rows: a round trip's worth, sent one at a time. */
+export async function queryEach(
+  client: ClientBase,
+  statements: ReadonlyArray<{ text: string; values?: unknown[] }>,
+): Promise<unknown[][]> {
+  const results: unknown[][] = [];
+  for (const { text, values } of statements) results.push(await queryRows(client, text, values));
+  return results;
+}
+
+/** BEGIN, the work and COMMIT on one connection; rolled back when the work fails. */
+export async function inTransaction<T>(client: PoolClient, work: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    const result = await work();
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    // Not behind a statement still in flight: the guarded pool closes that connection instead.
+    if (canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
   }
 }
 
@@ -66,14 +90,7 @@ export class Database {
   async transaction<T>(work: (session: Session) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     try {
-      await client.query('BEGIN');
-      const result = await work(sessionOf(client));
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      // Not behind a statement still in flight: the guarded pool closes that connection instead.
-      if (canRollBack(client, error)) await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
+      return await inTransaction(client, () => work(sessionOf(client)));
     } finally {
       client.release();
     }

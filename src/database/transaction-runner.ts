@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { PoolClient, QueryConfig } from 'pg';
 import { ConnectionLostError, databaseFailureOf } from '../common/database-errors';
 import { APP_CONFIG, AppConfig } from '../config/app-config';
-import { Database, queryRows, Session, sessionOf } from './database';
+import { Database, queryEach, Session, sessionOf } from './database';
 import { acquireWithin, monotonicNow, withinBudget, workBudgetMs } from './deadline';
 import { asQueryFailed, DatabaseEngine } from './database-engine';
 import { canRollBack } from './guarded-pool';
@@ -161,11 +161,8 @@ export class TransactionRunner {
         const commitWith = async (statements: readonly SentStatement[]): Promise<unknown[][]> => {
           if (commitAsked) throw new Error('a unit of work commits once');
           commitAsked = true;
-          if (!begin) {
-            const found: unknown[][] = [];
-            for (const { text, values } of statements) found.push(await queryRows(client, text, values));
-            return found;
-          }
+          // The embedded database's: the statements one at a time, the COMMIT when the work is done.
+          if (!begin) return this.engine.preparedTogether(client, statements);
           const found = await this.commit(client, begin, withCommit?.(), statements);
           committed = true;
           return found;
@@ -224,7 +221,7 @@ export class TransactionRunner {
       throw new Error('a unit of work that commits with a statement has no last statement');
     }
     const sent = [...first, ...(read ?? [last]), usage, ...checks].filter((given) => given !== undefined);
-    const [statement, ...more] = sent;
+    const [statement] = sent;
     if (begin?.failure) throw begin.failure;
     const beginWith = begin && !begin.sent ? ['BEGIN'] : [];
     begin?.end();
@@ -250,7 +247,7 @@ export class TransactionRunner {
       }
       return found;
     }
-    for (const given of statement ? [statement, ...more] : []) await queryRows(client, given.text, given.values);
+    await queryEach(client, sent);
     await sendSimple(client, [...before, 'COMMIT'].join('; '));
     return [];
   }
