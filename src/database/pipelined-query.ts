@@ -26,7 +26,10 @@ interface Result {
 const prepareValue = (pg as unknown as { utils: { prepareValue: unknown } }).utils.prepareValue;
 
 /** pg's Query, with steps missing from its published types. */
-const Query = pg.Query as unknown as new (config: QueryConfig) => {
+const Query = pg.Query as unknown as new (
+  config: QueryConfig | string,
+  values?: unknown[],
+) => {
   text?: string;
   name?: string;
   values?: unknown[];
@@ -95,7 +98,8 @@ class PipelinedQuery extends Query {
     private readonly after: readonly Statement[],
     private readonly together: readonly QueryConfig[] = [],
   ) {
-    super(config);
+    super(...queryArguments(config));
+    this.name = config.name;
   }
 
   requiresPreparation(): boolean {
@@ -252,6 +256,18 @@ class PipelinedQuery extends Query {
       if (connection.parsedStatements[named.name] === named.text) delete connection.parsedStatements[named.name];
     }
   }
+}
+
+/** What pg's Query takes from a config besides its text, values and name. */
+const QUERY_OPTIONS = ['types', 'rowMode', 'binary', 'rows', 'queryMode', 'portal', 'callback'] as const;
+
+/**
+ * pg copies a config object by its property descriptors, a cost in every round trip: one that carries no more than a
+ * text, values and a name (every statement of the broker's) goes as its text and values, the name set afterwards.
+ */
+function queryArguments(config: QueryConfig): [QueryConfig | string, unknown[]?] {
+  const other = config as { [key in (typeof QUERY_OPTIONS)[number]]?: unknown };
+  return QUERY_OPTIONS.every((key) => other[key] === undefined) ? [config.text, config.values] : [config];
 }
 
 function describedOn(connection: Connection): Map<string, Described> {
