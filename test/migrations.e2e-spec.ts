@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { loadConfig } from '../src/config/load-config';
@@ -5,9 +7,10 @@ import { Database } from '../src/database/database';
 import { buildDataSourceOptions } from '../src/database/data-source-options';
 import { MIGRATIONS, MIGRATIONS_TABLE } from '../src/database/migrations';
 import { poolConfig } from '../src/database/pool-config';
-import { migrateDatabase, migrationsUpToDate, runMigrations } from '../src/database/run-migrations';
+import { MIGRATION_LOCK_KEY, migrateDatabase, migrationsUpToDate, runMigrations } from '../src/database/run-migrations';
 import { ScratchDatabase } from './support/scratch-database';
 import { onEmbeddedDatabase } from './support/test-app';
+import { waitFor } from './support/wait';
 
 interface Applied {
   timestamp: string;
@@ -74,6 +77,51 @@ async function withCli<T>(url: string, work: (dataSource: DataSource) => Promise
 
       expect(await appliedIn(scratch.url)).toEqual(EVERY_MIGRATION);
     } finally {
+      await scratch.drop();
+    }
+  }, 120_000);
+
+  it('run by hand (npm run migration:run) under the lock a starting broker holds', async () => {
+    const scratch = await ScratchDatabase.create('leasehold_migrated_by_hand', { migrated: false });
+    const holder = new Client({ connectionString: scratch.url });
+    await holder.connect();
+    let exited: Promise<number | null> | undefined;
+    try {
+      // A broker migrating this database now holds the lock.
+      await holder.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
+      exited = new Promise((resolve) => {
+        const root = join(__dirname, '..');
+        const child = execFile(
+          process.execPath,
+          ['-r', join(root, 'test/support/ts-register.js'), join(root, 'scripts/migrate.ts')],
+          { cwd: root, env: { ...process.env, DATABASE_URL: scratch.url } },
+        );
+        child.on('exit', resolve);
+      });
+      await waitFor(
+        async () => {
+          const { rows } = await holder.query<{ asking: boolean }>(
+            `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+                               AND application_name = 'leasehold-migrations'
+                               AND query LIKE '%pg_try_advisory_lock%') AS asking`,
+          );
+          return rows[0].asking;
+        },
+        'the script asking for the migrations lock',
+        60_000,
+      );
+      // Asked for the lock and not given it: nothing applied yet.
+      const { rows } = await holder.query<{ table: string | null }>(
+        `SELECT to_regclass('${MIGRATIONS_TABLE}')::text AS table`,
+      );
+      expect(rows[0].table).toBeNull();
+
+      await holder.query(`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
+      await expect(exited).resolves.toBe(0);
+      expect(await appliedIn(scratch.url)).toEqual(EVERY_MIGRATION);
+    } finally {
+      await holder.end();
+      await exited;
       await scratch.drop();
     }
   }, 120_000);

@@ -7,7 +7,7 @@ import { MIGRATIONS, MIGRATIONS_TABLE } from './migrations';
 import { connectSession } from './session-settings';
 
 /** Arbitrary but fixed: every broker process contends for the same key. */
-const MIGRATION_LOCK_KEY = 7_346_291_044;
+export const MIGRATION_LOCK_KEY = 7_346_291_044;
 
 /** How often a broker waiting for another's migrations asks for the lock again. */
 const LOCK_RETRY_MS = 250;
