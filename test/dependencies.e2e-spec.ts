@@ -30,6 +30,7 @@ describe('package.json engines', () => {
 /** The code uses these packages' internals (docs/internals.md): an upgrade is a change of its own, tested. */
 const INTERNALS_USED: Record<string, 'exact' | 'patch'> = {
   pg: 'exact',
+  'pg-protocol': 'exact',
   express: 'patch',
   '@nestjs/common': 'patch',
   '@nestjs/core': 'patch',

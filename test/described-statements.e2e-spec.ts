@@ -131,6 +131,49 @@ const INSERT: QueryConfig = {
     expect((await queryPipelined(on(), missing, ['BEGIN'], ['COMMIT'])).rows).toEqual([{ n: 0 }]);
   });
 
+  it('writes a round trip to the socket once, whatever it holds', async () => {
+    const stream = (client as unknown as { connection: { stream: { write: (...args: unknown[]) => boolean } } })
+      .connection.stream;
+    const write = stream.write;
+    let writes = 0;
+    stream.write = (...args: unknown[]) => {
+      writes += 1;
+      return write.apply(stream, args);
+    };
+    try {
+      const results = await queryTogether(on(), [TYPED, SERIES, INSERT]);
+      expect(writes).toBe(1);
+      expect(results.map((result) => result.rowCount)).toEqual([1, 3, 1]);
+
+      writes = 0;
+      await queryPipelined(on(), SERIES, ['BEGIN'], [{ text: 'INSERT INTO described_rows (n) VALUES (2)' }, 'COMMIT']);
+      expect(writes).toBe(1);
+    } finally {
+      stream.write = write;
+    }
+    expect((await client.query('SELECT n FROM described_rows ORDER BY n')).rows).toEqual([{ n: 1 }, { n: 2 }]);
+  });
+
+  it('refuses a value it cannot send, parsing nothing half, and the connection answers the next statement', async () => {
+    const unsendable = {
+      toPostgres: () => {
+        throw new Error('cannot be sent');
+      },
+    };
+    const broken: QueryConfig = { name: 'described_unsendable', text: 'SELECT $1::text AS t', values: [unsendable] };
+    await expect(queryNamed(on(), broken)).rejects.toThrow('cannot be sent');
+    expect((await queryNamed(on(), { ...broken, values: ['sent'] })).rows).toEqual([{ t: 'sent' }]);
+    expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+
+    // Behind BEGIN, whose ParseComplete pg also takes for the statement's: the transaction is open and rolls back.
+    const behind: QueryConfig = { ...broken, name: 'described_unsendable_behind' };
+    await expect(queryPipelined(on(), behind, ['BEGIN'], [])).rejects.toThrow('cannot be sent');
+    await client.query('ROLLBACK');
+    expect((await queryPipelined(on(), { ...behind, values: ['again'] }, ['BEGIN'], ['COMMIT'])).rows).toEqual([
+      { t: 'again' },
+    ]);
+  });
+
   it('answers right after a failed execution, and describes a statement with types of its own every time', async () => {
     const divide: QueryConfig = { name: 'described_divide', text: 'SELECT 10 / $1::int AS q', values: [2] };
     expect((await queryNamed(on(), divide)).rows).toEqual([{ q: 5 }]);

@@ -1,14 +1,10 @@
 import pg, { FieldDef, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+import { serialize } from 'pg-protocol';
 
 interface Connection {
-  parse(message: { text: string; name?: string }): void;
-  bind(message: { statement?: string; values?: unknown[]; valueMapper?: unknown }): void;
-  describe(message: { type: 'P'; name: string }): void;
-  execute(message: { portal?: string; rows?: number }): void;
-  sync(): void;
+  stream: { writable: boolean; write(chunk: Buffer): boolean };
   on(event: 'parseComplete', listener: () => void): void;
   removeListener(event: 'parseComplete', listener: () => void): void;
-  close(message: { type: 'S'; name: string }): void;
   /** pg's record of the named statements parsed on this connection, and of those whose parse is on its way. */
   parsedStatements: Record<string, string>;
   submittedNamedStatements: Record<string, string>;
@@ -23,7 +19,53 @@ interface Result {
 }
 
 /** pg's own conversion of parameters, which its published types leave out. */
-const prepareValue = (pg as unknown as { utils: { prepareValue: unknown } }).utils.prepareValue;
+const prepareValue = (pg as unknown as { utils: { prepareValue: (value: unknown) => unknown } }).utils.prepareValue;
+
+const DESCRIBE_PORTAL = serialize.describe({ type: 'P', name: '' });
+const EXECUTE_PORTAL = serialize.execute({ portal: '' });
+const SYNC = serialize.sync();
+
+/**
+ * A round trip's protocol messages, written to the socket as one buffer: pg writes each message on its own, and the
+ * socket's queue of them, and its writev, cost more than a copy into one buffer.
+ */
+class Wire {
+  private readonly messages: Buffer[] = [];
+
+  /** How many messages it holds, for `truncate`. */
+  get size(): number {
+    return this.messages.length;
+  }
+
+  truncate(size: number): void {
+    this.messages.length = size;
+  }
+
+  parse(text: string, name = ''): void {
+    this.messages.push(serialize.parse({ text, name }));
+  }
+
+  bind(statement: string | undefined, values: unknown[] | undefined): void {
+    this.messages.push(serialize.bind({ statement, values, valueMapper: prepareValue }));
+  }
+
+  describe(): void {
+    this.messages.push(DESCRIBE_PORTAL);
+  }
+
+  execute(): void {
+    this.messages.push(EXECUTE_PORTAL);
+  }
+
+  sync(): void {
+    this.messages.push(SYNC);
+  }
+
+  /** As pg does, nothing goes to a socket that no longer takes writes: its error reaches the query on its own. */
+  writeTo(connection: Connection): void {
+    if (connection.stream.writable) connection.stream.write(Buffer.concat(this.messages));
+  }
+}
 
 /** pg's Query, with steps missing from its published types. */
 const Query = pg.Query as unknown as new (
@@ -109,42 +151,48 @@ class PipelinedQuery extends Query {
   /** pg's own steps (parse if new, bind, describe, execute), with `before`, `together` and `after` around them. */
   prepare(connection: Connection): void {
     this.known = describedOn(connection);
+    const wire = new Wire();
     // Unnamed: pg records a parse as the named statement's, so a named one here could be recorded wrongly.
     for (const text of this.before) {
-      writeUnnamed(connection, text);
+      writeUnnamed(wire, text);
       this.parses.push({});
       this.steps.push({ describes: false });
     }
+    const parseAt = wire.size;
     if (!this.hasBeenParsed(connection)) {
       this.parses.push(this.name ? { named: { name: this.name, text: this.text! } } : {});
-      connection.parse({ text: this.text!, name: this.name });
+      wire.parse(this.text!, this.name);
       if (this.name) connection.submittedNamedStatements[this.name] = this.text!;
     }
     try {
-      connection.bind({ statement: this.name, values: this.values, valueMapper: prepareValue });
+      wire.bind(this.name, this.values);
     } catch (error) {
-      // As pg does: a value it cannot send leaves no statement half parsed behind.
-      connection.close({ type: 'S', name: this.name ?? '' });
-      connection.sync();
-      this.handleError(error as Error, connection);
+      // A value pg cannot send: the statement's Parse stays unsent, and what went before it ends with a Sync. pg parses
+      // and closes it again, but records the ParseComplete as parsed: every later use of the name would then fail.
+      // The count runs until ReadyForQuery, which forgets what pg recorded of the statement (stopCounting).
+      wire.truncate(parseAt);
+      wire.sync();
+      wire.writeTo(connection);
+      this.countParses(connection);
+      super.handleError(error as Error, connection);
       return;
     }
-    this.describe(connection, this.name, this.text);
-    connection.execute({ portal: '' });
+    this.describe(wire, this.name, this.text);
+    wire.execute();
     for (const statement of this.together) {
-      const name = this.parseIfNew(connection, statement);
-      connection.bind({ statement: name, values: statement.values, valueMapper: prepareValue });
-      this.describe(connection, name || undefined, statement.text);
-      connection.execute({ portal: '' });
+      const name = this.parseIfNew(connection, wire, statement);
+      wire.bind(name, statement.values);
+      this.describe(wire, name || undefined, statement.text);
+      wire.execute();
     }
     for (const statement of this.after) {
-      const name = this.parseIfNew(connection, statement);
-      const { values = [] } = typeof statement === 'string' ? {} : statement;
-      connection.bind({ statement: name, values, valueMapper: prepareValue });
-      connection.execute({ portal: '' });
+      const name = this.parseIfNew(connection, wire, statement);
+      wire.bind(name, typeof statement === 'string' ? [] : (statement.values ?? []));
+      wire.execute();
       this.steps.push({ describes: false });
     }
-    connection.sync();
+    wire.sync();
+    wire.writeTo(connection);
     if (this.parses.some((parse) => parse.named)) this.countParses(connection);
     this.enter(this.steps[0]);
   }
@@ -176,7 +224,7 @@ class PipelinedQuery extends Query {
     super.handleReadyForQuery(connection);
   }
 
-  private describe(connection: Connection, name: string | undefined, text: string | undefined): void {
+  private describe(wire: Wire, name: string | undefined, text: string | undefined): void {
     // pg's parsers depend on a query's own types and format: only the default ones are kept, under a step's name.
     const kept = this.types || this.binary ? undefined : name;
     const known = kept === undefined ? undefined : this.known?.get(kept);
@@ -184,7 +232,7 @@ class PipelinedQuery extends Query {
       this.steps.push({ describes: false, known });
       return;
     }
-    connection.describe({ type: 'P', name: '' });
+    wire.describe();
     this.steps.push({ name: kept, text, describes: true });
   }
 
@@ -222,19 +270,19 @@ class PipelinedQuery extends Query {
   }
 
   /** Parses the statement where this connection does not know it yet; answers the name to bind ('' for unnamed). */
-  private parseIfNew(connection: Connection, statement: Statement): string {
+  private parseIfNew(connection: Connection, wire: Wire, statement: Statement): string {
     const name = typeof statement === 'string' ? undefined : statement.name;
     const text = typeof statement === 'string' ? statement : statement.text;
     const known =
       name === undefined ? undefined : (connection.parsedStatements[name] ?? connection.submittedNamedStatements[name]);
     // A name pg knows for another text would be refused: that statement goes unnamed, as one without a name does.
     if (name === undefined || (known !== undefined && known !== text)) {
-      connection.parse({ text, name: '' });
+      wire.parse(text);
       this.parses.push({});
       return '';
     }
     if (known === undefined) {
-      connection.parse({ text, name });
+      wire.parse(text, name);
       connection.submittedNamedStatements[name] = text;
       this.parses.push({ named: { name, text } });
     }
@@ -282,11 +330,11 @@ function describedOn(connection: Connection): Map<string, Described> {
 /** A text, or a statement with parameters, sent unnamed. */
 type Statement = string | QueryConfig;
 
-function writeUnnamed(connection: Connection, statement: Statement): void {
+function writeUnnamed(wire: Wire, statement: Statement): void {
   const { text, values = [] } = typeof statement === 'string' ? { text: statement } : statement;
-  connection.parse({ text, name: '' });
-  connection.bind({ statement: '', values, valueMapper: prepareValue });
-  connection.execute({ portal: '' });
+  wire.parse(text);
+  wire.bind('', values);
+  wire.execute();
 }
 
 /** One statement, with `before` ahead of it and `after` behind it (unread), in one round trip. */
