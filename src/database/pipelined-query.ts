@@ -167,9 +167,9 @@ class PipelinedQuery extends Query {
     try {
       wire.bind(this.name, this.values);
     } catch (error) {
-      // A value pg cannot send: the statement's Parse stays unsent, and what went before it ends with a Sync. pg parses
-      // and closes it again, but records the ParseComplete as parsed: every later use of the name would then fail.
-      // The count runs until ReadyForQuery, which forgets what pg recorded of the statement (stopCounting).
+      // A value pg cannot send. The statement's Parse stays unsent: parsed and closed again, it would stay recorded as
+      // parsed (pg takes the ParseComplete for it) and every later use of the name would fail. What went before it
+      // ends with a Sync, and the count runs until ReadyForQuery, which forgets what pg recorded (stopCounting).
       wire.truncate(parseAt);
       wire.sync();
       wire.writeTo(connection);
