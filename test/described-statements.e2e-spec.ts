@@ -172,6 +172,13 @@ const INSERT: QueryConfig = {
     expect((await queryPipelined(on(), { ...behind, values: ['again'] }, ['BEGIN'], ['COMMIT'])).rows).toEqual([
       { t: 'again' },
     ]);
+
+    // In a later statement of the round trip: none of its statements is sent, and both run next time.
+    const together: QueryConfig = { ...broken, name: 'described_unsendable_together' };
+    await expect(queryTogether(on(), [SERIES, together])).rejects.toThrow('cannot be sent');
+    const [series, sent] = await queryTogether(on(), [SERIES, { ...together, values: ['together'] }]);
+    expect(series.rowCount).toBe(3);
+    expect(sent.rows).toEqual([{ t: 'together' }]);
   });
 
   it('answers right after a failed execution, and describes a statement with types of its own every time', async () => {

@@ -159,17 +159,13 @@ class PipelinedQuery extends Query {
       this.steps.push({ describes: false });
     }
     const parseAt = wire.size;
-    if (!this.hasBeenParsed(connection)) {
-      this.parses.push(this.name ? { named: { name: this.name, text: this.text! } } : {});
-      wire.parse(this.text!, this.name);
-      if (this.name) connection.submittedNamedStatements[this.name] = this.text!;
-    }
     try {
-      wire.bind(this.name, this.values);
+      this.writeStatements(connection, wire);
     } catch (error) {
-      // A value pg cannot send. The statement's Parse stays unsent: parsed and closed again, it would stay recorded as
-      // parsed (pg takes the ParseComplete for it) and every later use of the name would fail. What went before it
-      // ends with a Sync, and the count runs until ReadyForQuery, which forgets what pg recorded (stopCounting).
+      // A value pg cannot send. No statement of the round trip is sent: parsed and closed again, one would stay
+      // recorded as parsed (pg takes the ParseComplete for it) and every later use of its name would fail. What went
+      // before them ends with a Sync, and the count runs until ReadyForQuery, which forgets what pg recorded of them
+      // (stopCounting).
       wire.truncate(parseAt);
       wire.sync();
       wire.writeTo(connection);
@@ -177,6 +173,20 @@ class PipelinedQuery extends Query {
       super.handleError(error as Error, connection);
       return;
     }
+    wire.sync();
+    wire.writeTo(connection);
+    if (this.parses.some((parse) => parse.named)) this.countParses(connection);
+    this.enter(this.steps[0]);
+  }
+
+  /** The first statement, then `together` and `after`: parse where new, bind, describe where not known, execute. */
+  private writeStatements(connection: Connection, wire: Wire): void {
+    if (!this.hasBeenParsed(connection)) {
+      this.parses.push(this.name ? { named: { name: this.name, text: this.text! } } : {});
+      wire.parse(this.text!, this.name);
+      if (this.name) connection.submittedNamedStatements[this.name] = this.text!;
+    }
+    wire.bind(this.name, this.values);
     this.describe(wire, this.name, this.text);
     wire.execute();
     for (const statement of this.together) {
@@ -191,10 +201,6 @@ class PipelinedQuery extends Query {
       wire.execute();
       this.steps.push({ describes: false });
     }
-    wire.sync();
-    wire.writeTo(connection);
-    if (this.parses.some((parse) => parse.named)) this.countParses(connection);
-    this.enter(this.steps[0]);
   }
 
   override handleRowDescription(message: { fields: FieldDef[] }): void {
