@@ -9,7 +9,8 @@ import { MaintenanceService } from '../src/maintenance/maintenance.service';
 import { nothing, prepared, rows as rowsOf, sql, statement } from '../src/database/statement';
 import { UnitOfWork } from '../src/database/unit-of-work';
 import { Writes } from '../src/wakeup/writes';
-import { REDELIVERY_CHANNEL } from '../src/wakeup/wakeup-channel';
+import { REDELIVERY_CHANNEL, WakeupChannel } from '../src/wakeup/wakeup-channel';
+import { HandedOutLeases } from '../src/ack/handed-out-leases';
 import { BrokerClient } from './support/broker-client';
 import { cursors, storedCounts } from './support/db-state';
 import { backendPidOf, countMessages, openSession } from './support/pg-session';
@@ -488,6 +489,169 @@ const xidOf = async (manager: Session): Promise<string> =>
       [queue],
     );
     expect(rows).toEqual(['a', 'b', 'c'].map((name) => ({ name, committed: 2, lease_id: null })));
+  });
+
+  describe('the ack of a batch this process handed out', () => {
+    const server = () => app.getHttpServer();
+
+    /** A queue of one partition holding `count` messages, and a pop of `batch` of them. */
+    async function popped(count: number, batch: number) {
+      const queue = `handed-out-${randomUUID()}`;
+      const items = Array.from({ length: count }, (_, n) => ({
+        queue,
+        partition: 'p',
+        transactionId: `m${n}`,
+        payload: { n },
+      }));
+      await request(server()).post('/api/v1/push').send({ items }).expect(201);
+      const pop = await request(server()).get(`/api/v1/pop/queue/${queue}?batch=${batch}&leaseSeconds=60`).expect(200);
+      const messages = pop.body.messages as Array<{ transactionId: string; partitionId: string; leaseEpoch: number }>;
+      const acks = (status = 'completed') =>
+        messages.map(({ transactionId, partitionId }) => ({
+          transactionId,
+          partitionId,
+          leaseId: pop.body.leaseId,
+          status,
+        }));
+      return { queue, messages, leaseId: pop.body.leaseId as string, partitionId: messages[0].partitionId, acks };
+    }
+
+    async function ackIn(acknowledgments: unknown[]): Promise<{ trips: number; body: unknown[] }> {
+      let answer: request.Response | undefined;
+      const trips = await roundTripsOf(async () => {
+        answer = await request(server()).post('/api/v1/ack/batch').send({ acknowledgments });
+      });
+      expect(answer?.status).toBe(200);
+      return { trips, body: answer!.body as unknown[] };
+    }
+
+    const cursorOf = async (queue: string) =>
+      (
+        await observer.query(
+          `SELECT c.committed_offset::int AS committed, c.lease_id, c.retry_count
+             FROM consumers c JOIN queues q ON q.tenant_id = c.tenant_id AND q.id = c.queue_id WHERE q.name = $1`,
+          [queue],
+        )
+      ).rows[0];
+
+    it('takes one round trip: the cursor held to what the claim left, its update, BEGIN and COMMIT', async () => {
+      for (let round = 0; round < 2; round += 1) {
+        const batch = await popped(3, 3);
+        const { trips, body } = await ackIn(batch.acks());
+        expect(body).toMatchObject([false, false, true].map((leaseReleased) => ({ success: true, leaseReleased })));
+        expect(trips).toBe(1);
+        expect(await cursorOf(batch.queue)).toEqual({ committed: 3, lease_id: null, retry_count: 0 });
+      }
+    });
+
+    it('keeps the lease of a batch acked in part, as the locking ack does', async () => {
+      const batch = await popped(3, 3);
+      const { trips, body } = await ackIn(batch.acks().slice(0, 2));
+      expect(trips).toBe(1);
+      expect(body).toMatchObject([
+        { success: true, leaseReleased: false },
+        { success: true, leaseReleased: false },
+      ]);
+      expect(await cursorOf(batch.queue)).toEqual({ committed: 2, lease_id: batch.leaseId, retry_count: 0 });
+      // The lease is no longer as its claim left it: the rest is acked on the locked cursor.
+      const rest = await ackIn(batch.acks().slice(2));
+      expect(rest.trips).toBe(2);
+      expect(rest.body).toMatchObject([{ success: true, leaseReleased: true }]);
+      expect(await cursorOf(batch.queue)).toEqual({ committed: 3, lease_id: null, retry_count: 0 });
+    });
+
+    it('changes nothing and answers as the locking ack when the lease ran out after the claim', async () => {
+      const batch = await popped(2, 2);
+      await observer.query(
+        `UPDATE consumers SET lease_expires_at = clock_timestamp() - interval '1 s' WHERE partition_id = $1`,
+        [batch.partitionId],
+      );
+      const { trips, body } = await ackIn(batch.acks());
+      expect(trips).toBe(3);
+      expect(body).toMatchObject([0, 1].map(() => ({ success: false, error: 'invalid or expired lease' })));
+      expect(await cursorOf(batch.queue)).toEqual({ committed: 0, lease_id: batch.leaseId, retry_count: 0 });
+    });
+
+    it('answers as the locking ack when a message of the batch was deleted after the claim', async () => {
+      const batch = await popped(3, 3);
+      await observer.query(`DELETE FROM messages WHERE partition_id = $1 AND transaction_id = 'm1'`, [
+        batch.partitionId,
+      ]);
+      const { trips, body } = await ackIn(batch.acks());
+      expect(trips).toBe(3);
+      expect(body).toMatchObject([
+        { success: true },
+        { success: false, error: 'message not found in this partition' },
+        { success: true, leaseReleased: true },
+      ]);
+      expect(await cursorOf(batch.queue)).toEqual({ committed: 3, lease_id: null, retry_count: 0 });
+    });
+
+    it('answers as the locking ack when the cursor moved after the claim (a seek, another process)', async () => {
+      const batch = await popped(3, 3);
+      await observer.query(`UPDATE consumers SET committed_offset = 2 WHERE partition_id = $1`, [batch.partitionId]);
+      const { trips, body } = await ackIn(batch.acks());
+      expect(trips).toBe(3);
+      expect(body).toMatchObject([{ success: true }, { success: true }, { success: true, leaseReleased: true }]);
+      expect(await cursorOf(batch.queue)).toEqual({ committed: 3, lease_id: null, retry_count: 0 });
+    });
+
+    it("locks the cursor for a nack, an epoch that is not the claim's, or a lease another process handed out", async () => {
+      const nacked = await popped(2, 2);
+      const nack = await ackIn(nacked.acks('failed'));
+      expect(nack.trips).toBe(2);
+      // The first hands the batch back and ends the lease the second names.
+      expect(nack.body).toMatchObject([
+        { success: true, leaseReleased: true },
+        { success: false, error: 'invalid or expired lease' },
+      ]);
+      expect(await cursorOf(nacked.queue)).toMatchObject({ committed: 0, lease_id: null, retry_count: 1 });
+
+      const fenced = await popped(2, 2);
+      const stale = fenced.acks().map((ack) => ({ ...ack, leaseEpoch: fenced.messages[0].leaseEpoch + 1 }));
+      const refused = await ackIn(stale);
+      expect(refused.trips).toBe(2);
+      expect(refused.body).toMatchObject([0, 1].map(() => ({ success: false, error: 'invalid or expired lease' })));
+
+      const other = await popped(2, 2);
+      app.get(HandedOutLeases).forget(await tenantOf(other.queue), other.leaseId);
+      const locked = await ackIn(other.acks());
+      expect(locked.trips).toBe(2);
+      expect(locked.body).toMatchObject([{ success: true }, { success: true, leaseReleased: true }]);
+    });
+
+    const tenantOf = async (queue: string): Promise<string> =>
+      (await observer.query(`SELECT tenant_id FROM queues WHERE name = $1`, [queue])).rows[0].tenant_id as string;
+
+    it('sends the redelivery notice itself, as notices() writes it, when messages wait past the released lease', async () => {
+      const listener = await openSession();
+      const heard: string[] = [];
+      listener.on('notification', (message) => {
+        if (message.channel === REDELIVERY_CHANNEL) heard.push(message.payload ?? '');
+      });
+      await listener.query(`LISTEN ${REDELIVERY_CHANNEL}`);
+      try {
+        const batch = await popped(5, 2);
+        const { trips } = await ackIn(batch.acks());
+        expect(trips).toBe(1);
+        // Nothing waits past this one: no notice.
+        const last = await request(server()).get(`/api/v1/pop/queue/${batch.queue}?batch=10`).expect(200);
+        const drained = (last.body.messages as Array<{ transactionId: string; partitionId: string }>).map(
+          ({ transactionId, partitionId }) => ({ transactionId, partitionId, leaseId: last.body.leaseId }),
+        );
+        expect((await ackIn(drained)).trips).toBe(1);
+        await listener.query('SELECT 1');
+        const tenantId = await tenantOf(batch.queue);
+        const [expected] = app
+          .get(WakeupChannel)
+          .notices(tenantId, new Map(), [
+            { queue: batch.queue, consumerGroup: '__QUEUE_MODE__', partitions: new Map([['p', 3]]) },
+          ]);
+        expect(heard).toEqual([expected.payload]);
+      } finally {
+        await listener.end();
+      }
+    });
   });
 
   it('pops in two round trips the first time it finds its group ready, and in one from then on: BEGIN, a look at the queue, the claim and COMMIT', async () => {

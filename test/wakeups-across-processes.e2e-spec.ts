@@ -103,6 +103,24 @@ interface Answer {
       ]);
     });
 
+    it('a batch acked through the process that handed it out, with more behind it, goes at once to the consumer parked on the other', async () => {
+      expect((await push(a, 3)).status).toBe(201);
+      const held = await call(a, 'GET', '/api/v1/pop/queue/jobs?consumerGroup=workers&batch=1&leaseSeconds=60');
+      expect(held.status).toBe(200);
+      const parked = await parkedOnB();
+
+      const ack = await call(a, 'POST', '/api/v1/ack/batch', {
+        consumerGroup: 'workers',
+        acknowledgments: [{ transactionId: 'job-0', partitionId: held.body.partitionId, leaseId: held.body.leaseId }],
+      });
+
+      expect(ack.status).toBe(200);
+      expect(ack.body).toMatchObject([{ success: true, leaseReleased: true }]);
+      const woken = await within(parked.answer, 'the poll parked on b answers', WOKEN_WITHIN_MS);
+      expect(woken.status).toBe(200);
+      expect(woken.body.messages.map((message: any) => message.transactionId)).toEqual(['job-1', 'job-2']);
+    });
+
     it('a push to names with quotes and backslashes wakes the consumer parked on the other, the names intact', async () => {
       const queue = `it's "q\\'; NOTIFY leasehold_push, 'x`;
       const partition = `p\\'"\\`;

@@ -12,6 +12,7 @@ import {
   requestArrays,
   raw,
   shared,
+  Sql,
   sql,
   Statement,
   statement,
@@ -135,9 +136,8 @@ export class AckRepository {
   }
 
   /**
-   * Releasing clears all three lease columns: the renewal only matches a set lease_id, and the partial lease index
-   * only holds rows that have one. The ANY bounds the scan of consumers to the keys whatever join the planner picks
-   * (on stale statistics it hashes the tenant's every row otherwise).
+   * The ANY bounds the scan of consumers to the keys whatever join the planner picks (on stale statistics it hashes the
+   * tenant's every row otherwise).
    */
   saveCursors(tenantId: string, updates: CursorUpdate[]): Statement<void> {
     const partitionIds = shared(updates.map((update) => update.partitionId));
@@ -151,15 +151,7 @@ export class AckRepository {
       name,
       sql`WITH saved AS (
          UPDATE consumers c
-            SET committed_offset = t.committed_offset,
-                retry_count = t.retry_count,
-                lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
-                lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
-                lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
-                retry_at = CASE WHEN t.retry_after_ms > 0 THEN clock_timestamp() + t.retry_after_ms * interval '1 ms'
-                                ELSE c.retry_at END,
-                ready = ${raw(readyAfter('c', 't.committed_offset'))},
-                updated_at = now()
+            SET ${raw(SAVED_CURSOR)}
            FROM unnest(${array(partitionIds, 'uuid[]')}, ${column('consumerGroup', 'text[]')},
                        ${column('committedOffset', 'bigint[]')}, ${column('retryCount', 'int[]')},
                        ${column('releaseLease', 'boolean[]')}, ${column('committedBefore', 'bigint[]')},
@@ -172,6 +164,51 @@ export class AckRepository {
        ), ${raw(groupLagCte('lag_counted', 'SELECT * FROM saved'))}
        SELECT 1`,
       nothing,
+    );
+  }
+
+  /**
+   * The update of one cursor decided on what its claim left (HandedOutLeases), made only while the cursor is still as
+   * `held` says and every acked message is where it was: otherwise nothing changes and the answer is undefined. It
+   * sends the redelivery notice itself (`notify`, given the messages left past the cursor): only it reads how many.
+   */
+  saveHandedOut(
+    tenantId: string,
+    update: CursorUpdate,
+    held: HeldCursor,
+    notify: (messages: Sql) => Sql,
+  ): Statement<{ lastOffset: number } | undefined> {
+    const tenant = shared(tenantId);
+    const seqs = [...held.acked.values()];
+    const transactionIds = [...held.acked.keys()];
+    return prepared(
+      'leasehold_ack_save_handed_out',
+      sql`WITH saved AS (
+         UPDATE consumers c
+            SET ${raw(SAVED_CURSOR)}
+           FROM (SELECT ${update.partitionId}::uuid AS partition_id, ${update.consumerGroup}::text AS consumer_group,
+                        ${update.committedOffset}::bigint AS committed_offset, ${update.retryCount}::int AS retry_count,
+                        ${update.releaseLease}::boolean AS release_lease, ${update.committedBefore}::bigint AS committed_before,
+                        ${update.retryAfterMs}::int AS retry_after_ms) AS t
+          WHERE c.tenant_id = ${tenant} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+            AND c.lease_id = ${held.leaseId}::uuid AND c.lease_epoch = ${held.leaseEpoch}::bigint
+            AND c.lease_expires_at > clock_timestamp()
+            AND c.committed_offset = ${held.committedOffset}::bigint AND c.lease_end_offset = ${held.leaseEndOffset}::bigint
+            AND (SELECT count(*) FROM unnest(${unsized(seqs, 'bigint[]')}, ${unsized(transactionIds, 'text[]')}) AS a(seq, transaction_id)
+                   JOIN messages m ON m.tenant_id = ${tenant} AND m.partition_id = t.partition_id AND m.seq = a.seq
+                                  AND m.transaction_id = a.transaction_id) = ${seqs.length}::int
+         RETURNING c.tenant_id, c.queue_id, c.consumer_group, c.partition_id, c.committed_offset,
+                   c.lease_id IS NULL AS released, t.committed_before - t.committed_offset AS lag
+       ), ${raw(groupLagCte('lag_counted', 'SELECT tenant_id, queue_id, consumer_group, lag FROM saved'))},
+       kept AS (
+         SELECT p.last_offset, s.committed_offset, s.released
+           FROM saved s JOIN partitions p ON p.tenant_id = s.tenant_id AND p.id = s.partition_id
+       ), notified AS (
+         SELECT ${notify(sql`(k.last_offset - k.committed_offset)`)} FROM kept k
+          WHERE k.released AND k.last_offset > k.committed_offset
+       )
+       SELECT k.last_offset, (SELECT count(*) FROM notified) AS notified FROM kept k`,
+      ([row]: Array<{ last_offset: string }>) => (row ? { lastOffset: Number(row.last_offset) } : undefined),
     );
   }
 
@@ -201,6 +238,29 @@ export class AckRepository {
     );
   }
 }
+
+/** A cursor as a claim left it, and the offsets of the messages an ack names (by transactionId). */
+export interface HeldCursor {
+  leaseId: string;
+  leaseEpoch: number;
+  committedOffset: number;
+  leaseEndOffset: number;
+  acked: Map<string, number>;
+}
+
+/**
+ * How a cursor update `t` is written to the cursor `c`. Releasing clears all three lease columns: the renewal only
+ * matches a set lease_id, and the partial lease index only holds rows that have one.
+ */
+const SAVED_CURSOR = `committed_offset = t.committed_offset,
+                retry_count = t.retry_count,
+                lease_id = CASE WHEN t.release_lease THEN NULL ELSE c.lease_id END,
+                lease_expires_at = CASE WHEN t.release_lease THEN NULL ELSE c.lease_expires_at END,
+                lease_end_offset = CASE WHEN t.release_lease THEN NULL ELSE c.lease_end_offset END,
+                retry_at = CASE WHEN t.retry_after_ms > 0 THEN clock_timestamp() + t.retry_after_ms * interval '1 ms'
+                                ELSE c.retry_at END,
+                ready = ${readyAfter('c', 't.committed_offset')},
+                updated_at = now()`;
 
 interface CursorRow {
   partition_id: string;

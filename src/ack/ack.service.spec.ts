@@ -11,6 +11,8 @@ import { Writes } from '../wakeup/writes';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckRepository, Cursor, CursorKey, CursorUpdate, DeadLetter } from './ack.repository';
 import { AckService, INVALID_LEASE } from './ack.service';
+import { HandedOutLeases } from './handed-out-leases';
+import type { WakeupChannel } from '../wakeup/wakeup-channel';
 import { TransactionKey } from '../message/message-shape';
 
 const P1 = '0198f2c1-0000-7000-8000-000000000001';
@@ -179,7 +181,7 @@ function harness(world: World = {}): Harness {
       void counted.push({ metric: 'history.deadLettered', labels: { queue }, value }),
   } as unknown as HistoryRecorder;
 
-  const service = new AckService(writes, acks, metrics, history);
+  const service = new AckService(writes, acks, metrics, history, new HandedOutLeases(), {} as WakeupChannel);
   return { service, saved, before, retryAfter, letters, announced, lockedKeys, counted };
 }
 

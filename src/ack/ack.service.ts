@@ -4,10 +4,13 @@ import { HistoryRecorder } from '../history/history-recorder';
 import { MetricsService, RedeliveryCause } from '../metrics/metrics.service';
 import { Redelivery, redeliveriesOf } from '../wakeup/parked-polls';
 import { UnitOfWork } from '../database/unit-of-work';
+import { Sql } from '../database/statement';
+import { WakeupChannel } from '../wakeup/wakeup-channel';
 import { Writes } from '../wakeup/writes';
 import { AckCommand } from './dto/ack-request.dto';
 import { AckResultDto } from './dto/ack-result.dto';
-import { AckRepository, Cursor, CursorUpdate, DeadLetter } from './ack.repository';
+import { AckRepository, Cursor, CursorUpdate, DeadLetter, HeldCursor } from './ack.repository';
+import { HandedOutLeases } from './handed-out-leases';
 
 export const INVALID_LEASE = 'invalid or expired lease';
 export const ALREADY_ACKNOWLEDGED = 'message already acknowledged';
@@ -50,11 +53,99 @@ export class AckService {
     private readonly acks: AckRepository,
     private readonly metrics: MetricsService,
     private readonly history: HistoryRecorder,
+    private readonly handedOut: HandedOutLeases,
+    private readonly channel: WakeupChannel,
   ) {}
 
   async acknowledge(tenantId: string, commands: AckCommand[]): Promise<AckResultDto[]> {
     if (commands.length === 0) return [];
+    const handedOut = this.decideOnClaim(tenantId, commands);
+    if (handedOut) {
+      const results = await this.writes.run(tenantId, (unit) => this.saveDecided(unit, commands, handedOut));
+      if (results) return results;
+    }
     return this.writes.run(tenantId, (unit) => this.apply(unit, commands));
+  }
+
+  /**
+   * The acks of one batch this process handed out, all completed, decided on its cursor as the claim left it: what
+   * apply() would decide if the cursor is still so, which the statement saving it checks. Undefined when they are not
+   * such acks or not all accepted; apply() then decides on the locked cursor.
+   */
+  private decideOnClaim(tenantId: string, commands: AckCommand[]): DecidedOnClaim | undefined {
+    const leaseId = commands[0].leaseId;
+    const lease = leaseId === undefined ? undefined : this.handedOut.take(tenantId, leaseId);
+    if (!lease) return undefined;
+    const acked = new Map<string, number>();
+    for (const command of commands) {
+      const seq = lease.offsets.get(command.transactionId);
+      if (
+        command.outcome !== 'completed' ||
+        command.leaseId !== leaseId ||
+        command.partitionId !== lease.partitionId ||
+        command.consumerGroup !== lease.consumerGroup ||
+        seq === undefined
+      ) {
+        return undefined;
+      }
+      acked.set(command.transactionId, seq);
+    }
+    // What a completed ack reads of its cursor; the rest (retries, dead letters, the queue's settings) it does not.
+    const cursor = working({
+      partitionId: lease.partitionId,
+      consumerGroup: lease.consumerGroup,
+      queue: lease.queue,
+      partition: lease.partition,
+      lastOffset: lease.leaseEndOffset,
+      retryLimit: 0,
+      deadLetterQueue: false,
+      retryDelayMs: 0,
+      committedOffset: lease.committedOffset,
+      nextOffset: null,
+      deliveredOffset: lease.leaseEndOffset,
+      leaseEndOffset: lease.leaseEndOffset,
+      leaseId: lease.leaseId,
+      leaseLive: true,
+      leaseEpoch: lease.leaseEpoch,
+      retryCount: 0,
+    });
+    const tally: Tally = { handedBack: [], deadLettered: [], completed: new Map() };
+    const letters: DeadLetter[] = [];
+    const cursors = new Map([[compositeKey(cursor.partitionId, cursor.consumerGroup), cursor]]);
+    const results = this.decideEach(
+      commands,
+      cursors,
+      (command) => acked.get(command.transactionId),
+      new Set(),
+      letters,
+      tally,
+    );
+    if (letters.length > 0 || !cursor.changed || results.some((result) => !result.success)) return undefined;
+    const held: HeldCursor = {
+      leaseId: lease.leaseId,
+      leaseEpoch: lease.leaseEpoch,
+      committedOffset: lease.committedOffset,
+      leaseEndOffset: lease.leaseEndOffset,
+      acked,
+    };
+    return { cursor, held, results, tally };
+  }
+
+  /** One round trip: the cursor's update, sent with BEGIN and COMMIT. Undefined when the cursor had moved on. */
+  private async saveDecided(
+    unit: UnitOfWork,
+    commands: AckCommand[],
+    { cursor, held, results, tally }: DecidedOnClaim,
+  ): Promise<AckResultDto[] | undefined> {
+    const notify = (messages: Sql) =>
+      this.channel.redeliveryNotify(unit.tenantId, cursor.queue, cursor.consumerGroup, cursor.partition, messages);
+    const saved = await unit.commitWith(this.acks.saveHandedOut(unit.tenantId, cursor, held, notify));
+    if (!saved) return undefined;
+    cursor.lastOffset = saved.lastOffset;
+    // This process's polls; the others heard of it by the statement's own notice.
+    for (const redelivery of claimableAgain([cursor])) unit.redeliver(redelivery);
+    unit.afterCommit(() => this.count(unit.tenantId, commands, results, tally));
+    return results;
   }
 
   private count(tenantId: string, commands: AckCommand[], results: AckResultDto[], tally: Tally): void {
@@ -81,17 +172,10 @@ export class AckService {
       this.acks.offsets(tenantId, commands),
     ] as const);
     const cursors = new Map<string, WorkingCursor>(
-      lockedCursors.map((cursor) => [
-        compositeKey(cursor.partitionId, cursor.consumerGroup),
-        Object.assign(cursor, {
-          changed: false,
-          releaseLease: false,
-          failureCounted: false,
-          committedBefore: cursor.committedOffset,
-          retryAfterMs: 0,
-        }),
-      ]),
+      lockedCursors.map((cursor) => [compositeKey(cursor.partitionId, cursor.consumerGroup), working(cursor)]),
     );
+    for (const command of commands) if (command.leaseId !== undefined) this.handedOut.forget(tenantId, command.leaseId);
+    for (const leaseId of transaction?.requiredLeases ?? []) this.handedOut.forget(tenantId, leaseId);
     for (const [key, cursor] of cursors) {
       if (transaction && !transaction.committedAtStart.has(key)) {
         transaction.committedAtStart.set(key, cursor.committedOffset);
@@ -104,12 +188,41 @@ export class AckService {
         : new Set<string>();
 
     const letters: DeadLetter[] = [];
-    const results = commands.map((command, index) => {
-      const key = compositeKey(command.partitionId, command.consumerGroup);
-      const cursor = cursors.get(key);
-      const seq = transaction?.pushedBefore.has(index)
+    const seqOf = (command: AckCommand, index: number) =>
+      transaction?.pushedBefore.has(index)
         ? PUSHED_BY_THIS_TRANSACTION
         : offsets.get(compositeKey(command.partitionId, command.transactionId));
+    const results = this.decideEach(commands, cursors, seqOf, partitions, letters, tally, transaction);
+
+    // Never refused by a storage quota: a consumer's failure has to go somewhere.
+    if (letters.length > 0) unit.stores(await unit.run(this.acks.deadLetter(tenantId, letters)));
+    const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
+    if (updates.length > 0) {
+      // A transaction may write more after its acks; an ack's own unit ends here, so its update goes with the COMMIT.
+      const save = this.acks.saveCursors(tenantId, updates);
+      if (transaction?.saveWithNext) unit.withNext(save);
+      else if (transaction) await unit.run(save);
+      else unit.lastly(save);
+    }
+    for (const redelivery of claimableAgain([...cursors.values()])) unit.redeliver(redelivery);
+    unit.afterCommit(() => this.count(tenantId, commands, results, tally));
+    return results;
+  }
+
+  /** Each command's result, in order; `seqOf` is its message's offset (undefined: not found in its partition). */
+  private decideEach(
+    commands: AckCommand[],
+    cursors: Map<string, WorkingCursor>,
+    seqOf: (command: AckCommand, index: number) => number | undefined,
+    partitions: Set<string>,
+    letters: DeadLetter[],
+    tally: Tally,
+    transaction?: TransactionAcks,
+  ): AckResultDto[] {
+    return commands.map((command, index) => {
+      const key = compositeKey(command.partitionId, command.consumerGroup);
+      const cursor = cursors.get(key);
+      const seq = seqOf(command, index);
       const outcome =
         transaction && cursor && seq !== undefined && seq <= transaction.committedAtStart.get(key)!
           ? { success: false, error: ALREADY_ACKNOWLEDGED, leaseReleased: false, dlq: false }
@@ -131,20 +244,6 @@ export class AckService {
         dlq: outcome.dlq,
       };
     });
-
-    // Never refused by a storage quota: a consumer's failure has to go somewhere.
-    if (letters.length > 0) unit.stores(await unit.run(this.acks.deadLetter(tenantId, letters)));
-    const updates: CursorUpdate[] = [...cursors.values()].filter((cursor) => cursor.changed);
-    if (updates.length > 0) {
-      // A transaction may write more after its acks; an ack's own unit ends here, so its update goes with the COMMIT.
-      const save = this.acks.saveCursors(tenantId, updates);
-      if (transaction?.saveWithNext) unit.withNext(save);
-      else if (transaction) await unit.run(save);
-      else unit.lastly(save);
-    }
-    for (const redelivery of claimableAgain([...cursors.values()])) unit.redeliver(redelivery);
-    unit.afterCommit(() => this.count(tenantId, commands, results, tally));
-    return results;
   }
 
   private decide(
@@ -253,6 +352,24 @@ interface Tally {
   deadLettered: string[];
   /** Completed acks accepted, per queue. */
   completed: Map<string, number>;
+}
+
+/** The acks of a handed-out batch decided on its claim: the cursor's update, what it holds the cursor to, the answers. */
+interface DecidedOnClaim {
+  cursor: WorkingCursor;
+  held: HeldCursor;
+  results: AckResultDto[];
+  tally: Tally;
+}
+
+function working(cursor: Cursor): WorkingCursor {
+  return Object.assign(cursor, {
+    changed: false,
+    releaseLease: false,
+    failureCounted: false,
+    committedBefore: cursor.committedOffset,
+    retryAfterMs: 0,
+  });
 }
 
 function claimableAgain(cursors: WorkingCursor[]): Redelivery[] {

@@ -54,6 +54,11 @@ export interface ClaimRequest {
 export interface ClaimedMessage extends WireMessage {
   /** Claimed back from a lease that expired unrenewed (not released by a nack). */
   leaseLost: boolean;
+  /** Its offset in the partition. */
+  seq: number;
+  /** The partition's cursor as the claim left it: committed up to afterOffset, leased through throughOffset. */
+  afterOffset: number;
+  throughOffset: number;
 }
 
 /** Creation time of the partition `p`'s newest message (windowBuffer). */
@@ -220,7 +225,8 @@ function claimSql(tenantId: string, request: ClaimRequest): Sql {
      UNION ALL SELECT tenant_id, queue_id, consumer_group, lag FROM claimed`,
     ),
   )}
-  SELECT ${raw(STORED_MESSAGE_COLUMNS)}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch
+  SELECT ${raw(STORED_MESSAGE_COLUMNS)}, k.partition_id, k.partition, k.delivery_attempt, k.lease_lost, k.lease_epoch,
+         m.seq, k.after_offset, k.through_offset
     FROM claimed k
     JOIN messages m ON m.tenant_id = ${tenant} AND m.partition_id = k.partition_id
                    AND m.seq > k.after_offset AND m.seq <= k.through_offset
@@ -486,6 +492,9 @@ export class PopRepository {
         deliveryAttempt: row.delivery_attempt,
         leaseEpoch: Number(row.lease_epoch),
         leaseLost: row.lease_lost,
+        seq: Number(row.seq),
+        afterOffset: Number(row.after_offset),
+        throughOffset: Number(row.through_offset),
       }),
     );
   }
@@ -497,6 +506,9 @@ export type ClaimedRow = StoredMessageRow & {
   delivery_attempt: number;
   lease_lost: boolean;
   lease_epoch: string;
+  seq: string;
+  after_offset: string;
+  through_offset: string;
 };
 
 interface TargetRow {

@@ -15,6 +15,7 @@ import type { Writes } from '../wakeup/writes';
 import type { PopOptions } from './pop-query.pipe';
 import { ClaimedRow, ClaimRequest, PopRepository, PopTarget } from './pop.repository';
 import { PopService } from './pop.service';
+import { HandedOutLeases } from '../ack/handed-out-leases';
 
 /** A statement whose answer the test gives, whatever rows it gets. */
 const answering = <T>(answer: () => T): Statement<T> => ({ text: '', values: [], parse: answer });
@@ -61,6 +62,9 @@ function row(partitionId: string, partition: string, seq: number, overrides: Par
     delivery_attempt: 1,
     lease_lost: false,
     lease_epoch: '3',
+    seq: String(seq),
+    after_offset: '0',
+    through_offset: '10',
     ...overrides,
   };
 }
@@ -189,6 +193,7 @@ function harness(world: World = {}) {
     metrics,
     quotas,
     history,
+    new HandedOutLeases(),
     config,
   );
   const pop = async (options: Partial<PopOptions> = {}, partition?: string) => {

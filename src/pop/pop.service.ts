@@ -19,6 +19,7 @@ import { LeaseExpiryService } from '../wakeup/lease-expiry.service';
 import { LongPoll, ParkedPolls, WaitOutcome, Waiter, WakeupSubscription } from '../wakeup/parked-polls';
 import { Writes } from '../wakeup/writes';
 import { popAnswerJson } from './dto/pop-response.dto';
+import { HandedOutLeases } from '../ack/handed-out-leases';
 import { PopOptions } from './pop-query.pipe';
 import { ClaimedMessage, ClaimRequest, PopRepository, PopTarget } from './pop.repository';
 import type { Statement } from '../database/statement';
@@ -85,6 +86,7 @@ export class PopService {
     private readonly metrics: MetricsService,
     private readonly quotas: TenantQuotas,
     private readonly history: HistoryRecorder,
+    private readonly handedOutLeases: HandedOutLeases,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.answerBudget = config.limits.responseMaxBytes - ANSWER_ENVELOPE_BYTES;
@@ -467,6 +469,7 @@ export class PopService {
   ): void {
     this.count(tenantId, queue, claimed, options.autoAck);
     if (options.autoAck) return;
+    this.handedOutLeases.handedOut(tenantId, queue, options.consumerGroup, claimed);
     const partitions = new Map<string, number>();
     for (const { partition } of claimed) partitions.set(partition, (partitions.get(partition) ?? 0) + 1);
     this.expiries.leased(tenantId, queue, options.consumerGroup, partitions, leaseSeconds * 1000);

@@ -7,6 +7,7 @@ import { DatabaseServer } from '../database/database-server';
 import { connectSession } from '../database/session-settings';
 import { ParkedPolls, QueueWork, Redelivery, sumOf } from './parked-polls';
 import { errorMessage } from '../common/error-message';
+import { shared, Sql, sql } from '../database/statement';
 
 export const PUSH_CHANNEL = 'leasehold_push';
 export const REDELIVERY_CHANNEL = 'leasehold_redelivery';
@@ -93,6 +94,19 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
         payload: this.payload([tenantId, queue, consumerGroup], partitions),
       })),
     ];
+  }
+
+  /**
+   * The notice notices() sends for a redelivery of one partition, as a call of pg_notify for a statement that alone
+   * knows how many messages are claimable again (`messages`, an SQL expression).
+   */
+  redeliveryNotify(tenantId: string, queue: string, consumerGroup: string, partition: string, messages: Sql): Sql {
+    const head = compositeKey(this.origin, tenantId, queue, consumerGroup, '');
+    const entry = shared(compositeKey('', `${partition}\t`));
+    // The longest count PostgreSQL can write is 20 characters.
+    const fits = Buffer.byteLength(head) + Buffer.byteLength(entry.value) + 40 <= NOTIFY_PAYLOAD_BYTES;
+    return sql`pg_notify(${REDELIVERY_CHANNEL}, ${head} || ${messages}::text
+                 || CASE WHEN ${fits} THEN ${entry} || ${messages}::text ELSE '' END)`;
   }
 
   /** Origin, tenant, queue[, consumer group], total, then each partition's count unless they would not fit. */
