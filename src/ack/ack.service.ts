@@ -76,9 +76,11 @@ export class AckService {
     const leaseId = commands[0].leaseId;
     const lease = leaseId === undefined ? undefined : this.handedOut.take(tenantId, leaseId);
     if (!lease) return undefined;
+    const offsets = new Map<string, number>();
+    lease.transactionIds.forEach((transactionId, index) => offsets.set(transactionId, lease.seqs[index]));
     const acked = new Map<string, number>();
     for (const command of commands) {
-      const seq = lease.offsets.get(command.transactionId);
+      const seq = offsets.get(command.transactionId);
       if (
         command.outcome !== 'completed' ||
         command.leaseId !== leaseId ||

@@ -1,4 +1,10 @@
-import { HANDED_OUT_BATCH, HANDED_OUT_MESSAGES, HandedOutLeases, HandedOutMessage } from './handed-out-leases';
+import {
+  HANDED_OUT_BATCH,
+  HANDED_OUT_LEASES,
+  HANDED_OUT_MESSAGES,
+  HandedOutLeases,
+  HandedOutMessage,
+} from './handed-out-leases';
 
 function batch(leaseId: string, count: number, partitionOf = (_n: number) => 'P1'): HandedOutMessage[] {
   return Array.from({ length: count }, (_, n) => ({
@@ -19,6 +25,7 @@ describe('HandedOutLeases', () => {
     leases.handedOut('t', 'jobs', 'workers', batch('L1', 3));
 
     expect(leases.take('other-tenant', 'L1')).toBeUndefined();
+    leases.forget('other-tenant', 'L1');
     const lease = leases.take('t', 'L1');
     expect(lease).toMatchObject({
       queue: 'jobs',
@@ -29,11 +36,8 @@ describe('HandedOutLeases', () => {
       committedOffset: 10,
       leaseEndOffset: 13,
     });
-    expect([...lease!.offsets]).toEqual([
-      ['L1-m0', 11],
-      ['L1-m1', 12],
-      ['L1-m2', 13],
-    ]);
+    expect(lease!.transactionIds).toEqual(['L1-m0', 'L1-m1', 'L1-m2']);
+    expect(lease!.seqs).toEqual([11, 12, 13]);
     expect(leases.take('t', 'L1')).toBeUndefined();
     expect(leases.size).toBe(0);
   });
@@ -53,6 +57,16 @@ describe('HandedOutLeases', () => {
     expect(leases.size).toBe(0);
     expect(leases.take('t', 'L1')).toBeUndefined();
     expect(leases.take('t', 'L2')).toBeUndefined();
+  });
+
+  it('forgets the oldest leases past HANDED_OUT_LEASES', () => {
+    const leases = new HandedOutLeases();
+    for (let n = 0; n <= HANDED_OUT_LEASES; n += 1) leases.handedOut('t', 'jobs', 'workers', batch(`L${n}`, 1));
+
+    expect(leases.size).toBe(HANDED_OUT_LEASES);
+    expect(leases.take('t', 'L0')).toBeUndefined();
+    expect(leases.take('t', 'L1')).toBeDefined();
+    expect(leases.take('t', `L${HANDED_OUT_LEASES}`)).toBeDefined();
   });
 
   it('forgets the oldest leases past HANDED_OUT_MESSAGES, and a lease forgotten by a locking ack', () => {

@@ -1,5 +1,4 @@
 import { Injectable } from '@nestjs/common';
-import { compositeKey } from '../common/composite-key';
 
 /** A claimed message as the pop saw it: enough to tell the cursor the claim left behind. */
 export interface HandedOutMessage {
@@ -17,6 +16,7 @@ export interface HandedOutMessage {
 
 /** A lease this process handed out on one partition, and that cursor as its claim left it. */
 export interface HandedOutLease {
+  tenantId: string;
   queue: string;
   consumerGroup: string;
   partitionId: string;
@@ -25,11 +25,13 @@ export interface HandedOutLease {
   leaseEpoch: number;
   committedOffset: number;
   leaseEndOffset: number;
-  /** Each message's offset by its transactionId. */
-  offsets: Map<string, number>;
+  /** The messages' transactionIds and, at the same index, their offsets (arrays: a Map costs more per lease). */
+  transactionIds: string[];
+  seqs: number[];
 }
 
-/** Messages remembered across all leases; the oldest leases are forgotten past it. */
+/** Leases and messages remembered at most; the oldest leases are forgotten past either (a lease costs ~600 bytes). */
+export const HANDED_OUT_LEASES = 1_000;
 export const HANDED_OUT_MESSAGES = 10_000;
 /** A batch larger than this is not remembered: its ack locks its cursor as any other. */
 export const HANDED_OUT_BATCH = 1_000;
@@ -38,7 +40,8 @@ export const HANDED_OUT_BATCH = 1_000;
  * What this process's pops handed out, so that the ack of a batch can be decided before it reaches the database and
  * written in one statement that holds the cursor to what the claim left (AckService). A hint only: when the cursor has
  * moved on (another ack, an expiry, another process), that statement changes nothing and the ack locks the cursor.
- * Bounded by HANDED_OUT_MESSAGES; a lease is forgotten by the first ack that names it, whatever that ack finds.
+ * Bounded (HANDED_OUT_LEASES, HANDED_OUT_MESSAGES); a lease is forgotten by the first ack that names it, whatever that
+ * ack finds, and by a transaction that acks or requires it.
  */
 @Injectable()
 export class HandedOutLeases {
@@ -49,14 +52,16 @@ export class HandedOutLeases {
   handedOut(tenantId: string, queue: string, consumerGroup: string, claimed: readonly HandedOutMessage[]): void {
     const first = claimed[0];
     if (!first?.leaseId || claimed.length > HANDED_OUT_BATCH) return;
-    const offsets = new Map<string, number>();
+    const transactionIds: string[] = [];
+    const seqs: number[] = [];
     for (const message of claimed) {
       if (message.partitionId !== first.partitionId) return;
-      offsets.set(message.transactionId, message.seq);
+      transactionIds.push(message.transactionId);
+      seqs.push(message.seq);
     }
-    const key = compositeKey(tenantId, first.leaseId);
-    this.forgetKey(key);
-    this.leases.set(key, {
+    this.forgetLease(first.leaseId);
+    this.leases.set(first.leaseId, {
+      tenantId,
       queue,
       consumerGroup,
       partitionId: first.partitionId,
@@ -65,26 +70,27 @@ export class HandedOutLeases {
       leaseEpoch: first.leaseEpoch,
       committedOffset: first.afterOffset,
       leaseEndOffset: first.throughOffset,
-      offsets,
+      transactionIds,
+      seqs,
     });
-    this.messages += offsets.size;
+    this.messages += seqs.length;
     for (const [oldest, lease] of this.leases) {
-      if (this.messages <= HANDED_OUT_MESSAGES) break;
+      if (this.messages <= HANDED_OUT_MESSAGES && this.leases.size <= HANDED_OUT_LEASES) break;
       this.leases.delete(oldest);
-      this.messages -= lease.offsets.size;
+      this.messages -= lease.seqs.length;
     }
   }
 
-  /** The lease, forgotten from now on. */
+  /** The lease, forgotten from now on; another tenant's lease id finds nothing. */
   take(tenantId: string, leaseId: string): HandedOutLease | undefined {
-    const key = compositeKey(tenantId, leaseId);
-    const lease = this.leases.get(key);
-    this.forgetKey(key);
+    const lease = this.leases.get(leaseId);
+    if (lease?.tenantId !== tenantId) return undefined;
+    this.forgetLease(leaseId);
     return lease;
   }
 
   forget(tenantId: string, leaseId: string): void {
-    if (this.leases.size > 0) this.forgetKey(compositeKey(tenantId, leaseId));
+    if (this.leases.get(leaseId)?.tenantId === tenantId) this.forgetLease(leaseId);
   }
 
   /** Messages remembered (for tests and the bound). */
@@ -92,10 +98,10 @@ export class HandedOutLeases {
     return this.messages;
   }
 
-  private forgetKey(key: string): void {
-    const lease = this.leases.get(key);
+  private forgetLease(leaseId: string): void {
+    const lease = this.leases.get(leaseId);
     if (!lease) return;
-    this.leases.delete(key);
-    this.messages -= lease.offsets.size;
+    this.leases.delete(leaseId);
+    this.messages -= lease.seqs.length;
   }
 }
