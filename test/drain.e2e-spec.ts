@@ -9,7 +9,7 @@ import { createLease } from './support/lease-fixture';
 import { lockTenantRows, openSession } from './support/pg-session';
 import { answerUntilClosed, openSocket } from './support/raw-socket';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
-import { waitFor, waitForLockWaiter } from './support/wait';
+import { ACK_ON_ITS_CURSOR, waitFor, waitForLockWaiter } from './support/wait';
 
 interface Answer {
   status: number;
@@ -160,7 +160,7 @@ describe('kept-alive connections when draining begins', () => {
       JSON.stringify({ ...lease.messages[0], leaseId: lease.leaseId }),
     );
     answer.catch(() => undefined);
-    await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
+    await waitForLockWaiter(observer, ACK_ON_ITS_CURSOR);
     return { answer };
   }
 
@@ -222,7 +222,7 @@ describe('kept-alive connections when draining begins', () => {
         pushRequest(tenant, 'behind-the-ack'),
       ])!;
       // The ack waits for the row lock; the push behind it is served, its answer queued behind the ack's.
-      await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
+      await waitForLockWaiter(observer, ACK_ON_ITS_CURSOR);
       await waitFor(async () => (await storedIds(tenant)).includes('behind-the-ack'), 'the push is stored');
 
       const closing = app.close();

@@ -11,7 +11,7 @@ import { createLease, expiries } from './support/lease-fixture';
 import { lockTenantRows, openSession } from './support/pg-session';
 import { sleep } from './support/sleep';
 import { createTestApp, newTenant, onEmbeddedDatabase } from './support/test-app';
-import { waitFor, waitForLockWaiter } from './support/wait';
+import { ACK_ON_ITS_CURSOR, waitFor, waitForLockWaiter } from './support/wait';
 
 /** Seconds from b to a, both as PostgreSQL reads them. */
 async function secondsBetween(observer: Client, a: string | Date, b: string | Date): Promise<number> {
@@ -147,7 +147,7 @@ async function secondsBetween(observer: Client, a: string | Date, b: string | Da
       const [message] = lease.messages;
       const lock = await lockConsumers(tenant);
       const pending = client.ack({ ...message, leaseId: lease.leaseId }).then((response) => response);
-      await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
+      await waitForLockWaiter(observer, ACK_ON_ITS_CURSOR);
       await leaseExpired(tenant);
       await lock.release();
 

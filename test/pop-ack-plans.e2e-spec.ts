@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { AckRepository } from '../src/ack/ack.repository';
-import { Statement } from '../src/database/statement';
+import { sql, Statement } from '../src/database/statement';
 import { PayloadCipher } from '../src/encryption/payload-cipher';
 import { ClaimRequest, PopRepository } from '../src/pop/pop.repository';
 import { PushRepository } from '../src/push/push.repository';
@@ -262,6 +262,28 @@ const SMALL_PARTITIONS = 10;
             releaseLease: true,
             retryAfterMs: 0,
           })),
+        ),
+      ),
+      statement(
+        "the ack of a batch handed out, on its claim's cursor",
+        acks.saveHandedOut(
+          tenant,
+          {
+            ...cursors[0],
+            committedOffset: 1,
+            committedBefore: 0,
+            retryCount: 0,
+            releaseLease: true,
+            retryAfterMs: 0,
+          },
+          {
+            leaseId: lease,
+            leaseEpoch: 1,
+            committedOffset: 0,
+            leaseEndOffset: 1,
+            acked: new Map(keys.map(({ transactionId }, index) => [transactionId, index + 1])),
+          },
+          (messages) => sql`pg_notify('leasehold_plans', ${messages}::text)`,
         ),
       ),
       statement(

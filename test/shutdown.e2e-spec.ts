@@ -3,7 +3,7 @@ import { Database } from '../src/database/database';
 import { createLease } from './support/lease-fixture';
 import { lockTenantRows, openSession } from './support/pg-session';
 import { createTestApp, newTenant, onEmbeddedDatabase, TENANT_HEADER } from './support/test-app';
-import { waitForLockWaiter } from './support/wait';
+import { ACK_ON_ITS_CURSOR, waitForLockWaiter } from './support/wait';
 
 // Holding a request in flight needs a row lock from another session, which
 // only real PostgreSQL has.
@@ -27,7 +27,7 @@ import { waitForLockWaiter } from './support/wait';
         .set(TENANT_HEADER, tenant)
         .send({ ...lease.messages[0], leaseId: lease.leaseId })
         .then((response) => response);
-      await waitForLockWaiter(observer, 'AS u(partition_id, consumer_group)');
+      await waitForLockWaiter(observer, ACK_ON_ITS_CURSOR);
 
       closing = app.close();
       await new Promise((resolve) => setTimeout(resolve, 100));

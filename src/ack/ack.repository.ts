@@ -179,24 +179,35 @@ export class AckRepository {
     notify: (messages: Sql) => Sql,
   ): Statement<{ lastOffset: number } | undefined> {
     const tenant = shared(tenantId);
+    const partitionId = shared(update.partitionId);
+    const consumerGroup = shared(update.consumerGroup);
     const seqs = [...held.acked.values()];
     const transactionIds = [...held.acked.keys()];
+    // The row is locked first and checked after: a check in the UPDATE's own WHERE is made before it waits for the
+    // lock, so a lease that ran out meanwhile would still pass (the locking ack checks after its lock too).
     return prepared(
       'leasehold_ack_save_handed_out',
-      sql`WITH saved AS (
+      sql`WITH held_handed_out AS MATERIALIZED (
+         SELECT c.lease_id, c.lease_epoch, c.lease_expires_at, c.committed_offset, c.lease_end_offset
+           FROM consumers c
+          WHERE c.tenant_id = ${tenant} AND c.partition_id = ${partitionId}::uuid AND c.consumer_group = ${consumerGroup}::text
+            FOR UPDATE
+       ), still AS MATERIALIZED (
+         SELECT 1 FROM held_handed_out h
+          WHERE h.lease_id = ${held.leaseId}::uuid AND h.lease_epoch = ${held.leaseEpoch}::bigint
+            AND h.lease_expires_at > clock_timestamp()
+            AND h.committed_offset = ${held.committedOffset}::bigint AND h.lease_end_offset = ${held.leaseEndOffset}::bigint
+            AND (SELECT count(*) FROM unnest(${unsized(seqs, 'bigint[]')}, ${unsized(transactionIds, 'text[]')}) AS a(seq, transaction_id)
+                   JOIN messages m ON m.tenant_id = ${tenant} AND m.partition_id = ${partitionId}::uuid AND m.seq = a.seq
+                                  AND m.transaction_id = a.transaction_id) = ${seqs.length}::int
+       ), saved AS (
          UPDATE consumers c
             SET ${raw(SAVED_CURSOR)}
-           FROM (SELECT ${update.partitionId}::uuid AS partition_id, ${update.consumerGroup}::text AS consumer_group,
-                        ${update.committedOffset}::bigint AS committed_offset, ${update.retryCount}::int AS retry_count,
+           FROM (SELECT ${update.committedOffset}::bigint AS committed_offset, ${update.retryCount}::int AS retry_count,
                         ${update.releaseLease}::boolean AS release_lease, ${update.committedBefore}::bigint AS committed_before,
                         ${update.retryAfterMs}::int AS retry_after_ms) AS t
-          WHERE c.tenant_id = ${tenant} AND c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-            AND c.lease_id = ${held.leaseId}::uuid AND c.lease_epoch = ${held.leaseEpoch}::bigint
-            AND c.lease_expires_at > clock_timestamp()
-            AND c.committed_offset = ${held.committedOffset}::bigint AND c.lease_end_offset = ${held.leaseEndOffset}::bigint
-            AND (SELECT count(*) FROM unnest(${unsized(seqs, 'bigint[]')}, ${unsized(transactionIds, 'text[]')}) AS a(seq, transaction_id)
-                   JOIN messages m ON m.tenant_id = ${tenant} AND m.partition_id = t.partition_id AND m.seq = a.seq
-                                  AND m.transaction_id = a.transaction_id) = ${seqs.length}::int
+          WHERE c.tenant_id = ${tenant} AND c.partition_id = ${partitionId}::uuid AND c.consumer_group = ${consumerGroup}::text
+            AND EXISTS (SELECT 1 FROM still)
          RETURNING c.tenant_id, c.queue_id, c.consumer_group, c.partition_id, c.committed_offset,
                    c.lease_id IS NULL AS released, t.committed_before - t.committed_offset AS lag
        ), ${raw(groupLagCte('lag_counted', 'SELECT tenant_id, queue_id, consumer_group, lag FROM saved'))},

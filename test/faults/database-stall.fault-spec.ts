@@ -40,7 +40,8 @@ const scenarios: Array<[string, string | RegExp, Partial<{ extend: boolean; nack
   // Prepared statements are matched by name: after a connection's first call only the name is sent.
   ['a push, caught mid-INSERT', 'leasehold_store_pushed', { nackEvery: 7 }],
   ['a pop, caught in its claim', 'leasehold_claim', { nackEvery: 7 }],
-  ['an ack, caught locking its cursors', 'leasehold_ack_lock', {}],
+  ['an ack, caught saving the batch it was handed', 'leasehold_ack_save_handed_out', {}],
+  ['a nack, caught locking its cursors', 'leasehold_ack_lock', { nackEvery: 2 }],
   ['an extend, caught in its renewal', 'leasehold_renew', { extend: true }],
 ];
 

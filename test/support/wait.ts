@@ -25,19 +25,30 @@ export async function waitForValue<T>(
   return value!;
 }
 
-/** Waits until a session runs a statement containing `fragment` and is blocked on a lock. */
-export async function waitForLockWaiter(observer: Client, fragment: string): Promise<void> {
-  await waitFor(async () => {
-    // Inside a transaction the statistics are a snapshot taken at first use: take a fresh one.
-    await observer.query('SELECT pg_stat_clear_snapshot()');
-    const { rows } = await observer.query(
-      `SELECT count(*)::int AS waiting FROM pg_stat_activity
-        WHERE wait_event_type = 'Lock' AND datname = current_database() AND position($1 in query) > 0`,
-      [fragment],
-    );
-    return rows[0].waiting > 0;
-  }, `a statement containing "${fragment}" waiting for a lock`);
+/** Waits until a session runs a statement containing `fragment` (or one of them) and is blocked on a lock. */
+export async function waitForLockWaiter(observer: Client, fragment: string | readonly string[]): Promise<void> {
+  const fragments = typeof fragment === 'string' ? [fragment] : [...fragment];
+  await waitFor(
+    async () => {
+      // Inside a transaction the statistics are a snapshot taken at first use: take a fresh one.
+      await observer.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await observer.query(
+        `SELECT count(*)::int AS waiting FROM pg_stat_activity
+        WHERE wait_event_type = 'Lock' AND datname = current_database()
+          AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS f(fragment) WHERE position(f.fragment in query) > 0)`,
+        [fragments],
+      );
+      return rows[0].waiting > 0;
+    },
+    `a statement containing ${fragments.map((one) => `"${one}"`).join(' or ')} waiting for a lock`,
+  );
 }
+
+/**
+ * An ack's first statement on its cursor, by a fragment of its text: the lock of its cursors, or the one statement
+ * that saves the ack of a batch this process handed out (AckService.decideOnClaim).
+ */
+export const ACK_ON_ITS_CURSOR = ['AS u(partition_id, consumer_group)', 'WITH held_handed_out AS'] as const;
 
 /** Whether a server process with this pid still exists. */
 export async function sessionExists(observer: Client, pid: number): Promise<boolean> {
