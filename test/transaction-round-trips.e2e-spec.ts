@@ -11,6 +11,7 @@ import { UnitOfWork } from '../src/database/unit-of-work';
 import { Writes } from '../src/wakeup/writes';
 import { REDELIVERY_CHANNEL, WakeupChannel } from '../src/wakeup/wakeup-channel';
 import { HandedOutLeases } from '../src/ack/handed-out-leases';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { BrokerClient } from './support/broker-client';
 import { cursors, storedCounts } from './support/db-state';
 import { backendPidOf, countMessages, openSession } from './support/pg-session';
@@ -525,6 +526,10 @@ const xidOf = async (manager: Session): Promise<string> =>
       return { trips, body: answer!.body as unknown[] };
     }
 
+    /** leasehold_ack_requests_total{path}. */
+    const acksBy = async (path: 'claim' | 'moved' | 'lock'): Promise<number> =>
+      (await app.get(MetricsService).ackPaths.get()).values.find((value) => value.labels.path === path)?.value ?? 0;
+
     const cursorOf = async (queue: string) =>
       (
         await observer.query(
@@ -535,6 +540,7 @@ const xidOf = async (manager: Session): Promise<string> =>
       ).rows[0];
 
     it('takes one round trip: the cursor held to what the claim left, its update, BEGIN and COMMIT', async () => {
+      const claimed = await acksBy('claim');
       for (let round = 0; round < 2; round += 1) {
         const batch = await popped(3, 3);
         const { trips, body } = await ackIn(batch.acks());
@@ -542,6 +548,7 @@ const xidOf = async (manager: Session): Promise<string> =>
         expect(trips).toBe(1);
         expect(await cursorOf(batch.queue)).toEqual({ committed: 3, lease_id: null, retry_count: 0 });
       }
+      expect(await acksBy('claim')).toBe(claimed + 2);
     });
 
     it('keeps the lease of a batch acked in part, as the locking ack does', async () => {
@@ -566,8 +573,10 @@ const xidOf = async (manager: Session): Promise<string> =>
         `UPDATE consumers SET lease_expires_at = clock_timestamp() - interval '1 s' WHERE partition_id = $1`,
         [batch.partitionId],
       );
+      const moved = await acksBy('moved');
       const { trips, body } = await ackIn(batch.acks());
       expect(trips).toBe(3);
+      expect(await acksBy('moved')).toBe(moved + 1);
       expect(body).toMatchObject([0, 1].map(() => ({ success: false, error: 'invalid or expired lease' })));
       expect(await cursorOf(batch.queue)).toEqual({ committed: 0, lease_id: batch.leaseId, retry_count: 0 });
     });
@@ -598,8 +607,10 @@ const xidOf = async (manager: Session): Promise<string> =>
 
     it("locks the cursor for a nack, an epoch that is not the claim's, or a lease another process handed out", async () => {
       const nacked = await popped(2, 2);
+      const locked = await acksBy('lock');
       const nack = await ackIn(nacked.acks('failed'));
       expect(nack.trips).toBe(2);
+      expect(await acksBy('lock')).toBe(locked + 1);
       // The first hands the batch back and ends the lease the second names.
       expect(nack.body).toMatchObject([
         { success: true, leaseReleased: true },
@@ -615,9 +626,9 @@ const xidOf = async (manager: Session): Promise<string> =>
 
       const other = await popped(2, 2);
       app.get(HandedOutLeases).forget(await tenantOf(other.queue), other.leaseId);
-      const locked = await ackIn(other.acks());
-      expect(locked.trips).toBe(2);
-      expect(locked.body).toMatchObject([{ success: true }, { success: true, leaseReleased: true }]);
+      const another = await ackIn(other.acks());
+      expect(another.trips).toBe(2);
+      expect(another.body).toMatchObject([{ success: true }, { success: true, leaseReleased: true }]);
     });
 
     const tenantOf = async (queue: string): Promise<string> =>

@@ -169,6 +169,7 @@ function harness(world: World = {}): Harness {
   });
   const metrics = {
     acks: counter('acks'),
+    ackPaths: { inc: () => undefined },
     redeliveredMessages: counter('redelivered'),
     deadLettered: counter('deadLettered'),
     queue: (_tenantId: string, queue: string) => ({ queue }),

@@ -62,7 +62,10 @@ export class AckService {
     const handedOut = this.decideOnClaim(tenantId, commands);
     if (handedOut) {
       const results = await this.writes.run(tenantId, (unit) => this.saveDecided(unit, commands, handedOut));
+      this.metrics.ackPaths.inc({ path: results ? 'claim' : 'moved' });
       if (results) return results;
+    } else {
+      this.metrics.ackPaths.inc({ path: 'lock' });
     }
     return this.writes.run(tenantId, (unit) => this.apply(unit, commands));
   }

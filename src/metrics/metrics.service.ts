@@ -38,6 +38,7 @@ export class MetricsService {
   readonly pushedMessages: Counter<string>;
   readonly poppedMessages: Counter<string>;
   readonly acks: Counter<'status' | 'outcome'>;
+  readonly ackPaths: Counter<'path'>;
   readonly transactions: Counter<'outcome'>;
   readonly streamCycles: Counter<'outcome'>;
   readonly pops: Counter<'outcome'>;
@@ -149,6 +150,15 @@ export class MetricsService {
       name: 'leasehold_acks_total',
       help: 'Acknowledgments, by status (completed, failed, retry) and outcome (accepted, refused).',
       labelNames: ['status', 'outcome'],
+      registers,
+    });
+    this.ackPaths = new Counter({
+      name: 'leasehold_ack_requests_total',
+      help:
+        'Ack requests by path: claim (decided on the cursor its pop left here, one round trip), moved (so decided, ' +
+        'but the cursor had moved: locked after), lock (locked from the start: a nack, another process, several ' +
+        'partitions).',
+      labelNames: ['path'],
       registers,
     });
     this.transactions = new Counter({
