@@ -101,19 +101,28 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
    * knows how many messages are claimable again (`messages`, an SQL expression).
    */
   redeliveryNotify(tenantId: string, queue: string, consumerGroup: string, partition: string, messages: Sql): Sql {
-    const head = compositeKey(this.origin, tenantId, queue, consumerGroup, '');
-    const entry = shared(compositeKey('', `${partition}\t`));
+    // Each part up to where the count goes; the SQL writes the count after it.
+    const head = this.head([tenantId, queue, consumerGroup], '');
+    const entry = shared(compositeKey('', partitionEntry(partition, '')));
     // The longest count PostgreSQL can write is 20 characters.
     const fits = Buffer.byteLength(head) + Buffer.byteLength(entry.value) + 40 <= NOTIFY_PAYLOAD_BYTES;
     return sql`pg_notify(${REDELIVERY_CHANNEL}, ${head} || ${messages}::text
                  || CASE WHEN ${fits} THEN ${entry} || ${messages}::text ELSE '' END)`;
   }
 
-  /** Origin, tenant, queue[, consumer group], total, then each partition's count unless they would not fit. */
+  /** The head, then each partition's count unless they would not fit. */
   private payload(names: string[], partitions: QueueWork): string {
-    const head = compositeKey(this.origin, ...names, String(sumOf(partitions)));
-    const full = compositeKey(head, ...[...partitions].map(([partition, count]) => `${partition}\t${count}`));
+    const head = this.head(names, String(sumOf(partitions)));
+    const full = compositeKey(
+      head,
+      ...[...partitions].map(([partition, count]) => partitionEntry(partition, String(count))),
+    );
     return Buffer.byteLength(full) <= NOTIFY_PAYLOAD_BYTES ? full : head;
+  }
+
+  /** Origin, tenant, queue[, consumer group], total. */
+  private head(names: string[], total: string): string {
+    return compositeKey(this.origin, ...names, total);
   }
 
   private onNotification(message: Notification): void {
@@ -200,4 +209,8 @@ export class WakeupChannel implements OnApplicationBootstrap, OnApplicationShutd
     this.reconnectDelayMs = Math.min(delay * 2, RECONNECT_MAX_MS);
     this.reconnectTimer = setTimeout(() => void this.connect(), delay).unref();
   }
+}
+
+function partitionEntry(partition: string, count: string): string {
+  return `${partition}\t${count}`;
 }
